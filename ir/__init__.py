@@ -1,0 +1,103 @@
+"""A small, lossless IR for ONNX models.
+
+`ir.load` / `ir.save` read and write files; `ir.from_onnx` / `ir.to_onnx` convert protobuf
+messages. Graphs are made of `Node`s and `Value`s with use-def links kept consistent by the
+mutation methods; lowering emits every untouched part of a model exactly as it was read.
+"""
+
+from __future__ import annotations
+
+from ir import _schemas as schemas
+from ir._core import (
+    Attr,
+    AttrValue,
+    Dim,
+    ExternalDataError,
+    Function,
+    Graph,
+    GraphStructureError,
+    IRError,
+    MapType,
+    Model,
+    ModelLoadError,
+    Node,
+    NumpyTensor,
+    OpaqueType,
+    OptionalType,
+    SequenceType,
+    SparseTensorType,
+    Tensor,
+    TensorType,
+    Type,
+    UnsetType,
+    Use,
+    Value,
+    attr_float,
+    attr_floats,
+    attr_graph,
+    attr_int,
+    attr_ints,
+    attr_str,
+    attr_strs,
+    attr_tensor,
+    format_graph,
+    format_node,
+    infer_attr,
+    topological_order,
+)
+from ir._enums import AttrType, DataType
+from ir._names import NameAllocator
+from ir._serde import from_onnx, to_onnx
+from ir._serde_io import load, save
+from ir._serde_tensors import ExternalTensor, TensorDataError, numpy_dtype
+from ir._verify import verify
+
+__all__ = [
+    "Attr",
+    "AttrType",
+    "AttrValue",
+    "DataType",
+    "Dim",
+    "ExternalDataError",
+    "ExternalTensor",
+    "Function",
+    "Graph",
+    "GraphStructureError",
+    "IRError",
+    "MapType",
+    "Model",
+    "ModelLoadError",
+    "NameAllocator",
+    "Node",
+    "NumpyTensor",
+    "OpaqueType",
+    "OptionalType",
+    "SequenceType",
+    "SparseTensorType",
+    "Tensor",
+    "TensorDataError",
+    "TensorType",
+    "Type",
+    "UnsetType",
+    "Use",
+    "Value",
+    "attr_float",
+    "attr_floats",
+    "attr_graph",
+    "attr_int",
+    "attr_ints",
+    "attr_str",
+    "attr_strs",
+    "attr_tensor",
+    "format_graph",
+    "format_node",
+    "from_onnx",
+    "infer_attr",
+    "load",
+    "numpy_dtype",
+    "save",
+    "schemas",
+    "to_onnx",
+    "topological_order",
+    "verify",
+]

@@ -1,0 +1,1503 @@
+"""The IR core: Model, Graph, Node, Value, attributes, types and tensors.
+
+This module never imports onnx. Invariants it keeps:
+
+* Use-def symmetry: `value.uses` holds `Use(node, i)` exactly when `node.inputs[i] is value`,
+  for every node that has not been detached. Inputs change only through `Node` methods.
+* Ownership: a node belongs to at most one graph; a value is produced by at most one node or
+  is an input/initializer of one graph.
+* Change tracking: every mutation clears the cached protobuf of what it touched and marks the
+  enclosing graphs dirty, so lowering can reuse untouched parts byte for byte.
+
+Lifting (`_serde`) stores the original protobuf objects in the private `_proto` slots; this
+module treats them as opaque.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias, Union
+
+import numpy as np
+
+from ir._enums import AttrType, DataType
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+
+class IRError(Exception):
+    """Base class of errors about a model's contents (bad input, not misuse of the API)."""
+
+
+class ModelLoadError(IRError):
+    """A model file or protobuf could not be turned into an IR model."""
+
+
+class ExternalDataError(IRError):
+    """An external-data reference is unsafe or cannot be resolved."""
+
+
+class GraphStructureError(IRError):
+    """The graph violates a structural rule (cycle, undefined value, duplicate definition)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Types
+
+
+Dim: TypeAlias = int | str | None
+"""A dimension: an int (static), a str (named symbolic dim) or None (unknown)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TensorType:
+    """A dense tensor type; `shape is None` means the rank is unknown."""
+
+    dtype: DataType
+    shape: tuple[Dim, ...] | None = None
+    denotation: str = ""
+    dim_denotations: tuple[str, ...] | None = None
+
+    def __str__(self) -> str:
+        if self.shape is None:
+            return f"{self.dtype.onnx_name}[?]"
+        dims = ",".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.dtype.onnx_name}[{dims}]"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SparseTensorType:
+    """A sparse tensor type."""
+
+    dtype: DataType
+    shape: tuple[Dim, ...] | None = None
+    denotation: str = ""
+    dim_denotations: tuple[str, ...] | None = None
+
+    def __str__(self) -> str:
+        return f"sparse_{TensorType(self.dtype, self.shape)}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SequenceType:
+    """A sequence of elements of one type (`elem` None when the proto leaves it unset)."""
+
+    elem: Type | None
+    denotation: str = ""
+
+    def __str__(self) -> str:
+        return f"seq({self.elem})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MapType:
+    """A map from a scalar key type to a value type."""
+
+    key: DataType
+    value: Type | None
+    denotation: str = ""
+
+    def __str__(self) -> str:
+        return f"map({self.key.onnx_name},{self.value})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OptionalType:
+    """An optional of a tensor or sequence type."""
+
+    elem: Type | None
+    denotation: str = ""
+
+    def __str__(self) -> str:
+        return f"optional({self.elem})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OpaqueType:
+    """An opaque type, named by domain and name."""
+
+    domain: str = ""
+    name: str = ""
+    denotation: str = ""
+
+    def __str__(self) -> str:
+        return f"opaque({self.domain}.{self.name})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UnsetType:
+    """A TypeProto with no value field set (only a denotation, or nothing at all)."""
+
+    denotation: str = ""
+
+    def __str__(self) -> str:
+        return "?"
+
+
+Type: TypeAlias = Union[
+    TensorType, SparseTensorType, SequenceType, MapType, OptionalType, OpaqueType, UnsetType
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensors
+
+
+class Tensor(abc.ABC):
+    """A constant tensor. Subclasses decide where the bytes live and read them only on demand."""
+
+    __slots__ = ()
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """The tensor's own name (for initializers, kept equal to the value's name)."""
+
+    @property
+    @abc.abstractmethod
+    def dtype(self) -> DataType:
+        """Element type."""
+
+    @property
+    @abc.abstractmethod
+    def shape(self) -> tuple[int, ...]:
+        """Static shape."""
+
+    @abc.abstractmethod
+    def numpy(self) -> npt.NDArray[np.generic]:
+        """The values as a numpy array (read, decoded or memory-mapped on first call)."""
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        total = 1
+        for d in self.shape:
+            total *= d
+        return total
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the elements occupy (packed for sub-byte types; 0 for strings)."""
+        return (self.size * self.dtype.bitwidth + 7) // 8
+
+    @property
+    def is_external(self) -> bool:
+        """True when the bytes live in an external-data file."""
+        return False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.dtype.onnx_name}, {self.shape})"
+
+
+class NumpyTensor(Tensor):
+    """A tensor held as a numpy array (what rewrites create)."""
+
+    __slots__ = ("_array", "_dtype", "_name", "doc_string")
+
+    def __init__(
+        self,
+        array: npt.ArrayLike,
+        name: str = "",
+        dtype: DataType | None = None,
+        doc_string: str = "",
+    ) -> None:
+        arr = np.asarray(array)
+        self._array = arr
+        self._dtype = dtype if dtype is not None else DataType.from_numpy(arr.dtype)
+        self._name = name
+        self.doc_string = doc_string
+
+    @property
+    def name(self) -> str:  # noqa: D102
+        return self._name
+
+    @property
+    def dtype(self) -> DataType:  # noqa: D102
+        return self._dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:  # noqa: D102
+        return tuple(int(d) for d in self._array.shape)
+
+    def numpy(self) -> npt.NDArray[np.generic]:  # noqa: D102
+        return self._array
+
+    def renamed(self, name: str) -> NumpyTensor:
+        """The same data under another name (no copy)."""
+        return NumpyTensor(self._array, name, self._dtype, self.doc_string)
+
+
+# ---------------------------------------------------------------------------------------------
+# Attributes
+
+AttrValue: TypeAlias = Union[
+    float,
+    int,
+    str,
+    bytes,
+    Tensor,
+    "Graph",
+    Type,
+    tuple[float, ...],
+    tuple[int, ...],
+    tuple[str | bytes, ...],
+    tuple[Tensor, ...],
+    tuple["Graph", ...],
+    tuple[Type, ...],
+    None,
+]
+"""The value of an attribute; which member is used is given by its `AttrType`."""
+
+
+class Attr:
+    """A named, typed attribute value (immutable once built).
+
+    STRING values are `str` when they decode as UTF-8 and `bytes` otherwise. A reference to a
+    function attribute (`ref_attr_name`) has value None.
+    """
+
+    __slots__ = ("_proto", "doc_string", "name", "ref_attr_name", "type", "value")
+
+    name: str
+    type: AttrType
+    value: AttrValue
+    ref_attr_name: str
+    doc_string: str
+
+    def __init__(
+        self,
+        name: str,
+        type: AttrType,  # noqa: A002 - mirrors ONNX's field name
+        value: AttrValue,
+        ref_attr_name: str = "",
+        doc_string: str = "",
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "type", type if type.__class__ is AttrType else AttrType(type))
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "ref_attr_name", ref_attr_name)
+        object.__setattr__(self, "doc_string", doc_string)
+        object.__setattr__(self, "_proto", None)
+
+    def __setattr__(self, key: str, value: object) -> None:
+        raise AttributeError("Attr is immutable; build a new Attr and use Node.set_attribute")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Attr):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.type == other.type
+            and self.ref_attr_name == other.ref_attr_name
+            and _attr_values_equal(self.value, other.value)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.type))
+
+    def __repr__(self) -> str:
+        if self.ref_attr_name:
+            return f"Attr({self.name!r}, {self.type.name}, @{self.ref_attr_name})"
+        return f"Attr({self.name!r}, {self.type.name}, {self.value!r})"
+
+    @property
+    def is_graph(self) -> bool:
+        """True for GRAPH and GRAPHS attributes."""
+        return self.type in (AttrType.GRAPH, AttrType.GRAPHS)
+
+    def graphs(self) -> tuple[Graph, ...]:
+        """The subgraphs this attribute holds (empty for non-graph attributes)."""
+        if self.type == AttrType.GRAPH and isinstance(self.value, Graph):
+            return (self.value,)
+        if self.type == AttrType.GRAPHS and isinstance(self.value, tuple):
+            return tuple(g for g in self.value if isinstance(g, Graph))
+        return ()
+
+
+def _attr_values_equal(a: AttrValue, b: AttrValue) -> bool:
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+            return False
+        return (
+            a.dtype == b.dtype
+            and a.shape == b.shape
+            and bool(np.array_equal(a.numpy(), b.numpy()))
+        )
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_attr_values_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, Graph) or isinstance(b, Graph):
+        return a is b
+    return a == b
+
+
+def attr_float(name: str, value: float) -> Attr:
+    """A FLOAT attribute."""
+    return Attr(name, AttrType.FLOAT, float(value))
+
+
+def attr_int(name: str, value: int) -> Attr:
+    """An INT attribute."""
+    return Attr(name, AttrType.INT, int(value))
+
+
+def attr_str(name: str, value: str) -> Attr:
+    """A STRING attribute."""
+    return Attr(name, AttrType.STRING, value)
+
+
+def attr_ints(name: str, values: Iterable[int]) -> Attr:
+    """An INTS attribute."""
+    return Attr(name, AttrType.INTS, tuple(int(v) for v in values))
+
+
+def attr_floats(name: str, values: Iterable[float]) -> Attr:
+    """A FLOATS attribute."""
+    return Attr(name, AttrType.FLOATS, tuple(float(v) for v in values))
+
+
+def attr_strs(name: str, values: Iterable[str]) -> Attr:
+    """A STRINGS attribute."""
+    return Attr(name, AttrType.STRINGS, tuple(values))
+
+
+def attr_tensor(name: str, value: Tensor) -> Attr:
+    """A TENSOR attribute."""
+    return Attr(name, AttrType.TENSOR, value)
+
+
+def attr_graph(name: str, value: Graph) -> Attr:
+    """A GRAPH attribute."""
+    return Attr(name, AttrType.GRAPH, value)
+
+
+def infer_attr(name: str, value: object) -> Attr:
+    """Build an attribute from a Python value, choosing its kind as onnx.helper does.
+
+    Raises:
+        TypeError: when no attribute kind fits the value (empty lists are ambiguous: INTS).
+    """
+    if isinstance(value, bool | int | np.integer):
+        return attr_int(name, int(value))
+    if isinstance(value, float | np.floating):
+        return attr_float(name, float(value))
+    if isinstance(value, str | bytes):
+        return Attr(name, AttrType.STRING, value)
+    if isinstance(value, Tensor):
+        return attr_tensor(name, value)
+    if isinstance(value, np.ndarray):
+        return attr_tensor(name, NumpyTensor(value))
+    if isinstance(value, Graph):
+        return attr_graph(name, value)
+    if isinstance(value, list | tuple):
+        items = list(value)
+        if all(isinstance(v, bool | int | np.integer) for v in items):
+            return attr_ints(name, items)  # also the choice for an empty list
+        if all(isinstance(v, int | float | np.integer | np.floating) for v in items):
+            return attr_floats(name, items)
+        if all(isinstance(v, str | bytes) for v in items):
+            return Attr(name, AttrType.STRINGS, tuple(items))
+        if all(isinstance(v, Tensor) for v in items):
+            return Attr(name, AttrType.TENSORS, tuple(items))
+        if all(isinstance(v, Graph) for v in items):
+            return Attr(name, AttrType.GRAPHS, tuple(items))
+    raise TypeError(f"cannot infer an attribute kind for {name}={value!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Values and nodes
+
+
+class Use(NamedTuple):
+    """One use of a value: `node.inputs[index] is value`."""
+
+    node: Node
+    index: int
+
+
+# Lifting installs a function that turns a lazily kept TypeProto into a Type (see `_serde`).
+_type_lifter: list[object] = []
+
+
+class Value:
+    """A named SSA value: a node output, a graph input or an initializer.
+
+    `uses` is maintained by Node; a value is never linked to its users by hand.
+    """
+
+    __slots__ = (
+        "_const_value",
+        "_graph",
+        "_index",
+        "_name",
+        "_producer",
+        "_type",
+        "_type_proto",
+        "_uses",
+        "_vi_proto",
+        "_meta",
+        "_metadata_props",
+        "doc_string",
+    )
+
+    def __init__(
+        self,
+        name: str = "",
+        type: Type | None = None,  # noqa: A002
+        const_value: Tensor | None = None,
+        doc_string: str = "",
+    ) -> None:
+        self._name = name
+        self._type: Type | None = type
+        self._type_proto: object = None
+        self._const_value = const_value
+        self._producer: Node | None = None
+        self._index = -1
+        self._graph: Graph | None = None
+        # Keyed by plain (node, index) tuples: cheaper to build than Use, and equal to them.
+        self._uses: dict[tuple[Node, int], None] = {}
+        self._vi_proto: object = None
+        self.doc_string = doc_string
+        # Created on first use: most values never carry metadata.
+        self._metadata_props: dict[str, str] | None = None
+        self._meta: dict[str, object] | None = None
+
+    def __repr__(self) -> str:
+        return f"Value({self._name!r})"
+
+    @property
+    def metadata_props(self) -> dict[str, str]:
+        """String key/value metadata (from value_info)."""
+        if self._metadata_props is None:
+            self._metadata_props = {}
+        return self._metadata_props
+
+    @metadata_props.setter
+    def metadata_props(self, value: dict[str, str]) -> None:
+        self._metadata_props = dict(value)
+        self._vi_proto = None
+
+    @property
+    def meta(self) -> dict[str, object]:
+        """Scratch space for passes (never serialized)."""
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    # identity --------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The value's name; renaming updates every protobuf that mentions it on lowering."""
+        return self._name
+
+    @name.setter
+    def name(self, new_name: str) -> None:
+        if new_name == self._name:
+            return
+        graph = self._graph
+        if graph is not None and self._name in graph._initializers:
+            graph._rename_initializer(self, new_name)
+        self._name = new_name
+        self._vi_proto = None
+        if self._producer is not None:
+            self._producer._invalidate()
+        for node, _ in self._uses:
+            node._invalidate()
+        owner = self.graph
+        if owner is not None:
+            owner._touch()
+
+    # producer and uses -----------------------------------------------------------------------
+    def producer(self) -> Node | None:
+        """The node that computes this value, or None for inputs and initializers."""
+        return self._producer
+
+    @property
+    def index(self) -> int:
+        """Output index within the producer (-1 when there is no producer)."""
+        return self._index
+
+    @property
+    def uses(self) -> tuple[Use, ...]:
+        """Every (node, input index) that reads this value, in a deterministic order."""
+        return tuple(Use(node, index) for node, index in self._uses)
+
+    def num_uses(self) -> int:
+        """How many node inputs read this value (graph outputs not counted)."""
+        return len(self._uses)
+
+    def users(self) -> tuple[Node, ...]:
+        """The distinct nodes that read this value, in order of first use."""
+        return tuple(dict.fromkeys(node for node, _ in self._uses))
+
+    @property
+    def graph(self) -> Graph | None:
+        """The graph that defines this value (producer's graph, or owner of input/initializer)."""
+        if self._producer is not None:
+            return self._producer._graph
+        return self._graph
+
+    def is_graph_input(self) -> bool:
+        """True when this value is an input of the graph that owns it."""
+        g = self._graph
+        return g is not None and self._producer is None and any(v is self for v in g._inputs)
+
+    def is_initializer(self) -> bool:
+        """True when this value is an initializer of its graph."""
+        g = self._graph
+        return g is not None and g._initializers.get(self._name) is self
+
+    def is_graph_output(self) -> bool:
+        """True when this value is an output of the graph that defines it."""
+        g = self.graph
+        return g is not None and any(v is self for v in g._outputs)
+
+    # facts -----------------------------------------------------------------------------------
+    @property
+    def type(self) -> Type | None:
+        """The value's type, when known."""
+        if self._type_proto is not None:
+            lift_type = _type_lifter[0]
+            self._type = lift_type(self._type_proto)  # type: ignore[operator]
+            self._type_proto = None
+        return self._type
+
+    @type.setter
+    def type(self, new_type: Type | None) -> None:
+        self._type_proto = None
+        if new_type == self._type:
+            return
+        self._type = new_type
+        self._vi_proto = None
+        owner = self.graph
+        if owner is not None:
+            owner._touch()
+
+    @property
+    def dtype(self) -> DataType | None:
+        """Element type for tensor values (from the type or the constant), else None."""
+        if self._const_value is not None:
+            return self._const_value.dtype
+        t = self.type
+        if isinstance(t, TensorType | SparseTensorType) and t.dtype != DataType.UNDEFINED:
+            return t.dtype
+        return None
+
+    @property
+    def shape(self) -> tuple[Dim, ...] | None:
+        """Shape for tensor values (from the constant or the type), None when rank unknown."""
+        if self._const_value is not None:
+            return self._const_value.shape
+        t = self.type
+        if isinstance(t, TensorType | SparseTensorType):
+            return t.shape
+        return None
+
+    @property
+    def const_value(self) -> Tensor | None:
+        """The tensor of an initializer (None for computed values)."""
+        return self._const_value
+
+    @const_value.setter
+    def const_value(self, tensor: Tensor | None) -> None:
+        self._const_value = tensor
+        owner = self._graph
+        if owner is not None:
+            owner._touch()
+
+
+class Node:
+    """One operator application. Inputs may be None (an omitted optional input)."""
+
+    __slots__ = (
+        "_attributes",
+        "_doc_string",
+        "_domain",
+        "_graph",
+        "_inputs",
+        "_metadata_props",
+        "_name",
+        "_op_type",
+        "_outputs",
+        "_overload",
+        "_dirty",
+        "_lazy",
+        "_meta",
+        "_proto",
+    )
+
+    def __init__(
+        self,
+        op_type: str,
+        inputs: Sequence[Value | None] = (),
+        attributes: Iterable[Attr] | Mapping[str, object] = (),
+        *,
+        domain: str = "",
+        overload: str = "",
+        name: str = "",
+        outputs: Sequence[Value | str] | None = None,
+        num_outputs: int = 1,
+        doc_string: str = "",
+        metadata_props: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create a detached node; its inputs' use lists are updated immediately.
+
+        Args:
+            op_type: ONNX operator name.
+            inputs: the input values (None for an omitted optional input).
+            attributes: Attr objects, or a mapping from name to a Python value.
+            domain: operator domain ("" is the default ONNX domain).
+            overload: function overload name.
+            name: node name.
+            outputs: output values or names; when None, `num_outputs` unnamed values.
+            num_outputs: number of outputs when `outputs` is None.
+            doc_string: documentation string.
+            metadata_props: string key/value metadata.
+        """
+        self._op_type = op_type
+        self._domain = domain
+        self._overload = overload
+        self._name = name
+        self._doc_string = doc_string
+        self._metadata_props: dict[str, str] | None = dict(metadata_props or {})
+        self._graph: Graph | None = None
+        self._proto: object = None
+        self._dirty = True
+        self._lazy: object = None
+        self._meta: dict[str, object] | None = None
+        if isinstance(attributes, Mapping):
+            attrs = [a if isinstance(a, Attr) else infer_attr(k, a) for k, a in attributes.items()]
+        else:
+            attrs = list(attributes)
+        self._attributes: dict[str, Attr] | None = {a.name: a for a in attrs}
+        if outputs is None:
+            outputs = [Value() for _ in range(num_outputs)]
+        outs: list[Value] = []
+        for i, out in enumerate(outputs):
+            value = Value(out) if isinstance(out, str) else out
+            if value._producer is not None or value._graph is not None:
+                raise ValueError(f"value {value.name!r} is already defined elsewhere")
+            value._producer = self
+            value._index = i
+            outs.append(value)
+        self._outputs: tuple[Value, ...] = tuple(outs)
+        self._inputs: tuple[Value | None, ...] = tuple(inputs)
+        for i, value in enumerate(self._inputs):
+            if value is not None:
+                value._uses[(self, i)] = None
+        for attr in attrs:
+            for sub in attr.graphs():
+                sub._set_owner(self)
+
+    def __repr__(self) -> str:
+        label = f"{self._domain}.{self._op_type}" if self._domain else self._op_type
+        return f"Node({label}, name={self._name!r})"
+
+    def __str__(self) -> str:
+        return format_node(self)
+
+    # plain fields whose change invalidates the cached proto ----------------------------------
+    @property
+    def op_type(self) -> str:
+        """Operator type."""
+        return self._op_type
+
+    @op_type.setter
+    def op_type(self, value: str) -> None:
+        self._op_type = value
+        self._invalidate()
+
+    @property
+    def domain(self) -> str:
+        """Operator domain ("" for the default domain)."""
+        return self._domain
+
+    @domain.setter
+    def domain(self, value: str) -> None:
+        self._domain = value
+        self._invalidate()
+
+    @property
+    def overload(self) -> str:
+        """Function overload name."""
+        return self._overload
+
+    @overload.setter
+    def overload(self, value: str) -> None:
+        self._overload = value
+        self._invalidate()
+
+    @property
+    def name(self) -> str:
+        """Node name (may be empty; not required to be unique)."""
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = value
+        self._invalidate()
+
+    @property
+    def doc_string(self) -> str:
+        """Documentation string."""
+        return self._doc_string
+
+    @doc_string.setter
+    def doc_string(self, value: str) -> None:
+        self._doc_string = value
+        self._invalidate()
+
+    @property
+    def metadata_props(self) -> Mapping[str, str]:
+        """Read-only view of metadata; change it with `set_metadata`."""
+        return self._metadata()
+
+    def set_metadata(self, key: str, value: str) -> None:
+        """Set one metadata entry."""
+        self._metadata()[key] = value
+        self._invalidate()
+
+    def _metadata(self) -> dict[str, str]:
+        if self._metadata_props is None:
+            lifter = self._lazy
+            self._metadata_props = lifter.node_metadata(self) if lifter is not None else {}  # type: ignore[attr-defined]
+        return self._metadata_props
+
+    def _attrs(self) -> dict[str, Attr]:
+        # Lifting leaves attributes of nodes without subgraphs unread until first asked for.
+        if self._attributes is None:
+            lifter = self._lazy
+            self._attributes = lifter.node_attributes(self) if lifter is not None else {}  # type: ignore[attr-defined]
+        return self._attributes
+
+    @property
+    def meta(self) -> dict[str, object]:
+        """Scratch space for passes (never serialized)."""
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    @property
+    def graph(self) -> Graph | None:
+        """The graph this node belongs to, or None when detached."""
+        return self._graph
+
+    # inputs and outputs ----------------------------------------------------------------------
+    @property
+    def inputs(self) -> tuple[Value | None, ...]:
+        """Input values (None marks an omitted optional input)."""
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, _: object) -> None:
+        raise AttributeError("use Node.replace_input_with / Node.set_inputs to change inputs")
+
+    @property
+    def outputs(self) -> tuple[Value, ...]:
+        """Output values; an omitted optional output is a value with an empty name."""
+        return self._outputs
+
+    @outputs.setter
+    def outputs(self, _: object) -> None:
+        raise AttributeError("outputs are fixed at construction; build a new node instead")
+
+    def replace_input_with(self, index: int, value: Value | None) -> None:
+        """Make input `index` read `value`, keeping both values' use lists right."""
+        if not 0 <= index < len(self._inputs):
+            raise IndexError(f"{self!r} has no input {index}")
+        old = self._inputs[index]
+        if old is value:
+            return
+        if old is not None:
+            old._uses.pop((self, index), None)
+        if value is not None:
+            value._uses[(self, index)] = None
+        items = list(self._inputs)
+        items[index] = value
+        self._inputs = tuple(items)
+        self._invalidate()
+
+    def set_inputs(self, values: Sequence[Value | None]) -> None:
+        """Replace the whole input list (its length may change)."""
+        for i, old in enumerate(self._inputs):
+            if old is not None:
+                old._uses.pop((self, i), None)
+        self._inputs = tuple(values)
+        for i, value in enumerate(self._inputs):
+            if value is not None:
+                value._uses[(self, i)] = None
+        self._invalidate()
+
+    def append_input(self, value: Value | None) -> None:
+        """Add one input at the end."""
+        self.set_inputs((*self._inputs, value))
+
+    # attributes ------------------------------------------------------------------------------
+    @property
+    def attributes(self) -> Mapping[str, Attr]:
+        """Read-only view of the attributes by name; change them with `set_attribute`."""
+        return _AttributeView(self._attrs())
+
+    def attribute(self, name: str, default: AttrValue = None) -> AttrValue:
+        """The value of attribute `name`, or `default` when the node does not carry it."""
+        attr = self._attrs().get(name)
+        return default if attr is None else attr.value
+
+    def set_attribute(self, attr: Attr) -> None:
+        """Add or replace one attribute."""
+        attrs = self._attrs()
+        old = attrs.get(attr.name)
+        if old is not None:
+            for sub in old.graphs():
+                sub._set_owner(None)
+        attrs[attr.name] = attr
+        for sub in attr.graphs():
+            sub._set_owner(self)
+        self._invalidate()
+
+    def remove_attribute(self, name: str) -> None:
+        """Remove one attribute if present."""
+        old = self._attrs().pop(name, None)
+        if old is not None:
+            for sub in old.graphs():
+                sub._set_owner(None)
+            self._invalidate()
+
+    def subgraphs(self) -> Iterator[Graph]:
+        """The graphs held by this node's attributes, in attribute order."""
+        attrs = self._attributes
+        if attrs is None:
+            return  # attributes left unread by lifting never hold graphs
+        for attr in attrs.values():
+            yield from attr.graphs()
+
+    # lifecycle -------------------------------------------------------------------------------
+    def detach_inputs(self) -> None:
+        """Drop this node's uses of its inputs (the inputs are kept in `inputs`)."""
+        for i, value in enumerate(self._inputs):
+            if value is not None:
+                value._uses.pop((self, i), None)
+
+    def _invalidate(self) -> None:
+        self._dirty = True
+        graph = self._graph
+        if graph is not None and not graph._dirty:
+            graph._touch()
+
+
+class _AttributeView(Mapping[str, Attr]):
+    """A read-only mapping over a node's attribute dict."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, Attr]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Attr:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphs
+
+
+class Graph:
+    """A graph: ordered nodes, inputs, outputs and initializers.
+
+    Node order is kept as given; lowering emits a topological order that keeps the given
+    order wherever it is already valid.
+    """
+
+    __slots__ = (
+        "_dirty",
+        "_initializers",
+        "_inputs",
+        "_nodes",
+        "_outputs",
+        "_owner",
+        "_proto",
+        "_sparse_initializers",
+        "_value_info",
+        "doc_string",
+        "meta",
+        "metadata_props",
+        "name",
+    )
+
+    def __init__(
+        self,
+        inputs: Sequence[Value] = (),
+        outputs: Sequence[Value] = (),
+        nodes: Iterable[Node] = (),
+        initializers: Iterable[Value] = (),
+        *,
+        name: str = "",
+        doc_string: str = "",
+    ) -> None:
+        self.name = name
+        self.doc_string = doc_string
+        self.metadata_props: dict[str, str] = {}
+        self.meta: dict[str, object] = {}
+        self._inputs: list[Value] = []
+        self._outputs: list[Value] = []
+        self._initializers: dict[str, Value] = {}
+        self._sparse_initializers: dict[str, Value] = {}
+        self._nodes: dict[Node, None] = {}
+        self._owner: Node | Function | None = None
+        self._proto: object = None
+        self._dirty = True
+        # Values described by value_info, in file order, with the entry each came from.
+        self._value_info: list[tuple[Value | None, object]] = []
+        for value in inputs:
+            self.add_input(value)
+        for value in initializers:
+            self.add_initializer(value)
+        for node in nodes:
+            self.append(node)
+        for value in outputs:
+            self.add_output(value)
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {len(self._nodes)} nodes)"
+
+    def __str__(self) -> str:
+        return format_graph(self)
+
+    # structure -------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """Nodes in their current order (a snapshot)."""
+        return tuple(self._nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(tuple(self._nodes))
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._nodes
+
+    @property
+    def inputs(self) -> tuple[Value, ...]:
+        """Graph inputs in order."""
+        return tuple(self._inputs)
+
+    @property
+    def outputs(self) -> tuple[Value, ...]:
+        """Graph outputs in order."""
+        return tuple(self._outputs)
+
+    @property
+    def initializers(self) -> Mapping[str, Value]:
+        """Initializers by name, in order (read-only view)."""
+        return _ValueView(self._initializers)
+
+    @property
+    def sparse_initializers(self) -> Mapping[str, Value]:
+        """Sparse initializers by name, in order (read-only view)."""
+        return _ValueView(self._sparse_initializers)
+
+    @property
+    def owner(self) -> Node | Function | None:
+        """The node whose attribute holds this graph, or the function it is the body of."""
+        return self._owner
+
+    def add_input(self, value: Value) -> None:
+        """Append a graph input."""
+        self._claim(value)
+        self._inputs.append(value)
+        self._touch()
+
+    def insert_input(self, index: int, value: Value) -> None:
+        """Insert a graph input at `index`."""
+        self._claim(value)
+        self._inputs.insert(index, value)
+        self._touch()
+
+    def remove_input(self, value: Value) -> None:
+        """Remove a graph input that nothing uses any more."""
+        if value._uses:
+            raise ValueError(f"graph input {value.name!r} still has uses")
+        self._inputs.remove(value)
+        if not self._is_defined_here(value):
+            value._graph = None
+        self._touch()
+
+    def add_output(self, value: Value) -> None:
+        """Append a graph output."""
+        self._outputs.append(value)
+        self._touch()
+
+    def set_output(self, index: int, value: Value) -> None:
+        """Make graph output `index` be `value`."""
+        self._outputs[index] = value
+        self._touch()
+
+    def remove_output(self, index: int) -> None:
+        """Remove graph output `index`."""
+        del self._outputs[index]
+        self._touch()
+
+    def add_initializer(self, value: Value) -> None:
+        """Register `value` (which must carry a `const_value`) as an initializer."""
+        if value.const_value is None:
+            raise ValueError(f"initializer {value.name!r} has no const_value")
+        if value.name in self._initializers and self._initializers[value.name] is not value:
+            raise ValueError(f"an initializer named {value.name!r} already exists")
+        self._claim(value)
+        self._initializers[value.name] = value
+        self._touch()
+
+    def remove_initializer(self, name: str) -> Value:
+        """Unregister an initializer that nothing uses any more; returns it."""
+        value = self._initializers[name]
+        if value._uses or value.is_graph_output():
+            raise ValueError(f"initializer {name!r} still has uses")
+        del self._initializers[name]
+        if not self._is_defined_here(value):
+            value._graph = None
+        self._touch()
+        return value
+
+    def add_sparse_initializer(self, value: Value) -> None:
+        """Register a sparse initializer."""
+        self._claim(value)
+        self._sparse_initializers[value.name] = value
+        self._touch()
+
+    def _claim(self, value: Value) -> None:
+        if value._producer is not None:
+            raise ValueError(f"value {value.name!r} is produced by {value._producer!r}")
+        if value._graph is not None and value._graph is not self:
+            raise ValueError(f"value {value.name!r} already belongs to another graph")
+        value._graph = self
+
+    def _is_defined_here(self, value: Value) -> bool:
+        return (
+            any(v is value for v in self._inputs)
+            or self._initializers.get(value.name) is value
+            or self._sparse_initializers.get(value.name) is value
+        )
+
+    def _rename_initializer(self, value: Value, new_name: str) -> None:
+        # Rebuild to keep order; renaming initializers is rare.
+        if new_name in self._initializers:
+            raise ValueError(f"an initializer named {new_name!r} already exists")
+        self._initializers = {
+            (new_name if v is value else k): v for k, v in self._initializers.items()
+        }
+
+    # nodes -----------------------------------------------------------------------------------
+    def append(self, node: Node) -> None:
+        """Add a detached node at the end."""
+        if node._graph is not None:
+            raise ValueError(f"{node!r} already belongs to a graph")
+        node._graph = self
+        self._nodes[node] = None
+        self._touch()
+
+    def extend(self, nodes: Iterable[Node]) -> None:
+        """Add detached nodes at the end, in order."""
+        for node in nodes:
+            self.append(node)
+
+    def insert_before(self, anchor: Node, nodes: Sequence[Node]) -> None:
+        """Insert detached nodes just before `anchor` (O(number of nodes))."""
+        self._insert(anchor, nodes, after=False)
+
+    def insert_after(self, anchor: Node, nodes: Sequence[Node]) -> None:
+        """Insert detached nodes just after `anchor` (O(number of nodes))."""
+        self._insert(anchor, nodes, after=True)
+
+    def _insert(self, anchor: Node, nodes: Sequence[Node], *, after: bool) -> None:
+        if anchor._graph is not self:
+            raise ValueError(f"{anchor!r} is not in this graph")
+        for node in nodes:
+            if node._graph is not None:
+                raise ValueError(f"{node!r} already belongs to a graph")
+        reordered: dict[Node, None] = {}
+        for existing in self._nodes:
+            if existing is anchor and not after:
+                reordered.update(dict.fromkeys(nodes))
+            reordered[existing] = None
+            if existing is anchor and after:
+                reordered.update(dict.fromkeys(nodes))
+        for node in nodes:
+            node._graph = self
+        self._nodes = reordered
+        self._touch()
+
+    def remove(self, node: Node, *, safe: bool = True) -> None:
+        """Remove a node and drop its uses of its inputs.
+
+        Args:
+            node: a node of this graph.
+            safe: refuse (ValueError) when an output is still used or is a graph output.
+        """
+        if node._graph is not self:
+            raise ValueError(f"{node!r} is not in this graph")
+        if safe:
+            for out in node._outputs:
+                if out._uses:
+                    user = next(iter(out._uses))[0]
+                    raise ValueError(
+                        f"cannot remove {node!r}: output {out.name!r} is still used by {user!r}"
+                    )
+                if any(v is out for v in self._outputs):
+                    raise ValueError(
+                        f"cannot remove {node!r}: output {out.name!r} is a graph output"
+                    )
+        node.detach_inputs()
+        del self._nodes[node]
+        node._graph = None
+        self._touch()
+
+    def sort(self) -> None:
+        """Put nodes in the topological order lowering would emit."""
+        self._nodes = dict.fromkeys(topological_order(self))
+        self._touch()
+
+    # change tracking -------------------------------------------------------------------------
+    def _set_owner(self, owner: Node | Function | None) -> None:
+        self._owner = owner
+
+    def _touch(self) -> None:
+        if self._dirty:
+            return
+        self._dirty = True
+        owner = self._owner
+        if isinstance(owner, Node):
+            owner._invalidate()
+        elif isinstance(owner, Function):
+            owner._touch()
+
+    # traversal -------------------------------------------------------------------------------
+    def all_nodes(self) -> Iterator[Node]:
+        """Every node of this graph and of its nested subgraphs, depth first."""
+        for node in tuple(self._nodes):
+            yield node
+            for sub in node.subgraphs():
+                yield from sub.all_nodes()
+
+    def all_graphs(self) -> Iterator[Graph]:
+        """This graph and every nested subgraph, depth first."""
+        yield self
+        for node in tuple(self._nodes):
+            for sub in node.subgraphs():
+                yield from sub.all_graphs()
+
+    def values(self) -> Iterator[Value]:
+        """Every value this graph defines: inputs, initializers, then node outputs in order."""
+        seen: dict[Value, None] = {}
+        for value in self._inputs:
+            seen[value] = None
+        for value in self._initializers.values():
+            seen[value] = None
+        for value in self._sparse_initializers.values():
+            seen[value] = None
+        for node in self._nodes:
+            for value in node._outputs:
+                seen[value] = None
+        return iter(seen)
+
+
+class _ValueView(Mapping[str, Value]):
+    """A read-only mapping over a name -> value dict."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict[str, Value]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Value:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def topological_order(graph: Graph) -> list[Node]:
+    """The graph's nodes, producers first, keeping the current order wherever it is valid.
+
+    A node is emitted at its place in the current order unless one of its producers comes
+    later; then that producer (and what it needs) is pulled forward. Values from outer scopes
+    used inside subgraphs count as dependencies of the node that owns the subgraph.
+
+    Raises:
+        GraphStructureError: when the nodes form a cycle (names one node on it).
+    """
+    nodes = graph._nodes
+    done: dict[Node, None] = {}
+    on_stack: dict[Node, None] = {}
+    order: list[Node] = []
+    for root in nodes:
+        if root in done:
+            continue
+        # Iterative DFS: (node, iterator over its producers).
+        stack: list[tuple[Node, Iterator[Node]]] = [(root, _producers_in(graph, root))]
+        on_stack[root] = None
+        while stack:
+            node, it = stack[-1]
+            pushed = False
+            for dep in it:
+                if dep in done:
+                    continue
+                if dep in on_stack:
+                    raise GraphStructureError(
+                        f"cycle in graph {graph.name!r} through node "
+                        f"{dep.name or dep.op_type!r} ({dep.op_type})"
+                    )
+                on_stack[dep] = None
+                stack.append((dep, _producers_in(graph, dep)))
+                pushed = True
+                break
+            if not pushed:
+                stack.pop()
+                del on_stack[node]
+                done[node] = None
+                order.append(node)
+    return order
+
+
+def _producers_in(graph: Graph, node: Node) -> Iterator[Node]:
+    """Producers in `graph` of the values `node` (and its subgraphs) read."""
+    nodes = graph._nodes
+    for value in node._inputs:
+        if value is not None:
+            producer = value._producer
+            if producer is not None and producer in nodes:
+                yield producer
+    if node._attributes:
+        for sub in node.subgraphs():
+            for value in _outer_values(sub):
+                producer = value._producer
+                if producer is not None and producer in nodes:
+                    yield producer
+
+
+def _outer_values(graph: Graph) -> Iterator[Value]:
+    """Values read inside `graph` (or deeper) that are defined outside it."""
+    for node in graph.all_nodes():
+        for value in node._inputs:
+            if value is None:
+                continue
+            owner = value.graph
+            if owner is not None and not _is_within(owner, graph):
+                yield value
+
+
+def _is_within(inner: Graph, outer: Graph) -> bool:
+    """True when `inner` is `outer` or nested (at any depth) inside it."""
+    g: Graph | None = inner
+    while g is not None:
+        if g is outer:
+            return True
+        owner = g._owner
+        g = owner._graph if isinstance(owner, Node) else None
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Functions and models
+
+
+class Function:
+    """A model-local function: a body graph plus its identity, attributes and opsets."""
+
+    __slots__ = (
+        "_dirty",
+        "_proto",
+        "attribute_defaults",
+        "attributes",
+        "doc_string",
+        "domain",
+        "graph",
+        "meta",
+        "metadata_props",
+        "name",
+        "opset_imports",
+        "overload",
+    )
+
+    def __init__(
+        self,
+        domain: str,
+        name: str,
+        graph: Graph,
+        *,
+        overload: str = "",
+        attributes: Sequence[str] = (),
+        attribute_defaults: Sequence[Attr] = (),
+        opset_imports: Mapping[str, int] | None = None,
+        doc_string: str = "",
+    ) -> None:
+        self.domain = domain
+        self.name = name
+        self.overload = overload
+        self.graph = graph
+        graph._set_owner(self)
+        self.attributes: list[str] = list(attributes)
+        self.attribute_defaults: list[Attr] = list(attribute_defaults)
+        self.opset_imports: dict[str, int] = dict(opset_imports or {})
+        self.doc_string = doc_string
+        self.metadata_props: dict[str, str] = {}
+        self.meta: dict[str, object] = {}
+        self._proto: object = None
+        self._dirty = True
+
+    @property
+    def identifier(self) -> tuple[str, str, str]:
+        """(domain, name, overload): how calls refer to this function."""
+        return (self.domain, self.name, self.overload)
+
+    def __repr__(self) -> str:
+        return f"Function({self.domain}.{self.name})"
+
+    def _touch(self) -> None:
+        self._dirty = True
+
+
+class Model:
+    """A model: the main graph, functions, opset imports and model-level metadata."""
+
+    __slots__ = (
+        "_proto",
+        "base_dir",
+        "doc_string",
+        "domain",
+        "functions",
+        "graph",
+        "ir_version",
+        "meta",
+        "metadata_props",
+        "model_version",
+        "opset_imports",
+        "producer_name",
+        "producer_version",
+    )
+
+    def __init__(
+        self,
+        graph: Graph,
+        *,
+        ir_version: int = 10,
+        opset_imports: Mapping[str, int] | None = None,
+        producer_name: str = "",
+        producer_version: str = "",
+        domain: str = "",
+        model_version: int = 0,
+        doc_string: str = "",
+        functions: Iterable[Function] = (),
+    ) -> None:
+        self.graph = graph
+        self.ir_version = ir_version
+        self.opset_imports: dict[str, int] = dict(opset_imports or {"": 21})
+        self.producer_name = producer_name
+        self.producer_version = producer_version
+        self.domain = domain
+        self.model_version = model_version
+        self.doc_string = doc_string
+        self.metadata_props: dict[str, str] = {}
+        self.functions: dict[tuple[str, str, str], Function] = {
+            f.identifier: f for f in functions
+        }
+        # Folder that relative external-data locations are resolved against.
+        self.base_dir: str | None = None
+        self.meta: dict[str, object] = {}
+        self._proto: object = None
+
+    def __repr__(self) -> str:
+        return f"Model({self.graph.name!r}, opsets={self.opset_imports})"
+
+    def __str__(self) -> str:
+        lines = [f"ir_version={self.ir_version} opsets={self.opset_imports}"]
+        lines.append(format_graph(self.graph))
+        for fn in self.functions.values():
+            lines.append(f"function {fn.domain}.{fn.name}:")
+            lines.append(format_graph(fn.graph, indent="  "))
+        return "\n".join(lines)
+
+    def graphs(self) -> Iterator[Graph]:
+        """The main graph, its subgraphs, then every function body and its subgraphs."""
+        yield from self.graph.all_graphs()
+        for fn in self.functions.values():
+            yield from fn.graph.all_graphs()
+
+
+# ---------------------------------------------------------------------------------------------
+# Printing
+
+
+def _format_value(value: Value | None) -> str:
+    if value is None:
+        return "''"
+    return f"%{value.name}" if value.name else "%<anonymous>"
+
+
+def _format_attr(attr: Attr) -> str:
+    if attr.ref_attr_name:
+        return f"{attr.name}=@{attr.ref_attr_name}"
+    value = attr.value
+    if isinstance(value, Graph):
+        return f"{attr.name}=<graph {value.name} ({len(value)} nodes)>"
+    if isinstance(value, Tensor):
+        return f"{attr.name}=<tensor {value.dtype.onnx_name}{list(value.shape)}>"
+    if isinstance(value, tuple):
+        return f"{attr.name}=[{', '.join(_short_repr(v) for v in value)}]"
+    return f"{attr.name}={_short_repr(value)}"
+
+
+def _short_repr(value: object) -> str:
+    if isinstance(value, Graph):
+        return f"<graph {value.name}>"
+    if isinstance(value, Tensor):
+        return f"<tensor {value.dtype.onnx_name}{list(value.shape)}>"
+    if isinstance(value, float):
+        return repr(value)
+    return repr(value) if isinstance(value, str | bytes) else str(value)
+
+
+def format_node(node: Node) -> str:
+    """One line in ONNX text style: `%y = Op <attrs> (%a, %b)`."""
+    outs = ", ".join(_format_value(v) if v.name else "''" for v in node.outputs)
+    op = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
+    attrs = ""
+    if node.attributes:
+        attrs = " <" + ", ".join(_format_attr(a) for a in node.attributes.values()) + ">"
+    ins = ", ".join(_format_value(v) for v in node.inputs)
+    return f"{outs} = {op}{attrs} ({ins})"
+
+
+def format_graph(graph: Graph, indent: str = "") -> str:
+    """A deterministic, readable multi-line form of a graph (nested graphs indented)."""
+    lines = [f"{indent}graph {graph.name!r} ("]
+    for value in graph.inputs:
+        lines.append(f"{indent}  input %{value.name}: {value.type}")
+    for name, value in graph.initializers.items():
+        tensor = value.const_value
+        desc = f"{tensor.dtype.onnx_name}{list(tensor.shape)}" if tensor is not None else "?"
+        lines.append(f"{indent}  init %{name}: {desc}")
+    lines.append(f"{indent}) {{")
+    for node in graph._nodes:
+        lines.append(f"{indent}  {format_node(node)}")
+        for sub in node.subgraphs():
+            lines.append(format_graph(sub, indent + "    "))
+    outs = ", ".join(_format_value(v) for v in graph.outputs)
+    lines.append(f"{indent}  return {outs}")
+    lines.append(f"{indent}}}")
+    return "\n".join(lines)
