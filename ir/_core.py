@@ -532,6 +532,30 @@ class Value:
         """The distinct nodes that read this value, in order of first use."""
         return tuple(dict.fromkeys(node for node, _ in self._uses))
 
+    def replace_all_uses_with(self, new: Value, *, replace_graph_outputs: bool = False) -> None:
+        """Make every node input that reads this value read `new` instead.
+
+        Uses inside nested subgraphs (outer-scope references) move too. Graph outputs keep
+        this value unless `replace_graph_outputs` is set; then every graph output slot that
+        holds it (in the graph defining it and in its subgraphs) holds `new` instead.
+
+        Raises:
+            ValueError: `new` is this value.
+        """
+        if new is self:
+            raise ValueError(f"cannot replace the uses of {self.name!r} with itself")
+        for node, index in tuple(self._uses):
+            node.replace_input_with(index, new)
+        if not replace_graph_outputs:
+            return
+        graph = self.graph
+        if graph is None:
+            return
+        for sub in graph.all_graphs():
+            for index, out in enumerate(sub._outputs):
+                if out is self:
+                    sub.set_output(index, new)
+
     @property
     def graph(self) -> Graph | None:
         """The graph that defines this value (producer's graph, or owner of input/initializer)."""
