@@ -46,6 +46,8 @@ from ir._core import (
     topological_order,
 )
 from ir._enums import AttrType, DataType
+from ir._evaluate import EvaluationError, evaluate_node
+from ir._infer import NodeInferenceError, fact_type, infer_node_types, infer_types, merge_types
 from ir._names import NameAllocator
 from ir._serde import from_onnx, to_onnx
 from ir._serde_io import load, save
@@ -59,6 +61,7 @@ __all__ = [
     "DataType",
     "Dim",
     "ExternalDataError",
+    "EvaluationError",
     "ExternalTensor",
     "Function",
     "Graph",
@@ -68,6 +71,7 @@ __all__ = [
     "Model",
     "ModelLoadError",
     "NameAllocator",
+    "NodeInferenceError",
     "Node",
     "NumpyTensor",
     "OpaqueType",
@@ -90,10 +94,15 @@ __all__ = [
     "attr_strs",
     "attr_tensor",
     "format_graph",
+    "evaluate_node",
+    "fact_type",
     "format_node",
     "from_onnx",
     "infer_attr",
+    "infer_node_types",
+    "infer_types",
     "load",
+    "merge_types",
     "numpy_dtype",
     "save",
     "schemas",

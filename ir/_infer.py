@@ -1,0 +1,153 @@
+"""Type and shape inference through onnx's own inference engine (serde layer).
+
+Inferred types are facts for rewriting, not part of the model: they are stored in
+`value.meta["inferred_type"]` so lowering never adds value_info the input did not have.
+`fact_type(value)` combines the declared type with the inferred one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import onnx
+import onnx.helper
+import onnx.shape_inference
+
+from ir import _schemas
+from ir._core import Dim, IRError, Model, Node, SparseTensorType, TensorType, Type, Value
+from ir._serde import lift_type, lower_node, lower_type, to_onnx
+from ir._serde_tensors import tensor_to_proto
+
+logger = logging.getLogger(__name__)
+
+INFERRED = "inferred_type"
+# Constant inputs up to this many elements are handed to node inference as data, so that
+# Reshape/Expand/Slice-style ops get static output shapes.
+_DATA_ELEMENTS_LIMIT = 64
+
+
+def fact_type(value: Value) -> Type | None:
+    """The most specific type known for `value`: declared, inferred, or from its constant."""
+    declared = value.type
+    inferred = value.meta.get(INFERRED) if value._meta else None
+    if inferred is None:
+        return declared
+    if declared is None:
+        return inferred  # type: ignore[return-value]
+    return merge_types(declared, inferred)  # type: ignore[arg-type]
+
+
+def merge_types(a: Type, b: Type) -> Type:
+    """Combine two descriptions of one tensor value, keeping every known dimension."""
+    if not isinstance(a, TensorType) or not isinstance(b, TensorType):
+        return a
+    dtype = a.dtype if a.dtype else b.dtype
+    if a.shape is None:
+        return TensorType(dtype, b.shape, a.denotation)
+    if b.shape is None or len(a.shape) != len(b.shape):
+        return TensorType(dtype, a.shape, a.denotation, a.dim_denotations)
+    dims: list[Dim] = []
+    for da, db in zip(a.shape, b.shape):
+        if isinstance(da, int):
+            dims.append(da)
+        elif isinstance(db, int):
+            dims.append(db)
+        else:
+            dims.append(da if da is not None else db)
+    return TensorType(dtype, tuple(dims), a.denotation, a.dim_denotations)
+
+
+def infer_types(model: Model) -> int:
+    """Run onnx shape inference over the whole model and record the results as facts.
+
+    Returns the number of values that gained a fact. Inference failures are logged and
+    leave facts unknown (a rule never fires on an unknown fact).
+    """
+    proto = to_onnx(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
+        logger.warning("shape inference failed, continuing with declared types: %s", exc)
+        return 0
+    found: dict[str, Any] = {}
+    _collect(inferred.graph, found)
+    for fn in inferred.functions:
+        for vi in fn.value_info:
+            found.setdefault(vi.name, vi.type)
+    gained = 0
+    for graph in model.graphs():
+        for value in graph.values():
+            type_proto = found.get(value.name)
+            if type_proto is None:
+                continue
+            t = lift_type(type_proto)
+            if t is None or t == value.type:
+                continue
+            value.meta[INFERRED] = t
+            gained += 1
+    return gained
+
+
+def _collect(graph: Any, found: dict[str, Any]) -> None:
+    for vi in graph.input:
+        found.setdefault(vi.name, vi.type)
+    for vi in graph.value_info:
+        found.setdefault(vi.name, vi.type)
+    for vi in graph.output:
+        found.setdefault(vi.name, vi.type)
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                _collect(attr.g, found)
+            for sub in attr.graphs:
+                _collect(sub, found)
+
+
+def infer_node_types(
+    node: Node,
+    opset_imports: Mapping[str, int],
+    type_of: Callable[[Value], Type | None] = fact_type,
+) -> list[Type | None] | None:
+    """Output types of one node from its inputs' facts, via onnx's per-node inference.
+
+    Returns None when onnx has no schema for the op at that opset (custom domains), and
+    raises `NodeInferenceError` when inference rejects the node (wrong input types, bad
+    attributes) — a sign the node is ill-typed.
+    """
+    domain = _schemas.normalize_domain(node.domain)
+    version = opset_imports.get(domain, opset_imports.get("ai.onnx") if domain == "" else None)
+    if version is None:
+        return None
+    schema = _schemas.find_schema(node.op_type, domain, version)
+    if schema is None:
+        return None
+    node_proto = lower_node(node)
+    input_types: dict[str, onnx.TypeProto] = {}
+    input_data: dict[str, onnx.TensorProto] = {}
+    for value in node.inputs:
+        if value is None or not value.name:
+            continue
+        t = type_of(value)
+        const = value.const_value
+        if t is None and const is not None:
+            t = TensorType(const.dtype, const.shape)
+        if t is not None and not isinstance(t, SparseTensorType):
+            tp = onnx.TypeProto()
+            lower_type(t, tp)
+            input_types[value.name] = tp
+        if const is not None and const.size <= _DATA_ELEMENTS_LIMIT:
+            input_data[value.name] = tensor_to_proto(const, value.name)
+    opsets = [onnx.helper.make_opsetid(d, v) for d, v in opset_imports.items()]
+    try:
+        result = onnx.shape_inference.infer_node_outputs(
+            schema, node_proto, input_types, input_data, opset_imports=opsets
+        )
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError, TypeError) as exc:
+        raise NodeInferenceError(f"{node.op_type}: {exc}") from exc
+    return [lift_type(result[v.name]) if v.name in result else None for v in node.outputs]
+
+
+class NodeInferenceError(IRError):
+    """onnx's inference rejected a node (its inputs or attributes do not type-check)."""

@@ -1,0 +1,144 @@
+"""The Python API: `rewrite(model, rules=None, ...)`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ir
+from rewriter import _trace
+from rewriter._errors import RewriteError
+from rewriter._manager import PassManager, ProgressCallback, RewriteOptions
+from rewriter._trace import Trace
+from rewriter.dsl import _ast as ast
+
+ModelLike = str | os.PathLike[str] | ir.Model | Any  # Any: an onnx.ModelProto
+RulesLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | ast.RuleSet | None
+
+
+def library_path() -> Path:
+    """The folder of the shipped rule library (`patterns/`)."""
+    import patterns
+
+    return Path(patterns.__file__).parent
+
+
+@dataclasses.dataclass(frozen=True)
+class RewriteResult:
+    """The outcome of `rewrite`: the rewritten model (IR and ONNX), the trace, statistics."""
+
+    model: ir.Model
+    trace: Trace
+    ops_before: dict[str, int]
+    ops_after: dict[str, int]
+    timings: dict[str, float]
+    ruleset: ast.RuleSet
+
+    @property
+    def proto(self) -> Any:
+        """The rewritten model as an onnx.ModelProto."""
+        return ir.to_onnx(self.model)
+
+    @property
+    def nodes_before(self) -> int:
+        """Node count before (main graph and subgraphs)."""
+        return sum(self.ops_before.values())
+
+    @property
+    def nodes_after(self) -> int:
+        """Node count after."""
+        return sum(self.ops_after.values())
+
+    def to_json(self) -> dict[str, object]:
+        """Trace, node counts by op type before/after, and timings, ready for json.dump."""
+        return {
+            "trace": self.trace.to_json(),
+            "nodes_before": self.nodes_before,
+            "nodes_after": self.nodes_after,
+            "ops_before": self.ops_before,
+            "ops_after": self.ops_after,
+            "timings_seconds": {k: round(v, 6) for k, v in self.timings.items()},
+        }
+
+
+def load_ruleset(rules: RulesLike, *, allow_python: bool = False) -> ast.RuleSet:
+    """Rules from paths (files or folders), an existing RuleSet, or the shipped library."""
+    from rewriter.dsl import load_rules
+
+    if isinstance(rules, ast.RuleSet):
+        return rules
+    if rules is None:
+        paths: list[str | os.PathLike[str]] = [library_path()]
+    elif isinstance(rules, str | os.PathLike):
+        paths = [rules]
+    else:
+        paths = list(rules)
+    return load_rules(*paths, allow_python=allow_python)
+
+
+def as_model(model: ModelLike, *, copy: bool = True) -> ir.Model:
+    """An IR model from a path, a ModelProto or an IR model (copied unless `copy=False`)."""
+    if isinstance(model, ir.Model):
+        return ir.from_onnx(ir.to_onnx(model), base_dir=model.base_dir) if copy else model
+    if isinstance(model, str | os.PathLike):
+        return ir.load(model)
+    try:
+        import onnx
+    except ImportError as exc:  # pragma: no cover - onnx is a dependency
+        raise RewriteError("onnx is required to read a ModelProto") from exc
+    if isinstance(model, onnx.ModelProto):
+        return ir.from_onnx(model)
+    raise TypeError(f"expected a path, an onnx.ModelProto or an ir.Model, got {type(model).__name__}")
+
+
+def rewrite(
+    model: ModelLike,
+    rules: RulesLike = None,
+    *,
+    allow_python: bool = False,
+    max_rewrites: int | None = None,
+    max_iterations: int = 8,
+    replay_limit: int | None = None,
+    exclude_rules: Sequence[str] = (),
+    progress: ProgressCallback | None = None,
+    copy: bool = True,
+) -> RewriteResult:
+    """Apply `rules` (default: the shipped library) to `model` until nothing changes.
+
+    Args:
+        model: a path, an onnx.ModelProto, or an ir.Model (copied unless `copy=False`).
+        rules: rule files/folders, a loaded RuleSet, or None for the shipped library.
+        allow_python: permit `use` declarations (opt-in Python helpers).
+        max_rewrites: the rewrite budget (default proportional to the graph size).
+        max_iterations: rounds of rules and passes at most.
+        replay_limit: stop after this many rewrites (to replay a prefix of a run).
+        exclude_rules: names of rules not to apply.
+        progress: called as progress(applied, pending) during long runs.
+        copy: when `model` is an ir.Model, work on a copy (the default) or in place.
+
+    Returns:
+        The rewritten model, its trace and statistics.
+    """
+    t0 = time.perf_counter()
+    ruleset = load_ruleset(rules, allow_python=allow_python)
+    t1 = time.perf_counter()
+    ir_model = as_model(model, copy=copy)
+    t2 = time.perf_counter()
+    before = _trace.op_histogram(ir_model)
+    options = RewriteOptions(
+        max_rewrites=max_rewrites,
+        max_iterations=max_iterations,
+        replay_limit=replay_limit,
+        exclude_rules=frozenset(exclude_rules),
+        progress=progress,
+    )
+    manager = PassManager(ruleset, options)
+    trace = manager.run(ir_model)
+    t3 = time.perf_counter()
+    after = _trace.op_histogram(ir_model)
+    timings = {"load_rules": t1 - t0, "load_model": t2 - t1, "rewrite": t3 - t2}
+    return RewriteResult(ir_model, trace, before, after, timings, ruleset)

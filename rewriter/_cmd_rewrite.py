@@ -1,0 +1,105 @@
+"""`rewrite [--rules PATH]... MODEL [-o OUT]`: the main job."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import ir
+from rewriter import _output
+from rewriter._api import RewriteResult, as_model, load_ruleset, rewrite
+from rewriter._errors import RewriteError
+from rewriter._manager import PassManager, RewriteOptions
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the main command."""
+    parser.add_argument("model", help="the ONNX model to rewrite")
+    parser.add_argument(
+        "--rules",
+        action="append",
+        metavar="PATH",
+        help="a .rw file or a folder of them (repeatable; default: the shipped library)",
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="OUT", help="output file (default: MODEL.rewritten.onnx beside it)"
+    )
+    parser.add_argument("--in-place", action="store_true", help="overwrite the input model")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    parser.add_argument("--explain", action="store_true", help="print what fired, grouped by rule")
+    parser.add_argument("--json", metavar="FILE", help="write trace, op counts and timings as JSON")
+    parser.add_argument("--why-not", metavar="RULE", help="explain why RULE does not fire, then exit")
+    parser.add_argument(
+        "--verify", action="store_true", help="check the result against the input on generated inputs"
+    )
+    parser.add_argument("--examples", type=int, default=20, help="examples for --verify (default 20)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for --verify")
+    parser.add_argument("--exclude-rule", action="append", default=[], metavar="RULE", help="do not apply RULE")
+    parser.add_argument("--max-rewrites", type=int, help="rewrite budget (default grows with the graph)")
+    parser.add_argument("--allow-python", action="store_true", help="permit `use` of Python helpers")
+    parser.add_argument("--no-progress", action="store_true", help="no progress display")
+
+
+def _output_path(args: argparse.Namespace) -> Path:
+    source = Path(args.model)
+    if args.in_place:
+        if args.output:
+            raise RewriteError("--in-place and -o/--output cannot be combined")
+        return source
+    if args.output:
+        return Path(args.output)
+    return source.with_name(source.stem + ".rewritten.onnx")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the main job; returns the exit code."""
+    source = Path(args.model)
+    if not source.is_file():
+        raise RewriteError(f"{source}: no such model file")
+    out_path = _output_path(args)
+    if not args.in_place and out_path.exists() and not args.force and not args.why_not:
+        raise RewriteError(f"{out_path} exists; pass --force to overwrite it")
+    if not args.in_place and out_path.exists() and os.path.samefile(out_path, source):
+        raise RewriteError("the output would overwrite the input; use --in-place to allow that")
+    ruleset = load_ruleset(args.rules, allow_python=args.allow_python)
+    _output.print_warnings(ruleset.warnings)
+    if args.why_not:
+        model = as_model(source)
+        report = PassManager(ruleset, RewriteOptions()).why_not(model, args.why_not)
+        print(report.render())
+        return 0
+    with _output.progress(enabled=not args.no_progress) as on_progress:
+        result = rewrite(
+            source,
+            ruleset,
+            max_rewrites=args.max_rewrites,
+            exclude_rules=args.exclude_rule,
+            progress=on_progress,
+        )
+    for warning in result.trace.warnings:
+        print(f"rewrite: warning: {warning}", file=sys.stderr)
+    if args.explain:
+        print(result.trace.explain())
+    exit_code = 0
+    verification = None
+    if args.verify:
+        verification = _output.verify_and_bisect(source, result, ruleset, args)
+        if not verification.ok:
+            exit_code = 1
+    if args.json:
+        payload = result.to_json()
+        if verification is not None:
+            payload["verification"] = verification.to_json()
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+    if exit_code == 0:
+        ir.save(result.model, out_path)
+        _output.print_summary(result, out_path)
+    else:
+        print(f"rewrite: not writing {out_path}: the rewritten model is not equivalent", file=sys.stderr)
+    return exit_code
+
+
+__all__ = ["RewriteResult", "add_arguments", "run"]

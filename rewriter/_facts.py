@@ -1,0 +1,112 @@
+"""Facts about values that rules may ask for: constness, constant values, rank, shape, dtype.
+
+A value is constant when it is an initializer that is not also a graph input (a graph input
+with a default can be overridden at run time), or the output of a `Constant` node. Shapes come
+from declared types, inferred facts (`ir.fact_type`) or the constant itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import ir
+
+_CONSTANT_VALUE_ATTRS = (
+    "value",
+    "value_float",
+    "value_floats",
+    "value_int",
+    "value_ints",
+    "value_string",
+    "value_strings",
+)
+
+
+def constant_tensor_of(value: ir.Value) -> ir.Tensor | np.ndarray[Any, Any] | None:
+    """The constant behind `value` (a Tensor, or an array for Constant's scalar forms)."""
+    const = value.const_value
+    if const is not None:
+        return None if value.is_graph_input() else const
+    node = value.producer()
+    if node is None or node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+        return None
+    for name in _CONSTANT_VALUE_ATTRS:
+        attr = node.attributes.get(name)
+        if attr is None:
+            continue
+        payload = attr.value
+        if isinstance(payload, ir.Tensor):
+            return payload
+        if name == "value_float":
+            return np.array(payload, dtype=np.float32)
+        if name == "value_floats":
+            return np.array(payload, dtype=np.float32)
+        if name in ("value_int", "value_ints"):
+            return np.array(payload, dtype=np.int64)
+        return np.array(payload, dtype=object)
+    return None
+
+
+def is_const(value: ir.Value | None) -> bool:
+    """True when `value` is a constant (initializer that is not an input, or Constant output)."""
+    return value is not None and constant_tensor_of(value) is not None
+
+
+def const_array(value: ir.Value) -> np.ndarray[Any, Any] | None:
+    """The constant's values as a numpy array, or None when `value` is not constant."""
+    found = constant_tensor_of(value)
+    if found is None:
+        return None
+    if isinstance(found, ir.Tensor):
+        return np.asarray(found.numpy())
+    return found
+
+
+def const_size(value: ir.Value) -> int | None:
+    """Element count of a constant without reading its data (None when not constant)."""
+    found = constant_tensor_of(value)
+    if found is None:
+        return None
+    if isinstance(found, ir.Tensor):
+        return found.size
+    return int(found.size)
+
+
+def value_type(value: ir.Value) -> ir.Type | None:
+    """Declared or inferred type; for constants, the constant's own type."""
+    t = ir.fact_type(value)
+    if t is not None:
+        return t
+    found = constant_tensor_of(value)
+    if isinstance(found, ir.Tensor):
+        return ir.TensorType(found.dtype, found.shape)
+    if found is not None:
+        return ir.TensorType(ir.DataType.from_numpy(found.dtype), tuple(found.shape))
+    return None
+
+
+def shape_of(value: ir.Value) -> tuple[ir.Dim, ...] | None:
+    """Shape (ints, symbol strings, None for unknown dims); None when the rank is unknown."""
+    t = value_type(value)
+    if isinstance(t, ir.TensorType | ir.SparseTensorType):
+        return t.shape
+    return None
+
+
+def dtype_of(value: ir.Value) -> ir.DataType | None:
+    """Element type, None when unknown."""
+    t = value_type(value)
+    if isinstance(t, ir.TensorType | ir.SparseTensorType) and t.dtype != ir.DataType.UNDEFINED:
+        return t.dtype
+    return None
+
+
+def count_uses(value: ir.Value) -> int:
+    """Node uses plus one per graph-output slot holding the value."""
+    graph = value.graph
+    outputs = 0
+    if graph is not None:
+        outputs = sum(1 for v in graph.outputs if v is value)
+    return value.num_uses() + outputs

@@ -1,0 +1,385 @@
+"""The pass manager: applies rules and built-in passes to a fixed point, with a budget.
+
+Rules are indexed by their anchor op, so a node is tried only against rules that can match
+it; `priority` (higher first) then file order decide between rules on the same node. A
+worklist revisits only nodes near each change. Declared passes run when the worklist is
+empty; if they change anything, the rules run again on what they touched. The run stops when
+nothing changes (SATURATED), when the rewrite budget is spent (BUDGET), after the iteration
+cap (ITERATION_LIMIT), when a whole-graph state repeats (OSCILLATION), or when a replay limit
+for bisection is reached (REPLAY_LIMIT). Stopping early always leaves a valid model.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gc
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import ir
+from rewriter import _trace
+from rewriter._builder import Builder, RewriteRejected
+from rewriter._errors import RewriteError
+from rewriter._eval import EvalContext, evaluate
+from rewriter._matcher import Match, Matcher, MatchFailure
+from rewriter._passes import PASSES, PassResult
+from rewriter._pattern import CompiledRule, compile_rule
+from rewriter._trace import SkipEntry, StopReason, Trace, TraceEntry
+from rewriter.dsl import _ast as ast
+
+logger = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int, int], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RewriteOptions:
+    """Options of one run (all optional)."""
+
+    max_rewrites: int | None = None
+    max_iterations: int = 8
+    infer_shapes: bool = True
+    replay_limit: int | None = None
+    exclude_rules: frozenset[str] = frozenset()
+    progress: ProgressCallback | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WhyNot:
+    """For `--why-not RULE`: the outcome at every node where the rule's anchor op occurs."""
+
+    rule: str
+    location: str
+    outcomes: tuple[tuple[str, str], ...]  # (node label, "matched" or the failure reason)
+    skipped: str = ""
+
+    def render(self) -> str:
+        """A readable report."""
+        lines = [f"why not `{self.rule}` ({self.location}):"]
+        if self.skipped:
+            lines.append(f"  skipped for this model: {self.skipped}")
+        if not self.outcomes:
+            lines.append("  the model has no node with the rule's anchor op")
+        for label, outcome in self.outcomes:
+            lines.append(f"  {label}: {outcome}")
+        return "\n".join(lines)
+
+
+def _requirement_holds(req: ast.Requirement, opsets: Mapping[str, int]) -> bool:
+    domain = ir.schemas.normalize_domain(req.domain)
+    version = opsets.get(domain)
+    if version is None and domain == "":
+        version = opsets.get("ai.onnx")
+    if version is None:
+        return False
+    return {
+        ">=": version >= req.version,
+        ">": version > req.version,
+        "<=": version <= req.version,
+        "<": version < req.version,
+        "==": version == req.version,
+        "!=": version != req.version,
+    }.get(req.op, False)
+
+
+def applicability(rule: CompiledRule, opsets: Mapping[str, int]) -> str | None:
+    """Why `rule` cannot apply to a model with these opsets (None when it can)."""
+    for req in rule.rule.requires:
+        if not _requirement_holds(req, opsets):
+            domain = req.domain or "ai.onnx"
+            have = opsets.get(ir.schemas.normalize_domain(req.domain))
+            return f"requires opset {domain} {req.op} {req.version}, the model has {have or 'none'}"
+    for op in rule.emitted_ops:
+        domain = ir.schemas.normalize_domain(op.domain)
+        if not ir.schemas.is_known_domain(domain):
+            continue
+        version = opsets.get(domain) or (opsets.get("ai.onnx") if domain == "" else None)
+        label = f"{domain}.{op.op_type}" if domain else op.op_type
+        if version is None:
+            return f"emits `{label}` but the model does not import domain {domain or 'ai.onnx'}"
+        if ir.schemas.find_schema(op.op_type, domain, version) is None:
+            since = ir.schemas.since_version(op.op_type, domain)
+            return f"emits `{label}`, which needs opset {since}; the model has {version}"
+    return None
+
+
+class _RuleIndex:
+    """Rules by anchor op; wildcard-anchored rules apply to every node."""
+
+    def __init__(self, rules: Iterable[CompiledRule]) -> None:
+        self.by_op: dict[tuple[str, str], list[CompiledRule]] = collections.defaultdict(list)
+        self.wildcard: list[CompiledRule] = []
+        for rule in rules:
+            if not rule.anchor_ops:
+                self.wildcard.append(rule)
+            for ref in rule.anchor_ops:
+                self.by_op[(ir.schemas.normalize_domain(ref.domain), ref.op_type)].append(rule)
+        key = _priority_key
+        for bucket in self.by_op.values():
+            bucket.sort(key=key)
+        self.wildcard.sort(key=key)
+        self._merged: dict[tuple[str, str], list[CompiledRule]] = {}
+
+    def candidates(self, node: ir.Node) -> list[CompiledRule]:
+        key = (ir.schemas.normalize_domain(node.domain), node.op_type)
+        found = self._merged.get(key)
+        if found is None:
+            found = sorted(self.by_op.get(key, []) + self.wildcard, key=_priority_key)
+            self._merged[key] = found
+        return found
+
+
+def _priority_key(rule: CompiledRule) -> tuple[int, int]:
+    return (-rule.priority, rule.order)
+
+
+def compile_rules(ruleset: ast.RuleSet) -> list[CompiledRule]:
+    """Compile every node-rewriting rule of a rule set (in load order)."""
+    compiled = []
+    for order, rule in enumerate(ruleset.rules):
+        if rule.match.repeat is not None:
+            continue  # loop rolling rules are applied by the loop pass
+        compiled.append(compile_rule(rule, order))
+    return compiled
+
+
+class PassManager:
+    """Runs a rule set on models."""
+
+    def __init__(self, ruleset: ast.RuleSet, options: RewriteOptions | None = None) -> None:
+        self.ruleset = ruleset
+        self.options = options or RewriteOptions()
+        self.rules = compile_rules(ruleset)
+
+    # --------------------------------------------------------------------------------------------
+    def run(self, model: ir.Model) -> Trace:
+        """Rewrite `model` in place to a fixed point; returns the trace."""
+        run = _Run(self, model)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # rewriting allocates many small acyclic objects; see ir._serde
+        try:
+            return run.execute()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def why_not(self, model: ir.Model, rule_name: str) -> WhyNot:
+        """Where the rule's anchor op occurs, how far the match got and why it failed."""
+        rule = next((r for r in self.rules if r.name == rule_name), None)
+        if rule is None:
+            names = ", ".join(sorted(r.name for r in self.rules)[:20])
+            raise RewriteError(f"no rule named `{rule_name}` is loaded (loaded: {names})")
+        if self.options.infer_shapes:
+            ir.infer_types(model)
+        skipped = applicability(rule, model.opset_imports) or ""
+        matcher = Matcher(model.opset_imports, self.ruleset.functions)
+        outcomes = []
+        anchors = {(ir.schemas.normalize_domain(r.domain), r.op_type) for r in rule.anchor_ops}
+        for graph in model.graphs():
+            for node in graph:
+                key = (ir.schemas.normalize_domain(node.domain), node.op_type)
+                if anchors and key not in anchors:
+                    continue
+                result = matcher.match(rule, node)
+                if isinstance(result, Match):
+                    outcomes.append((_trace.node_label(node), "matches"))
+                else:
+                    outcomes.append((_trace.node_label(node), _describe_failure(result)))
+        return WhyNot(rule.name, rule.location, tuple(outcomes), skipped)
+
+
+def _describe_failure(failure: MatchFailure) -> str:
+    return f"{failure.reason} (matched {max(failure.depth, 0)} line(s) first)"
+
+
+class _Run:
+    """State of one run of the pass manager on one model."""
+
+    def __init__(self, manager: PassManager, model: ir.Model) -> None:
+        self.manager = manager
+        self.options = manager.options
+        self.model = model
+        self.entries: list[TraceEntry] = []
+        self.skips: list[SkipEntry] = []
+        self.warnings: list[str] = []
+        self.applied = 0
+        self.recent: collections.deque[str] = collections.deque(maxlen=200)
+        self.names = ir.NameAllocator(model)
+        self.matcher = Matcher(model.opset_imports, manager.ruleset.functions)
+        self.builder = Builder(model, self.matcher, self.names)
+        self.timings: dict[str, float] = collections.defaultdict(float)
+
+    def execute(self) -> Trace:
+        start = time.perf_counter()
+        if self.options.infer_shapes:
+            ir.infer_types(self.model)
+        self.timings["infer_shapes"] += time.perf_counter() - start
+        rules = self._applicable_rules()
+        index = _RuleIndex(rules)
+        budget = self.options.max_rewrites
+        if budget is None:
+            budget = 1000 + 10 * _trace.count_nodes(self.model)
+        passes = self._declared_passes()
+        worklist = _Worklist(n for g in self.model.graphs() for n in ir.topological_order(g))
+        fingerprints: set[str] = set()
+        stop = StopReason.SATURATED
+        for iteration in range(self.options.max_iterations):
+            stop = self._drain(worklist, index, budget)
+            if stop is not StopReason.SATURATED:
+                break
+            changed_nodes: dict[ir.Node, None] = {}
+            changed = False
+            for name, options in passes:
+                t0 = time.perf_counter()
+                result = PASSES[name](self.model, options)
+                self.timings[f"pass {name}"] += time.perf_counter() - t0
+                if result.changed:
+                    changed = True
+                    self._record_pass(result)
+                    changed_nodes.update(dict.fromkeys(result.touched))
+            if not changed:
+                break
+            fingerprint = _fingerprint(self.model)
+            if fingerprint in fingerprints:
+                stop = StopReason.OSCILLATION
+                self.warnings.append("the passes keep undoing each other; stopped")
+                break
+            fingerprints.add(fingerprint)
+            worklist.extend(changed_nodes)
+            if iteration == self.options.max_iterations - 1:
+                stop = StopReason.ITERATION_LIMIT
+                self.warnings.append(
+                    f"stopped after {self.options.max_iterations} rounds of passes and rules"
+                )
+        return Trace(tuple(self.entries), tuple(self.skips), stop, tuple(self.warnings))
+
+    def _applicable_rules(self) -> list[CompiledRule]:
+        usable = []
+        for rule in self.manager.rules:
+            if rule.name in self.options.exclude_rules:
+                continue
+            reason = applicability(rule, self.model.opset_imports)
+            if reason is not None:
+                self.skips.append(SkipEntry(rule.name, rule.location, reason))
+                continue
+            usable.append(rule)
+        return usable
+
+    def _declared_passes(self) -> list[tuple[str, dict[str, Any]]]:
+        declared = []
+        ctx = EvalContext({}, self.model.opset_imports)
+        for decl in self.manager.ruleset.passes:
+            if decl.name not in PASSES:
+                logger.info("pass %s is applied by its own module", decl.name)
+                continue
+            options = {key: evaluate(expr, ctx) for key, expr in decl.options}
+            declared.append((decl.name, options))
+        return declared
+
+    def _drain(self, worklist: _Worklist, index: _RuleIndex, budget: int) -> StopReason:
+        matcher = self.matcher
+        progress = self.options.progress
+        replay_limit = self.options.replay_limit
+        tick = 0
+        while worklist:
+            node = worklist.pop()
+            if node.graph is None:
+                continue
+            tick += 1
+            if progress is not None and tick % 256 == 0:
+                progress(self.applied, len(worklist))
+            for rule in index.candidates(node):
+                t0 = time.perf_counter()
+                result = matcher.match(rule, node)
+                self.timings[f"match {rule.name}"] += time.perf_counter() - t0
+                if not isinstance(result, Match):
+                    continue
+                if replay_limit is not None and self.applied >= replay_limit:
+                    return StopReason.REPLAY_LIMIT
+                if self._apply(result, worklist):
+                    if self.applied >= budget:
+                        self._warn_budget(budget)
+                        return StopReason.BUDGET
+                    break
+        if progress is not None:
+            progress(self.applied, 0)
+        return StopReason.SATURATED
+
+    def _apply(self, match: Match, worklist: _Worklist) -> bool:
+        rule = match.rule
+        t0 = time.perf_counter()
+        try:
+            applied = self.builder.apply(match)
+        except RewriteRejected as exc:
+            self.skips.append(
+                SkipEntry(rule.name, rule.location, f"rolled back: {exc}", _trace.node_label(match.anchor))
+            )
+            return False
+        finally:
+            self.timings[f"rewrite {rule.name}"] += time.perf_counter() - t0
+        self.applied += 1
+        self.recent.append(rule.name)
+        self.entries.append(
+            TraceEntry(
+                rule.name,
+                rule.location,
+                match.graph.name,
+                _trace.labels(applied.matched),
+                _trace.labels(applied.created),
+            )
+        )
+        worklist.extend(applied.created)
+        worklist.extend(applied.neighbours)
+        return True
+
+    def _record_pass(self, result: PassResult) -> None:
+        self.entries.append(
+            TraceEntry(result.name, "built-in pass", "", (f"{result.count} change(s)",), (), "pass")
+        )
+
+    def _warn_budget(self, budget: int) -> None:
+        counts = collections.Counter(self.recent)
+        busiest = ", ".join(f"`{name}` ({n}x)" for name, n in counts.most_common(4))
+        self.warnings.append(
+            f"stopped after {budget} rewrites (the budget); the rules that kept firing: {busiest}"
+        )
+
+
+class _Worklist:
+    """A FIFO of nodes without duplicates (a deque plus a membership set)."""
+
+    def __init__(self, nodes: Iterable[ir.Node]) -> None:
+        self._queue: collections.deque[ir.Node] = collections.deque()
+        self._pending: set[ir.Node] = set()
+        self.extend(nodes)
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def pop(self) -> ir.Node:
+        node = self._queue.popleft()
+        self._pending.discard(node)
+        return node
+
+    def extend(self, nodes: Iterable[ir.Node]) -> None:
+        for node in nodes:
+            if node.graph is not None and node not in self._pending:
+                self._pending.add(node)
+                self._queue.append(node)
+
+
+def _fingerprint(model: ir.Model) -> str:
+    digest = hashlib.sha256()
+    for graph in model.graphs():
+        for node in graph:
+            digest.update(node.op_type.encode())
+            for value in node.inputs:
+                digest.update(b"|" + (value.name.encode() if value is not None else b"-"))
+    return digest.hexdigest()

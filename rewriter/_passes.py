@@ -1,0 +1,247 @@
+"""Built-in passes: work that is not a local pattern (constant folding, dead code, CSE).
+
+Each pass takes the model and returns a `PassResult`: whether it changed anything and the
+nodes around its changes (for the rewrite worklist). Passes run only when a loaded rules file
+declares them (`pass fold_constants { max_output_bytes = 1048576 }`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+import ir
+from rewriter import _facts
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PassResult:
+    """What a pass did."""
+
+    name: str
+    changed: bool
+    touched: tuple[ir.Node, ...] = ()
+    count: int = 0
+
+
+# Ops whose result is not a function of their inputs, or that have effects: never folded or merged.
+_NONDETERMINISTIC = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+        "Dropout",
+    }
+)
+_STANDARD = ("", "ai.onnx", "ai.onnx.ml")
+
+
+def _graphs(model: ir.Model) -> list[ir.Graph]:
+    return list(model.graphs())
+
+
+# ---------------------------------------------------------------------------------------------
+# Dead code
+
+
+def eliminate_dead_code(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
+    """Remove nodes whose outputs nothing reads, and initializers nothing reads."""
+    removed = 0
+    touched: dict[ir.Node, None] = {}
+    for graph in reversed(_graphs(model)):
+        for node in reversed(ir.topological_order(graph)):
+            if any(out.num_uses() or out.is_graph_output() for out in node.outputs):
+                continue
+            for value in node.inputs:
+                if value is not None and value.producer() is not None:
+                    touched[value.producer()] = None  # type: ignore[index]
+            graph.remove(node)
+            touched.pop(node, None)
+            removed += 1
+        for name, value in list(graph.initializers.items()):
+            if not value.num_uses() and not value.is_graph_output() and not value.is_graph_input():
+                graph.remove_initializer(name)
+                removed += 1
+    return PassResult("eliminate_dead_code", removed > 0, tuple(n for n in touched if n.graph), removed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Common subexpressions
+
+
+def _attr_key(attr: ir.Attr) -> object:
+    value = attr.value
+    if isinstance(value, ir.Tensor):
+        return (attr.name, int(attr.type), _tensor_key(value))
+    if isinstance(value, tuple):
+        return (attr.name, int(attr.type), tuple(_tensor_key(v) if isinstance(v, ir.Tensor) else v for v in value))
+    return (attr.name, int(attr.type), value, attr.ref_attr_name)
+
+
+def _tensor_key(tensor: ir.Tensor) -> object:
+    if tensor.is_external or tensor.size > 1 << 20:
+        return ("tensor", id(tensor))
+    array = np.ascontiguousarray(tensor.numpy())
+    if array.dtype == object:
+        return ("strings", tuple(array.reshape(-1).tolist()), array.shape)
+    return (tensor.dtype.onnx_name, array.shape, hashlib.sha256(array.tobytes()).hexdigest())
+
+
+def eliminate_common_subexpressions(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
+    """Merge nodes with the same op, attributes and inputs, and initializers with equal contents."""
+    merged = 0
+    touched: dict[ir.Node, None] = {}
+    for graph in _graphs(model):
+        merged += _merge_initializers(graph, touched)
+        seen: dict[object, ir.Node] = {}
+        for node in ir.topological_order(graph):
+            if node.op_type in _NONDETERMINISTIC or any(True for _ in node.subgraphs()):
+                continue
+            if any(out.is_graph_output() for out in node.outputs):
+                continue
+            key = (
+                node.domain,
+                node.op_type,
+                node.overload,
+                tuple(id(v) if v is not None else None for v in node.inputs),
+                tuple(sorted((_attr_key(a) for a in node.attributes.values()), key=repr)),
+                len(node.outputs),
+            )
+            first = seen.get(key)
+            if first is None:
+                seen[key] = node
+                continue
+            for dup, keep in zip(node.outputs, first.outputs):
+                for use in dup.uses:
+                    use.node.replace_input_with(use.index, keep)
+                    touched[use.node] = None
+            graph.remove(node)
+            touched.pop(node, None)
+            merged += 1
+    return PassResult(
+        "eliminate_common_subexpressions", merged > 0, tuple(n for n in touched if n.graph), merged
+    )
+
+
+def _merge_initializers(graph: ir.Graph, touched: dict[ir.Node, None]) -> int:
+    seen: dict[object, ir.Value] = {}
+    merged = 0
+    for name, value in list(graph.initializers.items()):
+        tensor = value.const_value
+        if tensor is None or value.is_graph_input() or value.is_graph_output():
+            continue
+        if tensor.is_external or tensor.size > 1 << 20:
+            continue
+        key = _tensor_key(tensor)
+        first = seen.get(key)
+        if first is None:
+            seen[key] = value
+            continue
+        for use in value.uses:
+            use.node.replace_input_with(use.index, first)
+            touched[use.node] = None
+        graph.remove_initializer(name)
+        merged += 1
+    return merged
+
+
+# ---------------------------------------------------------------------------------------------
+# Constant folding
+
+
+def fold_constants(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
+    """Evaluate nodes whose inputs are all constant; each result up to `max_output_bytes`.
+
+    Shape and Size of values with fully static shapes fold too, whatever their input is.
+    """
+    limit = int(options.get("max_output_bytes", 1 << 20))
+    folded = 0
+    touched: dict[ir.Node, None] = {}
+    opsets = model.opset_imports
+    for graph in _graphs(model):
+        for node in ir.topological_order(graph):
+            results = _fold_node(node, opsets, limit)
+            if results is None:
+                continue
+            for out, array in zip(node.outputs, results):
+                if not out.name:
+                    continue
+                # The folded constant takes over the name; the node goes away just below.
+                constant = ir.Value(out.name, const_value=ir.NumpyTensor(array, out.name))
+                for use in out.uses:
+                    use.node.replace_input_with(use.index, constant)
+                    touched[use.node] = None
+                graph.add_initializer(constant)
+            graph.remove(node)
+            touched.pop(node, None)
+            folded += 1
+    return PassResult("fold_constants", folded > 0, tuple(n for n in touched if n.graph), folded)
+
+
+def _fold_node(
+    node: ir.Node, opsets: Mapping[str, int], limit: int
+) -> list[np.ndarray[Any, Any]] | None:
+    if node.domain not in _STANDARD or node.op_type in _NONDETERMINISTIC:
+        return None
+    if node.op_type == "Constant" or any(True for _ in node.subgraphs()):
+        return None
+    if any(out.is_graph_output() for out in node.outputs):
+        return None
+    static = _fold_shape_op(node)
+    if static is not None:
+        return static
+    arrays: list[np.ndarray[Any, Any] | None] = []
+    for value in node.inputs:
+        if value is None:
+            arrays.append(None)
+            continue
+        if not _facts.is_const(value):
+            return None
+        size = _facts.const_size(value)
+        if size is None or size * 8 > max(limit, 1 << 16) * 16:
+            return None  # reading a huge input to fold it is not worth it
+        arrays.append(_facts.const_array(value))
+    if not node.inputs:
+        return None
+    try:
+        results = ir.evaluate_node(node, arrays, opsets)
+    except ir.EvaluationError as exc:
+        logger.debug("not folding %s: %s", node.name or node.op_type, exc)
+        return None
+    if any(r.nbytes > limit or r.dtype == object for r in results):
+        return None
+    return results
+
+
+def _fold_shape_op(node: ir.Node) -> list[np.ndarray[Any, Any]] | None:
+    if node.op_type not in ("Shape", "Size") or not node.inputs or node.inputs[0] is None:
+        return None
+    dims = _facts.shape_of(node.inputs[0])
+    if dims is None or not all(isinstance(d, int) for d in dims):
+        return None
+    static = [int(d) for d in dims]  # type: ignore[arg-type]
+    if node.op_type == "Size":
+        return [np.array(int(np.prod(static)), dtype=np.int64)]
+    start = node.attribute("start", 0)
+    end = node.attribute("end", None)
+    rank = len(static)
+    start_i = max(0, min(rank, int(start) + rank if int(start) < 0 else int(start)))  # type: ignore[arg-type]
+    end_i = rank if end is None else max(0, min(rank, int(end) + rank if int(end) < 0 else int(end)))  # type: ignore[arg-type]
+    return [np.array(static[start_i:end_i], dtype=np.int64)]
+
+
+PASSES: dict[str, Callable[[ir.Model, Mapping[str, Any]], PassResult]] = {
+    "fold_constants": fold_constants,
+    "eliminate_dead_code": eliminate_dead_code,
+    "eliminate_common_subexpressions": eliminate_common_subexpressions,
+}
