@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias, Union
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, Union
 
 import numpy as np
 
@@ -42,6 +42,56 @@ class ExternalDataError(IRError):
 
 class GraphStructureError(IRError):
     """The graph violates a structural rule (cycle, undefined value, duplicate definition)."""
+
+
+class _TrackedDict(dict[str, str]):
+    """A str -> str dict that reports every in-place change to its owner.
+
+    Used for metadata_props, so that `value.metadata_props["k"] = "v"` reaches lowering
+    like any other mutation instead of being hidden behind a reused protobuf message.
+    """
+
+    __slots__ = ("_on_change",)
+
+    def __init__(self, on_change: Callable[[], None], items: Mapping[str, str] = {}) -> None:
+        super().__init__(items)
+        self._on_change = on_change
+
+    def __setitem__(self, key: str, value: str) -> None:
+        super().__setitem__(key, value)
+        self._on_change()
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._on_change()
+
+    def __ior__(self, other: object) -> _TrackedDict:  # type: ignore[override,misc]
+        super().update(other)  # type: ignore[call-overload]
+        self._on_change()
+        return self
+
+    def clear(self) -> None:
+        super().clear()
+        self._on_change()
+
+    def pop(self, key: str, *default: str) -> str:  # type: ignore[override]
+        result = super().pop(key, *default)
+        self._on_change()
+        return result
+
+    def popitem(self) -> tuple[str, str]:
+        result = super().popitem()
+        self._on_change()
+        return result
+
+    def setdefault(self, key: str, default: str = "") -> str:
+        result = super().setdefault(key, default)
+        self._on_change()
+        return result
+
+    def update(self, *args: Any, **kwargs: str) -> None:
+        super().update(*args, **kwargs)
+        self._on_change()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,6 +316,7 @@ class Attr:
     value: AttrValue
     ref_attr_name: str
     doc_string: str
+    _proto: object
 
     def __init__(
         self,
@@ -429,17 +480,17 @@ class Value:
 
     __slots__ = (
         "_const_value",
+        "_doc_string",
         "_graph",
         "_index",
+        "_meta",
+        "_metadata_props",
         "_name",
         "_producer",
         "_type",
         "_type_proto",
         "_uses",
         "_vi_proto",
-        "_meta",
-        "_metadata_props",
-        "doc_string",
     )
 
     def __init__(
@@ -459,7 +510,7 @@ class Value:
         # Keyed by plain (node, index) tuples: cheaper to build than Use, and equal to them.
         self._uses: dict[tuple[Node, int], None] = {}
         self._vi_proto: object = None
-        self.doc_string = doc_string
+        self._doc_string = doc_string
         # Created on first use: most values never carry metadata.
         self._metadata_props: dict[str, str] | None = None
         self._meta: dict[str, object] | None = None
@@ -468,16 +519,33 @@ class Value:
         return f"Value({self._name!r})"
 
     @property
+    def doc_string(self) -> str:
+        """Documentation string (from value_info)."""
+        return self._doc_string
+
+    @doc_string.setter
+    def doc_string(self, value: str) -> None:
+        self._doc_string = value
+        self._info_changed()
+
+    @property
     def metadata_props(self) -> dict[str, str]:
-        """String key/value metadata (from value_info)."""
-        if self._metadata_props is None:
-            self._metadata_props = {}
+        """String key/value metadata (from value_info); changes in place are tracked."""
+        if not isinstance(self._metadata_props, _TrackedDict):
+            self._metadata_props = _TrackedDict(self._info_changed, self._metadata_props or {})
         return self._metadata_props
 
     @metadata_props.setter
-    def metadata_props(self, value: dict[str, str]) -> None:
-        self._metadata_props = dict(value)
+    def metadata_props(self, value: Mapping[str, str]) -> None:
+        self._metadata_props = _TrackedDict(self._info_changed, value)
+        self._info_changed()
+
+    def _info_changed(self) -> None:
+        # The value_info entry kept from lifting no longer describes this value.
         self._vi_proto = None
+        owner = self.graph
+        if owner is not None:
+            owner._touch()
 
     @property
     def meta(self) -> dict[str, object]:
@@ -945,18 +1013,18 @@ class Graph:
 
     __slots__ = (
         "_dirty",
+        "_doc_string",
         "_initializers",
         "_inputs",
+        "_metadata_props",
+        "_name",
         "_nodes",
         "_outputs",
         "_owner",
         "_proto",
         "_sparse_initializers",
         "_value_info",
-        "doc_string",
         "meta",
-        "metadata_props",
-        "name",
     )
 
     def __init__(
@@ -969,9 +1037,9 @@ class Graph:
         name: str = "",
         doc_string: str = "",
     ) -> None:
-        self.name = name
-        self.doc_string = doc_string
-        self.metadata_props: dict[str, str] = {}
+        self._name = name
+        self._doc_string = doc_string
+        self._metadata_props = _TrackedDict(self._touch)
         self.meta: dict[str, object] = {}
         self._inputs: list[Value] = []
         self._outputs: list[Value] = []
@@ -997,6 +1065,37 @@ class Graph:
 
     def __str__(self) -> str:
         return format_graph(self)
+
+    # plain fields whose change marks the graph changed ---------------------------------------
+    @property
+    def name(self) -> str:
+        """Graph name."""
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = value
+        self._touch()
+
+    @property
+    def doc_string(self) -> str:
+        """Documentation string."""
+        return self._doc_string
+
+    @doc_string.setter
+    def doc_string(self, value: str) -> None:
+        self._doc_string = value
+        self._touch()
+
+    @property
+    def metadata_props(self) -> dict[str, str]:
+        """String key/value metadata; changes in place are tracked."""
+        return self._metadata_props
+
+    @metadata_props.setter
+    def metadata_props(self, value: Mapping[str, str]) -> None:
+        self._metadata_props = _TrackedDict(self._touch, value)
+        self._touch()
 
     # structure -------------------------------------------------------------------------------
     @property

@@ -313,7 +313,7 @@ class _Lifter:
                 value._graph = None
                 value._uses = {}
                 value._vi_proto = None
-                value.doc_string = ""
+                value._doc_string = ""
                 value._metadata_props = None
                 value._meta = None
                 if out_name:
@@ -441,9 +441,9 @@ def _adopt_info(value: Value, vi: onnx.ValueInfoProto) -> None:
     if value._vi_proto is None and value._type is None and value._type_proto is None:
         if vi.HasField("type"):
             value._type_proto = vi.type
-        value.doc_string = vi.doc_string
+        value._doc_string = vi.doc_string
         if vi.metadata_props:
-            value.metadata_props = {e.key: e.value for e in vi.metadata_props}
+            value._metadata_props = {e.key: e.value for e in vi.metadata_props}
         value._vi_proto = vi
 
 
@@ -740,7 +740,8 @@ def _initializer_proto(value: Value) -> onnx.TensorProto:
 def lower_function(fn: Function) -> onnx.FunctionProto:
     """A FunctionProto for `fn` (the original message if unchanged)."""
     original: Any = fn._proto
-    if original is not None and not fn._dirty and not fn.graph._dirty:
+    unchanged = original is not None and not fn._dirty and not fn.graph._dirty
+    if unchanged and _function_fields_unchanged(fn, original):
         return original  # type: ignore[no-any-return]
     proto = onnx.FunctionProto()
     if original is not None:
@@ -768,6 +769,26 @@ def lower_function(fn: Function) -> onnx.FunctionProto:
     if fn.metadata_props or (original is not None and original.metadata_props):
         _lower_metadata(proto, fn.metadata_props, original)
     return proto
+
+
+def _function_fields_unchanged(fn: Function, original: Any) -> bool:
+    """Whether a function's plain fields still match the message it was lifted from.
+
+    Function fields are plain attributes, so their changes are detected here (functions
+    are few) rather than tracked when they happen.
+    """
+    defaults = original.attribute_proto
+    return (
+        fn.name == original.name
+        and fn.domain == original.domain
+        and fn.overload == original.overload
+        and fn.doc_string == original.doc_string
+        and fn.attributes == list(original.attribute)
+        and len(fn.attribute_defaults) == len(defaults)
+        and all(a._proto is d for a, d in zip(fn.attribute_defaults, defaults, strict=True))
+        and list(fn.opset_imports.items()) == [(o.domain, o.version) for o in original.opset_import]
+        and fn.metadata_props == {e.key: e.value for e in original.metadata_props}
+    )
 
 
 def _lower_opsets(proto: Any, opsets: dict[str, int], original: Any) -> None:
