@@ -402,6 +402,7 @@ _PARAMS = [
 def test_roundtrip_is_exact(case: Case, conformance_report: Any) -> None:
     proto = case.load_model()
     conformance_report.seen(case.case_id)
+    ir.verify(ir.from_onnx(proto))
     assert_same_proto(proto, roundtrip(proto))
     conformance_report.record(case.case_id, "exact_reused")
     assert_same_proto(proto, roundtrip_rebuilt(proto))
