@@ -1,0 +1,128 @@
+"""`rewrite verify ORIGINAL REWRITTEN`: compare two models on generated inputs.
+
+Prints the per-output table (with `rich` on a terminal, plain text otherwise) and the
+verdict. Exit codes: 0 the models agree, 1 they disagree (the shrunk counterexample is saved
+and its path printed), 2 bad usage or a model that cannot be loaded or compared (one line on
+stderr, from the CLI's error handler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rewriter.verify import VerifyResult
+
+EXIT_OK = 0
+EXIT_MISMATCH = 1
+
+
+def _input_range(text: str) -> tuple[str, tuple[float, float]]:
+    """Parse `NAME=LO:HI` (closed range; integers use the integers inside it)."""
+    name, sep, bounds = text.rpartition("=")
+    lo_text, colon, hi_text = bounds.partition(":")
+    if not sep or not name or not colon:
+        raise argparse.ArgumentTypeError(f"expected NAME=LO:HI, got {text!r}")
+    try:
+        lo, hi = float(lo_text), float(hi_text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"LO and HI must be numbers in {text!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise argparse.ArgumentTypeError(f"need finite LO <= HI in {text!r}")
+    return name, (lo, hi)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the `verify` subcommand's arguments."""
+    parser.add_argument("original", help="the reference model (.onnx)")
+    parser.add_argument("rewritten", help="the model to check against it (.onnx)")
+    parser.add_argument(
+        "--examples", type=_positive_int, default=20, help="generated examples (default 20)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
+    parser.add_argument(
+        "--rtol", type=_tolerance, help="relative tolerance for float outputs (default per dtype)"
+    )
+    parser.add_argument(
+        "--atol", type=_tolerance, help="absolute tolerance for float outputs (default per dtype)"
+    )
+    parser.add_argument(
+        "--input",
+        dest="inputs",
+        metavar="NAME=LO:HI",
+        action="append",
+        type=_input_range,
+        default=[],
+        help="generate input NAME inside [LO, HI] (repeatable)",
+    )
+    parser.add_argument(
+        "--special-values", action="store_true", help="also generate NaN and +-inf elements"
+    )
+    parser.add_argument(
+        "--counterexample",
+        metavar="PATH",
+        help="where to save a counterexample (default: <rewritten>.counterexample.npz beside it)",
+    )
+
+
+def _print_table(result: VerifyResult) -> None:
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        console = Console(file=sys.stdout, highlight=False)
+        console.print(result.rich_table())
+        for line in (*result.notes(), result.summary()):
+            console.print(line, markup=False)
+    else:
+        sys.stdout.write(result.render_table() + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compare the models; 0 when they agree, 1 when they do not."""
+    from rewriter.verify import VerifyError, check_equivalence
+
+    ranges: dict[str, tuple[float, float]] = {}
+    for name, bounds in args.inputs:
+        if name in ranges:
+            raise VerifyError(f"--input {name} given twice")
+        ranges[name] = bounds
+    result = check_equivalence(
+        args.original,
+        args.rewritten,
+        examples=args.examples,
+        seed=args.seed,
+        rtol=args.rtol,
+        atol=args.atol,
+        input_ranges=ranges,
+        special_values=args.special_values,
+        counterexample_path=args.counterexample,
+    )
+    _print_table(result)
+    if result.ok:
+        return EXIT_OK
+    if result.counterexample_path is not None:
+        sys.stdout.write(f"counterexample saved to {result.counterexample_path}\n")
+    return EXIT_MISMATCH

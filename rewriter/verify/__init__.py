@@ -1,0 +1,58 @@
+"""Verification: does a rewritten model compute what the original computes?
+
+`check_equivalence(original, rewritten)` runs both models (onnxruntime with graph
+optimizations disabled, or `onnx.reference` with the project's kernels for ops onnxruntime
+does not know) on inputs that hypothesis generates from the graph's input types, compares
+every output with dtype-aware tolerances and, on a disagreement, shrinks the inputs to a
+small counterexample and saves it as an `.npz`. `find_first_bad` bisects a replayed rewrite
+trace to the first rewrite that breaks agreement on such a counterexample.
+
+`verify` is the same function as `check_equivalence`. The package itself is callable too:
+`rewriter.verify(original, rewritten, examples=..., seed=...)` calls `check_equivalence`
+while `rewriter.verify.check_equivalence` and `import rewriter.verify` keep working, so a
+top-level `verify` alias needs no name that shadows this package.
+
+onnxruntime, hypothesis and `onnx.reference` are imported only when a check runs.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+from rewriter.verify._bisect import find_first_bad
+from rewriter.verify._check import check_equivalence, check_on_inputs
+from rewriter.verify._compare import Tolerance, default_tolerance
+from rewriter.verify._counterexample import load_counterexample, save_counterexample
+from rewriter.verify._errors import VerifyError
+from rewriter.verify._kernels import KERNELS, extract_image_patches
+from rewriter.verify._result import OutputStats, VerifyResult
+from rewriter.verify._source import ModelSource
+
+verify = check_equivalence
+
+__all__ = [
+    "KERNELS",
+    "ModelSource",
+    "OutputStats",
+    "Tolerance",
+    "VerifyError",
+    "VerifyResult",
+    "check_equivalence",
+    "check_on_inputs",
+    "default_tolerance",
+    "extract_image_patches",
+    "find_first_bad",
+    "load_counterexample",
+    "save_counterexample",
+    "verify",
+]
+
+
+class _CallableModule(types.ModuleType):
+    """This package's module type: calling it calls `check_equivalence`."""
+
+    __call__ = staticmethod(check_equivalence)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,62 @@
+"""Normalizing the models given to the verifier: a path, an `onnx.ModelProto` or an `ir.Model`.
+
+Every model is lifted into the IR (to read its signature and trace index inputs to the
+gathers they feed). A model given as a path is handed to the runtimes by path, so external
+data resolves exactly as it would in deployment; an in-memory model is serialized with
+`ir.to_onnx`. The rewriter never touches protobuf otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import TYPE_CHECKING, TypeAlias
+
+import ir
+
+if TYPE_CHECKING:
+    import onnx
+
+ModelSource: TypeAlias = "str | os.PathLike[str] | onnx.ModelProto | ir.Model"
+"""What the verifier accepts as a model."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LoadedModel:
+    """A model ready to run: its IR, where it came from, and its file if it has one."""
+
+    model: ir.Model
+    label: str
+    path: str | None
+
+    @property
+    def stem(self) -> str | None:
+        """The file name without its extension, or None for an in-memory model."""
+        if self.path is None:
+            return None
+        base = os.path.basename(self.path)
+        stem, _ = os.path.splitext(base)
+        return stem
+
+
+def load_model(source: ModelSource, role: str) -> LoadedModel:
+    """Lift `source` into the IR; `role` ("original"/"rewritten") names it in messages.
+
+    Raises:
+        ir.ModelLoadError: the file is not a readable ONNX model.
+        TypeError: `source` is none of the accepted kinds.
+    """
+    if isinstance(source, ir.Model):
+        return LoadedModel(model=source, label=f"{role} (in-memory ir.Model)", path=None)
+    if isinstance(source, str | os.PathLike):
+        path = os.fspath(source)
+        return LoadedModel(model=ir.load(path), label=path, path=path)
+    # ir.from_onnx type-checks its argument (TypeError for anything but a ModelProto).
+    try:
+        model = ir.from_onnx(source)
+    except TypeError:
+        raise TypeError(
+            f"{role} model must be a path, an onnx.ModelProto or an ir.Model, "
+            f"got {type(source).__name__}"
+        ) from None
+    return LoadedModel(model=model, label=f"{role} (in-memory ModelProto)", path=None)
