@@ -10,11 +10,13 @@ compiler (which turns them into matchers and builders). Conventions:
   block form, with `one_line=True` (the formatter keeps the form the user chose).
 """
 
+# ruff: noqa: RUF009  (`_span_field()` builds a fresh dataclasses.field for each class)
+
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TypeAlias, Union
+from typing import TypeAlias
 
 from rewriter._errors import Diagnostic, Span
 
@@ -22,7 +24,7 @@ _NO_SPAN = Span("<none>", 0, 0, 0, 0)
 
 
 def _span_field() -> Span:
-    return dataclasses.field(default=_NO_SPAN, compare=False, repr=False)  # type: ignore[return-value]
+    return dataclasses.field(default=_NO_SPAN, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,10 +151,20 @@ class Index:
     span: Span = _span_field()
 
 
-Expr: TypeAlias = Union[
-    Name, Const, ListExpr, Unary, Binary, Compare, BoolOp, Coalesce, Conditional, Call,
-    Attribute, Index,
-]
+Expr: TypeAlias = (
+    Name
+    | Const
+    | ListExpr
+    | Unary
+    | Binary
+    | Compare
+    | BoolOp
+    | Coalesce
+    | Conditional
+    | Call
+    | Attribute
+    | Index
+)
 
 # ---------------------------------------------------------------------------------------------
 # Node statements (shared by match and rewrite)
@@ -226,7 +238,7 @@ class InputLiteral:
     span: Span = _span_field()
 
 
-InputPattern: TypeAlias = Union[InputVar, Wildcard, InputLiteral]
+InputPattern: TypeAlias = InputVar | Wildcard | InputLiteral
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -237,7 +249,7 @@ class OutputVar:
     span: Span = _span_field()
 
 
-OutputPattern: TypeAlias = Union[OutputVar, Wildcard]
+OutputPattern: TypeAlias = OutputVar | Wildcard
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -316,7 +328,7 @@ class AliasStmt:
     span: Span = _span_field()
 
 
-RewriteStmt: TypeAlias = Union[LetStmt, NodeStmt, AliasStmt]
+RewriteStmt: TypeAlias = LetStmt | NodeStmt | AliasStmt
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -360,6 +372,8 @@ class Rule:
     requires: tuple[Requirement, ...] = ()
     one_line: bool = False
     name_span: Span = _span_field()
+    # The `where` section (block form) or clause (one-line form); not compared.
+    where_span: Span = _span_field()
     span: Span = _span_field()
 
 
@@ -369,6 +383,8 @@ class PassDecl:
 
     name: str
     options: tuple[tuple[str, Expr], ...] = ()
+    # Where each option's name is written (parallel to `options`; not compared).
+    option_spans: tuple[Span, ...] = dataclasses.field(default=(), compare=False, repr=False)
     span: Span = _span_field()
 
 
@@ -388,7 +404,7 @@ class Comment:
     span: Span = _span_field()
 
 
-Item: TypeAlias = Union[Rule, PassDecl, UseDecl]
+Item: TypeAlias = Rule | PassDecl | UseDecl
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -398,6 +414,8 @@ class File:
     path: str
     items: tuple[Item, ...]
     comments: tuple[Comment, ...] = ()
+    # The text the file was parsed from, for diagnostics' source lines (not compared).
+    source: str = dataclasses.field(default="", compare=False, repr=False)
     span: Span = _span_field()
 
 

@@ -1,0 +1,110 @@
+"""The `.rw` rule language: parse, check, load, format and dump rule files.
+
+`parse` turns text into a frozen AST (`File`), raising `RuleSyntaxError` with located
+diagnostics. `load_rules` reads files and folders, parses and checks them and returns a
+`RuleSet`, raising `RuleSyntaxError` / `RuleCheckError` with every error found. `check`
+runs the semantic checks on parsed files. `format_file` gives a file's canonical layout,
+`dump` a stable printed form of an AST. Loading never runs Python unless `allow_python`.
+
+The language is described in LANGUAGE.md beside this file; the grammar is `grammar.lark`.
+"""
+
+from __future__ import annotations
+
+from rewriter.dsl._ast import (
+    AliasStmt,
+    AttrCopy,
+    AttrEntry,
+    Attribute,
+    Binary,
+    BoolOp,
+    Call,
+    Coalesce,
+    Comment,
+    Compare,
+    Conditional,
+    Const,
+    Expr,
+    File,
+    Index,
+    InputLiteral,
+    InputPattern,
+    InputVar,
+    Item,
+    LetStmt,
+    ListExpr,
+    MatchBlock,
+    Name,
+    NodePattern,
+    NodeStmt,
+    OpPattern,
+    OpRef,
+    OutputPattern,
+    OutputVar,
+    PassDecl,
+    RepeatPattern,
+    Requirement,
+    RewriteBlock,
+    RewriteLoop,
+    RewriteStmt,
+    Rule,
+    RuleSet,
+    Slice,
+    Unary,
+    UseDecl,
+    Wildcard,
+)
+from rewriter.dsl._check import check
+from rewriter.dsl._dump import dump
+from rewriter.dsl._format import format_file
+from rewriter.dsl._loader import load_rules
+from rewriter.dsl._parser import parse
+
+__all__ = [
+    "AliasStmt",
+    "AttrCopy",
+    "AttrEntry",
+    "Attribute",
+    "Binary",
+    "BoolOp",
+    "Call",
+    "Coalesce",
+    "Comment",
+    "Compare",
+    "Conditional",
+    "Const",
+    "Expr",
+    "File",
+    "Index",
+    "InputLiteral",
+    "InputPattern",
+    "InputVar",
+    "Item",
+    "LetStmt",
+    "ListExpr",
+    "MatchBlock",
+    "Name",
+    "NodePattern",
+    "NodeStmt",
+    "OpPattern",
+    "OpRef",
+    "OutputPattern",
+    "OutputVar",
+    "PassDecl",
+    "RepeatPattern",
+    "Requirement",
+    "RewriteBlock",
+    "RewriteLoop",
+    "RewriteStmt",
+    "Rule",
+    "RuleSet",
+    "Slice",
+    "Unary",
+    "UseDecl",
+    "Wildcard",
+    "check",
+    "dump",
+    "format_file",
+    "load_rules",
+    "parse",
+]

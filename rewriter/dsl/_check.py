@@ -1,0 +1,110 @@
+"""The semantic checker: every rule-file error and warning that parsing cannot see.
+
+`check` reports everything it finds, in all files at once (nothing stops at the first
+error). It never imports Python code unless `allow_python` is set, and then only the
+modules named by `use` declarations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rewriter._errors import Diagnostic
+from rewriter.dsl import _ast as ast
+from rewriter.dsl._check_rules import check_rule
+from rewriter.dsl._plugins import Functions, import_uses, refuse_uses
+from rewriter.dsl._reporter import Reporter, head
+from rewriter.dsl.builtins import PASS_OPTIONS
+
+
+def check(files: Sequence[ast.File], *, allow_python: bool = False) -> list[Diagnostic]:
+    """Check parsed rule files together; return their errors and warnings.
+
+    Args:
+        files: parsed files, in load order (duplicate rule names are found across them).
+        allow_python: permit `use` declarations (imports the named modules).
+
+    Returns:
+        Diagnostics ordered by file (in `files` order), then position.
+    """
+    diagnostics, _ = check_and_collect(files, allow_python=allow_python)
+    return diagnostics
+
+
+def check_and_collect(
+    files: Sequence[ast.File], *, allow_python: bool
+) -> tuple[list[Diagnostic], Functions]:
+    """`check`, also returning the helper functions that permitted `use`s registered."""
+    report = Reporter({f.path: f.source for f in files})
+    if allow_python:
+        functions = import_uses(files, report)
+    else:
+        refuse_uses(files, report)
+        functions = {}
+    _check_duplicate_rules(files, report)
+    _check_passes(files, report)
+    for file in files:
+        for item in file.items:
+            if isinstance(item, ast.Rule):
+                check_rule(item, functions, report)
+    order = {f.path: index for index, f in enumerate(files)}
+    report.diagnostics.sort(
+        key=lambda d: (order.get(d.span.path, len(order)), d.span.line, d.span.col)
+    )
+    return report.diagnostics, functions
+
+
+def _check_duplicate_rules(files: Sequence[ast.File], report: Reporter) -> None:
+    first: dict[str, ast.Rule] = {}
+    for file in files:
+        for item in file.items:
+            if not isinstance(item, ast.Rule):
+                continue
+            earlier = first.get(item.name)
+            if earlier is None:
+                first[item.name] = item
+                continue
+            note = report.note(earlier.name_span, f"`{item.name}` is first defined here")
+            report.error(item.name_span, f"duplicate rule name `{item.name}`", [note])
+
+
+def _check_passes(files: Sequence[ast.File], report: Reporter) -> None:
+    first: dict[str, ast.PassDecl] = {}
+    for file in files:
+        for item in file.items:
+            if isinstance(item, ast.PassDecl):
+                _check_pass(item, first, report)
+
+
+def _check_pass(decl: ast.PassDecl, first: dict[str, ast.PassDecl], report: Reporter) -> None:
+    name_span = report.locate(decl.span, decl.name, skip=len("pass"))
+    options = PASS_OPTIONS.get(decl.name)
+    if options is None:
+        known = ", ".join(sorted(PASS_OPTIONS))
+        report.error(name_span, f"unknown pass `{decl.name}` (built-in passes: {known})")
+        return
+    earlier = first.get(decl.name)
+    if earlier is not None:
+        note = report.note(head(earlier.span, len("pass")), "the first declaration is here")
+        report.error(name_span, f"pass `{decl.name}` is declared twice", [note])
+    first.setdefault(decl.name, decl)
+    seen: dict[str, None] = {}
+    spans = decl.option_spans or tuple(value.span for _, value in decl.options)
+    for (option, value), span in zip(decl.options, spans, strict=True):
+        if option not in options:
+            accepted = ", ".join(f"`{o}`" for o in options) or "no options"
+            report.error(span, f"pass `{decl.name}` has no option `{option}` (it takes {accepted})")
+        elif option in seen:
+            report.error(span, f"option `{option}` is given twice")
+        elif not _is_count(value):
+            report.error(value.span, f"option `{option}` takes a non-negative integer")
+        seen[option] = None
+
+
+def _is_count(value: ast.Expr) -> bool:
+    return (
+        isinstance(value, ast.Const)
+        and isinstance(value.value, int)
+        and not isinstance(value.value, bool)
+        and value.value >= 0
+    )

@@ -1,0 +1,68 @@
+"""Check function calls in expressions against the built-ins and the permitted plugins."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection
+
+from rewriter.dsl import _ast as ast
+from rewriter.dsl._reporter import Reporter, head
+from rewriter.dsl.builtins import LET_ONLY, SIGNATURES, WHERE_BUILTINS, Signature
+
+
+def check_call(call: ast.Call, context: str, plugins: Collection[str], report: Reporter) -> None:
+    """Report an unknown function, or arguments its signature does not accept.
+
+    Args:
+        call: the call expression.
+        context: "where" or "rewrite" (which decides whether `const` is allowed).
+        plugins: names registered by permitted `use` declarations.
+        report: where diagnostics go.
+    """
+    name_span = head(call.span, len(call.func))
+    if call.func in plugins:
+        return
+    signature = SIGNATURES.get(call.func)
+    if signature is None:
+        known = sorted({*SIGNATURES, *plugins})
+        close = difflib.get_close_matches(call.func, known, n=1, cutoff=0.7)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        report.error(name_span, f"unknown function `{call.func}`{hint}")
+        return
+    if context == "where" and call.func not in WHERE_BUILTINS:
+        assert call.func in LET_ONLY, f"{call.func} is neither a where nor a let-only built-in"
+        report.error(
+            name_span, f"`{call.func}` builds rewrite values; use it in `let` or a rewrite line"
+        )
+        return
+    _check_arguments(call, signature, report)
+
+
+def _check_arguments(call: ast.Call, signature: Signature, report: Reporter) -> None:
+    name_span = head(call.span, len(call.func))
+    given = len(call.args)
+    if not signature.variadic and given > len(signature.params):
+        report.error(
+            name_span,
+            f"`{signature.usage}` takes at most {_arguments(len(signature.params))}, got {given}",
+        )
+        return
+    named: set[str] = set()
+    for keyword, value in call.kwargs:
+        if keyword not in signature.keywords:
+            accepted = ", ".join(signature.keywords) or "no keyword arguments"
+            report.error(
+                value.span, f"`{call.func}` has no keyword `{keyword}` (it accepts {accepted})"
+            )
+            continue
+        if keyword in signature.params and signature.params.index(keyword) < given:
+            report.error(value.span, f"`{keyword}` is given twice in this call to `{call.func}`")
+        named.add(keyword)
+    missing = [p for p in signature.params[given : signature.required] if p not in named]
+    if missing:
+        needed = ", ".join(f"`{p}`" for p in missing)
+        report.error(name_span, f"`{signature.usage}` needs {needed}")
+
+
+def _arguments(count: int) -> str:
+    return "1 argument" if count == 1 else f"{count} arguments"

@@ -1,0 +1,106 @@
+"""Load rule files and folders into a checked `RuleSet`.
+
+A folder contributes every `*.rw` file below it, in sorted path order; a file path
+contributes that file. Each file is read once even when named twice. Syntax errors in one
+file do not hide the errors of the others: every file is parsed, every parsed file is
+checked, and all errors are raised together.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from rewriter._errors import Diagnostic, RuleCheckError, RuleError, RuleSyntaxError, Span
+from rewriter.dsl import _ast as ast
+from rewriter.dsl._check import check_and_collect
+from rewriter.dsl._parser import parse
+from rewriter.dsl._source import diagnostic
+
+
+def find_rule_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The `.rw` files that `paths` name, in load order, without repeats.
+
+    Raises:
+        FileNotFoundError: a path does not exist.
+    """
+    found: dict[Path, None] = {}
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            below = sorted(
+                (p for p in path.rglob("*.rw") if p.is_file()), key=lambda p: p.as_posix()
+            )
+            for file in below:
+                found.setdefault(file, None)
+        elif path.is_file():
+            found.setdefault(path, None)
+        else:
+            raise FileNotFoundError(2, "no such file or directory", os.fspath(path))
+    return list(found)
+
+
+def read_rule_file(path: Path) -> str:
+    """The text of a rule file.
+
+    Raises:
+        RuleSyntaxError: the file is not UTF-8 (the diagnostic points at the first bad byte).
+        OSError: the file cannot be read.
+    """
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start].decode("utf-8", errors="replace")
+        line = before.count("\n") + 1
+        col = len(before) - (before.rfind("\n") + 1) + 1
+        span = Span(str(path), line, col, line, col + 1)
+        message = f"this file is not UTF-8 text (byte 0x{data[exc.start]:02x})"
+        text = data.decode("utf-8", errors="replace")
+        raise RuleSyntaxError([diagnostic("error", span, message, text)]) from exc
+
+
+def parse_files(files: Iterable[Path]) -> tuple[list[ast.File], list[Diagnostic]]:
+    """Parse every file; return the ASTs of those that parsed and the syntax errors."""
+    parsed: list[ast.File] = []
+    errors: list[Diagnostic] = []
+    for path in files:
+        try:
+            parsed.append(parse(read_rule_file(path), str(path)))
+        except RuleError as exc:
+            errors.extend(exc.diagnostics)
+    return parsed, errors
+
+
+def load_rules(*paths: str | os.PathLike[str], allow_python: bool = False) -> ast.RuleSet:
+    """Load, parse and check rule files and folders.
+
+    Args:
+        *paths: `.rw` files, or folders whose `*.rw` files (recursively) are loaded.
+        allow_python: permit `use "module"` declarations, importing those modules.
+
+    Returns:
+        The rules and passes in load order, the helpers that `use` registered, and the
+        warnings.
+
+    Raises:
+        RuleSyntaxError: some file does not parse (carries every diagnostic found).
+        RuleCheckError: the files parse but break semantic rules (every error found).
+        FileNotFoundError: a path does not exist.
+    """
+    parsed, syntax_errors = parse_files(find_rule_files(paths))
+    diagnostics, functions = check_and_collect(parsed, allow_python=allow_python)
+    errors = [d for d in diagnostics if d.severity == "error"]
+    if syntax_errors:
+        raise RuleSyntaxError([*syntax_errors, *errors])
+    if errors:
+        raise RuleCheckError(errors)
+    return ast.RuleSet(
+        rules=tuple(item for f in parsed for item in f.items if isinstance(item, ast.Rule)),
+        passes=tuple(item for f in parsed for item in f.items if isinstance(item, ast.PassDecl)),
+        files=tuple(parsed),
+        functions=functions,
+        warnings=tuple(d for d in diagnostics if d.severity == "warning"),
+        sources={f.path: f.source for f in parsed},
+    )

@@ -1,0 +1,187 @@
+"""Print expressions and literals in canonical `.rw` syntax, with minimal parentheses.
+
+Parentheses follow the grammar's precedence (`grammar.lark`), so printing then parsing
+gives back an equal AST. Exploded (one item per line) lists are the formatter's business:
+it passes a `group` callback that decides how a bracketed list is laid out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from rewriter._errors import Span
+from rewriter.dsl import _ast as ast
+
+# Precedence levels, loosest first, as in the grammar.
+CONDITIONAL = 1
+OR = 2
+AND = 3
+NOT = 4
+COMPARISON = 5
+COALESCE = 6
+SUM = 7
+TERM = 8
+UNARY = 9
+POWER = 10
+POSTFIX = 11
+ATOM = 12
+
+_BINARY_LEVELS = {"+": SUM, "-": SUM, "*": TERM, "/": TERM, "//": TERM, "%": TERM, "**": POWER}
+_STRING_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "\0": "\\0"}
+
+# group(open, close, item renderers, item spans, line of the closer or None, depth) -> text
+GroupPrinter = Callable[
+    [str, str, Sequence[Callable[[int], str]], Sequence[Span], int | None, int], str
+]
+
+
+def level(expr: ast.Expr) -> int:
+    """How tightly `expr` binds (higher binds tighter)."""
+    if isinstance(expr, ast.Conditional):
+        return CONDITIONAL
+    if isinstance(expr, ast.BoolOp):
+        return OR if expr.op == "or" else AND
+    if isinstance(expr, ast.Unary):
+        return NOT if expr.op == "not" else UNARY
+    if isinstance(expr, ast.Compare):
+        return COMPARISON
+    if isinstance(expr, ast.Coalesce):
+        return COALESCE
+    if isinstance(expr, ast.Binary):
+        return _BINARY_LEVELS.get(expr.op, SUM)
+    if isinstance(expr, ast.Call | ast.Attribute | ast.Index):
+        return POSTFIX
+    if isinstance(expr, ast.Const) and _is_negative_number(expr.value):
+        return UNARY
+    return ATOM
+
+
+def format_const(value: object) -> str:
+    """A literal as written in a rule file."""
+    if value is None:
+        return "none"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return '"' + "".join(_STRING_ESCAPES.get(c, c) for c in value) + '"'
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _is_negative_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.copysign(1.0, value) < 0
+
+
+class ExprPrinter:
+    """Prints expressions; `group` lays out bracketed lists (inline or one item per line)."""
+
+    def __init__(self, group: GroupPrinter) -> None:
+        self.group = group
+
+    def expr(self, expr: ast.Expr, indent: int, minimum: int = CONDITIONAL) -> str:
+        """`expr` as text, parenthesized when it binds looser than `minimum`."""
+        text = self._bare(expr, indent)
+        if level(expr) < minimum:
+            return f"({text})"
+        return text
+
+    def _bare(self, expr: ast.Expr, indent: int) -> str:
+        if isinstance(expr, ast.Name):
+            return expr.name
+        if isinstance(expr, ast.Const):
+            return format_const(expr.value)
+        if isinstance(expr, ast.ListExpr):
+            return self.items("[", "]", expr.items, indent, expr.span.end_line)
+        if isinstance(expr, ast.Unary):
+            return self._unary(expr, indent)
+        if isinstance(expr, ast.Binary):
+            return self._binary(expr, indent)
+        if isinstance(expr, ast.Compare):
+            left = self.expr(expr.left, indent, COMPARISON)
+            return f"{left} {expr.op} {self.expr(expr.right, indent, COALESCE)}"
+        if isinstance(expr, ast.BoolOp):
+            own = OR if expr.op == "or" else AND
+            left = self.expr(expr.left, indent, own)
+            return f"{left} {expr.op} {self.expr(expr.right, indent, own + 1)}"
+        if isinstance(expr, ast.Coalesce):
+            left = self.expr(expr.left, indent, SUM)
+            return f"{left} ?? {self.expr(expr.right, indent, COALESCE)}"
+        if isinstance(expr, ast.Conditional):
+            then = self.expr(expr.then, indent, OR)
+            cond = self.expr(expr.cond, indent, OR)
+            return f"{then} if {cond} else {self.expr(expr.otherwise, indent)}"
+        if isinstance(expr, ast.Call):
+            return self._call(expr, indent)
+        if isinstance(expr, ast.Attribute):
+            return f"{self._postfix_base(expr.obj, indent)}.{expr.name}"
+        if isinstance(expr, ast.Index):
+            return f"{self._postfix_base(expr.obj, indent)}[{self._subscript(expr.index, indent)}]"
+        raise AssertionError(f"unknown expression node {type(expr).__name__}")
+
+    def items(
+        self, open_: str, close: str, items: Sequence[ast.Expr], indent: int, closer: int | None
+    ) -> str:
+        """A bracketed, comma-separated list of expressions."""
+        renderers = [_bind(self.expr, item) for item in items]
+        return self.group(open_, close, renderers, [i.span for i in items], closer, indent)
+
+    def _unary(self, expr: ast.Unary, indent: int) -> str:
+        if expr.op == "not":
+            return f"not {self.expr(expr.operand, indent, NOT)}"
+        operand = self.expr(expr.operand, indent, UNARY)
+        # `- -x` must not print as `--x` (nor `- -1` as `--1`).
+        space = " " if operand.startswith(("-", "+")) else ""
+        return f"{expr.op}{space}{operand}"
+
+    def _binary(self, expr: ast.Binary, indent: int) -> str:
+        own = _BINARY_LEVELS.get(expr.op, SUM)
+        if expr.op == "**":
+            left = self.expr(expr.left, indent, POSTFIX)
+            return f"{left} ** {self.expr(expr.right, indent, UNARY)}"
+        left = self.expr(expr.left, indent, own)
+        return f"{left} {expr.op} {self.expr(expr.right, indent, own + 1)}"
+
+    def _call(self, call: ast.Call, indent: int) -> str:
+        renderers: list[Callable[[int], str]] = [_bind(self.expr, a) for a in call.args]
+        spans = [a.span for a in call.args]
+        for key, value in call.kwargs:
+            renderers.append(_bind_keyword(self.expr, key, value))
+            spans.append(value.span)
+        args = self.group("(", ")", renderers, spans, call.span.end_line, indent)
+        return f"{call.func}{args}"
+
+    def _postfix_base(self, expr: ast.Expr, indent: int) -> str:
+        if isinstance(expr, ast.Const) and not isinstance(expr.value, str):
+            return f"({self._bare(expr, indent)})"
+        return self.expr(expr, indent, POSTFIX)
+
+    def _subscript(self, index: ast.Expr | ast.Slice, indent: int) -> str:
+        if not isinstance(index, ast.Slice):
+            return self.expr(index, indent)
+        parts = [index.start, index.stop]
+        text = ":".join("" if p is None else self.expr(p, indent) for p in parts)
+        if index.step is not None:
+            text += ":" + self.expr(index.step, indent)
+        return text
+
+
+def _bind(print_expr: Callable[[ast.Expr, int], str], item: ast.Expr) -> Callable[[int], str]:
+    def render(indent: int) -> str:
+        return print_expr(item, indent)
+
+    return render
+
+
+def _bind_keyword(
+    print_expr: Callable[[ast.Expr, int], str], key: str, value: ast.Expr
+) -> Callable[[int], str]:
+    def render(indent: int) -> str:
+        return f"{key} = {print_expr(value, indent)}"
+
+    return render

@@ -1,0 +1,176 @@
+"""Turn Lark's parse failures into messages in the user's terms.
+
+A message says what was expected and what was found, with tokens spelled as the user types
+them (``expected `=>` after pattern, found `->` ``), never with Lark's terminal names
+(`RPAR`, `__ANON_0`). Groups of terminals collapse into words: "an expression", "a
+literal", "an operator".
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+
+from lark import Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.lexer import PatternStr
+
+from rewriter._errors import Span
+from rewriter.dsl._postlex import token_span
+
+_REGEX_TERMINALS = {
+    "NAME": "a name",
+    "INT": "an integer",
+    "FLOAT": "a number",
+    "STRING": "a string",
+    "LANGLE": "`<`",
+    "_NL": "a line break",
+    "$END": "the end of the file",
+}
+_EXPRESSION_STARTS = frozenset(
+    {"NAME", "INT", "FLOAT", "STRING", "LPAR", "LSQB", "MINUS", "PLUS", "NOT", "TRUE", "FALSE"}
+    | {"NONE"}
+)
+_LITERAL_STARTS = frozenset({"INT", "FLOAT", "STRING", "LSQB", "MINUS", "PLUS", "TRUE", "FALSE"})
+_OPERATORS = frozenset(
+    {"PLUS", "MINUS", "STAR", "SLASH", "DSLASH", "PERCENT", "DSTAR", "QQ", "EQEQ", "NOTEQ"}
+    | {"LESSTHAN", "MORETHAN", "LE", "GE", "IN", "NOT", "AND", "OR", "IF", "DOT", "LPAR", "LSQB"}
+)
+# Shown first when present, in this order; anything else follows alphabetically.
+_ORDER = ("RPAR", "RSQB", "MORETHAN", "RBRACE", "COMMA", "EQUAL", "ARROW", "LBRACE", "COLON")
+_OPERATOR_CHARS = re.compile(r"[-+*/%=<>!?|&^~:.]+")
+_MAX_SHOWN = 5
+
+
+def describe_unexpected(exc: UnexpectedInput, text: str, path: str) -> tuple[Span, str]:
+    """Where a parse failed and a message saying what was expected and what was found."""
+    if isinstance(exc, UnexpectedToken):
+        return _describe_token(exc, text, path)
+    if isinstance(exc, UnexpectedCharacters):
+        return _describe_character(exc, path)
+    line = getattr(exc, "line", 1) or 1
+    col = getattr(exc, "column", 1) or 1
+    return Span(path, line, col, line, col + 1), "unexpected input"
+
+
+def _describe_token(exc: UnexpectedToken, text: str, path: str) -> tuple[Span, str]:
+    token: Token = exc.token
+    expected = _expected(exc)
+    at_end = token.type == "$END"
+    span = _end_of_text(text, path) if at_end else token_span(path, token)
+    found_text, width = _found(token, text)
+    if width:
+        span = Span(span.path, span.line, span.col, span.line, span.col + width)
+    elif token.type in ("_NL", "$END"):
+        span = Span(span.path, span.line, span.col, span.line, span.col + 1)
+    return span, f"{_expected_phrase(expected)}, found {found_text}"
+
+
+def _describe_character(exc: UnexpectedCharacters, path: str) -> tuple[Span, str]:
+    line, col = exc.line, exc.column
+    span = Span(path, line, col, line, col + 1)
+    if exc.char == '"':
+        return span, "this string is not closed before the end of the line"
+    if exc.char == "\\":
+        return span, "unexpected `\\` outside a string"
+    if exc.char.isprintable():
+        return span, f"unexpected character `{exc.char}`"
+    return span, f"unexpected character U+{ord(exc.char):04X}"
+
+
+def _expected(exc: UnexpectedToken) -> set[str]:
+    state = exc.state
+    try:
+        actions = state.parse_conf.parse_table.states[state.position]
+        return set(actions)
+    except (AttributeError, KeyError, TypeError):
+        return set(exc.expected or ())
+
+
+def _expected_phrase(expected: set[str]) -> str:
+    if "ARROW" in expected:
+        return "expected `=>` after pattern"
+    words: list[str] = []
+    remaining = set(expected)
+    if {"NAME", "INT", "LPAR"} <= remaining and len(remaining & _EXPRESSION_STARTS) >= 6:
+        words.append("an expression")
+        remaining -= _EXPRESSION_STARTS
+    elif {"INT", "STRING"} <= remaining and len(remaining & _LITERAL_STARTS) >= 5:
+        names = "NAME" in remaining
+        words.append("a name or a literal" if names else "a literal")
+        remaining -= _LITERAL_STARTS | {"NAME"}
+    has_operators = {"STAR", "DSTAR"} <= remaining
+    if has_operators:
+        remaining -= _OPERATORS
+    words.extend(_terminal_words(remaining))
+    if has_operators:
+        words.append("an operator")
+    if not words:
+        return "unexpected input"
+    if len(words) > _MAX_SHOWN:
+        words = [*words[: _MAX_SHOWN - 1], "..."]
+        return "expected one of " + ", ".join(words)
+    return "expected " + _join_or(words)
+
+
+def _terminal_words(names: Iterable[str]) -> list[str]:
+    ordered = sorted(names, key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
+    words: list[str] = []
+    for name in ordered:
+        word = _terminal_word(name)
+        if word not in words:
+            words.append(word)
+    return words
+
+
+def _terminal_word(name: str) -> str:
+    if name in _REGEX_TERMINALS:
+        return _REGEX_TERMINALS[name]
+    literal = _terminal_literals().get(name)
+    return f"`{literal}`" if literal is not None else name.lower()
+
+
+@functools.cache
+def _terminal_literals() -> dict[str, str]:
+    from rewriter.dsl._parser import lark_parser  # deferred: the parser imports this module
+
+    return {
+        t.name: t.pattern.value
+        for t in lark_parser().terminals
+        if isinstance(t.pattern, PatternStr)
+    }
+
+
+def _found(token: Token, text: str) -> tuple[str, int]:
+    """How to name the token found, and how many characters to underline (0: default)."""
+    if token.type == "$END":
+        return "the end of the file", 0
+    if token.type == "_NL":
+        return ("`;`", 1) if str(token).startswith(";") else ("the end of the line", 0)
+    value = str(token)
+    if token.type == "STRING":
+        shown = value if len(value) <= 30 else value[:27] + '..."'
+        return f"string {shown}", 0
+    start = token.start_pos
+    if start is not None and _OPERATOR_CHARS.fullmatch(value):
+        run = _OPERATOR_CHARS.match(text, start)
+        if run is not None:
+            value = run.group()
+    return f"`{value}`", len(value)
+
+
+def _join_or(words: list[str]) -> str:
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _end_of_text(text: str, path: str) -> Span:
+    """The position just after the last non-blank character (so a caret has a line to sit on)."""
+    stripped = text.rstrip()
+    if not stripped:
+        return Span(path, 1, 1, 1, 2)
+    line = stripped.count("\n") + 1
+    col = len(stripped) - (stripped.rfind("\n") + 1) + 1
+    return Span(path, line, col, line, col + 1)
