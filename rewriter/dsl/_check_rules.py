@@ -83,7 +83,7 @@ def _check_pattern(pattern: ast.NodePattern, report: Reporter) -> None:
             report.warning(ref.span, f"`{ref.op_type}` is listed twice in this op alternative")
             continue
         seen[key] = None
-        if check_op_exists(ref, report, in_rewrite=False):
+        if check_op_exists(ref, report):
             known.append(ref)
     for ref in known:
         check_arity(ref, pattern_inputs(pattern.inputs), pattern_outputs(pattern), report)
@@ -100,7 +100,7 @@ def _check_variadic_last(inputs: tuple[ast.InputPattern, ...], report: Reporter)
 
 
 def _check_node_stmt(stmt: ast.NodeStmt, report: Reporter) -> None:
-    if not check_op_exists(stmt.op, report, in_rewrite=True):
+    if not check_op_exists(stmt.op, report):
         return
     outputs = Count(len(stmt.outputs), len(stmt.outputs))
     check_arity(stmt.op, rewrite_inputs(stmt.inputs), outputs, report)

@@ -13,7 +13,6 @@ import difflib
 import ir
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._reporter import Reporter, head
-from rewriter.dsl.builtins import LET_BUILTINS
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,7 +52,7 @@ def known_op(ref: ast.OpRef) -> bool:
     return ref.op_type in ir.schemas.op_names(ref.domain)
 
 
-def check_op_exists(ref: ast.OpRef, report: Reporter, *, in_rewrite: bool) -> bool:
+def check_op_exists(ref: ast.OpRef, report: Reporter) -> bool:
     """Report an unknown op; True when the op is known and its schema can be checked."""
     if not is_checked(ref):
         return False
@@ -62,14 +61,7 @@ def check_op_exists(ref: ast.OpRef, report: Reporter, *, in_rewrite: bool) -> bo
     domain = ir.schemas.normalize_domain(ref.domain)
     where = "" if domain == "" else f" in domain `{domain}`"
     message = f"unknown op `{ref.op_type}`{where}"
-    if in_rewrite and not ref.domain and ref.op_type in LET_BUILTINS:
-        message += (
-            f"; `{ref.op_type}` is a built-in function: compute it with "
-            f"`let v = {ref.op_type}(...)` and alias with `y = v`"
-        )
-    else:
-        message += _suggestion(ref.op_type, ir.schemas.op_names(domain))
-    report.error(ref.span, message)
+    report.error(ref.span, message + _suggestion(ref.op_type, ir.schemas.op_names(domain)))
     return False
 
 
@@ -96,6 +88,7 @@ def check_attributes(
         if isinstance(entry, ast.AttrEntry) and entry.name not in known:
             message = f"{ops} has no attribute `{entry.name}`" + _suggestion(entry.name, known)
             report.error(head(entry.span, len(entry.name)), message)
+            known.add(entry.name)  # report each unknown name once
 
 
 def check_arity(ref: ast.OpRef, inputs: Count, outputs: Count, report: Reporter) -> None:

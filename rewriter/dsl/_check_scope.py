@@ -64,23 +64,24 @@ class ScopeChecker:
         for expr in self.rule.where:
             self._check_expr(expr, "where")
         rewrite = self.rule.rewrite
-        if isinstance(rewrite, ast.RewriteBlock):
-            _RewriteScope(self).run(rewrite)
-        if self.rule.match.repeat is None:
+        if not isinstance(rewrite, ast.RewriteBlock):
+            return
+        redefined = _RewriteScope(self).run(rewrite)
+        # An incomplete rule (empty rewrite, repeat block) gets no warnings about its names.
+        if rewrite.stmts and self.rule.match.repeat is None:
             self._warn_unused()
+            if self.match_outputs and not redefined:
+                self._warn_nothing_replaced(rewrite)
 
     # -- match ---------------------------------------------------------------------------------
 
     def _bind_match(self) -> None:
         match = self.rule.match
-        patterns = match.patterns
-        if match.repeat is not None:
-            repeat = match.repeat
-            for name in (repeat.count_var, repeat.from_var, repeat.to_var):
-                self.scope.bind(name, "repeat", repeat.span)
-            patterns = repeat.body
-        for pattern in patterns:
+        repeat = match.repeat
+        for pattern in repeat.body if repeat is not None else match.patterns:
             self._bind_pattern(pattern)
+        if repeat is not None:
+            self.scope.bind(repeat.count_var, "repeat", repeat.span)
 
     def _bind_pattern(self, pattern: ast.NodePattern) -> None:
         for output in pattern.outputs:
@@ -89,6 +90,8 @@ class ScopeChecker:
         for item in pattern.inputs:
             if isinstance(item, ast.InputVar):
                 self._bind_value(item.name, "input", item.span)
+                if item.optional or item.variadic:
+                    self.scope.use(item.name)  # names a slot that may be absent: never "unused"
         for entry in pattern.attrs:
             variable = _attribute_variable(entry)
             if variable is not None:
@@ -174,6 +177,15 @@ class ScopeChecker:
 
     # -- warnings ------------------------------------------------------------------------------
 
+    def _warn_nothing_replaced(self, rewrite: ast.RewriteBlock) -> None:
+        names = ", ".join(f"`{n}`" for n in self.match_outputs)
+        span = rewrite.stmts[0].span if self.rule.one_line else head(rewrite.span, len("rewrite"))
+        self.report.warning(
+            span,
+            f"the rewrite redefines none of the values the match defines ({names}), so the "
+            "rule can only apply where they are unused",
+        )
+
     def _warn_unused(self) -> None:
         for name, count in self.scope.uses.items():
             if count > 1 or name.startswith("_"):
@@ -204,7 +216,8 @@ class _RewriteScope:
         self.report = checker.report
         self.defined: dict[str, Span] = {}
 
-    def run(self, block: ast.RewriteBlock) -> None:
+    def run(self, block: ast.RewriteBlock) -> bool:
+        """Check the block's statements in order; True when it redefines a match output."""
         for stmt in block.stmts:
             if isinstance(stmt, ast.LetStmt):
                 self._let(stmt)
@@ -213,6 +226,7 @@ class _RewriteScope:
             else:
                 self._alias(stmt)
         self._check_reemitted_outputs(block)
+        return any(name in self.checker.match_outputs for name in self.defined)
 
     def _let(self, stmt: ast.LetStmt) -> None:
         self.checker._check_expr(stmt.expr, "rewrite")

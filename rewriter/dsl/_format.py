@@ -25,6 +25,7 @@ from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._parser import parse
 from rewriter.dsl._print_expr import COALESCE, ExprPrinter, format_const
+from rewriter.dsl._transform import is_op_name
 
 _INDENT = "  "
 
@@ -271,11 +272,14 @@ class _Formatter:
             return f"let {stmt.name} = {self.printer.expr(stmt.expr, depth)}"
         if isinstance(stmt, ast.AliasStmt):
             source = self.printer.expr(stmt.source, depth)
-            if isinstance(stmt.source, ast.Call):
-                source = f"({source})"  # `y = f(x)` would be a node line
+            if isinstance(stmt.source, ast.Call) and is_op_name(stmt.source.func):
+                source = f"({source})"  # `y = Op(x)` would be a node line
             return f"{stmt.target} = {source}"
         text = f"{', '.join(_output(o) for o in stmt.outputs)} = {_op(stmt.op)}"
-        text += self._attrs(stmt.attrs, depth)
+        attrs = self._attrs(stmt.attrs, depth)
+        if not attrs and not is_op_name(_op(stmt.op)):
+            attrs = " <>"  # `y = f (x)` would call the function `f`
+        text += attrs
         closer = stmt.span.end_line if stmt.as_name is None else None
         text += " " + self.printer.items("(", ")", stmt.inputs, depth, closer)
         if stmt.as_name is not None:

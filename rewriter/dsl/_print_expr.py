@@ -91,6 +91,15 @@ class ExprPrinter:
             return f"({text})"
         return text
 
+    def _clarified(self, expr: ast.Expr, indent: int, minimum: int, parent: ast.Expr) -> str:
+        """Like `expr`, but also parenthesizes where precedence is correct but easy to misread.
+
+        `a or (b and c)`, `not (x in xs)` and `(a ?? b) == c` keep their parentheses.
+        """
+        if _reads_ambiguously(expr, parent):
+            return f"({self._bare(expr, indent)})"
+        return self.expr(expr, indent, minimum)
+
     def _bare(self, expr: ast.Expr, indent: int) -> str:
         if isinstance(expr, ast.Name):
             return expr.name
@@ -103,12 +112,12 @@ class ExprPrinter:
         if isinstance(expr, ast.Binary):
             return self._binary(expr, indent)
         if isinstance(expr, ast.Compare):
-            left = self.expr(expr.left, indent, COMPARISON)
-            return f"{left} {expr.op} {self.expr(expr.right, indent, COALESCE)}"
+            left = self._clarified(expr.left, indent, COMPARISON, expr)
+            return f"{left} {expr.op} {self._clarified(expr.right, indent, COALESCE, expr)}"
         if isinstance(expr, ast.BoolOp):
             own = OR if expr.op == "or" else AND
-            left = self.expr(expr.left, indent, own)
-            return f"{left} {expr.op} {self.expr(expr.right, indent, own + 1)}"
+            left = self._clarified(expr.left, indent, own, expr)
+            return f"{left} {expr.op} {self._clarified(expr.right, indent, own + 1, expr)}"
         if isinstance(expr, ast.Coalesce):
             left = self.expr(expr.left, indent, SUM)
             return f"{left} ?? {self.expr(expr.right, indent, COALESCE)}"
@@ -133,7 +142,7 @@ class ExprPrinter:
 
     def _unary(self, expr: ast.Unary, indent: int) -> str:
         if expr.op == "not":
-            return f"not {self.expr(expr.operand, indent, NOT)}"
+            return f"not {self._clarified(expr.operand, indent, NOT, expr)}"
         operand = self.expr(expr.operand, indent, UNARY)
         # `- -x` must not print as `--x` (nor `- -1` as `--1`).
         space = " " if operand.startswith(("-", "+")) else ""
@@ -169,6 +178,17 @@ class ExprPrinter:
         if index.step is not None:
             text += ":" + self.expr(index.step, indent)
         return text
+
+
+def _reads_ambiguously(child: ast.Expr, parent: ast.Expr) -> bool:
+    """True for operands printed in parentheses for the reader's sake only."""
+    if isinstance(parent, ast.BoolOp) and parent.op == "or":
+        return isinstance(child, ast.BoolOp) and child.op == "and"
+    if isinstance(parent, ast.Unary) and parent.op == "not":
+        return isinstance(child, ast.Compare | ast.BoolOp)
+    if isinstance(parent, ast.Compare):
+        return isinstance(child, ast.Coalesce | ast.Compare)
+    return False
 
 
 def _bind(print_expr: Callable[[ast.Expr, int], str], item: ast.Expr) -> Callable[[int], str]:

@@ -23,7 +23,8 @@ def diagnostic(
     notes: Sequence[Diagnostic] = (),
 ) -> Diagnostic:
     """A diagnostic whose source line is taken from `text`."""
-    return Diagnostic(severity, span, message, tuple(notes), source_line(text, span.line))
+    line = "".join(c if c.isprintable() or c == "\t" else "?" for c in source_line(text, span.line))
+    return Diagnostic(severity, span, message, tuple(notes), line)
 
 
 def sort_key(item: Diagnostic) -> tuple[str, int, int]:

@@ -40,6 +40,9 @@ _OPERATORS = frozenset(
 # Shown first when present, in this order; anything else follows alphabetically.
 _ORDER = ("RPAR", "RSQB", "MORETHAN", "RBRACE", "COMMA", "EQUAL", "ARROW", "LBRACE", "COLON")
 _OPERATOR_CHARS = re.compile(r"[-+*/%=<>!?|&^~:.]+")
+_NEXT_WORD = re.compile(r"([ \t]*)([^\s,>]*)")
+# Tokens too common to make a useful "after ..." context.
+_NO_CONTEXT = frozenset({"RPAR", "RSQB", "RBRACE", "MORETHAN", "LPAR", "LSQB", "LBRACE", "COMMA"})
 _MAX_SHOWN = 5
 
 
@@ -59,12 +62,49 @@ def _describe_token(exc: UnexpectedToken, text: str, path: str) -> tuple[Span, s
     expected = _expected(exc)
     at_end = token.type == "$END"
     span = _end_of_text(text, path) if at_end else token_span(path, token)
+    if token.type == "LESSTHAN" and "LANGLE" in expected:
+        return _describe_attribute_list(token, text, path)
     found_text, width = _found(token, text)
     if width:
         span = Span(span.path, span.line, span.col, span.line, span.col + width)
     elif token.type in ("_NL", "$END"):
         span = Span(span.path, span.line, span.col, span.line, span.col + 1)
-    return span, f"{_expected_phrase(expected)}, found {found_text}"
+    phrase = _expected_phrase(expected)
+    if "ARROW" not in expected:
+        phrase += _after(exc)
+    message = f"{phrase}, found {found_text}"
+    if token.type == "EQUAL" and "EQEQ" in expected:
+        message += " (compare with `==`)"
+    return span, message
+
+
+def _describe_attribute_list(token: Token, text: str, path: str) -> tuple[Span, str]:
+    """`Op <alpha 1>`: the `<` did not look like the start of an attribute list."""
+    start = (token.end_pos or 0) + 1 if token.end_pos is not None else 0
+    rest = _NEXT_WORD.match(text, token.end_pos or start)
+    line, col = token.line or 1, (token.column or 1) + 1
+    if rest is not None:
+        col += len(rest.group(1))
+        word = rest.group(2) or "the end of the line"
+        found = f"`{word}`" if rest.group(2) else word
+    else:
+        found = "the end of the line"
+    span = Span(path, line, col, line, col + max(1, len(rest.group(2)) if rest else 1))
+    expected = "expected `name = value`, `...` or `>` in the attribute list after `<`"
+    return span, f"{expected}, found {found}"
+
+
+def _after(exc: UnexpectedToken) -> str:
+    """` after `+`` when the token before the error is a keyword or an operator."""
+    stack = getattr(exc.state, "value_stack", None)
+    if not stack:
+        return ""
+    previous = stack[-1]
+    if not isinstance(previous, Token) or previous.type in _NO_CONTEXT:
+        return ""
+    if previous.type in _terminal_literals():
+        return f" after `{previous}`"
+    return ""
 
 
 def _describe_character(exc: UnexpectedCharacters, path: str) -> tuple[Span, str]:
@@ -80,12 +120,15 @@ def _describe_character(exc: UnexpectedCharacters, path: str) -> tuple[Span, str
 
 
 def _expected(exc: UnexpectedToken) -> set[str]:
-    state = exc.state
-    try:
-        actions = state.parse_conf.parse_table.states[state.position]
-        return set(actions)
-    except (AttributeError, KeyError, TypeError):
-        return set(exc.expected or ())
+    """The terminals the parser could take where it failed.
+
+    They are found by simulation, which leaves out the lookaheads that LALR merges into a
+    state but that would fail after a reduction.
+    """
+    interactive = getattr(exc, "interactive_parser", None)
+    names = set(interactive.accepts() if interactive is not None else exc.expected or ())
+    # The table also holds the nonterminals it can go to; keep the terminals.
+    return {n for n in names if n == n.upper()}
 
 
 def _expected_phrase(expected: set[str]) -> str:
@@ -99,10 +142,14 @@ def _expected_phrase(expected: set[str]) -> str:
     elif {"INT", "STRING"} <= remaining and len(remaining & _LITERAL_STARTS) >= 5:
         names = "NAME" in remaining
         words.append("a name or a literal" if names else "a literal")
-        remaining -= _LITERAL_STARTS | {"NAME"}
+        remaining -= _LITERAL_STARTS | {"NAME", "NONE"}
     has_operators = {"STAR", "DSTAR"} <= remaining
     if has_operators:
         remaining -= _OPERATORS
+    if len(remaining) > 1 or words:
+        remaining.discard("_NL")
+    if len(remaining) > 1 or words:
+        remaining.discard("$END")
     words.extend(_terminal_words(remaining))
     if has_operators:
         words.append("an operator")

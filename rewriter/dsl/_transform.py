@@ -380,7 +380,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         if isinstance(rhs, _RhsNode):
             op = _op_from_callee(rhs.callee)
             return self._node_stmt(outputs, op, rhs.attrs, rhs.args, rhs.as_name, span)
-        if isinstance(rhs.expr, ast.Call):
+        if isinstance(rhs.expr, ast.Call) and is_op_name(rhs.expr.func):
             call = rhs.expr
             op = ast.OpRef(*_split_op(call.func), span=_name_span(call.span, call.func))
             args = _Args(call.args, tuple(_Kwarg(k, v, v.span) for k, v in call.kwargs))
@@ -569,6 +569,17 @@ def decode_string(literal: str, span: Span) -> str:
         out.append(_ESCAPES[escaped])
         index += 2
     return "".join(out)
+
+
+def is_op_name(callee: str) -> bool:
+    """True when `y = callee(...)` in a rewrite creates a node rather than calling a function.
+
+    ONNX op names start with a capital letter and custom-domain ops are written with their
+    domain, while built-in and helper functions are lower case: `y = Relu(x)` and
+    `y = com.microsoft.Gelu(x)` are nodes, `y = const(shape(x), "int64")` is an alias of a
+    computed value.
+    """
+    return "." in callee or callee[:1].isupper()
 
 
 def _is_number(value: object) -> bool:
