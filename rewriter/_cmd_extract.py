@@ -10,7 +10,6 @@ import argparse
 import sys
 
 import ir
-
 from rewriter.dsl._extract import extract_rule
 
 

@@ -16,14 +16,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 import ir
-
 from rewriter._errors import RewriteError
+from rewriter.dsl._keywords import KEYWORDS
 from rewriter.dsl._print_expr import format_const
 
-_KEYWORDS = frozenset(
-    "rule match where rewrite let pass use requires priority repeat from to loop as and or "
-    "not in if else true false none".split()
-)
 _OP_SHORT_NAMES = {
     "MatMul": "mm",
     "Gemm": "gemm",
@@ -62,7 +58,7 @@ def extract_rule(
         ExtractError: a name does not exist, an output depends on something that is neither
             an input nor a constant, or an input does not feed the outputs.
     """
-    if not name.isidentifier() or name in _KEYWORDS:
+    if not name.isidentifier() or name in KEYWORDS:
         raise ExtractError(f"`{name}` is not a valid rule name")
     if not outputs:
         raise ExtractError("name at least one output with --outputs")
@@ -170,7 +166,7 @@ class _VariableNames:
     def _unique(self, base: str) -> str:
         candidate = base
         suffix = 0
-        while candidate in self.taken or candidate in _KEYWORDS:
+        while candidate in self.taken or candidate in KEYWORDS:
             suffix += 1
             candidate = f"{base}_{suffix}"
         self.taken[candidate] = None
