@@ -47,7 +47,14 @@ from ir._core import (
 )
 from ir._enums import AttrType, DataType
 from ir._evaluate import EvaluationError, evaluate_node
-from ir._infer import NodeInferenceError, fact_type, infer_node_types, infer_types, merge_types
+from ir._infer import (
+    NodeInferenceError,
+    fact_type,
+    infer_node_types,
+    infer_types,
+    merge_types,
+    record_inferred_type,
+)
 from ir._names import NameAllocator
 from ir._serde import from_onnx, to_onnx
 from ir._serde_io import load, save
@@ -104,6 +111,7 @@ __all__ = [
     "load",
     "merge_types",
     "numpy_dtype",
+    "record_inferred_type",
     "save",
     "schemas",
     "to_onnx",

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import onnx
+import onnx.checker
 import onnx.helper
 import onnx.shape_inference
 
@@ -37,6 +38,11 @@ def fact_type(value: Value) -> Type | None:
     if declared is None:
         return inferred  # type: ignore[return-value]
     return merge_types(declared, inferred)  # type: ignore[arg-type]
+
+
+def record_inferred_type(value: Value, t: Type) -> None:
+    """Record an inferred type as a fact about `value` (never written to the model)."""
+    value.meta[INFERRED] = t
 
 
 def merge_types(a: Type, b: Type) -> Type:
@@ -144,7 +150,13 @@ def infer_node_types(
         result = onnx.shape_inference.infer_node_outputs(
             schema, node_proto, input_types, input_data, opset_imports=opsets
         )
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError, TypeError) as exc:
+    except (
+        onnx.shape_inference.InferenceError,
+        onnx.checker.ValidationError,
+        RuntimeError,
+        ValueError,
+        TypeError,
+    ) as exc:
         raise NodeInferenceError(f"{node.op_type}: {exc}") from exc
     return [lift_type(result[v.name]) if v.name in result else None for v in node.outputs]
 

@@ -160,7 +160,19 @@ class Builder:
         node.set_metadata(RULE_TAG, match.rule.name)
         node.set_metadata(SOURCE_TAG, match.rule.location)
         pending.nodes.append(node)
+        # Infer now, so later statements (and their literals' dtypes) see this node's types.
+        self._infer(node, pending)
         return node
+
+    def _infer(self, node: ir.Node, pending: _Pending) -> None:
+        opsets = dict(self.model.opset_imports)
+        opsets.update(pending.new_opsets)
+        types = ir.infer_node_types(node, opsets)
+        if types is None:
+            return
+        for value, t in zip(node.outputs, types):
+            if t is not None:
+                ir.record_inferred_type(value, t)
 
     def _check_op(self, op: ast.OpRef, pending: _Pending) -> int | None:
         domain = ir.schemas.normalize_domain(op.domain)
@@ -262,15 +274,6 @@ class Builder:
 
     # checking --------------------------------------------------------------------------------
     def _check_types(self, match: Match, pending: _Pending) -> None:
-        opsets = dict(self.model.opset_imports)
-        opsets.update(pending.new_opsets)
-        for node in pending.nodes:
-            types = ir.infer_node_types(node, opsets)
-            if types is None:
-                continue
-            for value, t in zip(node.outputs, types):
-                if t is not None:
-                    value.meta[ir._infer.INFERRED] = t  # type: ignore[attr-defined]
         for old, new in pending.replacements:
             _check_compatible(old, new)
 
@@ -331,7 +334,7 @@ class Builder:
             pending.nodes.append(identity)
             t = ir.fact_type(new)
             if t is not None:
-                identity_out.meta[ir._infer.INFERRED] = t  # type: ignore[attr-defined]
+                ir.record_inferred_type(identity_out, t)
             target = identity_out
         for i in slots:
             graph.set_output(i, target)

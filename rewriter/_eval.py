@@ -224,6 +224,18 @@ def equal(a: Any, b: Any) -> bool | _Unknown:
         if isinstance(b, str) and isinstance(a, int | np.integer):
             return UNKNOWN
         return False
+    if isinstance(a, list | tuple) != isinstance(b, list | tuple):
+        # A list against a scalar compares every element (like a tensor against a scalar).
+        items, scalar = (a, b) if isinstance(a, list | tuple) else (b, a)
+        if isinstance(scalar, int | float | np.integer | np.floating | bool):
+            result_all: bool | _Unknown = True
+            for item in items:
+                e = equal(item, scalar)
+                if e is False:
+                    return False
+                if e is UNKNOWN:
+                    result_all = UNKNOWN
+            return result_all
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         if len(a) != len(b):
             return False

@@ -1,0 +1,79 @@
+"""Shared helpers for engine tests: build models from ONNX text, run rules, compare with ORT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnxruntime as ort
+
+import ir
+import rewriter
+
+
+def model_from_text(text: str) -> onnx.ModelProto:
+    """Parse ONNX text format and check the model."""
+    model = onnx.parser.parse_model(text)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def run_rules(
+    model: onnx.ModelProto | ir.Model, rules_text: str, tmp_path: Path, **kwargs: Any
+) -> rewriter.RewriteResult:
+    """Write `rules_text` to a file and rewrite `model` with it."""
+    path = tmp_path / "rules.rw"
+    path.write_text(rules_text)
+    return rewriter.rewrite(model, [path], **kwargs)
+
+
+def session(model: onnx.ModelProto) -> ort.InferenceSession:
+    """An ORT session with graph optimizations disabled (so ORT cannot mask a bug)."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def random_feeds(model: onnx.ModelProto, seed: int = 0, dims: int = 3) -> dict[str, np.ndarray]:
+    """Random inputs for every graph input (symbolic dims set to `dims`)."""
+    rng = np.random.default_rng(seed)
+    initializers = {t.name for t in model.graph.initializer}
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name in initializers:
+            continue
+        tt = vi.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else dims for d in tt.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[vi.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[vi.name] = np.asarray(rng.random(shape) > 0.5)
+        else:
+            feeds[vi.name] = rng.integers(0, 3, shape).astype(dtype)
+    return feeds
+
+
+def assert_same_outputs(
+    original: onnx.ModelProto, rewritten: onnx.ModelProto, seeds: int = 3, rtol: float = 1e-4, atol: float = 1e-5
+) -> None:
+    """Both models give the same outputs (names, dtypes, values) on random inputs."""
+    onnx.checker.check_model(rewritten, full_check=True)
+    a = session(original)
+    b = session(rewritten)
+    assert [o.name for o in a.get_outputs()] == [o.name for o in b.get_outputs()]
+    for seed in range(seeds):
+        feeds = random_feeds(original, seed)
+        for x, y in zip(a.run(None, feeds), b.run(None, feeds)):
+            assert x.dtype == y.dtype
+            assert x.shape == y.shape
+            np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+
+
+def op_types(model: onnx.ModelProto | ir.Model) -> list[str]:
+    """Op types of the main graph in order."""
+    proto = ir.to_onnx(model) if isinstance(model, ir.Model) else model
+    return [n.op_type for n in proto.graph.node]
