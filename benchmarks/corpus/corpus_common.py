@@ -205,6 +205,8 @@ def _highlights(m: dict[str, Any]) -> str:
 
 
 def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
     return f"{n / 1024:.0f} KiB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.2f} MiB"
 
 

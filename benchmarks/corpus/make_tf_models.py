@@ -118,9 +118,12 @@ def make_saved_model(cfg: EIP, path: Path, batch: int | None) -> None:
 
 
 def tf2onnx_cli(saved_model: Path, out: Path, extra: list[str]) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "tf2onnx.convert", "--saved-model", str(saved_model),
-           *extra, "--output", str(out)]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False)
+    # Run from the SavedModel's folder with a relative path: tf2onnx writes "converted from
+    # <path>" into graph.doc_string, and a temp path would make the output differ per run.
+    cmd = [sys.executable, "-m", "tf2onnx.convert", "--saved-model", saved_model.name,
+           *extra, "--output", str(out.resolve())]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False,
+                          cwd=saved_model.parent)
 
 
 def make_inputs(cfg: EIP, rng: np.random.Generator) -> list[tuple[np.ndarray, str]]:
@@ -180,8 +183,9 @@ def convert_one(cfg: EIP, out_dir: Path, work: Path, rng: np.random.Generator) -
 
     entry = {
         **desc,
-        "what": f"tf.image.extract_patches {cfg.padding} k{cfg.k} s{cfg.s} r{cfg.r}, "
-        f"NHWC {cfg.hw[0]}x{cfg.hw[1]}x{cfg.c}: {cfg.why}",
+        "what": f"tf.image.extract_patches {cfg.padding}, kernel {cfg.k[0]}x{cfg.k[1]}, "
+        f"stride {cfg.s[0]}x{cfg.s[1]}, rate {cfg.r[0]}x{cfg.r[1]}, NHWC input "
+        f"{cfg.hw[0]}x{cfg.hw[1]}x{cfg.c}: {cfg.why}",
         "source": "tf",
         "family": "extract_image_patches",
         "exporter": "python -m tf2onnx.convert --saved-model DIR --custom-ops "
@@ -249,6 +253,11 @@ NOTES = [
     "holds TensorFlow's outputs (sample 2 contains NaN and +/-inf: patches must copy them, "
     "a Conv-based decomposition would spread NaN). `config.same_pads_hw` gives TF's SAME "
     "(before, after) pads per spatial axis.",
+    "tf2onnx without `--custom-ops` (not committed; `make_tf_models.py --raw`): with a static "
+    "batch it writes an identity-kernel Conv over channels folded into the batch, exact on "
+    "finite inputs but NaN/inf spread to kh*kw outputs per patch; with a dynamic batch and "
+    "C > 1, VALID gives a model onnxruntime rejects and SAME crashes the converter (C = 1 "
+    "works). Details in `benchmarks/corpus/README.md`.",
 ]
 
 
@@ -288,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
                     print("  raw:", line, flush=True)
                     raw_lines.append(line)
     if raw_lines:
-        (cc.BENCH_CACHE / "tf_raw" / "report.txt").write_text("\n".join(raw_lines) + "\n")
+        report = cc.BENCH_CACHE / "tf_raw" / f"report_{args.size}.txt"
+        report.write_text("\n".join(raw_lines) + "\n")
     cc.set_notes(out, "tf", NOTES)
     cc.update_manifest(out, entries)
     for name, err in failures:
