@@ -21,7 +21,7 @@ import sys
 import types
 
 from rewriter.verify._bisect import find_first_bad
-from rewriter.verify._check import check_equivalence, check_on_inputs
+from rewriter.verify._check import check_equivalence, check_on_inputs, run_model
 from rewriter.verify._compare import Tolerance, default_tolerance
 from rewriter.verify._counterexample import load_counterexample, save_counterexample
 from rewriter.verify._errors import VerifyError
@@ -44,6 +44,7 @@ __all__ = [
     "extract_image_patches",
     "find_first_bad",
     "load_counterexample",
+    "run_model",
     "save_counterexample",
     "verify",
 ]

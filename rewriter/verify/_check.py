@@ -424,6 +424,28 @@ def check_equivalence(
     return result
 
 
+def run_model(
+    model: ModelSource,
+    inputs: Mapping[str, Array],
+    *,
+    providers: Sequence[str] | None = None,
+) -> dict[str, object]:
+    """Run one model as the verifier would (onnxruntime, else `onnx.reference` + kernels).
+
+    Returns:
+        The outputs by name (arrays; lists for sequence outputs).
+
+    Raises:
+        VerifyError: the model cannot be loaded by either runtime, or fails on `inputs`.
+    """
+    loaded = load_model(model, "model")
+    session = open_session(loaded, providers)
+    try:
+        return session.run(dict(inputs))
+    except RunError as exc:
+        raise VerifyError(f"{loaded.label} failed on the given inputs: {exc}") from exc
+
+
 def check_on_inputs(
     original: ModelSource,
     rewritten: ModelSource,
