@@ -91,7 +91,8 @@ def _attr_key(attr: ir.Attr) -> object:
 def _tensor_key(tensor: ir.Tensor) -> object:
     if tensor.is_external or tensor.size > 1 << 20:
         return ("tensor", id(tensor))
-    array = np.ascontiguousarray(tensor.numpy())
+    # np.asarray, not ascontiguousarray: the latter turns a 0-d array into a 1-d one.
+    array = np.asarray(tensor.numpy())
     if array.dtype == object:
         return ("strings", tuple(array.reshape(-1).tolist()), array.shape)
     return (tensor.dtype.onnx_name, array.shape, hashlib.sha256(array.tobytes()).hexdigest())
