@@ -13,6 +13,15 @@ while `rewriter.verify.check_equivalence` and `import rewriter.verify` keep work
 top-level `verify` alias needs no name that shadows this package.
 
 onnxruntime, hypothesis and `onnx.reference` are imported only when a check runs.
+
+Wiring `rewrite MODEL --verify` (the engine replays its trace; names here are the caller's):
+
+    result = check_equivalence(input_path, rewritten_model, examples=20, seed=0)
+    if not result.ok:
+        k = find_first_bad(len(trace), replay_first, input_path, result.counterexample)
+        # k is None (final model agrees: flaky tolerance?), 0 (the untouched model already
+        # disagrees) or the 1-based number of the rewrite that broke it: trace entry k - 1.
+        # check_on_inputs(input_path, replay_first(k), result.counterexample) gives its table.
 """
 
 from __future__ import annotations

@@ -388,10 +388,20 @@ def check_equivalence(
     _validate(examples, seed, rtol, atol)
     loaded_original = load_model(original, "original")
     loaded_rewritten = load_model(rewritten, "rewritten")
-    pair = Pair(loaded_original, loaded_rewritten, rtol=rtol, atol=atol, providers=providers)
+    _check_signatures(loaded_original, loaded_rewritten)
     specs = analyze_inputs(loaded_original.model, loaded_rewritten.model, input_ranges)
+    pair = Pair(loaded_original, loaded_rewritten, rtol=rtol, atol=atol, providers=providers)
     search = _Search(pair, specs, special_values=special_values)
     found = search.run(examples, seed)
+    if found is None and search.rejected and search.runs < examples:
+        logger.warning(
+            "only %d of %d examples ran: the original model rejected %d generated inputs "
+            "(last error: %s); consider input_ranges / --input NAME=LO:HI",
+            search.runs,
+            examples,
+            search.rejected,
+            search.last_rejection,
+        )
     counterexample: Mapping[str, Array] | None = None
     path: str | None = None
     final = search.last

@@ -87,7 +87,11 @@ class OrtSession:
     runtime = ORT
 
     def __init__(self, session: Any) -> None:
+        import onnxruntime as ort
+
         self._session = session
+        self._run_options = ort.RunOptions()
+        self._run_options.log_severity_level = 4
         self.output_names = tuple(o.name for o in session.get_outputs())
         self._exotic_out = any(
             o.type in ("tensor(bfloat16)",) or o.type.startswith("tensor(float8")
@@ -97,6 +101,7 @@ class OrtSession:
     def run(self, feeds: Mapping[str, object]) -> dict[str, object]:
         """Run on `feeds`; exotic dtypes (bfloat16, float8) go through OrtValues."""
         exotic = _exotic_numpy_names()
+        feeds = {name: _feedable(value) for name, value in feeds.items()}
         needs_values = self._exotic_out or any(
             isinstance(v, np.ndarray) and v.dtype.name in exotic for v in feeds.values()
         )
@@ -104,7 +109,7 @@ class OrtSession:
             if needs_values:
                 results = self._run_with_values(feeds)
             else:
-                results = self._session.run(None, dict(feeds))
+                results = self._session.run(None, dict(feeds), self._run_options)
         except Exception as exc:  # onnxruntime raises its own untyped error classes
             raise RunError(first_line(exc)) from exc
         return dict(zip(self.output_names, results, strict=True))
@@ -123,8 +128,15 @@ class OrtSession:
                 )
             else:
                 values[name] = ort.OrtValue.ortvalue_from_numpy(array)
-        outputs = self._session.run_with_ort_values(None, values)
+        outputs = self._session.run_with_ort_values(None, values, self._run_options)
         return [_from_ort_value(v) for v in outputs]
+
+
+def _feedable(value: object) -> object:
+    """Unicode arrays (strings read back from an .npz) become the object arrays ORT wants."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "U":
+        return value.astype(object)
+    return value
 
 
 def _from_ort_value(value: Any) -> object:
@@ -160,7 +172,8 @@ def _ort_options(model_dir: str | None) -> Any:
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
+    # Failures on rejected inputs are reported by the verifier, not logged by onnxruntime.
+    options.log_severity_level = 4
     if model_dir is not None:
         options.add_session_config_entry(_EXTERNAL_FOLDER_KEY, model_dir)
     return options

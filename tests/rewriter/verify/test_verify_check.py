@@ -20,6 +20,7 @@ from rewriter.verify import (
     check_equivalence,
     check_on_inputs,
     load_counterexample,
+    save_counterexample,
 )
 from tests.rewriter.verify import _models as models
 
@@ -308,3 +309,19 @@ def test_importing_the_package_loads_neither_onnxruntime_nor_hypothesis():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_counterexample_files_keep_any_input_name_and_strings(tmp_path):
+    inputs = {
+        "file": np.arange(3, dtype=np.float32),
+        "input.1/ids": np.array([[1, 2]], dtype=np.int64),
+        "text": np.array(["a", "\u00fcn"], dtype=object),
+    }
+    path = save_counterexample(tmp_path / "ce.npz", inputs)
+    loaded = load_counterexample(path)
+    assert list(loaded) == list(inputs)
+    np.testing.assert_array_equal(loaded["file"], inputs["file"])
+    np.testing.assert_array_equal(loaded["input.1/ids"], inputs["input.1/ids"])
+    assert loaded["text"].tolist() == ["a", "\u00fcn"]
+    strings = models.parse("(string[N] text) => (string[N] y)", "y = Identity(text)")
+    assert check_on_inputs(strings, strings, {"text": loaded["text"]}).ok

@@ -300,12 +300,22 @@ def test_special_values_add_nan_and_infinities():
     assert all(found.values())
 
 
-@pytest.mark.parametrize("dtype", ["float16", "double", "bool", "uint8", "int8", "string"])
+@pytest.mark.parametrize(
+    "dtype", ["float16", "bfloat16", "double", "bool", "uint8", "int8", "string"]
+)
 def test_other_dtypes_run(dtype):
-    op = "Identity"
-    model = models.parse(f"({dtype}[N, 3] x) => ({dtype}[N, 3] y)", f"y = {op}(x)")
+    model = models.parse(f"({dtype}[N, 3] x) => ({dtype}[N, 3] y)", "y = Identity(x)")
     result = check_equivalence(model, model, examples=10)
     assert result.ok, result.render_table()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "double"])
+def test_relu_to_abs_is_caught_in_every_float_type(dtype):
+    relu = models.parse(f"({dtype}[N, 3] x) => ({dtype}[N, 3] y)", "y = Relu(x)")
+    absolute = models.parse(f"({dtype}[N, 3] x) => ({dtype}[N, 3] y)", "y = Abs(x)")
+    result = check_equivalence(relu, absolute, examples=10, save_counterexample=False)
+    assert not result.ok
+    assert result.counterexample["x"].dtype.name == {"double": "float64"}.get(dtype, dtype)
 
 
 def test_small_variance_rows_are_generated():
