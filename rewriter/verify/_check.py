@@ -44,7 +44,7 @@ from rewriter.verify._inputs import (
     materialize,
 )
 from rewriter.verify._result import OutputStats, VerifyResult
-from rewriter.verify._runner import RunError, Session, open_session
+from rewriter.verify._runner import ORT, RunError, Session, open_session
 from rewriter.verify._source import LoadedModel, ModelSource, load_model
 
 logger = logging.getLogger(__name__)
@@ -391,6 +391,12 @@ def check_equivalence(
     _check_signatures(loaded_original, loaded_rewritten)
     specs = analyze_inputs(loaded_original.model, loaded_rewritten.model, input_ranges)
     pair = Pair(loaded_original, loaded_rewritten, rtol=rtol, atol=atol, providers=providers)
+    if pair.original_session.runtime == ORT and pair.rewritten_session.runtime != ORT:
+        logger.warning(
+            "the rewritten model no longer runs on onnxruntime (%s); it was verified with %s",
+            pair.rewritten_session.fallback_reason,
+            pair.rewritten_session.runtime,
+        )
     search = _Search(pair, specs, special_values=special_values)
     found = search.run(examples, seed)
     if found is None and search.rejected and search.runs < examples:

@@ -57,6 +57,7 @@ class Session(Protocol):
 
     runtime: str
     output_names: tuple[str, ...]
+    fallback_reason: str
 
     def run(self, feeds: Mapping[str, object]) -> dict[str, object]:
         """Outputs by name; raises RunError if the model fails on these inputs."""
@@ -85,6 +86,7 @@ class OrtSession:
     """A model run by onnxruntime with graph optimizations disabled."""
 
     runtime = ORT
+    fallback_reason = ""
 
     def __init__(self, session: Any) -> None:
         import onnxruntime as ort
@@ -154,9 +156,10 @@ class _ReferenceRunner:
 
     runtime = REFERENCE
 
-    def __init__(self, session: Any, output_names: tuple[str, ...]) -> None:
+    def __init__(self, session: Any, output_names: tuple[str, ...], fallback_reason: str) -> None:
         self._session = session
         self.output_names = output_names
+        self.fallback_reason = fallback_reason
 
     def run(self, feeds: Mapping[str, object]) -> dict[str, object]:
         """Run on `feeds`."""
@@ -258,7 +261,7 @@ def _open_reference(loaded: LoadedModel, ort_error: BaseException) -> _Reference
             f"the reference evaluator failed too ({first_line(exc)})"
         ) from exc
     outputs = tuple(v.name for v in loaded.model.graph.outputs)
-    return _ReferenceRunner(session, outputs)
+    return _ReferenceRunner(session, outputs, first_line(ort_error))
 
 
 def open_session(loaded: LoadedModel, providers: Sequence[str] | None = None) -> Session:

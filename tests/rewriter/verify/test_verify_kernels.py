@@ -233,3 +233,15 @@ def test_reference_kernel_matches_tensorflow(entry):
             for name, key in sample["outputs"].items():
                 expected = data[key]
                 np.testing.assert_allclose(outputs[name], expected, rtol=0, atol=1e-6)
+
+
+def test_a_rewrite_that_leaves_onnxruntime_behind_is_warned_about(caplog):
+    """Replacing a standard decomposition by the custom op still verifies, loudly."""
+    original = _patchify("tf")
+    custom = models.extract_image_patches((2, 2), (2, 2), (1, 1), "VALID", shape=("N", 4, 6, 2))
+    with caplog.at_level("WARNING", logger="rewriter.verify"):
+        result = check_equivalence(original, custom, examples=5)
+    assert result.ok
+    assert result.rewritten_runtime == "onnx.reference"
+    assert "no longer runs on onnxruntime" in caplog.text
+    assert "ExtractImagePatches" in caplog.text
