@@ -46,6 +46,7 @@ from ir._core import (
     topological_order,
 )
 from ir._enums import AttrType, DataType
+from ir._convert import ConversionError, convert_version
 from ir._evaluate import EvaluationError, evaluate_node
 from ir._infer import (
     NodeInferenceError,
@@ -65,6 +66,7 @@ __all__ = [
     "Attr",
     "AttrType",
     "AttrValue",
+    "ConversionError",
     "DataType",
     "Dim",
     "ExternalDataError",
@@ -101,6 +103,7 @@ __all__ = [
     "attr_strs",
     "attr_tensor",
     "format_graph",
+    "convert_version",
     "evaluate_node",
     "fact_type",
     "format_node",

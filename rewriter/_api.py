@@ -106,6 +106,7 @@ def rewrite(
     exclude_rules: Sequence[str] = (),
     progress: ProgressCallback | None = None,
     copy: bool = True,
+    target_opset: int | None = None,
 ) -> RewriteResult:
     """Apply `rules` (default: the shipped library) to `model` until nothing changes.
 
@@ -119,6 +120,9 @@ def rewrite(
         exclude_rules: names of rules not to apply.
         progress: called as progress(applied, pending) during long runs.
         copy: when `model` is an ir.Model, work on a copy (the default) or in place.
+        target_opset: convert the default-domain opset to this version: up first (so fusions
+            into newer ops can fire), or down after rules that decompose ops the target lacks
+            (`where target_opset() < N`), with onnx's version converter.
 
     Returns:
         The rewritten model, its trace and statistics.
@@ -135,9 +139,22 @@ def rewrite(
         replay_limit=replay_limit,
         exclude_rules=frozenset(exclude_rules),
         progress=progress,
+        target_opset=target_opset,
     )
     manager = PassManager(ruleset, options)
+    current = ir_model.opset_imports.get("", ir_model.opset_imports.get("ai.onnx"))
+    converted = False
+    if target_opset is not None and current is not None and target_opset > current:
+        ir_model = ir.convert_version(ir_model, target_opset)
+        converted = True
     trace = manager.run(ir_model)
+    if target_opset is not None and current is not None and target_opset < current:
+        # Rules that decompose ops the target lacks have run; now convert and run again.
+        ir_model = ir.convert_version(ir_model, target_opset)
+        converted = True
+        trace = trace.followed_by(manager.run(ir_model))
+    if converted:
+        trace = trace.with_conversion(current, target_opset)  # type: ignore[arg-type]
     t3 = time.perf_counter()
     after = _trace.op_histogram(ir_model)
     timings = {"load_rules": t1 - t0, "load_model": t2 - t1, "rewrite": t3 - t2}

@@ -143,6 +143,18 @@ def opset(ctx: EvalContext, domain: str = "") -> Any:
     return 0 if version is None else version
 
 
+def target_opset(ctx: EvalContext, domain: str = "") -> Any:
+    """`target_opset(domain = "")`: the opset a `--target-opset` conversion heads for.
+
+    Without a conversion it is the model's own opset, so rules can say
+    `where target_opset() < 17` to decompose only when converting down.
+    """
+    key = ir.schemas.normalize_domain(domain)
+    if key in ctx.target_opsets:
+        return ctx.target_opsets[key]
+    return opset(ctx, domain)
+
+
 # generic -------------------------------------------------------------------------------------
 
 
@@ -434,6 +446,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "size": numel,
     "dtype": dtype,
     "opset": opset,
+    "target_opset": target_opset,
     # generic
     "len": length,
     "abs": absolute,

@@ -40,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exclude-rule", action="append", default=[], metavar="RULE", help="do not apply RULE")
     parser.add_argument("--max-rewrites", type=int, help="rewrite budget (default grows with the graph)")
     parser.add_argument("--allow-python", action="store_true", help="permit `use` of Python helpers")
+    parser.add_argument(
+        "--target-opset",
+        type=int,
+        metavar="N",
+        help="convert the default-domain opset to N (fusions into newer ops, or decompositions for older runtimes)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
 
 
@@ -78,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
             max_rewrites=args.max_rewrites,
             exclude_rules=args.exclude_rule,
             progress=on_progress,
+            target_opset=args.target_opset,
         )
     for warning in result.trace.warnings:
         print(f"rewrite: warning: {warning}", file=sys.stderr)

@@ -67,6 +67,8 @@ class EvalContext:
     bindings: dict[str, Any]
     opset_imports: Mapping[str, int]
     functions: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
+    # The opsets a conversion is heading for (`--target-opset`); empty when not converting.
+    target_opsets: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 def is_true(value: Any) -> bool:

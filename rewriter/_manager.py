@@ -46,6 +46,7 @@ class RewriteOptions:
     replay_limit: int | None = None
     exclude_rules: frozenset[str] = frozenset()
     progress: ProgressCallback | None = None
+    target_opset: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,13 +87,23 @@ def _requirement_holds(req: ast.Requirement, opsets: Mapping[str, int]) -> bool:
     }.get(req.op, False)
 
 
-def applicability(rule: CompiledRule, opsets: Mapping[str, int]) -> str | None:
-    """Why `rule` cannot apply to a model with these opsets (None when it can)."""
+def applicability(
+    rule: CompiledRule, opsets: Mapping[str, int], target: int | None = None
+) -> str | None:
+    """Why `rule` cannot apply to a model with these opsets (None when it can).
+
+    With a conversion `target`, `requires` is judged at the target opset and emitted ops must
+    exist both now and at the target (the result is converted afterwards).
+    """
+    judged = dict(opsets)
+    if target is not None:
+        judged[""] = target
     for req in rule.rule.requires:
-        if not _requirement_holds(req, opsets):
+        if not _requirement_holds(req, judged):
             domain = req.domain or "ai.onnx"
-            have = opsets.get(ir.schemas.normalize_domain(req.domain))
-            return f"requires opset {domain} {req.op} {req.version}, the model has {have or 'none'}"
+            have = judged.get(ir.schemas.normalize_domain(req.domain))
+            what = "the target opset is" if target is not None and req.domain in ("", "ai.onnx") else "the model has"
+            return f"requires opset {domain} {req.op} {req.version}, {what} {have or 'none'}"
     for op in rule.emitted_ops:
         domain = ir.schemas.normalize_domain(op.domain)
         if not ir.schemas.is_known_domain(domain):
@@ -101,9 +112,11 @@ def applicability(rule: CompiledRule, opsets: Mapping[str, int]) -> str | None:
         label = f"{domain}.{op.op_type}" if domain else op.op_type
         if version is None:
             return f"emits `{label}` but the model does not import domain {domain or 'ai.onnx'}"
-        if ir.schemas.find_schema(op.op_type, domain, version) is None:
-            since = ir.schemas.since_version(op.op_type, domain)
-            return f"emits `{label}`, which needs opset {since}; the model has {version}"
+        versions = [version] if target is None or domain != "" else [version, target]
+        for v in versions:
+            if ir.schemas.find_schema(op.op_type, domain, v) is None:
+                since = ir.schemas.since_version(op.op_type, domain)
+                return f"emits `{label}`, which needs opset {since}; the model has {v}"
     return None
 
 
@@ -209,7 +222,8 @@ class _Run:
         self.applied = 0
         self.recent: collections.deque[str] = collections.deque(maxlen=200)
         self.names = ir.NameAllocator(model)
-        self.matcher = Matcher(model.opset_imports, manager.ruleset.functions)
+        targets = {"": manager.options.target_opset} if manager.options.target_opset else {}
+        self.matcher = Matcher(model.opset_imports, manager.ruleset.functions, targets)
         self.builder = Builder(model, self.matcher, self.names)
         self.timings: dict[str, float] = collections.defaultdict(float)
 
@@ -262,7 +276,7 @@ class _Run:
         for rule in self.manager.rules:
             if rule.name in self.options.exclude_rules:
                 continue
-            reason = applicability(rule, self.model.opset_imports)
+            reason = applicability(rule, self.model.opset_imports, self.options.target_opset)
             if reason is not None:
                 self.skips.append(SkipEntry(rule.name, rule.location, reason))
                 continue

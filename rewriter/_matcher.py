@@ -93,9 +93,11 @@ class Matcher:
         self,
         opset_imports: Mapping[str, int],
         functions: Mapping[str, Callable[..., Any]] | None = None,
+        target_opsets: Mapping[str, int] | None = None,
     ) -> None:
         self.opset_imports = dict(opset_imports)
         self.functions = dict(functions or {})
+        self.target_opsets = dict(target_opsets or {})
         self._literals: dict[int, Any] = {}
 
     def opset_of(self, domain: str) -> int | None:
@@ -108,7 +110,7 @@ class Matcher:
 
     def eval_context(self, bindings: Mapping[str, Any]) -> EvalContext:
         """An evaluation context over match bindings."""
-        return EvalContext(dict(bindings), self.opset_imports, self.functions)
+        return EvalContext(dict(bindings), self.opset_imports, self.functions, self.target_opsets)
 
     # entry point -----------------------------------------------------------------------------
     def match(self, rule: CompiledRule, node: ir.Node) -> Match | MatchFailure:

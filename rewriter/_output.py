@@ -64,7 +64,9 @@ def verify_and_bisect(source: Path, result: RewriteResult, ruleset: ast.RuleSet,
         return verdict
 
     def prefix(k: int) -> Any:
-        return rewrite(source, ruleset, replay_limit=k, exclude_rules=args.exclude_rule).model
+        return rewrite(
+            source, ruleset, replay_limit=k, exclude_rules=args.exclude_rule, target_opset=args.target_opset
+        ).model
 
     bad = find_first_bad(len(rule_entries), prefix, source, verdict.counterexample)
     if bad is not None and 1 <= bad <= len(rule_entries):

@@ -57,6 +57,22 @@ class Trace:
     stop_reason: StopReason
     warnings: tuple[str, ...] = ()
 
+    def followed_by(self, later: Trace) -> Trace:
+        """This trace, then `later` (its stop reason and warnings added)."""
+        return Trace(
+            self.entries + later.entries,
+            self.skips + later.skips,
+            later.stop_reason,
+            self.warnings + later.warnings,
+        )
+
+    def with_conversion(self, source: int, target: int) -> Trace:
+        """Record an opset conversion at the start of the trace."""
+        entry = TraceEntry(
+            "convert_version", "onnx version converter", "", (f"opset {source}",), (f"opset {target}",), "convert"
+        )
+        return dataclasses.replace(self, entries=(entry, *self.entries))
+
     def counts(self) -> Counter[str]:
         """How many times each rule (or pass) fired."""
         return Counter(e.rule for e in self.entries)

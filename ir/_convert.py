@@ -1,0 +1,33 @@
+"""Opset conversion with onnx's version converter (serde layer)."""
+
+from __future__ import annotations
+
+import onnx
+import onnx.version_converter
+
+from ir._core import IRError, Model
+from ir._serde import from_onnx, to_onnx
+
+
+class ConversionError(IRError):
+    """onnx's version converter could not convert the model."""
+
+
+def convert_version(model: Model, target: int) -> Model:
+    """A new model with the default-domain opset converted to `target`.
+
+    Raises:
+        ConversionError: the converter has no adapter for some op, or failed.
+    """
+    current = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    if current == target:
+        return model
+    proto = to_onnx(model)
+    try:
+        converted = onnx.version_converter.convert_version(proto, target)
+    except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConversionError(
+            f"cannot convert from opset {current} to {target}: {message}"
+        ) from exc
+    return from_onnx(converted, base_dir=model.base_dir)
