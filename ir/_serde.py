@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Iterable, Sequence
+from sys import intern
 from typing import Any
 
 import onnx
@@ -97,7 +98,12 @@ def _lift_tensor_type(
     return dtype, tuple(dims), dims_den
 
 
-_core._type_lifter.append(lift_type)
+def _lift_info_type(info: onnx.ValueInfoProto) -> Type | None:
+    """The type of a ValueInfoProto (what `Value._type_proto` holds until first read)."""
+    return lift_type(info.type)
+
+
+_core._type_lifter.append(_lift_info_type)
 
 
 def lower_type(t: Type, proto: onnx.TypeProto) -> None:
@@ -285,7 +291,8 @@ class _Lifter:
         # Pass 1: create every node and its outputs, so inputs resolve in any node order.
         for proto in protos:
             node = new_node(Node)
-            op_type = proto.op_type
+            # One shared str per op type instead of one per node (lifting is memory-bound).
+            op_type = intern(proto.op_type)
             domain = proto.domain
             node._op_type = op_type
             node._domain = domain
@@ -440,7 +447,8 @@ def _adopt_info(value: Value, vi: onnx.ValueInfoProto) -> None:
     """Take the type (lazily) and docs of a ValueInfoProto, unless the value has them."""
     if value._vi_proto is None and value._type is None and value._type_proto is None:
         if vi.HasField("type"):
-            value._type_proto = vi.type
+            # Keep the ValueInfoProto, not a wrapper of its `type` (one object less per value).
+            value._type_proto = vi
         value._doc_string = vi.doc_string
         if vi.metadata_props:
             value._metadata_props = {e.key: e.value for e in vi.metadata_props}
