@@ -32,7 +32,7 @@ TOOLS = ("rewrite", "onnxscript", "onnxslim", "onnxoptimizer", "onnxsim")
 
 
 def chain_model(nodes: int, width: int = 16) -> onnx.ModelProto:
-    """A chain of layers of 8 nodes: MatMul, Add, Transpose, Transpose, Identity, Relu, Mul(1), Add."""
+    """A chain of 8-node layers: MatMul, Add, Transpose, Transpose, Identity, Relu, Mul(1), Add."""
     layers = max(1, nodes // 8)
     rng = np.random.default_rng(0)
     graph_nodes = []
@@ -41,14 +41,22 @@ def chain_model(nodes: int, width: int = 16) -> onnx.ModelProto:
     for i in range(layers):
         w = f"w{i}"
         b = f"b{i}"
-        initializers.append(numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32) * 0.1, w))
-        initializers.append(numpy_helper.from_array(rng.standard_normal(width).astype(np.float32) * 0.1, b))
+        initializers.append(
+            numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32) * 0.1, w)
+        )
+        initializers.append(
+            numpy_helper.from_array(rng.standard_normal(width).astype(np.float32) * 0.1, b)
+        )
         n = f"l{i}"
         graph_nodes += [
             helper.make_node("MatMul", [prev, w], [f"{n}_mm"], name=f"{n}/MatMul"),
             helper.make_node("Add", [f"{n}_mm", b], [f"{n}_add"], name=f"{n}/Add"),
-            helper.make_node("Transpose", [f"{n}_add"], [f"{n}_t1"], perm=[1, 0], name=f"{n}/Transpose"),
-            helper.make_node("Transpose", [f"{n}_t1"], [f"{n}_t2"], perm=[1, 0], name=f"{n}/Transpose_1"),
+            helper.make_node(
+                "Transpose", [f"{n}_add"], [f"{n}_t1"], perm=[1, 0], name=f"{n}/Transpose"
+            ),
+            helper.make_node(
+                "Transpose", [f"{n}_t1"], [f"{n}_t2"], perm=[1, 0], name=f"{n}/Transpose_1"
+            ),
             helper.make_node("Identity", [f"{n}_t2"], [f"{n}_id"], name=f"{n}/Identity"),
             helper.make_node("Relu", [f"{n}_id"], [f"{n}_relu"], name=f"{n}/Relu"),
             helper.make_node("Mul", [f"{n}_relu", "one"], [f"{n}_mul"], name=f"{n}/Mul"),
@@ -127,7 +135,9 @@ def measure(tool: str, path: Path, repeats: int, timeout: float) -> dict[str, ob
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 8000, 10000, 100000])
     parser.add_argument("--models", type=Path, nargs="*", default=[], help="real models to add")
     parser.add_argument("--tools", nargs="*", default=list(TOOLS))
@@ -149,7 +159,10 @@ def main() -> None:
                 repeats = 1 if nodes_before > 20000 and tool != "rewrite" else args.repeats
                 t0 = time.perf_counter()
                 result = measure(tool, path, repeats, args.timeout)
-                print(f"{label:>14} {tool:>13}: {result}  ({time.perf_counter() - t0:.1f}s)", flush=True)
+                print(
+                    f"{label:>14} {tool:>13}: {result}  ({time.perf_counter() - t0:.1f}s)",
+                    flush=True,
+                )
                 rows.append({"model": label, "nodes_before": nodes_before, "tool": tool, **result})
     (OUT / "rewrite_speed.json").write_text(json.dumps(rows, indent=2))
     write_markdown(rows, OUT / "rewrite_speed.md")
@@ -158,20 +171,39 @@ def main() -> None:
 
 def write_markdown(rows: list[dict[str, object]], path: Path) -> None:
     """A table per model: time, ratio to this project, nodes after, per-node time."""
-    lines = ["# Rewrite speed", "", "Median wall time of ModelProto -> ModelProto, fresh process per tool.", ""]
+    lines = [
+        "# Rewrite speed",
+        "",
+        "Median wall time of ModelProto -> ModelProto, fresh process per tool.",
+        "",
+    ]
     models = list(dict.fromkeys(str(r["model"]) for r in rows))
     for model in models:
-        mine = next((r for r in rows if r["model"] == model and r["tool"] == "rewrite" and "median" in r), None)
-        lines += [f"## {model}", "", "| tool | time (s) | tool / rewrite | nodes after | µs per node | peak RSS (MB) |", "|---|---:|---:|---:|---:|---:|"]
+        mine = next(
+            (r for r in rows if r["model"] == model and r["tool"] == "rewrite" and "median" in r),
+            None,
+        )
+        lines += [
+            f"## {model}",
+            "",
+            "| tool | time (s) | tool / rewrite | nodes after | µs per node | peak RSS (MB) |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
         for r in (r for r in rows if r["model"] == model):
             if "median" not in r:
                 lines.append(f"| {r['tool']} | {r.get('error')} | | | | |")
                 continue
             ratio = f"{float(r['median']) / float(mine['median']):.1f}x" if mine else "-"
             per_node = 1e6 * float(r["median"]) / max(1, int(r["nodes_before"]))
-            lines.append(
-                f"| {r['tool']} | {float(r['median']):.3f} | {ratio} | {r['nodes']} | {per_node:.1f} | {float(r['peak_rss_mb']):.0f} |"
-            )
+            cells = [
+                str(r["tool"]),
+                f"{float(r['median']):.3f}",
+                ratio,
+                str(r["nodes"]),
+                f"{per_node:.1f}",
+                f"{float(r['peak_rss_mb']):.0f}",
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     path.write_text("\n".join(lines) + "\n")
 

@@ -8,6 +8,7 @@ mutation methods; lowering emits every untouched part of a model exactly as it w
 from __future__ import annotations
 
 from ir import _schemas as schemas
+from ir._convert import ConversionError, convert_version
 from ir._core import (
     Attr,
     AttrValue,
@@ -46,7 +47,6 @@ from ir._core import (
     topological_order,
 )
 from ir._enums import AttrType, DataType
-from ir._convert import ConversionError, convert_version
 from ir._evaluate import EvaluationError, evaluate_node
 from ir._infer import (
     NodeInferenceError,
@@ -69,8 +69,8 @@ __all__ = [
     "ConversionError",
     "DataType",
     "Dim",
-    "ExternalDataError",
     "EvaluationError",
+    "ExternalDataError",
     "ExternalTensor",
     "Function",
     "Graph",
@@ -80,8 +80,8 @@ __all__ = [
     "Model",
     "ModelLoadError",
     "NameAllocator",
-    "NodeInferenceError",
     "Node",
+    "NodeInferenceError",
     "NumpyTensor",
     "OpaqueType",
     "OptionalType",
@@ -102,10 +102,10 @@ __all__ = [
     "attr_str",
     "attr_strs",
     "attr_tensor",
-    "format_graph",
     "convert_version",
     "evaluate_node",
     "fact_type",
+    "format_graph",
     "format_node",
     "from_onnx",
     "infer_attr",

@@ -187,9 +187,9 @@ class UnsetType:
         return "?"
 
 
-Type: TypeAlias = Union[
-    TensorType, SparseTensorType, SequenceType, MapType, OptionalType, OpaqueType, UnsetType
-]
+Type: TypeAlias = (
+    TensorType | SparseTensorType | SequenceType | MapType | OptionalType | OpaqueType | UnsetType
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,18 +261,18 @@ class NumpyTensor(Tensor):
         self.doc_string = doc_string
 
     @property
-    def name(self) -> str:  # noqa: D102
+    def name(self) -> str:
         return self._name
 
     @property
-    def dtype(self) -> DataType:  # noqa: D102
+    def dtype(self) -> DataType:
         return self._dtype
 
     @property
-    def shape(self) -> tuple[int, ...]:  # noqa: D102
+    def shape(self) -> tuple[int, ...]:
         return tuple(int(d) for d in self._array.shape)
 
-    def numpy(self) -> npt.NDArray[np.generic]:  # noqa: D102
+    def numpy(self) -> npt.NDArray[np.generic]:
         return self._array
 
     def renamed(self, name: str) -> NumpyTensor:
@@ -321,7 +321,7 @@ class Attr:
     def __init__(
         self,
         name: str,
-        type: AttrType,  # noqa: A002 - mirrors ONNX's field name
+        type: AttrType,
         value: AttrValue,
         ref_attr_name: str = "",
         doc_string: str = "",
@@ -373,12 +373,11 @@ def _attr_values_equal(a: AttrValue, b: AttrValue) -> bool:
         if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
             return False
         return (
-            a.dtype == b.dtype
-            and a.shape == b.shape
-            and bool(np.array_equal(a.numpy(), b.numpy()))
+            a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a.numpy(), b.numpy()))
         )
     if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_attr_values_equal(x, y) for x, y in zip(a, b))
+        pairs = zip(a, b, strict=False)
+        return len(a) == len(b) and all(_attr_values_equal(x, y) for x, y in pairs)
     if isinstance(a, Graph) or isinstance(b, Graph):
         return a is b
     return a == b
@@ -465,7 +464,7 @@ class Use(NamedTuple):
     """One use of a value: `node.inputs[index] is value`."""
 
     node: Node
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the ONNX name
 
 
 # Lifting installs a function that turns a lazily kept TypeProto into a Type (see `_serde`).
@@ -496,7 +495,7 @@ class Value:
     def __init__(
         self,
         name: str = "",
-        type: Type | None = None,  # noqa: A002
+        type: Type | None = None,
         const_value: Tensor | None = None,
         doc_string: str = "",
     ) -> None:
@@ -705,18 +704,18 @@ class Node:
 
     __slots__ = (
         "_attributes",
+        "_dirty",
         "_doc_string",
         "_domain",
         "_graph",
         "_inputs",
+        "_lazy",
+        "_meta",
         "_metadata_props",
         "_name",
         "_op_type",
         "_outputs",
         "_overload",
-        "_dirty",
-        "_lazy",
-        "_meta",
         "_proto",
     )
 
@@ -776,9 +775,9 @@ class Node:
             outs.append(value)
         self._outputs: tuple[Value, ...] = tuple(outs)
         self._inputs: tuple[Value | None, ...] = tuple(inputs)
-        for i, value in enumerate(self._inputs):
-            if value is not None:
-                value._uses[(self, i)] = None
+        for i, maybe in enumerate(self._inputs):
+            if maybe is not None:
+                maybe._uses[(self, i)] = None
         for attr in attrs:
             for sub in attr.graphs():
                 sub._set_owner(self)
@@ -1536,9 +1535,7 @@ class Model:
         self.model_version = model_version
         self.doc_string = doc_string
         self.metadata_props: dict[str, str] = {}
-        self.functions: dict[tuple[str, str, str], Function] = {
-            f.identifier: f for f in functions
-        }
+        self.functions: dict[tuple[str, str, str], Function] = {f.identifier: f for f in functions}
         # Folder that relative external-data locations are resolved against.
         self.base_dir: str | None = None
         self.meta: dict[str, object] = {}

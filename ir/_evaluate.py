@@ -47,7 +47,10 @@ def evaluate_node(
     graph = onnx.helper.make_graph(
         [proto],
         "fold",
-        [onnx.helper.make_tensor_value_info(n, _elem_type(feeds[n]), feeds[n].shape) for n in feeds],
+        [
+            onnx.helper.make_tensor_value_info(n, _elem_type(feeds[n]), feeds[n].shape)
+            for n in feeds
+        ],
         [onnx.helper.make_empty_tensor_value_info(o) for o in outputs if o],
     )
     model = onnx.helper.make_model(

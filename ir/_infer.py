@@ -55,7 +55,7 @@ def merge_types(a: Type, b: Type) -> Type:
     if b.shape is None or len(a.shape) != len(b.shape):
         return TensorType(dtype, a.shape, a.denotation, a.dim_denotations)
     dims: list[Dim] = []
-    for da, db in zip(a.shape, b.shape):
+    for da, db in zip(a.shape, b.shape, strict=False):
         if isinstance(da, int):
             dims.append(da)
         elif isinstance(db, int):

@@ -26,9 +26,9 @@ class NameAllocator:
                 for node in graph:
                     if node.name:
                         self._used.add(node.name)
-                    for value in node.inputs:
-                        if value is not None:
-                            self._used.add(value.name)
+                    for read in node.inputs:
+                        if read is not None:
+                            self._used.add(read.name)
 
     def reserve(self, name: str) -> None:
         """Mark `name` as taken."""

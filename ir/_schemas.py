@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import onnx.defs
 
-from ir._core import Attr, AttrType
+from ir._core import Attr
+from ir._enums import AttrType
 from ir._serde import lift_type
 from ir._serde_tensors import ProtoTensor
 
@@ -63,7 +65,9 @@ def schema_versions(op_type: str, domain: str = "") -> tuple[onnx.defs.OpSchema,
     return _all_versions(op_type, domain)
 
 
-def find_schema(op_type: str, domain: str = "", opset: int | None = None) -> onnx.defs.OpSchema | None:
+def find_schema(
+    op_type: str, domain: str = "", opset: int | None = None
+) -> onnx.defs.OpSchema | None:
     """The schema in force at `opset` (latest when None); None if the op does not exist then."""
     versions = _all_versions(op_type, domain)
     if not versions:
@@ -141,7 +145,7 @@ def _default_of(schema: onnx.defs.OpSchema, name: str) -> Attr | None:
 def lift_attribute_value(proto: onnx.AttributeProto) -> Attr:
     """An Attr for a schema default (scalars, lists, tensors and types only)."""
     kind = AttrType(proto.type)
-    value: object
+    value: Any
     if kind == AttrType.FLOAT:
         value = proto.f
     elif kind == AttrType.INT:
@@ -160,7 +164,7 @@ def lift_attribute_value(proto: onnx.AttributeProto) -> Attr:
         value = lift_type(proto.tp)
     else:
         value = None
-    return Attr(proto.name, kind, value)  # type: ignore[arg-type]
+    return Attr(proto.name, kind, value)
 
 
 def attribute_type(
@@ -175,7 +179,8 @@ def attribute_type(
                 break
     if schema is None or name not in schema.attributes:
         return None
-    return AttrType(int(schema.attributes[name].type))
+    kind: Any = schema.attributes[name].type
+    return AttrType(int(kind.value))
 
 
 def input_names(schema: onnx.defs.OpSchema) -> tuple[str, ...]:

@@ -228,7 +228,7 @@ class _Lifter:
         elif kind == AttrType.TYPE_PROTO:
             value = lift_type(proto.tp)
         elif kind == AttrType.TYPE_PROTOS:
-            value = tuple(lift_type(t) for t in proto.type_protos)
+            value = tuple(t for t in (lift_type(t) for t in proto.type_protos) if t is not None)
         else:
             value = None
         attr = Attr(proto.name, _ATTR_TYPES[kind], value, proto.ref_attr_name, proto.doc_string)
@@ -306,10 +306,11 @@ class _Lifter:
             node._lazy = self
             node._meta = None
             # Attributes of ops that cannot hold subgraphs are lifted on first access.
-            node._attributes = None if domain in _STANDARD_DOMAINS and op_type not in eager_ops else {}
+            node._attributes = (
+                None if domain in _STANDARD_DOMAINS and op_type not in eager_ops else {}
+            )
             outputs = []
-            i = 0
-            for out_name in proto.output:
+            for i, out_name in enumerate(proto.output):
                 value = new_value(Value)
                 value._name = out_name
                 value._type = None
@@ -331,12 +332,11 @@ class _Lifter:
                         )
                     names[out_name] = value
                 outputs.append(value)
-                i += 1
             node._outputs = tuple(outputs)
             nodes.append(node)
         # Pass 2: resolve inputs (local scope first, then enclosing graphs) and attributes.
         lookup = names.get
-        for node, proto in zip(nodes, protos):
+        for node, proto in zip(nodes, protos, strict=False):
             inputs: list[Value | None] = []
             i = 0
             for in_name in proto.input:
@@ -344,16 +344,16 @@ class _Lifter:
                     inputs.append(None)
                     i += 1
                     continue
-                value = lookup(in_name)
-                if value is None:
-                    value = scope.lookup(in_name)
-                    if value is None:
+                found = lookup(in_name)
+                if found is None:
+                    found = scope.lookup(in_name)
+                    if found is None:
                         raise GraphStructureError(
                             f"graph {graph.name!r}: node {proto.name or proto.op_type!r} "
                             f"({proto.op_type}) reads {in_name!r}, which nothing defines"
                         )
-                value._uses[(node, i)] = None
-                inputs.append(value)
+                found._uses[(node, i)] = None
+                inputs.append(found)
                 i += 1
             node._inputs = tuple(inputs)
             if node._attributes is not None:
@@ -558,7 +558,7 @@ def lower_attr(attr: Attr) -> onnx.AttributeProto:
             proto.graphs.extend(lower_graph(g) for g in subgraphs)
         return proto
     proto.name = attr.name
-    proto.type = int(attr.type)
+    proto.type = int(attr.type)  # type: ignore[assignment]
     if attr.ref_attr_name:
         proto.ref_attr_name = attr.ref_attr_name
     if attr.doc_string:
@@ -566,35 +566,35 @@ def lower_attr(attr: Attr) -> onnx.AttributeProto:
     if attr.ref_attr_name:
         return proto
     kind = attr.type
-    value = attr.value
+    value: Any = attr.value  # its member is given by `kind`
     if kind == AttrType.FLOAT:
-        proto.f = float(value)  # type: ignore[arg-type]
+        proto.f = float(value)
     elif kind == AttrType.INT:
-        proto.i = int(value)  # type: ignore[arg-type]
+        proto.i = int(value)
     elif kind == AttrType.STRING:
-        proto.s = _lower_string(value)  # type: ignore[arg-type]
+        proto.s = _lower_string(value)
     elif kind == AttrType.INTS:
-        proto.ints.extend(int(v) for v in value)  # type: ignore[union-attr]
+        proto.ints.extend(int(v) for v in value)
     elif kind == AttrType.FLOATS:
-        proto.floats.extend(float(v) for v in value)  # type: ignore[union-attr]
+        proto.floats.extend(float(v) for v in value)
     elif kind == AttrType.STRINGS:
-        proto.strings.extend(_lower_string(v) for v in value)  # type: ignore[union-attr]
+        proto.strings.extend(_lower_string(v) for v in value)
     elif kind == AttrType.TENSOR:
-        proto.t.CopyFrom(tensor_to_proto(value))  # type: ignore[arg-type]
+        proto.t.CopyFrom(tensor_to_proto(value))
     elif kind == AttrType.TENSORS:
-        proto.tensors.extend(tensor_to_proto(t) for t in value)  # type: ignore[union-attr]
+        proto.tensors.extend(tensor_to_proto(t) for t in value)
     elif kind == AttrType.GRAPH:
-        proto.g.CopyFrom(lower_graph(value))  # type: ignore[arg-type]
+        proto.g.CopyFrom(lower_graph(value))
     elif kind == AttrType.GRAPHS:
-        proto.graphs.extend(lower_graph(g) for g in value)  # type: ignore[union-attr]
+        proto.graphs.extend(lower_graph(g) for g in value)
     elif kind == AttrType.SPARSE_TENSOR:
-        proto.sparse_tensor.CopyFrom(value._proto)  # type: ignore[union-attr]
+        proto.sparse_tensor.CopyFrom(value._proto)
     elif kind == AttrType.SPARSE_TENSORS:
-        proto.sparse_tensors.extend(t._proto for t in value)  # type: ignore[union-attr]
+        proto.sparse_tensors.extend(t._proto for t in value)
     elif kind == AttrType.TYPE_PROTO:
-        lower_type(value, proto.tp)  # type: ignore[arg-type]
+        lower_type(value, proto.tp)
     elif kind == AttrType.TYPE_PROTOS:
-        for t in value:  # type: ignore[union-attr]
+        for t in value:
             lower_type(t, proto.type_protos.add())
     return proto
 
@@ -643,9 +643,13 @@ def lower_node(node: Node) -> onnx.NodeProto:
 
 def lower_value_info(value: Value, original: Any = None) -> onnx.ValueInfoProto:
     """A ValueInfoProto for `value`, reusing `original` when the value did not change."""
-    if original is not None and value._vi_proto is not None and original.name == value.name:
-        if original.doc_string == value.doc_string:
-            return original  # type: ignore[no-any-return]
+    if (
+        original is not None
+        and value._vi_proto is not None
+        and original.name == value.name
+        and original.doc_string == value.doc_string
+    ):
+        return original  # type: ignore[no-any-return]
     proto = onnx.ValueInfoProto()
     proto.name = value.name
     t = value.type

@@ -169,7 +169,8 @@ class _DataPlan:
             return None
         if self.embed:
             for tensor, source in self.moves:
-                _embed(tensor, source)
+                if source is not None:
+                    _embed(tensor, source)
             return None
         temp = _temp_path(self.dest_dir, self.data_name, temporaries)
         with open(temp, "wb") as out:
@@ -242,10 +243,7 @@ def _external_fields(tensor: Any) -> dict[str, str]:
 def _copy_range(tensor: Any, source: str, out: Any) -> int:
     info = _external_fields(tensor)
     offset = int(info.get("offset", "0"))
-    if "length" in info:
-        length = int(info["length"])
-    else:
-        length = os.path.getsize(source) - offset
+    length = int(info["length"]) if "length" in info else os.path.getsize(source) - offset
     try:
         with open(source, "rb") as f:
             f.seek(offset)

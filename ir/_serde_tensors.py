@@ -41,23 +41,23 @@ class ProtoTensor(Tensor):
         self._array: npt.NDArray[Any] | None = None
 
     @property
-    def name(self) -> str:  # noqa: D102
-        return self._proto.name  # type: ignore[no-any-return]
+    def name(self) -> str:
+        return self._proto.name
 
     @property
-    def dtype(self) -> DataType:  # noqa: D102
+    def dtype(self) -> DataType:
         return DataType(self._proto.data_type)
 
     @property
-    def shape(self) -> tuple[int, ...]:  # noqa: D102
+    def shape(self) -> tuple[int, ...]:
         return tuple(self._proto.dims)
 
     @property
     def doc_string(self) -> str:
         """The tensor's doc string."""
-        return self._proto.doc_string  # type: ignore[no-any-return]
+        return self._proto.doc_string
 
-    def numpy(self) -> npt.NDArray[Any]:  # noqa: D102
+    def numpy(self) -> npt.NDArray[Any]:
         if self._array is None:
             try:
                 array = onnx.numpy_helper.to_array(self._proto)
@@ -79,18 +79,18 @@ class SparseProtoTensor(Tensor):
         self._proto = proto
 
     @property
-    def name(self) -> str:  # noqa: D102
-        return self._proto.values.name  # type: ignore[no-any-return]
+    def name(self) -> str:
+        return self._proto.values.name
 
     @property
-    def dtype(self) -> DataType:  # noqa: D102
+    def dtype(self) -> DataType:
         return DataType(self._proto.values.data_type)
 
     @property
-    def shape(self) -> tuple[int, ...]:  # noqa: D102
+    def shape(self) -> tuple[int, ...]:
         return tuple(self._proto.dims)
 
-    def numpy(self) -> npt.NDArray[Any]:  # noqa: D102
+    def numpy(self) -> npt.NDArray[Any]:
         values = onnx.numpy_helper.to_array(self._proto.values).reshape(-1)
         indices = onnx.numpy_helper.to_array(self._proto.indices)
         dense = np.zeros(self.shape, dtype=values.dtype)
@@ -118,8 +118,7 @@ def check_external_location(proto: onnx.TensorProto) -> None:
     normalized = os.path.normpath(location.replace("\\", "/"))
     if normalized == ".." or normalized.startswith("../") or "/../" in f"/{normalized}/":
         raise ExternalDataError(
-            f"tensor {proto.name!r}: external data location {location!r} escapes the "
-            "model's folder"
+            f"tensor {proto.name!r}: external data location {location!r} escapes the model's folder"
         )
 
 
@@ -147,19 +146,19 @@ class ExternalTensor(Tensor):
             ) from exc
 
     @property
-    def name(self) -> str:  # noqa: D102
-        return self._proto.name  # type: ignore[no-any-return]
+    def name(self) -> str:
+        return self._proto.name
 
     @property
-    def dtype(self) -> DataType:  # noqa: D102
+    def dtype(self) -> DataType:
         return DataType(self._proto.data_type)
 
     @property
-    def shape(self) -> tuple[int, ...]:  # noqa: D102
+    def shape(self) -> tuple[int, ...]:
         return tuple(self._proto.dims)
 
     @property
-    def is_external(self) -> bool:  # noqa: D102
+    def is_external(self) -> bool:
         return True
 
     @property
@@ -217,7 +216,7 @@ class ExternalTensor(Tensor):
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         return memoryview(mapped)[self.offset : self.offset + self.byte_length()]
 
-    def numpy(self) -> npt.NDArray[Any]:  # noqa: D102
+    def numpy(self) -> npt.NDArray[Any]:
         if self._array is not None:
             return self._array
         view = self.raw_view()

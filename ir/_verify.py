@@ -66,13 +66,13 @@ def _verify_graph(graph: Graph, outer: tuple[Graph, ...]) -> None:
                 raise _fail(graph, f"output {i} of {node!r} does not point back to it")
             define(out, f"output of {node!r}")
     for node in graph:
-        for i, value in enumerate(node.inputs):
-            if value is None:
+        for i, read in enumerate(node.inputs):
+            if read is None:
                 continue
-            if (node, i) not in value._uses:
-                raise _fail(graph, f"{node!r} reads {value.name!r} but is not in its uses")
-            if value not in defined and not _defined_outside(value, outer):
-                raise _fail(graph, f"{node!r} reads {value.name!r}, which is not defined in scope")
+            if (node, i) not in read._uses:
+                raise _fail(graph, f"{node!r} reads {read.name!r} but is not in its uses")
+            if read not in defined and not _defined_outside(read, outer):
+                raise _fail(graph, f"{node!r} reads {read.name!r}, which is not defined in scope")
         for sub in node.subgraphs():
             if sub.owner is not node:
                 raise _fail(graph, f"subgraph {sub.name!r} of {node!r} has the wrong owner")

@@ -92,7 +92,9 @@ def as_model(model: ModelLike, *, copy: bool = True) -> ir.Model:
         raise RewriteError("onnx is required to read a ModelProto") from exc
     if isinstance(model, onnx.ModelProto):
         return ir.from_onnx(model)
-    raise TypeError(f"expected a path, an onnx.ModelProto or an ir.Model, got {type(model).__name__}")
+    raise TypeError(
+        f"expected a path, an onnx.ModelProto or an ir.Model, got {type(model).__name__}"
+    )
 
 
 def rewrite(

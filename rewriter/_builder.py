@@ -27,7 +27,7 @@ SOURCE_TAG = "rewriter.source"
 _DEDUP_MAX_ELEMENTS = 4096
 
 
-class RewriteRejected(RewriteError):
+class RewriteRejectedError(RewriteError):
     """A rewrite could not be applied; the graph was not changed."""
 
 
@@ -66,19 +66,23 @@ class Builder:
 
     # entry point -----------------------------------------------------------------------------
     def apply(self, match: Match) -> Applied:
-        """Apply the rewrite of `match.rule` (raises RewriteRejected without changing anything)."""
+        """Apply the rewrite of `match.rule`.
+
+        Raises:
+            RewriteRejectedError: the rewrite cannot be applied; nothing was changed.
+        """
         rule = match.rule.rule
         if not isinstance(rule.rewrite, ast.RewriteBlock):
-            raise RewriteRejected(f"rule `{rule.name}` has no node rewrite")
+            raise RewriteRejectedError(f"rule `{rule.name}` has no node rewrite")
         pending = _Pending()
         try:
             env = self._build(match, rule.rewrite, pending)
             self._check_types(match, pending)
-        except (RewriteRejected, EvalError, ir.NodeInferenceError) as exc:
+        except (RewriteRejectedError, EvalError, ir.NodeInferenceError) as exc:
             pending.discard()
-            if isinstance(exc, RewriteRejected):
+            if isinstance(exc, RewriteRejectedError):
                 raise
-            raise RewriteRejected(str(exc)) from exc
+            raise RewriteRejectedError(str(exc)) from exc
         del env
         return self._commit(match, pending)
 
@@ -90,11 +94,11 @@ class Builder:
             if isinstance(stmt, ast.LetStmt):
                 result = evaluate(stmt.expr, ctx)
                 if result is UNKNOWN:
-                    raise RewriteRejected(f"`let {stmt.name}` depends on an unknown fact")
+                    raise RewriteRejectedError(f"`let {stmt.name}` depends on an unknown fact")
                 env[stmt.name] = result
             elif isinstance(stmt, ast.NodeStmt):
                 node = self._build_node(match, stmt, ctx, pending)
-                for pattern, value in zip(stmt.outputs, node.outputs):
+                for pattern, value in zip(stmt.outputs, node.outputs, strict=False):
                     if isinstance(pattern, ast.OutputVar):
                         old = match.bindings.get(pattern.name)
                         if isinstance(old, ir.Value):
@@ -106,17 +110,15 @@ class Builder:
                 source = evaluate(stmt.source, ctx)
                 old = match.bindings.get(stmt.target)
                 if not isinstance(old, ir.Value):
-                    raise RewriteRejected(f"`{stmt.target}` is not a value the match bound")
+                    raise RewriteRejectedError(f"`{stmt.target}` is not a value the match bound")
                 new = self._as_value(source, match, stmt.target, None, 0, [], pending)
                 if new is None:
-                    raise RewriteRejected(f"`{stmt.target}` cannot become an absent value")
+                    raise RewriteRejectedError(f"`{stmt.target}` cannot become an absent value")
                 pending.replacements.append((old, new))
                 env[stmt.target] = new
         return env
 
-    def _build_node(
-        self, match: Match, stmt: ast.NodeStmt, ctx: Any, pending: _Pending
-    ) -> ir.Node:
+    def _build_node(self, match: Match, stmt: ast.NodeStmt, ctx: Any, pending: _Pending) -> ir.Node:
         domain = ir.schemas.normalize_domain(stmt.op.domain)
         opset = self._check_op(stmt.op, pending)
         attrs: dict[str, ir.Attr] = {}
@@ -124,13 +126,13 @@ class Builder:
             if isinstance(entry, ast.AttrCopy):
                 source = ctx.bindings.get(entry.source) if entry.source else None
                 if not isinstance(source, NodeRef):
-                    raise RewriteRejected(f"`...{entry.source}` does not name a matched node")
+                    raise RewriteRejectedError(f"`...{entry.source}` does not name a matched node")
                 for attr in source.node.attributes.values():
                     attrs[attr.name] = attr
                 continue
             value = evaluate(entry.value, ctx)
             if value is UNKNOWN:
-                raise RewriteRejected(f"attribute `{entry.name}` depends on an unknown fact")
+                raise RewriteRejectedError(f"attribute `{entry.name}` depends on an unknown fact")
             if value is None:
                 attrs.pop(entry.name, None)
                 continue
@@ -139,11 +141,11 @@ class Builder:
         for expr in stmt.inputs:
             value = evaluate(expr, ctx)
             if value is UNKNOWN:
-                raise RewriteRejected("a node input depends on an unknown fact")
+                raise RewriteRejectedError("a node input depends on an unknown fact")
             raw_inputs.append(value)
         schema = ir.schemas.find_schema(stmt.op.op_type, domain, opset) if opset else None
         inputs: list[ir.Value | None] = []
-        for index, (expr, raw) in enumerate(zip(stmt.inputs, raw_inputs)):
+        for index, (expr, raw) in enumerate(zip(stmt.inputs, raw_inputs, strict=False)):
             stem = expr.name if isinstance(expr, ast.Name) else f"{stmt.op.op_type}_in{index}"
             inputs.append(self._as_value(raw, match, stem, schema, index, raw_inputs, pending))
         while inputs and inputs[-1] is None:
@@ -170,7 +172,7 @@ class Builder:
         types = ir.infer_node_types(node, opsets)
         if types is None:
             return
-        for value, t in zip(node.outputs, types):
+        for value, t in zip(node.outputs, types, strict=False):
             if t is not None:
                 ir.record_inferred_type(value, t)
 
@@ -182,11 +184,11 @@ class Builder:
                 pending.new_opsets[domain] = 1
             return version or 1
         if version is None:
-            raise RewriteRejected(f"the model does not import domain `{domain or 'ai.onnx'}`")
+            raise RewriteRejectedError(f"the model does not import domain `{domain or 'ai.onnx'}`")
         if ir.schemas.find_schema(op.op_type, domain, version) is None:
             since = ir.schemas.since_version(op.op_type, domain)
             label = f"{domain}.{op.op_type}" if domain else op.op_type
-            raise RewriteRejected(
+            raise RewriteRejectedError(
                 f"`{label}` is not available at the model's opset {version}"
                 + (f" (it needs opset {since})" if since else "")
             )
@@ -216,13 +218,17 @@ class Builder:
         if isinstance(raw, ir.Value):
             return raw
         if isinstance(raw, NodeRef):
-            raise RewriteRejected("a node name cannot be a node input")
+            raise RewriteRejectedError("a node name cannot be a node input")
         if isinstance(raw, tuple):
-            raise RewriteRejected("a variadic binding cannot be a single input")
+            raise RewriteRejectedError("a variadic binding cannot be a single input")
         array = self._literal_array(raw, schema, index, siblings)
-        return self._constant(match.graph, array, f"{_anchor_value(match)}/{match.rule.name}/{stem}", pending)
+        return self._constant(
+            match.graph, array, f"{_anchor_value(match)}/{match.rule.name}/{stem}", pending
+        )
 
-    def _literal_array(self, raw: Any, schema: Any, index: int, siblings: list[Any]) -> np.ndarray[Any, Any]:
+    def _literal_array(
+        self, raw: Any, schema: Any, index: int, siblings: list[Any]
+    ) -> np.ndarray[Any, Any]:
         if isinstance(raw, np.ndarray) and raw.ndim > 0:
             return raw
         if isinstance(raw, np.generic | np.ndarray):
@@ -231,7 +237,8 @@ class Builder:
         try:
             return np.asarray(raw, dtype=ir.numpy_dtype(target))
         except (TypeError, ValueError) as exc:
-            raise RewriteRejected(f"literal {raw!r} is not a valid {target.onnx_name}") from exc
+            message = f"literal {raw!r} is not a valid {target.onnx_name}"
+            raise RewriteRejectedError(message) from exc
 
     def _constant(
         self, graph: ir.Graph, array: np.ndarray[Any, Any], stem: str, pending: _Pending
@@ -253,13 +260,20 @@ class Builder:
         known[key] = value
         return value
 
-    def _known_constants(self, graph: ir.Graph) -> dict[tuple[str, tuple[int, ...], bytes], ir.Value]:
+    def _known_constants(
+        self, graph: ir.Graph
+    ) -> dict[tuple[str, tuple[int, ...], bytes], ir.Value]:
         table = self._constants.get(graph)
         if table is None:
             table = {}
             for value in graph.initializers.values():
                 tensor = value.const_value
-                if tensor is None or tensor.size > 64 or tensor.is_external or value.is_graph_input():
+                if (
+                    tensor is None
+                    or tensor.size > 64
+                    or tensor.is_external
+                    or value.is_graph_input()
+                ):
                     continue
                 try:
                     array = np.asarray(tensor.numpy())
@@ -267,7 +281,11 @@ class Builder:
                     continue
                 if array.dtype == object:
                     continue
-                key = (tensor.dtype.onnx_name, tuple(array.shape), np.ascontiguousarray(array).tobytes())
+                key = (
+                    tensor.dtype.onnx_name,
+                    tuple(array.shape),
+                    np.ascontiguousarray(array).tobytes(),
+                )
                 table.setdefault(key, value)
             self._constants[graph] = table
         return table
@@ -294,7 +312,10 @@ class Builder:
                 if use.node not in keep:
                     use.node.replace_input_with(use.index, new)
                     neighbours[use.node] = None
-        renames = [self._move_graph_outputs(graph, old, new, pending, match) for old, new in pending.replacements]
+        renames = [
+            self._move_graph_outputs(graph, old, new, pending, match)
+            for old, new in pending.replacements
+        ]
         removed = _remove_dead(graph, matched)
         for rename in renames:
             if rename is not None:
@@ -303,9 +324,10 @@ class Builder:
                     old.name = self.names.fresh(f"{name}/replaced")
                 target.name = name
         for node in pending.nodes:
-            for value in node.inputs:
-                if value is not None and value.producer() is not None:
-                    neighbours[value.producer()] = None  # type: ignore[index]
+            for read in node.inputs:
+                producer = read.producer() if read is not None else None
+                if producer is not None:
+                    neighbours[producer] = None
             for out in node.outputs:
                 for user in out.users():
                     neighbours[user] = None
@@ -439,14 +461,17 @@ def _make_attr(op_type: str, domain: str, opset: int | None, name: str, value: A
             return ir.infer_attr(name, value)
         return _convert_attr(name, kind, value)
     except (TypeError, ValueError) as exc:
-        raise RewriteRejected(f"attribute `{name}`: {exc}") from exc
+        raise RewriteRejectedError(f"attribute `{name}`: {exc}") from exc
 
 
 def _convert_attr(name: str, kind: ir.AttrType, value: Any) -> ir.Attr:
     if kind == ir.AttrType.INT:
         if isinstance(value, str):
             return ir.attr_int(name, int(ir.DataType.from_name(value)))
-        return ir.attr_int(name, int(np.asarray(value).reshape(-1)[0]) if isinstance(value, np.ndarray) else int(value))
+        return ir.attr_int(
+            name,
+            int(np.asarray(value).reshape(-1)[0]) if isinstance(value, np.ndarray) else int(value),
+        )
     if kind == ir.AttrType.FLOAT:
         return ir.attr_float(name, float(np.asarray(value).reshape(-1)[0]))
     if kind == ir.AttrType.STRING:
@@ -471,16 +496,18 @@ def _check_compatible(old: ir.Value, new: ir.Value) -> None:
     if not isinstance(a, ir.TensorType) or not isinstance(b, ir.TensorType):
         return
     if a.dtype and b.dtype and a.dtype != b.dtype:
-        raise RewriteRejected(
+        raise RewriteRejectedError(
             f"the rewrite would change `{old.name}` from {a.dtype.onnx_name} to {b.dtype.onnx_name}"
         )
     if a.shape is None or b.shape is None:
         return
     if len(a.shape) != len(b.shape):
-        raise RewriteRejected(f"the rewrite would change the rank of `{old.name}`: {a} -> {b}")
-    for da, db in zip(a.shape, b.shape):
+        raise RewriteRejectedError(f"the rewrite would change the rank of `{old.name}`: {a} -> {b}")
+    for da, db in zip(a.shape, b.shape, strict=False):
         if isinstance(da, int) and isinstance(db, int) and da != db:
-            raise RewriteRejected(f"the rewrite would change the shape of `{old.name}`: {a} -> {b}")
+            raise RewriteRejectedError(
+                f"the rewrite would change the shape of `{old.name}`: {a} -> {b}"
+            )
 
 
 def _remove_dead(graph: ir.Graph, matched: tuple[ir.Node, ...]) -> tuple[ir.Node, ...]:

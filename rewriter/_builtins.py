@@ -28,7 +28,7 @@ def _np_dtype(name: Any) -> np.dtype[Any]:
     if isinstance(name, ir.DataType):
         return ir.numpy_dtype(name)
     if not isinstance(name, str):
-        raise EvalError(f"a dtype name such as \"float\" is expected, got {name!r}")
+        raise EvalError(f'a dtype name such as "float" is expected, got {name!r}')
     try:
         return ir.numpy_dtype(ir.DataType.from_name(name))
     except ValueError:
@@ -120,7 +120,7 @@ def numel(ctx: EvalContext, v: Any) -> Any:
     dims = _facts.shape_of(val)
     if dims is None or not all(isinstance(d, int) for d in dims):
         return UNKNOWN
-    return math.prod(dims)  # type: ignore[arg-type]
+    return math.prod(int(d) for d in dims if isinstance(d, int))
 
 
 def dtype(ctx: EvalContext, v: Any) -> Any:
@@ -212,13 +212,25 @@ def normalize_axis(ctx: EvalContext, axis: Any, rank_: Any) -> Any:
 def to_float(ctx: EvalContext, v: Any) -> Any:
     """`float(x)`."""
     x = numeric(v)
-    return UNKNOWN if x is UNKNOWN else float(np.asarray(x).reshape(-1)[0]) if np.size(x) == 1 else float(x)
+    return (
+        UNKNOWN
+        if x is UNKNOWN
+        else float(np.asarray(x).reshape(-1)[0])
+        if np.size(x) == 1
+        else float(x)
+    )
 
 
 def to_int(ctx: EvalContext, v: Any) -> Any:
     """`int(x)`."""
     x = numeric(v)
-    return UNKNOWN if x is UNKNOWN else int(np.asarray(x).reshape(-1)[0]) if np.size(x) == 1 else int(x)
+    return (
+        UNKNOWN
+        if x is UNKNOWN
+        else int(np.asarray(x).reshape(-1)[0])
+        if np.size(x) == 1
+        else int(x)
+    )
 
 
 def any_(ctx: EvalContext, v: Any) -> Any:
@@ -395,7 +407,7 @@ def pad(ctx: EvalContext, v: Any, pads: Any, fill: Any = 0) -> Any:
         return UNKNOWN
     p = _int_list(pads, "pad")
     half = len(p) // 2
-    widths = list(zip(p[:half], p[half:]))
+    widths = list(zip(p[:half], p[half:], strict=False))
     return np.pad(x, widths, constant_values=fill)
 
 

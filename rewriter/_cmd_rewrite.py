@@ -25,26 +25,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a .rw file or a folder of them (repeatable; default: the shipped library)",
     )
     parser.add_argument(
-        "-o", "--output", metavar="OUT", help="output file (default: MODEL.rewritten.onnx beside it)"
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="output file (default: MODEL.rewritten.onnx beside it)",
     )
     parser.add_argument("--in-place", action="store_true", help="overwrite the input model")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
     parser.add_argument("--explain", action="store_true", help="print what fired, grouped by rule")
     parser.add_argument("--json", metavar="FILE", help="write trace, op counts and timings as JSON")
-    parser.add_argument("--why-not", metavar="RULE", help="explain why RULE does not fire, then exit")
     parser.add_argument(
-        "--verify", action="store_true", help="check the result against the input on generated inputs"
+        "--why-not", metavar="RULE", help="explain why RULE does not fire, then exit"
     )
-    parser.add_argument("--examples", type=int, default=20, help="examples for --verify (default 20)")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the result against the input on generated inputs",
+    )
+    parser.add_argument(
+        "--examples", type=int, default=20, help="examples for --verify (default 20)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for --verify")
-    parser.add_argument("--exclude-rule", action="append", default=[], metavar="RULE", help="do not apply RULE")
-    parser.add_argument("--max-rewrites", type=int, help="rewrite budget (default grows with the graph)")
-    parser.add_argument("--allow-python", action="store_true", help="permit `use` of Python helpers")
+    parser.add_argument(
+        "--exclude-rule", action="append", default=[], metavar="RULE", help="do not apply RULE"
+    )
+    parser.add_argument(
+        "--max-rewrites", type=int, help="rewrite budget (default grows with the graph)"
+    )
+    parser.add_argument(
+        "--allow-python", action="store_true", help="permit `use` of Python helpers"
+    )
     parser.add_argument(
         "--target-opset",
         type=int,
         metavar="N",
-        help="convert the default-domain opset to N (fusions into newer ops, or decompositions for older runtimes)",
+        help="convert the default-domain opset to N (up: fusions into newer ops can fire; "
+        "down: decompositions for older runtimes)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
 
@@ -105,7 +121,10 @@ def run(args: argparse.Namespace) -> int:
         ir.save(result.model, out_path)
         _output.print_summary(result, out_path)
     else:
-        print(f"rewrite: not writing {out_path}: the rewritten model is not equivalent", file=sys.stderr)
+        print(
+            f"rewrite: not writing {out_path}: the rewritten model is not equivalent",
+            file=sys.stderr,
+        )
     return exit_code
 
 

@@ -15,7 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `rewrite stats`."""
     parser.add_argument("model", help="the ONNX model")
     parser.add_argument("--json", metavar="FILE", help="also write the statistics as JSON")
-    parser.add_argument("--top", type=int, default=10, help="how many of the largest tensors to list")
+    parser.add_argument(
+        "--top", type=int, default=10, help="how many of the largest tensors to list"
+    )
 
 
 def collect(model: ir.Model, top: int = 10) -> dict[str, object]:
@@ -26,7 +28,16 @@ def collect(model: ir.Model, top: int = 10) -> dict[str, object]:
             tensor = value.const_value
             if tensor is None:
                 continue
-            tensors.append((name, tensor.dtype.onnx_name, list(tensor.shape), tensor.size, tensor.nbytes, tensor.is_external))
+            tensors.append(
+                (
+                    name,
+                    tensor.dtype.onnx_name,
+                    list(tensor.shape),
+                    tensor.size,
+                    tensor.nbytes,
+                    tensor.is_external,
+                )
+            )
     by_dtype: Counter[str] = Counter()
     for _, dtype, _, size, _, _ in tensors:
         by_dtype[dtype] += size
@@ -46,7 +57,8 @@ def collect(model: ir.Model, top: int = 10) -> dict[str, object]:
         "external_tensors": sum(1 for t in tensors if t[5]),
         "parameters_by_dtype": dict(by_dtype),
         "largest_tensors": [
-            {"name": n, "dtype": d, "shape": s, "bytes": b, "external": e} for n, d, s, _, b, e in largest
+            {"name": n, "dtype": d, "shape": s, "bytes": b, "external": e}
+            for n, d, s, _, b, e in largest
         ],
     }
 
@@ -70,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     console.print(f"[bold]{args.model}[/bold]")
     console.print(f"IR version {stats['ir_version']}, producer {stats['producer'] or '?'}")
-    console.print("opsets: " + ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in stats["opsets"].items()))  # type: ignore[attr-defined]
+    opsets: dict[str, int] = stats["opsets"]  # type: ignore[assignment]
+    console.print("opsets: " + ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in opsets.items()))
     console.print(
         f"{stats['nodes']} nodes, {stats['initializers']} initializers, "
         f"{stats['parameters']:,} parameters ({_human_bytes(int(stats['parameter_bytes']))}), "  # type: ignore[call-overload]
@@ -86,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
     for column in ("name", "dtype", "shape", "size"):
         largest.add_column(column)
     for item in stats["largest_tensors"]:  # type: ignore[attr-defined]
-        largest.add_row(item["name"], item["dtype"], str(item["shape"]), _human_bytes(item["bytes"]))
+        largest.add_row(
+            item["name"], item["dtype"], str(item["shape"]), _human_bytes(item["bytes"])
+        )
     console.print(largest)
     if args.json:
         Path(args.json).write_text(json.dumps(stats, indent=2) + "\n")

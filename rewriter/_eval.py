@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -40,7 +40,7 @@ class _Unknown:
         raise TypeError("the unknown truth value has no Python bool; use is_true()")
 
 
-UNKNOWN = _Unknown()
+UNKNOWN: Final[_Unknown] = _Unknown()
 
 
 class EvalError(RewriteError):
@@ -79,12 +79,10 @@ def is_true(value: Any) -> bool:
 def truth(value: Any) -> bool | _Unknown:
     """Kleene truth of a value: True, False or UNKNOWN."""
     if value is UNKNOWN:
-        return UNKNOWN
+        return _Unknown()  # the singleton (spelled so for the type checker)
     if value is None:
         return False
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | float | np.integer | np.floating):
+    if isinstance(value, bool | np.bool_ | int | float | np.integer | np.floating):
         return bool(value)
     if isinstance(value, np.ndarray):
         if value.size == 1:
@@ -202,7 +200,7 @@ def numeric(value: Any, span: Span | None = None) -> Any:
 def equal(a: Any, b: Any) -> bool | _Unknown:
     """Three-valued equality (see module docstring)."""
     if a is UNKNOWN or b is UNKNOWN:
-        return UNKNOWN
+        return _Unknown()  # the singleton (spelled so for the type checker)
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, ir.Value) and isinstance(b, ir.Value):
@@ -242,7 +240,7 @@ def equal(a: Any, b: Any) -> bool | _Unknown:
         if len(a) != len(b):
             return False
         result: bool | _Unknown = True
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=False):
             e = equal(x, y)
             if e is False:
                 return False
@@ -415,7 +413,9 @@ def _index(expr: ast.Index, ctx: EvalContext) -> Any:
     try:
         item = obj[index]
     except IndexError:
-        raise EvalError(f"index {index} out of range for a sequence of {len(obj)}", expr.span) from None
+        raise EvalError(
+            f"index {index} out of range for a sequence of {len(obj)}", expr.span
+        ) from None
     return UNKNOWN if item is None and isinstance(obj, list | tuple) else item
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import gc
 import hashlib
 import logging
@@ -22,7 +23,7 @@ from typing import Any
 
 import ir
 from rewriter import _trace
-from rewriter._builder import Builder, RewriteRejected
+from rewriter._builder import Builder, RewriteRejectedError
 from rewriter._errors import RewriteError
 from rewriter._eval import EvalContext, evaluate
 from rewriter._matcher import Match, Matcher, MatchFailure
@@ -30,6 +31,7 @@ from rewriter._passes import PASSES, PassResult
 from rewriter._pattern import CompiledRule, compile_rule
 from rewriter._trace import SkipEntry, StopReason, Trace, TraceEntry
 from rewriter.dsl import _ast as ast
+from rewriter.loops import apply_repeat_rules
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +104,11 @@ def applicability(
         if not _requirement_holds(req, judged):
             domain = req.domain or "ai.onnx"
             have = judged.get(ir.schemas.normalize_domain(req.domain))
-            what = "the target opset is" if target is not None and req.domain in ("", "ai.onnx") else "the model has"
+            what = (
+                "the target opset is"
+                if target is not None and req.domain in ("", "ai.onnx")
+                else "the model has"
+            )
             return f"requires opset {domain} {req.op} {req.version}, {what} {have or 'none'}"
     for op in rule.emitted_ops:
         domain = ir.schemas.normalize_domain(op.domain)
@@ -238,6 +244,7 @@ class _Run:
         if budget is None:
             budget = 1000 + 10 * _trace.count_nodes(self.model)
         passes = self._declared_passes()
+        self._apply_repeat_rules()
         worklist = _Worklist(n for g in self.model.graphs() for n in ir.topological_order(g))
         fingerprints: set[str] = set()
         stop = StopReason.SATURATED
@@ -270,6 +277,25 @@ class _Run:
                     f"stopped after {self.options.max_iterations} rounds of passes and rules"
                 )
         return Trace(tuple(self.entries), tuple(self.skips), stop, tuple(self.warnings))
+
+    def _apply_repeat_rules(self) -> None:
+        """`match repeat ... rewrite loop` rules roll their chains once, before the worklist."""
+        rules = [
+            rule
+            for rule in self.manager.ruleset.rules
+            if rule.match.repeat is not None and rule.name not in self.options.exclude_rules
+        ]
+        if not rules:
+            return
+        check = functools.partial(
+            applicability, opsets=self.model.opset_imports, target=self.options.target_opset
+        )
+        t0 = time.perf_counter()
+        result = apply_repeat_rules(self.model, rules, self.matcher, self.names, check)
+        self.timings["repeat rules"] += time.perf_counter() - t0
+        self.entries.extend(result.entries)
+        self.skips.extend(result.skips)
+        self.applied += len(result.entries)
 
     def _applicable_rules(self) -> list[CompiledRule]:
         usable = []
@@ -328,9 +354,11 @@ class _Run:
         t0 = time.perf_counter()
         try:
             applied = self.builder.apply(match)
-        except RewriteRejected as exc:
+        except RewriteRejectedError as exc:
             self.skips.append(
-                SkipEntry(rule.name, rule.location, f"rolled back: {exc}", _trace.node_label(match.anchor))
+                SkipEntry(
+                    rule.name, rule.location, f"rolled back: {exc}", _trace.node_label(match.anchor)
+                )
             )
             return False
         finally:

@@ -145,7 +145,9 @@ class Matcher:
             producer = value.producer()
             if producer is None or producer.graph is not graph:
                 where = "a graph input or initializer" if producer is None else "outside the graph"
-                tracker.fail(f"`{step.var}` ({value.name}) is {where}, not a node output", None, depth)
+                tracker.fail(
+                    f"`{step.var}` ({value.name}) is {where}, not a node output", None, depth
+                )
                 return
             if value.index != step.position:
                 tracker.fail(
@@ -164,7 +166,9 @@ class Matcher:
                 tracker.fail(f"`{step.var}` ({value.name}) has no other user to match", None, depth)
                 return
         for candidate in candidates:
-            for next_state in self._match_line(rule, line, step.line, candidate, state, tracker, depth):
+            for next_state in self._match_line(
+                rule, line, step.line, candidate, state, tracker, depth
+            ):
                 yield from self._search(rule, step_index + 1, next_state, tracker, graph)
 
     # one line --------------------------------------------------------------------------------
@@ -226,10 +230,12 @@ class Matcher:
         expected = len(line.outputs)
         if line.outputs_open:
             if len(outputs) < expected:
-                return f"{_node_label(node)} has {len(outputs)} outputs, at least {expected} expected"
+                return (
+                    f"{_node_label(node)} has {len(outputs)} outputs, at least {expected} expected"
+                )
         elif len(outputs) != expected:
             return f"{_node_label(node)} has {len(outputs)} outputs, {expected} expected"
-        for pattern, value in zip(line.outputs, outputs):
+        for pattern, value in zip(line.outputs, outputs, strict=False):
             if isinstance(pattern, ast.Wildcard):
                 continue
             if not value.name:
@@ -249,7 +255,9 @@ class Matcher:
             actual = None if attr is None else attr_to_python(attr)
             if isinstance(entry.value, ast.Name):
                 if not _bind(state.bindings, entry.value.name, actual):
-                    return f"attribute `{entry.name}` = {actual!r} differs from `{entry.value.name}`"
+                    return (
+                        f"attribute `{entry.name}` = {actual!r} differs from `{entry.value.name}`"
+                    )
                 continue
             expected = self._literal(entry.value)
             if actual is None or not _values_match(actual, expected):
@@ -260,7 +268,9 @@ class Matcher:
         self, line: ast.NodePattern, inputs: list[ir.Value | None], state: _State
     ) -> str | None:
         patterns = line.inputs
-        variadic = bool(patterns) and isinstance(patterns[-1], ast.InputVar) and patterns[-1].variadic
+        variadic = (
+            bool(patterns) and isinstance(patterns[-1], ast.InputVar) and patterns[-1].variadic
+        )
         fixed = patterns[:-1] if variadic else patterns
         if len(inputs) > len(fixed) and not variadic:
             return f"has {len(inputs)} inputs, the pattern has {len(fixed)}"
@@ -312,9 +322,7 @@ class Matcher:
             for out in node.outputs:
                 if not out.name:
                     continue
-                outside = out.is_graph_output() or any(
-                    user not in matched for user in out.users()
-                )
+                outside = out.is_graph_output() or any(user not in matched for user in out.users())
                 if not outside:
                     continue
                 var = var_of.get(id(out))
@@ -332,12 +340,16 @@ class Matcher:
             try:
                 result = truth(evaluate(condition, ctx))
             except EvalError as exc:
-                tracker.fail(f"where line {condition.span.line}: {exc.bare_message}", None, depth + 1)
+                tracker.fail(
+                    f"where line {condition.span.line}: {exc.bare_message}", None, depth + 1
+                )
                 return None
             if result is not True:
                 verdict = "unknown (a fact is not known)" if result is not False else "false"
                 tracker.fail(
-                    f"where line {condition.span.line} is {verdict}", nodes[-1] if nodes else None, depth + 1
+                    f"where line {condition.span.line} is {verdict}",
+                    nodes[-1] if nodes else None,
+                    depth + 1,
                 )
                 return None
         return Match(rule, graph, dict(state.bindings), tuple(state.nodes))  # type: ignore[arg-type]
@@ -351,7 +363,7 @@ def _bind(bindings: dict[str, Any], name: str, value: Any) -> bool:
     if isinstance(bound, ir.Value) or isinstance(value, ir.Value) or bound is None or value is None:
         return bound is value
     if isinstance(bound, tuple) and isinstance(value, tuple):
-        return len(bound) == len(value) and all(a is b for a, b in zip(bound, value))
+        return len(bound) == len(value) and all(a is b for a, b in zip(bound, value, strict=False))
     return equal(bound, value) is True
 
 
@@ -382,7 +394,9 @@ def _constant_equals(value: ir.Value, expected: Any) -> bool:
         return False
     if array.dtype.kind in "fc":
         scale = max(abs(float(expected)), 1e-30)
-        return bool(np.all(np.abs(array.astype(np.float64) - float(expected)) <= _FLOAT_RTOL * scale))
+        return bool(
+            np.all(np.abs(array.astype(np.float64) - float(expected)) <= _FLOAT_RTOL * scale)
+        )
     if array.dtype.kind == "b":
         return bool(np.all(array == bool(expected)))
     if isinstance(expected, float) and not float(expected).is_integer():

@@ -26,12 +26,18 @@ def progress(enabled: bool = True) -> Iterator[ProgressCallback | None]:
 
     console = Console(file=sys.stderr)
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
     ) as bar:
         task = bar.add_task("rewriting", total=None)
 
         def update(applied: int, pending: int) -> None:
-            bar.update(task, description=f"rewriting: {applied} rewrites applied, {pending} nodes queued")
+            bar.update(
+                task, description=f"rewriting: {applied} rewrites applied, {pending} nodes queued"
+            )
 
         yield update
 
@@ -51,7 +57,9 @@ def print_summary(result: RewriteResult, out_path: Path) -> None:
     )
 
 
-def verify_and_bisect(source: Path, result: RewriteResult, ruleset: ast.RuleSet, args: argparse.Namespace) -> Any:
+def verify_and_bisect(
+    source: Path, result: RewriteResult, ruleset: ast.RuleSet, args: argparse.Namespace
+) -> Any:
     """Check the result against the source; on a mismatch, name the first guilty rewrite."""
     from rewriter.verify import check_equivalence, find_first_bad
 
@@ -65,7 +73,11 @@ def verify_and_bisect(source: Path, result: RewriteResult, ruleset: ast.RuleSet,
 
     def prefix(k: int) -> Any:
         return rewrite(
-            source, ruleset, replay_limit=k, exclude_rules=args.exclude_rule, target_opset=args.target_opset
+            source,
+            ruleset,
+            replay_limit=k,
+            exclude_rules=args.exclude_rule,
+            target_opset=args.target_opset,
         ).model
 
     bad = find_first_bad(len(rule_entries), prefix, source, verdict.counterexample)

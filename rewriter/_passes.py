@@ -72,7 +72,9 @@ def eliminate_dead_code(model: ir.Model, options: Mapping[str, Any]) -> PassResu
             if not value.num_uses() and not value.is_graph_output() and not value.is_graph_input():
                 graph.remove_initializer(name)
                 removed += 1
-    return PassResult("eliminate_dead_code", removed > 0, tuple(n for n in touched if n.graph), removed)
+    return PassResult(
+        "eliminate_dead_code", removed > 0, tuple(n for n in touched if n.graph), removed
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,7 +86,11 @@ def _attr_key(attr: ir.Attr) -> object:
     if isinstance(value, ir.Tensor):
         return (attr.name, int(attr.type), _tensor_key(value))
     if isinstance(value, tuple):
-        return (attr.name, int(attr.type), tuple(_tensor_key(v) if isinstance(v, ir.Tensor) else v for v in value))
+        return (
+            attr.name,
+            int(attr.type),
+            tuple(_tensor_key(v) if isinstance(v, ir.Tensor) else v for v in value),
+        )
     return (attr.name, int(attr.type), value, attr.ref_attr_name)
 
 
@@ -122,7 +128,7 @@ def eliminate_common_subexpressions(model: ir.Model, options: Mapping[str, Any])
             if first is None:
                 seen[key] = node
                 continue
-            for dup, keep in zip(node.outputs, first.outputs):
+            for dup, keep in zip(node.outputs, first.outputs, strict=False):
                 for use in dup.uses:
                     use.node.replace_input_with(use.index, keep)
                     touched[use.node] = None
@@ -174,7 +180,7 @@ def fold_constants(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
             results = _fold_node(node, opsets, limit)
             if results is None:
                 continue
-            for out, array in zip(node.outputs, results):
+            for out, array in zip(node.outputs, results, strict=False):
                 if not out.name:
                     continue
                 # The folded constant takes over the name; the node goes away just below.
@@ -233,11 +239,13 @@ def _fold_shape_op(node: ir.Node) -> list[np.ndarray[Any, Any]] | None:
     static = [int(d) for d in dims]  # type: ignore[arg-type]
     if node.op_type == "Size":
         return [np.array(int(np.prod(static)), dtype=np.int64)]
-    start = node.attribute("start", 0)
-    end = node.attribute("end", None)
+    start: Any = node.attribute("start", 0)
+    end: Any = node.attribute("end", None)
     rank = len(static)
-    start_i = max(0, min(rank, int(start) + rank if int(start) < 0 else int(start)))  # type: ignore[arg-type]
-    end_i = rank if end is None else max(0, min(rank, int(end) + rank if int(end) < 0 else int(end)))  # type: ignore[arg-type]
+    start_i = max(0, min(rank, int(start) + rank if int(start) < 0 else int(start)))
+    end_i = (
+        rank if end is None else max(0, min(rank, int(end) + rank if int(end) < 0 else int(end)))
+    )
     return [np.array(static[start_i:end_i], dtype=np.int64)]
 
 
@@ -246,3 +254,10 @@ PASSES: dict[str, Callable[[ir.Model, Mapping[str, Any]], PassResult]] = {
     "eliminate_dead_code": eliminate_dead_code,
     "eliminate_common_subexpressions": eliminate_common_subexpressions,
 }
+
+# The loop passes live in rewriter.loops, which imports PassResult from this module.
+from rewriter.loops import outline_functions, roll_loops, unroll_loops  # noqa: E402
+
+PASSES.update(
+    roll_loops=roll_loops, unroll_loops=unroll_loops, outline_functions=outline_functions
+)

@@ -83,7 +83,9 @@ def _choose_anchor(lines: tuple[ast.NodePattern, ...]) -> int:
 
 
 def _plan(lines: tuple[ast.NodePattern, ...], anchor: int, rule: ast.Rule) -> tuple[Step, ...]:
-    bound: set[str] = set(_output_names(lines[anchor])) | {n for _, n in _input_names(lines[anchor])}
+    bound: set[str] = set(_output_names(lines[anchor])) | {
+        n for _, n in _input_names(lines[anchor])
+    }
     remaining = [i for i in range(len(lines)) if i != anchor]
     steps: list[Step] = []
     while remaining:

@@ -69,7 +69,12 @@ class Trace:
     def with_conversion(self, source: int, target: int) -> Trace:
         """Record an opset conversion at the start of the trace."""
         entry = TraceEntry(
-            "convert_version", "onnx version converter", "", (f"opset {source}",), (f"opset {target}",), "convert"
+            "convert_version",
+            "onnx version converter",
+            "",
+            (f"opset {source}",),
+            (f"opset {target}",),
+            "convert",
         )
         return dataclasses.replace(self, entries=(entry, *self.entries))
 

@@ -34,7 +34,9 @@ def session(model: onnx.ModelProto) -> ort.InferenceSession:
     """An ORT session with graph optimizations disabled (so ORT cannot mask a bug)."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
 
 
 def random_feeds(model: onnx.ModelProto, seed: int = 0, dims: int = 3) -> dict[str, np.ndarray]:
@@ -58,7 +60,11 @@ def random_feeds(model: onnx.ModelProto, seed: int = 0, dims: int = 3) -> dict[s
 
 
 def assert_same_outputs(
-    original: onnx.ModelProto, rewritten: onnx.ModelProto, seeds: int = 3, rtol: float = 1e-4, atol: float = 1e-5
+    original: onnx.ModelProto,
+    rewritten: onnx.ModelProto,
+    seeds: int = 3,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
 ) -> None:
     """Both models give the same outputs (names, dtypes, values) on random inputs."""
     onnx.checker.check_model(rewritten, full_check=True)
@@ -67,7 +73,7 @@ def assert_same_outputs(
     assert [o.name for o in a.get_outputs()] == [o.name for o in b.get_outputs()]
     for seed in range(seeds):
         feeds = random_feeds(original, seed)
-        for x, y in zip(a.run(None, feeds), b.run(None, feeds)):
+        for x, y in zip(a.run(None, feeds), b.run(None, feeds), strict=False):
             assert x.dtype == y.dtype
             assert x.shape == y.shape
             np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)

@@ -309,7 +309,10 @@ rule any_then_identity {
         }"""
     )
     result = run_rules(model, rules, tmp_path)
-    assert sorted(e.rule for e in result.trace.entries) == ["any_then_identity", "double_activation"]
+    assert sorted(e.rule for e in result.trace.entries) == [
+        "any_then_identity",
+        "double_activation",
+    ]
     assert op_types(result.proto) == ["Sigmoid", "Tanh"]
     assert_same_outputs(model, result.proto)
     near_miss = model_from_text(
@@ -435,7 +438,9 @@ rule double {
     result = run_rules(model, rules, tmp_path, max_rewrites=1)
     assert len(result.trace.entries) == 1
     inits = result.proto.graph.initializer
-    assert {onnx.helper.tensor_dtype_to_np_dtype(t.data_type) for t in inits} == {np.dtype("float16")}
+    assert {onnx.helper.tensor_dtype_to_np_dtype(t.data_type) for t in inits} == {
+        np.dtype("float16")
+    }
     assert_same_outputs(model, result.proto, rtol=1e-3, atol=1e-3)
 
 
