@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+# `rewriter.verify` is a callable module: `rewriter.verify(original, rewritten, examples=...)`
+# checks equivalence; `rewriter.verify.check_equivalence` and friends are its members.
+from rewriter import verify
 from rewriter._api import RewriteResult, library_path, rewrite
 from rewriter._errors import (
     Diagnostic,
@@ -38,4 +41,5 @@ __all__ = [
     "load_rules",
     "parse",
     "rewrite",
+    "verify",
 ]
