@@ -26,8 +26,6 @@ import dataclasses
 import enum
 from collections.abc import Sequence
 
-import numpy as np
-
 import ir
 from rewriter import _facts
 from rewriter.loops._signature import StructureCache, node_label

@@ -1,13 +1,14 @@
 """The `outline_functions` pass: one local function per repeated block, one call per block.
 
 Chains are found exactly as for `roll_loops`. The function (domain `rewriter.outlined`) has
-as inputs the carried values, then the values every block reads from outside the chain, then
-one input per constant that the blocks do not share as equal contents; its outputs are the
-carried values. Weights stay separate initializers passed to each call (a function cannot
-see the graph's initializers). Constants with equal contents in every block become
-`Constant` nodes in the function body (up to `_INLINE_LIMIT` bytes; larger ones are passed
-in). The domain is added to the model's opset imports, and the function imports the opsets
-its nodes use; the model's IR version is raised to 8 (local functions) when lower.
+as inputs the carried values, then, in order of first use in the block, the values every
+block reads from outside the chain and one input per constant that the blocks do not hold
+with equal contents; its outputs are the carried values. Weights stay separate initializers
+passed to each call (a function cannot see the graph's initializers). Constants with equal
+contents in every block become `Constant` nodes in the function body (up to `_INLINE_LIMIT`
+bytes; larger ones are passed in). The domain is added to the model's opset imports, and
+the function imports the opsets its nodes use; the model's IR version is raised to 8 (local
+functions) when lower. Calls of outlined functions are never outlined again.
 """
 
 from __future__ import annotations

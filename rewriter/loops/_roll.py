@@ -166,8 +166,10 @@ def _loop_name(plan: ChainPlan, names: ir.NameAllocator) -> str:
 def build_body(
     plan: ChainPlan, names: ir.NameAllocator
 ) -> tuple[ir.Graph, list[ir.Node], list[ir.Value]]:
-    """The Loop body graph, the copies of the template nodes (by position) and the outer
-    initializers the body needs (not yet added to the graph)."""
+    """The Loop body, the copies of the template nodes, and the outer initializers it needs.
+
+    The copies are listed by template position; the initializers are not yet in the graph.
+    """
     inputs = _BodyInputs(plan, names)
     created, outputs = copy_block(plan, names, inputs.resolve)
     cond_out = ir.Value(names.fresh("cond_out"), type=ir.TensorType(ir.DataType.BOOL, ()))
