@@ -1,0 +1,382 @@
+"""Rules of patterns/fusion/conv_batchnorm.rw, conv.rw and gemm.rw: each fires where it should
+(count, op sequence, ir.verify, same outputs under onnxruntime) and not on a near miss."""
+
+from __future__ import annotations
+
+import onnx.helper
+import pytest
+
+from tests.patterns.fusion_helpers import FUSION, build, check_fired, fired, rewrite
+
+BN = FUSION / "conv_batchnorm.rw"
+CONV = FUSION / "conv.rw"
+GEMM = FUSION / "gemm.rw"
+
+
+def _bn_arrays(channels: int, prefix: str = "") -> dict[str, tuple]:
+    return {
+        f"{prefix}scale": ((channels,), 0.5, 1.5),
+        f"{prefix}shift": ((channels,), -1.0, 1.0),
+        f"{prefix}mean": ((channels,), -1.0, 1.0),
+        f"{prefix}var": ((channels,), 0.1, 2.0),
+    }
+
+
+# -- BatchNormalization into Conv ----------------------------------------------------------------
+
+DSL_EXAMPLE = """
+# patterns/fusion/conv_batchnorm.rw
+# Fold an inference BatchNormalization into the Conv that feeds it.
+rule fold_batchnorm_into_conv priority 10 {
+  match {
+    y = Conv <...> (x, w, b?) as conv
+    z = BatchNormalization <epsilon = eps> (y, scale, shift, mean, var)
+  }
+  where {
+    is_const(w, scale, shift, mean, var)
+    b == none or is_const(b)
+    uses(y) == 1
+  }
+  rewrite {
+    let k  = scale / sqrt(var + eps)
+    let w2 = w * reshape(k, [-1] + [1] * (rank(w) - 1))
+    let b2 = (b ?? zeros_like(shift)) * k + shift - mean * k
+    z = Conv <...conv> (x, w2, b2)
+  }
+}
+"""
+
+
+def _conv_bn(bias: bool = True, group: int = 1, opset: int = 14, extra_use: bool = False) -> object:
+    b = ", b" if bias else ""
+    out = ", float[N, 6, 6, 6] y" if extra_use else ""
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : {opset}]>
+        g (float[N, 4, 8, 8] x) => (float[N, 6, 6, 6] z{out}) {{
+            y = Conv <group = {group}, kernel_shape = [3, 3]> (x, w{b})
+            z = BatchNormalization <epsilon = 0.001> (y, scale, shift, mean, var)
+        }}""",
+        w=((6, 4 // group, 3, 3), -1.0, 1.0),
+        **({"b": ((6,), -1.0, 1.0)} if bias else {}),
+        **_bn_arrays(6),
+    )
+
+
+@pytest.mark.parametrize(("bias", "group"), [(True, 1), (False, 1), (True, 2)])
+def test_fold_batchnorm_into_conv(bias, group):
+    model = _conv_bn(bias, group)
+    check_fired(model, rewrite(model, BN), {"fold_batchnorm_into_conv": 1}, ["Conv"])
+
+
+def test_dsl_example_rule_works_as_written(tmp_path):
+    path = tmp_path / "conv_batchnorm.rw"
+    path.write_text(DSL_EXAMPLE)
+    for model in (_conv_bn(True), _conv_bn(False, opset=9)):
+        check_fired(model, rewrite(model, path), {"fold_batchnorm_into_conv": 1}, ["Conv"])
+
+
+def test_fold_batchnorm_into_conv_near_misses():
+    # the Conv output is also a graph output: folding would change it
+    assert not fired(rewrite(_conv_bn(extra_use=True), BN))
+    # a BatchNormalization in training mode uses batch statistics
+    model = _conv_bn()
+    model.graph.node[1].attribute.append(onnx.helper.make_attribute("training_mode", 1))
+    assert not fired(rewrite(model, BN))
+    # the scale is a graph input, not a constant
+    text = """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 4, 8, 8] x, float[6] scale) => (float[N, 6, 6, 6] z) {
+            y = Conv <kernel_shape = [3, 3]> (x, w)
+            z = BatchNormalization (y, scale, shift, mean, var)
+        }"""
+    arrays = _bn_arrays(6)
+    del arrays["scale"]
+    assert not fired(rewrite(build(text, w=((6, 4, 3, 3), -1, 1), **arrays), BN))
+
+
+# -- BatchNormalization into ConvTranspose -------------------------------------------------------
+
+
+def _conv_transpose_bn(group: int, bias: bool = True, c_in: int = 4, c_out: int = 6) -> object:
+    b = ", b" if bias else ""
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, {c_in}, 5, 5] x) => (float[N, {c_out}, 7, 7] z) {{
+            y = ConvTranspose <group = {group}, kernel_shape = [3, 3]> (x, w{b})
+            z = BatchNormalization <epsilon = 0.00001> (y, scale, shift, mean, var)
+        }}""",
+        w=((c_in, c_out // group, 3, 3), -1.0, 1.0),
+        **({"b": ((c_out,), -1.0, 1.0)} if bias else {}),
+        **_bn_arrays(c_out),
+    )
+
+
+@pytest.mark.parametrize(("group", "bias"), [(1, True), (1, False), (2, True)])
+def test_fold_batchnorm_into_conv_transpose(group, bias):
+    model = _conv_transpose_bn(group, bias)
+    check_fired(model, rewrite(model, BN), {"fold_batchnorm_into_conv_transpose": 1}, ["ConvTranspose"])
+
+
+def test_fold_batchnorm_into_conv_transpose_with_groups_of_several_rows():
+    # 2 groups of 3 input channels each, 2 output channels per group: scaling along axis 0
+    # (like Conv) or ignoring the groups would both give wrong outputs here.
+    model = _conv_transpose_bn(2, True, c_in=6, c_out=4)
+    check_fired(model, rewrite(model, BN), {"fold_batchnorm_into_conv_transpose": 1}, ["ConvTranspose"])
+
+
+def test_fold_batchnorm_into_conv_transpose_near_miss():
+    text = """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 4, 5, 5] x, float[4, 6, 3, 3] w) => (float[N, 6, 7, 7] z) {
+            y = ConvTranspose <kernel_shape = [3, 3]> (x, w)
+            z = BatchNormalization (y, scale, shift, mean, var)
+        }"""
+    assert not fired(rewrite(build(text, **_bn_arrays(6)), BN))  # weights are an input
+
+
+# -- BatchNormalization into Gemm / MatMul -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("trans_b", "with_c", "beta"), [(0, True, 1.0), (1, True, 0.5), (1, False, 1.0)])
+def test_fold_batchnorm_into_gemm(trans_b, with_c, beta):
+    shape = (6, 5) if trans_b else (5, 6)
+    c = ", c" if with_c else ""
+    model = build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 5] a) => (float[N, 6] z) {{
+            y = Gemm <transB = {trans_b}, alpha = 0.75, beta = {beta}> (a, bw{c})
+            z = BatchNormalization <epsilon = 0.01> (y, scale, shift, mean, var)
+        }}""",
+        bw=(shape, -1.0, 1.0),
+        **({"c": ((6,), -1.0, 1.0)} if with_c else {}),
+        **_bn_arrays(6),
+    )
+    check_fired(model, rewrite(model, BN), {"fold_batchnorm_into_gemm": 1}, ["Gemm"])
+
+
+def test_fold_batchnorm_into_matmul():
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 5] a) => (float[N, 6] z) {
+            y = MatMul (a, w)
+            z = BatchNormalization (y, scale, shift, mean, var)
+        }""",
+        w=((5, 6), -1.0, 1.0),
+        **_bn_arrays(6),
+    )
+    check_fired(model, rewrite(model, BN), {"fold_batchnorm_into_matmul": 1}, ["MatMul", "Add"])
+
+
+def test_fold_batchnorm_into_matmul_add_prefers_the_larger_fusion():
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 5] a) => (float[N, 6] z) {
+            y = MatMul (a, w)
+            t = Add (b, y)
+            z = BatchNormalization (t, scale, shift, mean, var)
+        }""",
+        w=((5, 6), -1.0, 1.0),
+        b=((6,), -1.0, 1.0),
+        **_bn_arrays(6),
+    )
+    check_fired(model, rewrite(model, BN), {"fold_batchnorm_into_matmul_add": 1}, ["MatMul", "Add"])
+    # with gemm.rw too, MatMul + Add becomes a Gemm first (the Add is visited before the
+    # BatchNormalization) and the BatchNormalization then folds into the Gemm
+    result = rewrite(model, BN, GEMM)
+    check_fired(model, result, {"matmul_add_to_gemm": 1, "fold_batchnorm_into_gemm": 1}, ["Gemm"])
+
+
+def test_fold_batchnorm_into_matmul_near_miss_on_3d_activation():
+    # BatchNormalization normalizes axis 1 (the sequence here), not MatMul's output columns
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 6, 5] a) => (float[N, 6, 6] z) {
+            y = MatMul (a, w)
+            z = BatchNormalization (y, scale, shift, mean, var)
+        }""",
+        w=((5, 6), -1.0, 1.0),
+        **_bn_arrays(6),
+    )
+    assert not fired(rewrite(model, BN))
+
+
+# -- Conv + Add / Mul ------------------------------------------------------------------------------
+
+
+def _conv_then(op: str, const_shape: tuple[int, ...], bias: bool = True, c_out: int = 6) -> object:
+    b = ", b" if bias else ""
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 4, 8, 8] x) => (float[N, {c_out}, 8, 8] z) {{
+            y = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (x, w{b})
+            z = {op} (c, y)
+        }}""",
+        w=((c_out, 4, 3, 3), -1.0, 1.0),
+        c=(const_shape, 0.5, 1.5),
+        **({"b": ((c_out,), -1.0, 1.0)} if bias else {}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("const_shape", "bias"), [((1, 6, 1, 1), True), ((6, 1, 1), False), ((1,), True), ((), False)]
+)
+def test_fold_add_into_conv_bias(const_shape, bias):
+    model = _conv_then("Add", const_shape, bias)
+    check_fired(model, rewrite(model, CONV), {"fold_add_into_conv_bias": 1}, ["Conv"])
+
+
+@pytest.mark.parametrize(
+    ("const_shape", "bias"), [((1, 6, 1, 1), True), ((6, 1, 1), False), ((), True)]
+)
+def test_fold_mul_into_conv_weights(const_shape, bias):
+    model = _conv_then("Mul", const_shape, bias)
+    check_fired(model, rewrite(model, CONV), {"fold_mul_into_conv_weights": 1}, ["Conv"])
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul"])
+@pytest.mark.parametrize("const_shape", [(1, 6, 8, 1), (1, 1, 1, 8), (6,), (1, 1, 6, 1, 1)])
+def test_conv_add_mul_near_misses_broadcast_along_other_axes(op, const_shape):
+    text_out = "float[N, 6, 8, 8] z" if len(const_shape) <= 4 else "float[1, N, 6, 8, 8] z"
+    if const_shape == (6,):
+        # [6] broadcasts along the last (spatial) axis of size 8: use 8 channels and a 6-wide image
+        model = build(
+            """<ir_version: 8, opset_import: ["" : 14]>
+            g (float[N, 4, 6, 6] x) => (float[N, 8, 6, 6] z) {
+                y = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (x, w)
+                z = OP (y, c)
+            }""".replace("OP", op),
+            w=((8, 4, 3, 3), -1.0, 1.0),
+            c=((6,), 0.5, 1.5),
+        )
+    else:
+        model = build(
+            f"""<ir_version: 8, opset_import: ["" : 14]>
+            g (float[N, 4, 8, 8] x) => ({text_out}) {{
+                y = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (x, w)
+                z = {op} (y, c)
+            }}""",
+            w=((6, 4, 3, 3), -1.0, 1.0),
+            c=(const_shape, 0.5, 1.5),
+        )
+    assert not fired(rewrite(model, CONV))
+
+
+def test_conv_add_near_miss_when_the_conv_output_has_another_use():
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 4, 8, 8] x) => (float[N, 6, 8, 8] z, float[N, 6, 8, 8] r) {
+            y = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (x, w)
+            z = Add (y, c)
+            r = Relu (y)
+        }""",
+        w=((6, 4, 3, 3), -1.0, 1.0),
+        c=((1, 6, 1, 1), 0.5, 1.5),
+    )
+    assert not fired(rewrite(model, CONV))
+
+
+# -- Pad into Conv ---------------------------------------------------------------------------------
+
+
+def _pad_conv(pads: list[int], opset: int = 14, value: float = 0.0, mode: str = "constant",
+              conv_pads: str = "pads = [1, 0, 1, 0], ", auto_pad: str = "") -> object:
+    h = 8 + pads[2] + pads[6]
+    w = 8 + pads[3] + pads[7]
+    out_h = h + (2 if "pads" in conv_pads else 0) - 2
+    out_w = w - 2
+    if auto_pad:
+        out_h, out_w = h, w
+    if opset >= 11:
+        pad_line = f"""pv = Constant <value = int64[8] {{{", ".join(map(str, pads))}}}> ()
+            cv = Constant <value = float {{{value}}}> ()
+            p = Pad <mode = "{mode}"> (x, pv, cv)"""
+    else:
+        pad_line = f"""p = Pad <mode = "{mode}", pads = [{", ".join(map(str, pads))}], value = {value}> (x)"""
+    return build(
+        f"""<ir_version: 7, opset_import: ["" : {opset}]>
+        g (float[N, 4, 8, 8] x) => (float[N, 6, {out_h}, {out_w}] y) {{
+            {pad_line}
+            y = Conv <{conv_pads}{auto_pad}kernel_shape = [3, 3]> (p, w, b)
+        }}""",
+        w=((6, 4, 3, 3), -1.0, 1.0),
+        b=((6,), -1.0, 1.0),
+    )
+
+
+@pytest.mark.parametrize("opset", [14, 18])
+def test_fold_pad_into_conv(opset):
+    model = _pad_conv([0, 0, 1, 2, 0, 0, 3, 0], opset)
+    check_fired(model, rewrite(model, CONV), {"fold_pad_into_conv": 1}, ["Conv"])
+
+
+def test_fold_pad_attribute_into_conv():
+    model = _pad_conv([0, 0, 1, 2, 0, 0, 3, 0], opset=10, conv_pads="")
+    check_fired(model, rewrite(model, CONV), {"fold_pad_attribute_into_conv": 1}, ["Conv"])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"pads": [0, 1, 1, 1, 0, 0, 1, 1]},  # pads the channel axis
+        {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "value": 1.0},  # pads with ones
+        {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "mode": "reflect"},
+        {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "conv_pads": "", "auto_pad": 'auto_pad = "SAME_UPPER", '},
+        {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "opset": 10, "value": 2.0, "conv_pads": ""},
+    ],
+)
+def test_fold_pad_into_conv_near_misses(kwargs):
+    assert not fired(rewrite(_pad_conv(**kwargs), CONV))
+
+
+def test_fold_pad_into_conv_near_miss_negative_pads():
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 4, 8, 8] x) => (float[N, 6, 5, 6] y) {
+            pv = Constant <value = int64[8] {0, 0, -1, 0, 0, 0, 0, 0}> ()
+            p = Pad (x, pv)
+            y = Conv <kernel_shape = [3, 3]> (p, w)
+        }""",
+        w=((6, 4, 3, 3), -1.0, 1.0),
+    )
+    assert not fired(rewrite(model, CONV))
+
+
+# -- MatMul + Add -> Gemm --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bias_shape", [(6,), (1, 6)])
+def test_matmul_add_to_gemm(bias_shape):
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 5] a) => (float[N, 6] z) {
+            y = MatMul (a, w)
+            z = Add (c, y)
+        }""",
+        w=((5, 6), -1.0, 1.0),
+        c=(bias_shape, -1.0, 1.0),
+    )
+    check_fired(model, rewrite(model, GEMM), {"matmul_add_to_gemm": 1}, ["Gemm"])
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "bias_shape", "out_shape"),
+    [("N, 3, 5", "6", "N, 3, 6"), ("N, 5", "3, 6", "3, 6"), ("N, 5", "N, 6", "N, 6")],
+)
+def test_matmul_add_to_gemm_near_misses(a_shape, bias_shape, out_shape):
+    # a 3-D activation; a bias that is not a row vector; a bias that is a graph input
+    as_input = bias_shape.startswith("N")
+    sig = f", float[{bias_shape}] c" if as_input else ""
+    model = build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[{a_shape}] a{sig}) => (float[{out_shape}] z) {{
+            y = MatMul (a, w)
+            z = Add (y, c)
+        }}""",
+        w=((5, 6), -1.0, 1.0),
+        **({} if as_input else {"c": (tuple(int(d) for d in bias_shape.split(",")), -1.0, 1.0)}),
+    )
+    assert not fired(rewrite(model, GEMM))
+
+
+def test_results_are_deterministic():
+    model = _conv_bn()
+    first = rewrite(model, BN).proto.SerializeToString()
+    assert first == rewrite(model, BN).proto.SerializeToString()
