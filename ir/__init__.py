@@ -8,7 +8,7 @@ mutation methods; lowering emits every untouched part of a model exactly as it w
 from __future__ import annotations
 
 from ir import _schemas as schemas
-from ir._convert import ConversionError, convert_version
+from ir._convert import ConversionError, check_model, convert_version
 from ir._core import (
     Attr,
     AttrValue,
@@ -102,6 +102,7 @@ __all__ = [
     "attr_str",
     "attr_strs",
     "attr_tensor",
+    "check_model",
     "convert_version",
     "evaluate_node",
     "fact_type",

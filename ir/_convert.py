@@ -1,8 +1,9 @@
-"""Opset conversion with onnx's version converter (serde layer)."""
+"""Opset conversion and model checking with onnx's own tools (serde layer)."""
 
 from __future__ import annotations
 
 import onnx
+import onnx.checker
 import onnx.version_converter
 
 from ir._core import IRError, Model
@@ -31,3 +32,16 @@ def convert_version(model: Model, target: int) -> Model:
             f"cannot convert from opset {current} to {target}: {message}"
         ) from exc
     return from_onnx(converted, base_dir=model.base_dir)
+
+
+def check_model(model: Model) -> str | None:
+    """Run onnx's checker on the lowered model; the first problem it reports, or None."""
+    proto = to_onnx(model)
+    if proto.ByteSize() > 2**31 - 1:
+        return None  # too big for the in-memory checker; the per-rewrite checks still ran
+    try:
+        onnx.checker.check_model(proto)
+    except (onnx.checker.ValidationError, RuntimeError, ValueError) as exc:
+        lines = str(exc).strip().splitlines()
+        return lines[0] if lines else type(exc).__name__
+    return None

@@ -13,7 +13,7 @@ import ir
 from rewriter import _trace
 from rewriter._errors import RewriteError
 from rewriter._manager import PassManager, ProgressCallback, RewriteOptions
-from rewriter._trace import Trace
+from rewriter._trace import SkipEntry, Trace, TraceEntry
 from rewriter.dsl import _ast as ast
 
 ModelLike = str | os.PathLike[str] | ir.Model | Any  # Any: an onnx.ModelProto
@@ -143,21 +143,87 @@ def rewrite(
         progress=progress,
         target_opset=target_opset,
     )
-    manager = PassManager(ruleset, options)
-    current = ir_model.opset_imports.get("", ir_model.opset_imports.get("ai.onnx"))
-    converted = False
-    if target_opset is not None and current is not None and target_opset > current:
-        ir_model = ir.convert_version(ir_model, target_opset)
-        converted = True
-    trace = manager.run(ir_model)
-    if target_opset is not None and current is not None and target_opset < current:
-        # Rules that decompose ops the target lacks have run; now convert and run again.
-        ir_model = ir.convert_version(ir_model, target_opset)
-        converted = True
-        trace = trace.followed_by(manager.run(ir_model))
-    if converted:
-        trace = trace.with_conversion(current, target_opset)  # type: ignore[arg-type]
+    # Kept to replay the run if the final model fails onnx's checker (see _checked_run).
+    snapshot = ir.to_onnx(ir_model)
+    ir_model, trace = _checked_run(ir_model, snapshot, ruleset, options)
     t3 = time.perf_counter()
     after = _trace.op_histogram(ir_model)
     timings = {"load_rules": t1 - t0, "load_model": t2 - t1, "rewrite": t3 - t2}
     return RewriteResult(ir_model, trace, before, after, timings, ruleset)
+
+
+def _run(
+    ir_model: ir.Model, ruleset: ast.RuleSet, options: RewriteOptions
+) -> tuple[ir.Model, Trace]:
+    """One run of the pass manager, with the opset conversions `target_opset` asks for."""
+    manager = PassManager(ruleset, options)
+    target = options.target_opset
+    current = ir_model.opset_imports.get("", ir_model.opset_imports.get("ai.onnx"))
+    converted = False
+    if target is not None and current is not None and target > current:
+        ir_model = ir.convert_version(ir_model, target)
+        converted = True
+    trace = manager.run(ir_model)
+    if target is not None and current is not None and target < current:
+        # Rules that decompose ops the target lacks have run; now convert and run again.
+        ir_model = ir.convert_version(ir_model, target)
+        converted = True
+        trace = trace.followed_by(manager.run(ir_model))
+    if converted and current is not None and target is not None:
+        trace = trace.with_conversion(current, target)
+    return ir_model, trace
+
+
+_MAX_CHECKER_RETRIES = 4
+
+
+def _checked_run(
+    ir_model: ir.Model, snapshot: Any, ruleset: ast.RuleSet, options: RewriteOptions
+) -> tuple[ir.Model, Trace]:
+    """Run, then check the final model with onnx's checker.
+
+    If the result fails the checker although the input passed, find the first rewrite that
+    broke it by replaying prefixes of the run, leave that rule out, and run again.
+    """
+    base_dir = ir_model.base_dir
+    result, trace = _run(ir_model, ruleset, options)
+    problem = ir.check_model(result)
+    if problem is None or ir.check_model(ir.from_onnx(snapshot, base_dir)) is not None:
+        return result, trace
+    rejected: list[SkipEntry] = []
+    for _ in range(_MAX_CHECKER_RETRIES):
+        culprit = _first_checker_failure(snapshot, base_dir, ruleset, options, trace)
+        if culprit is None:
+            break
+        rejected.append(
+            SkipEntry(
+                culprit.rule,
+                culprit.location,
+                f"rolled back: the model failed onnx's checker: {problem}",
+            )
+        )
+        options = dataclasses.replace(options, exclude_rules=options.exclude_rules | {culprit.rule})
+        result, trace = _run(ir.from_onnx(snapshot, base_dir), ruleset, options)
+        problem = ir.check_model(result)
+        if problem is None:
+            break
+    if problem is not None:
+        raise RewriteError(f"the rewritten model fails onnx's checker: {problem}")
+    return result, dataclasses.replace(trace, skips=trace.skips + tuple(rejected))
+
+
+def _first_checker_failure(
+    snapshot: Any, base_dir: str | None, ruleset: ast.RuleSet, options: RewriteOptions, trace: Trace
+) -> TraceEntry | None:
+    """Bisect over the applied rewrites for the first one after which the checker fails."""
+    applied = [e for e in trace.entries if e.kind == "rule"]
+    good, bad = 0, len(applied)
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        replay = dataclasses.replace(options, replay_limit=middle)
+        model, _ = _run(ir.from_onnx(snapshot, base_dir), ruleset, replay)
+        if ir.check_model(model) is None:
+            good = middle
+        else:
+            bad = middle
+    return applied[bad - 1] if bad >= 1 else None

@@ -551,3 +551,33 @@ def test_new_nodes_carry_rule_metadata(tmp_path):
     assert meta["rewriter.rule"] == "relu_to_max"
     assert meta["rewriter.source"].endswith("rules.rw:1")
     assert_same_outputs(model, result.proto)
+
+
+def test_rewrite_that_fails_the_checker_is_found_and_left_out(tmp_path, monkeypatch):
+    rules = """
+rule identity: y = Identity (x) => y = x
+rule relu_to_max: y = Relu (x) => y = Max (x, 0.0)
+"""
+    # onnx's checker is stricter than anything a per-rewrite check misses only in rare cases;
+    # simulate one: a checker that rejects any model containing Max.
+    real_check = ir.check_model
+
+    def strict_check(model: ir.Model) -> str | None:
+        if any(n.op_type == "Max" for n in model.graph):
+            return "Max is not allowed here (simulated checker failure)"
+        return real_check(model)
+
+    monkeypatch.setattr(ir, "check_model", strict_check)
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 4] x) => (float[N, 4] y) {
+            t = Identity (x)
+            y = Relu (t)
+        }"""
+    )
+    result = run_rules(model, rules, tmp_path)
+    assert [e.rule for e in result.trace.entries] == ["identity"]
+    skipped = [s for s in result.trace.skips if s.rule == "relu_to_max"]
+    assert skipped and "checker" in skipped[0].reason
+    assert op_types(result.proto) == ["Relu"]
+    assert_same_outputs(model, result.proto)
