@@ -103,7 +103,7 @@ def _from_ort_value(value: ort.OrtValue) -> np.ndarray:
     element = value.element_type() if value.is_tensor() else None
     dtype = onnx.helper.tensor_dtype_to_np_dtype(element) if element else None
     if dtype is None or dtype.name not in _EXOTIC:
-        return value.numpy()
+        return np.asarray(value.numpy())
     size = value.tensor_size_in_bytes()
     data = ctypes.string_at(value.data_ptr(), size)
     return np.frombuffer(data, dtype=dtype).reshape(value.shape()).copy()

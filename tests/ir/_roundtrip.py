@@ -29,17 +29,17 @@ def force_rebuild(model: ir.Model) -> None:
             _touch_value(value)
         for value in graph.outputs:
             _touch_value(value)
-        for value, _ in graph._value_info:
-            if value is not None:
-                _touch_value(value)
+        for described, _ in graph._value_info:
+            if described is not None:
+                _touch_value(described)
         for node in graph:
             attrs = node._attrs()
             node._metadata()
             for attr in attrs.values():
                 object.__setattr__(attr, "_proto", None)
-            for value in node.inputs:
-                if value is not None:
-                    _touch_value(value)
+            for read in node.inputs:
+                if read is not None:
+                    _touch_value(read)
             node._dirty = True
         graph._dirty = True
     for fn in model.functions.values():

@@ -71,8 +71,8 @@ class ConformanceReport:
             for reason, count in reasons.most_common():
                 lines.append(f"    {count:5}  {reason}")
                 if reason.startswith(_LIST_CASES_FOR):
-                    ids = sorted(k for k, v in self.skipped.items() if v == reason)
-                    lines.extend(f"             {case_id}" for case_id in ids)
+                    listed = sorted(k for k, v in self.skipped.items() if v == reason)
+                    lines.extend(f"             {case_id}" for case_id in listed)
         return lines
 
 

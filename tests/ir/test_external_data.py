@@ -324,12 +324,11 @@ def test_failed_write_of_the_model_file_leaves_nothing_behind(
 ) -> None:
     proto = _model_with([onnx.numpy_helper.from_array(np.ones(4, np.float32), "w")])
     model = ir.from_onnx(proto)
-    import ir._serde_io as serde_io
 
     def failing_replace(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(serde_io.os, "replace", failing_replace)
+    monkeypatch.setattr("ir._serde_io.os.replace", failing_replace)
     with pytest.raises(OSError, match="No space left"):
         ir.save(model, tmp_path / "m.onnx")
     assert list(tmp_path.iterdir()) == []

@@ -113,7 +113,9 @@ class _Mutator:
         if not values:
             return
         old = self.pick(values, "old")
-        earlier = self._defined_before(old.producer())  # type: ignore[arg-type]
+        producer = old.producer()
+        assert producer is not None
+        earlier = self._defined_before(producer)
         new = self.pick(earlier, "new")
         swap = self.data.draw(st.booleans(), label="swap outputs")
         if swap and new.is_graph_output() and old.is_graph_output():
