@@ -109,6 +109,7 @@ def rewrite(
     progress: ProgressCallback | None = None,
     copy: bool = True,
     target_opset: int | None = None,
+    record_subgraphs: bool = False,
 ) -> RewriteResult:
     """Apply `rules` (default: the shipped library) to `model` until nothing changes.
 
@@ -125,6 +126,8 @@ def rewrite(
         target_opset: convert the default-domain opset to this version: up first (so fusions
             into newer ops can fire), or down after rules that decompose ops the target lacks
             (`where target_opset() < N`), with onnx's version converter.
+        record_subgraphs: keep each rewrite's matched subgraph and replacement (with their
+            neighbours) in the trace, for reports.
 
     Returns:
         The rewritten model, its trace and statistics.
@@ -142,6 +145,7 @@ def rewrite(
         exclude_rules=frozenset(exclude_rules),
         progress=progress,
         target_opset=target_opset,
+        record_subgraphs=record_subgraphs,
     )
     # Kept to replay the run if the final model fails onnx's checker (see _checked_run).
     snapshot = ir.to_onnx(ir_model)

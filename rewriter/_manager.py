@@ -49,6 +49,7 @@ class RewriteOptions:
     exclude_rules: frozenset[str] = frozenset()
     progress: ProgressCallback | None = None
     target_opset: int | None = None
+    record_subgraphs: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -352,6 +353,9 @@ class _Run:
     def _apply(self, match: Match, worklist: _Worklist) -> bool:
         rule = match.rule
         t0 = time.perf_counter()
+        before: tuple[_trace.SnapshotNode, ...] = ()
+        if self.options.record_subgraphs:
+            before = _trace.snapshot([n for n in match.nodes if n is not None], "matched")
         try:
             applied = self.builder.apply(match)
         except RewriteRejectedError as exc:
@@ -372,6 +376,8 @@ class _Run:
                 match.graph.name,
                 _trace.labels(applied.matched),
                 _trace.labels(applied.created),
+                before=before,
+                after=_trace.snapshot(applied.created, "created") if before else (),
             )
         )
         worklist.extend(applied.created)

@@ -21,8 +21,27 @@ class StopReason(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class SnapshotNode:
+    """A node as it was when a rewrite applied (for pictures of before/after).
+
+    `role` is "matched" (replaced by the rule), "created" (made by the rule) or "context"
+    (a neighbour, drawn greyed).
+    """
+
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    role: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class TraceEntry:
-    """One applied rewrite (or one change made by a built-in pass)."""
+    """One applied rewrite (or one change made by a built-in pass).
+
+    `before` / `after` hold the matched subgraph and its replacement with their neighbours,
+    recorded only when the run asks for them (`RewriteOptions.record_subgraphs`).
+    """
 
     rule: str
     location: str
@@ -30,6 +49,8 @@ class TraceEntry:
     matched: tuple[str, ...]
     created: tuple[str, ...]
     kind: str = "rule"
+    before: tuple[SnapshotNode, ...] = ()
+    after: tuple[SnapshotNode, ...] = ()
 
     def describe(self) -> str:
         """`rule (file:line) in graph: a, b -> c, d`."""
@@ -139,6 +160,36 @@ def op_histogram(model: ir.Model) -> dict[str, int]:
 def count_nodes(model: ir.Model) -> int:
     """Total nodes in the main graph and its subgraphs."""
     return sum(1 for _ in model.graph.all_nodes())
+
+
+_CONTEXT_LIMIT = 8
+
+
+def snapshot(nodes: Sequence[ir.Node], role: str) -> tuple[SnapshotNode, ...]:
+    """`nodes` (with `role`) plus up to a few neighbours each side (role "context")."""
+    chosen = dict.fromkeys(nodes)
+    context: dict[ir.Node, None] = {}
+    for node in nodes:
+        for value in node.inputs:
+            producer = value.producer() if value is not None else None
+            if producer is not None and producer not in chosen:
+                context[producer] = None
+        for out in node.outputs:
+            for user in out.users():
+                if user not in chosen:
+                    context[user] = None
+    picked = list(context)[:_CONTEXT_LIMIT]
+    return tuple(_snap(n, role) for n in chosen) + tuple(_snap(n, "context") for n in picked)
+
+
+def _snap(node: ir.Node, role: str) -> SnapshotNode:
+    return SnapshotNode(
+        node_label(node),
+        f"{node.domain}.{node.op_type}" if node.domain else node.op_type,
+        tuple(v.name if v is not None else "" for v in node.inputs),
+        tuple(v.name for v in node.outputs),
+        role,
+    )
 
 
 def labels(nodes: Sequence[ir.Node]) -> tuple[str, ...]:
