@@ -377,7 +377,7 @@ class _Run:
                 _trace.labels(applied.matched),
                 _trace.labels(applied.created),
                 before=before,
-                after=_trace.snapshot(applied.created, "created") if before else (),
+                after=_trace.snapshot_after(applied.created, applied.neighbours) if before else (),
             )
         )
         worklist.extend(applied.created)

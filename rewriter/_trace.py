@@ -182,6 +182,15 @@ def snapshot(nodes: Sequence[ir.Node], role: str) -> tuple[SnapshotNode, ...]:
     return tuple(_snap(n, role) for n in chosen) + tuple(_snap(n, "context") for n in picked)
 
 
+def snapshot_after(
+    created: Sequence[ir.Node], neighbours: Sequence[ir.Node]
+) -> tuple[SnapshotNode, ...]:
+    """The replacement: created nodes with neighbours, or (for `y = x`) the rewired users."""
+    if created:
+        return snapshot(created, "created")
+    return tuple(_snap(n, "context") for n in list(neighbours)[:_CONTEXT_LIMIT])
+
+
 def _snap(node: ir.Node, role: str) -> SnapshotNode:
     return SnapshotNode(
         node_label(node),
