@@ -1282,6 +1282,16 @@ class Graph:
                         f"cannot remove {node!r}: output {out.name!r} is a graph output"
                     )
         node.detach_inputs()
+        # Nodes inside the removed node's subgraphs may read values of this (or an outer)
+        # graph: those uses go away with it.
+        for sub in node.subgraphs():
+            for value in _outer_values(sub):
+                for key in [
+                    k
+                    for k in value._uses
+                    if k[0]._graph is not None and _is_within(k[0]._graph, sub)
+                ]:
+                    del value._uses[key]
         del self._nodes[node]
         node._graph = None
         self._touch()
