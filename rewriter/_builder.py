@@ -398,6 +398,12 @@ def _literal_dtype(raw: Any, schema: Any, index: int, siblings: list[Any]) -> ir
                 allowed = list(constraints[type_str].allowed_type_strs)
                 if len(allowed) == 1:
                     return _dtype_from_type_str(allowed[0]) or _default_dtype(raw)
+                # No input shares the type variable (Slice's `Tind`, Gather's indices): the
+                # literal keeps its own dtype when the schema allows it, rather than copying
+                # an unrelated input's (a float `x` must not make Slice's starts float).
+                default = _default_dtype(raw)
+                if f"tensor({default.onnx_name})" in allowed:
+                    return default
             else:
                 fixed = _dtype_from_type_str(type_str)
                 if fixed is not None:

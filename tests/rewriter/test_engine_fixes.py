@@ -1,0 +1,30 @@
+"""Regression tests for engine fixes found while writing the rule library."""
+
+from __future__ import annotations
+
+import onnx
+
+import ir
+from tests.rewriter.engine_helpers import assert_same_outputs, model_from_text, op_types, run_rules
+
+
+def test_list_literal_for_an_index_input_stays_int64_next_to_a_float_input(tmp_path):
+    # Slice's starts/ends/axes/steps share the type variable `Tind` with no other input. The
+    # literals used to copy the dtype of the float data input, so onnx's inference rejected
+    # the new node and the rewrite was rolled back.
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 15]>
+        g (float[N, 6, 6] x) => (float[N, 6, 6] y) {
+            y = Identity (x)
+        }"""
+    )
+    rules = """
+    # Identity(x) -> x[:, 0:] (a Slice that keeps everything; exercises literal index inputs)
+    rule identity_as_slice: y = Identity (x) => y = Slice (x, [0], [9223372036854775807], [1], [1])
+    """
+    result = run_rules(model, rules, tmp_path)
+    assert result.trace.skips == ()
+    assert op_types(result.proto) == ["Slice"]
+    ir.verify(result.model)
+    assert {t.data_type for t in result.proto.graph.initializer} == {onnx.TensorProto.INT64}
+    assert_same_outputs(model, result.proto)
