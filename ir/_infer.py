@@ -17,13 +17,28 @@ import onnx.helper
 import onnx.shape_inference
 
 from ir import _schemas
-from ir._core import Dim, IRError, Model, Node, SparseTensorType, TensorType, Type, Value
+from ir._core import (
+    Dim,
+    IRError,
+    MapType,
+    Model,
+    Node,
+    OpaqueType,
+    OptionalType,
+    SequenceType,
+    SparseTensorType,
+    TensorType,
+    Type,
+    UnsetType,
+    Value,
+)
 from ir._serde import lift_type, lower_node, lower_type, to_onnx
 from ir._serde_tensors import tensor_to_proto
 
 logger = logging.getLogger(__name__)
 
 INFERRED = "inferred_type"
+_GRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 # Constant inputs up to this many elements are handed to node inference as data, so that
 # Reshape/Expand/Slice-style ops get static output shapes.
 _DATA_ELEMENTS_LIMIT = 64
@@ -35,9 +50,18 @@ def fact_type(value: Value) -> Type | None:
     inferred = value.meta.get(INFERRED) if value._meta else None
     if inferred is None:
         return declared
+    if not isinstance(inferred, _TYPES):
+        # Stored as onnx's TypeProto by `infer_types`; lifted on first use.
+        inferred = lift_type(inferred)  # type: ignore[arg-type]
+        value.meta[INFERRED] = inferred
+        if inferred is None:
+            return declared
     if declared is None:
-        return inferred  # type: ignore[return-value]
-    return merge_types(declared, inferred)  # type: ignore[arg-type]
+        return inferred
+    return merge_types(declared, inferred)
+
+
+_TYPES = (TensorType, SparseTensorType, SequenceType, MapType, OptionalType, OpaqueType, UnsetType)
 
 
 def record_inferred_type(value: Value, t: Type) -> None:
@@ -86,12 +110,10 @@ def infer_types(model: Model) -> int:
     for graph in model.graphs():
         for value in graph.values():
             type_proto = found.get(value.name)
-            if type_proto is None:
-                continue
-            t = lift_type(type_proto)
-            if t is None or t == value.type:
-                continue
-            value.meta[INFERRED] = t
+            if type_proto is None or value._type is not None or value._type_proto is not None:
+                continue  # declared types are kept as they are
+            # Kept as a TypeProto; `fact_type` lifts it when a rule first asks.
+            value.meta[INFERRED] = type_proto
             gained += 1
     return gained
 
@@ -104,6 +126,11 @@ def _collect(graph: Any, found: dict[str, Any]) -> None:
     for vi in graph.output:
         found.setdefault(vi.name, vi.type)
     for node in graph.node:
+        # Only these ops (and custom ones) can hold subgraphs; skip reading other attributes.
+        if node.op_type not in _GRAPH_OPS and node.domain not in ("", "ai.onnx", "ai.onnx.ml"):
+            pass
+        elif node.op_type not in _GRAPH_OPS:
+            continue
         for attr in node.attribute:
             if attr.HasField("g"):
                 _collect(attr.g, found)
