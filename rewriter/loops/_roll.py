@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 import ir
+from rewriter import _facts
 from rewriter._builder import RULE_TAG
 from rewriter._passes import PassResult
 from rewriter.loops._body import copy_block, copy_constant
@@ -72,8 +73,6 @@ def stacking_refusal(plan: ChainPlan) -> str | None:
 
 
 def _constant_array(value: ir.Value) -> np.ndarray[Any, Any]:
-    from rewriter import _facts
-
     array = _facts.const_array(value)
     assert array is not None, "a constant column holds constants"
     return np.asarray(array)

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper as onh
 import pytest
 
 import ir
 from rewriter.loops import (
     UNSTACK_KEY,
     DetectOptions,
+    Refusal,
     analyze_chain,
     detect_chain,
     roll_loops,
@@ -22,6 +26,7 @@ from tests.rewriter.loops.loop_models import (
     ops,
     pair_chain,
     random_feeds,
+    session,
     strided_conv_chain,
 )
 
@@ -200,22 +205,46 @@ def test_rolling_is_deterministic():
     assert ir.to_onnx(first).SerializeToString() == ir.to_onnx(second).SerializeToString()
 
 
-def test_detection_reports_why_blocks_do_not_roll():
+def test_analysis_says_which_block_differs():
     model = lift(dense_chain(4, alphas=[0.1, 0.1, 0.2, 0.1]))
-    detection = detect_chain(model.graph, DetectOptions())
-    assert detection.plan is None
+    assert detect_chain(model.graph, DetectOptions()).plan is None
     blocks = [tuple(n for n in model.graph if n.name.startswith(f"block{k}/")) for k in range(4)]
     refusal = analyze_chain(model.graph, blocks)
-    assert not hasattr(refusal, "blocks")
+    assert isinstance(refusal, Refusal)
     assert "differs" in refusal.reason
     assert refusal.block == 2
 
 
-def test_analysis_refuses_parallel_blocks():
+def test_analysis_refuses_blocks_that_do_not_chain():
     model = lift(dense_chain(4))
     matmuls = [(n,) for n in model.graph if n.op_type == "MatMul"]
-    refusal = analyze_chain(model.graph, matmuls[:1] + matmuls[2:3])
-    assert "reads a value of block" in refusal.reason or "wired differently" in refusal.reason
+    refusal = analyze_chain(model.graph, [matmuls[0], matmuls[2]])
+    assert isinstance(refusal, Refusal)
+    assert "wired differently" in refusal.reason
+
+
+def test_parallel_repeats_are_not_a_chain():
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+    for k in range(4):
+        inits.append(onh.from_array(rng.standard_normal((4, 4)).astype(np.float32), f"w{k}"))
+        nodes.append(oh.make_node("MatMul", ["x", f"w{k}"], [f"m{k}"]))
+        nodes.append(oh.make_node("Relu", [f"m{k}"], [f"r{k}"]))
+    nodes.append(oh.make_node("Sum", [f"r{k}" for k in range(4)], ["y"]))
+    float_t = onnx.TensorProto.FLOAT
+    graph = oh.make_graph(
+        nodes,
+        "parallel",
+        [oh.make_tensor_value_info("x", float_t, [2, 4])],
+        [oh.make_tensor_value_info("y", float_t, [2, 4])],
+        inits,
+    )
+    model = lift(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]))
+    pairs = [tuple(model.graph.nodes[2 * k : 2 * k + 2]) for k in range(4)]
+    refusal = analyze_chain(model.graph, pairs)
+    assert isinstance(refusal, Refusal)
+    assert "parallel" in refusal.reason
+    assert not roll_loops(model, {}).changed
 
 
 def test_loop_outputs_match_unrolled_weights_numerically():
@@ -225,13 +254,9 @@ def test_loop_outputs_match_unrolled_weights_numerically():
     x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
     expected = x
     weights = {t.name: t for t in proto.graph.initializer}
-    import onnx.numpy_helper as onh
-
     for k in range(3):
         expected = np.maximum(
             expected @ onh.to_array(weights[f"w{k}"]) + onh.to_array(weights[f"b{k}"]), 0
         )
-    from tests.rewriter.loops.loop_models import session
-
     (actual,) = session(model).run(None, {"x": x})
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
