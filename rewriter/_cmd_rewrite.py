@@ -7,12 +7,16 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ir
 from rewriter import _output
 from rewriter._api import RewriteResult, as_model, load_ruleset, rewrite
 from rewriter._errors import RewriteError
 from rewriter._manager import PassManager, RewriteOptions
+
+if TYPE_CHECKING:
+    from rewriter.verify import VerifyResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "down: decompositions for older runtimes)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write a self-contained HTML report: rules that fired with before/after "
+        "pictures, op counts, timings, verification",
+    )
 
 
 def _output_path(args: argparse.Namespace) -> Path:
@@ -103,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             exclude_rules=args.exclude_rule,
             progress=on_progress,
             target_opset=args.target_opset,
+            record_subgraphs=bool(args.report),
         )
     for warning in result.trace.warnings:
         print(f"rewrite: warning: {warning}", file=sys.stderr)
@@ -119,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         if verification is not None:
             payload["verification"] = verification.to_json()
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+    if args.report:
+        _write_report(args.report, source, result, verification)
     if exit_code == 0:
         ir.save(result.model, out_path)
         _output.print_summary(result, out_path)
@@ -128,6 +141,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return exit_code
+
+
+def _write_report(
+    path: str, source: Path, result: RewriteResult, verification: VerifyResult | None
+) -> None:
+    """`--report FILE`: the HTML report (written even when verification failed)."""
+    from rewriter.report import write_rewrite_report
+
+    write_rewrite_report(path, result, source=source, verification=verification)
+    print(f"wrote report {path}")
 
 
 __all__ = ["RewriteResult", "add_arguments", "run"]

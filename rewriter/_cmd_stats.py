@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--top", type=int, default=10, help="how many of the largest tensors to list"
     )
+    parser.add_argument(
+        "--report", metavar="FILE", help="also write the statistics as a self-contained HTML page"
+    )
 
 
 def collect(model: ir.Model, top: int = 10) -> dict[str, object]:
@@ -105,4 +108,8 @@ def run(args: argparse.Namespace) -> int:
     console.print(largest)
     if args.json:
         Path(args.json).write_text(json.dumps(stats, indent=2) + "\n")
+    if args.report:
+        from rewriter.report import write_stats_report
+
+        write_stats_report(args.report, model, name=Path(args.model).name, top=args.top)
     return 0
