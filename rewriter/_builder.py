@@ -114,6 +114,11 @@ class Builder:
                 new = self._as_value(source, match, stmt.target, None, 0, [], pending)
                 if new is None:
                     raise RewriteRejectedError(f"`{stmt.target}` cannot become an absent value")
+                if _is_output_copy_kept(match, old, new):
+                    raise RewriteRejectedError(
+                        f"graph output `{old.name}` must stay an Identity of `{new.name}`: "
+                        "nothing to do"
+                    )
                 pending.replacements.append((old, new))
                 env[stmt.target] = new
         return env
@@ -363,6 +368,27 @@ class Builder:
         if old.type is not None and target.type is None:
             target.type = old.type
         return (old, target, name)
+
+
+def _is_output_copy_kept(match: Match, old: ir.Value, new: ir.Value) -> bool:
+    """`y = x` on a graph output `y = Identity(x)` where `x` cannot take the output's name.
+
+    Committing would put back the same Identity (see `_move_graph_outputs`), so a rule like
+    `Identity(x) -> x` would rewrite it forever on a graph input that is also copied to an
+    output.
+    """
+    if not old.is_graph_output():
+        return False
+    if new.producer() is not None and not new.is_graph_output():
+        return False
+    producer = old.producer()
+    return (
+        producer is not None
+        and producer in match.nodes
+        and producer.op_type == "Identity"
+        and producer.domain in ("", "ai.onnx")
+        and tuple(producer.inputs) == (new,)
+    )
 
 
 def _anchor_label(match: Match) -> str:

@@ -28,3 +28,41 @@ def test_list_literal_for_an_index_input_stays_int64_next_to_a_float_input(tmp_p
     ir.verify(result.model)
     assert {t.data_type for t in result.proto.graph.initializer} == {onnx.TensorProto.INT64}
     assert_same_outputs(model, result.proto)
+
+
+def test_identity_from_graph_input_to_graph_output_is_not_rewritten_forever(tmp_path):
+    # `y = x` on an output that must stay a node output put back the same Identity, and the
+    # rule matched it again until the rewrite budget ran out.
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 15]>
+        g (float[N, 4] x) => (float[N, 4] y) {
+            y = Identity (x)
+        }"""
+    )
+    rules = """
+    # Identity(x) -> x
+    rule eliminate_identity: y = Identity (x) => y = x
+    """
+    result = run_rules(model, rules, tmp_path)
+    assert [e.rule for e in result.trace.entries] == []
+    assert [s.rule for s in result.trace.skips] == ["eliminate_identity"]
+    assert "nothing to do" in result.trace.skips[0].reason
+    assert op_types(result.proto) == ["Identity"]
+    assert result.proto.graph.output[0].name == "y"
+    assert_same_outputs(model, result.proto)
+
+
+def test_identity_between_a_node_and_a_graph_output_is_still_removed(tmp_path):
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 15]>
+        g (float[N, 4] x) => (float[N, 4] y) {
+            t = Relu (x)
+            y = Identity (t)
+        }"""
+    )
+    rules = "rule eliminate_identity: y = Identity (x) => y = x  # Identity(x) -> x\n"
+    result = run_rules(model, rules, tmp_path)
+    assert [e.rule for e in result.trace.entries] == ["eliminate_identity"]
+    assert op_types(result.proto) == ["Relu"]
+    assert result.proto.graph.output[0].name == "y"
+    assert_same_outputs(model, result.proto)
