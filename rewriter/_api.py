@@ -27,6 +27,17 @@ def library_path() -> Path:
     return Path(patterns.__file__).parent
 
 
+# Library folders whose rules are opt-in: used only when passed explicitly with --rules.
+OPT_IN_FOLDERS = ("loops",)
+
+
+def default_library_files() -> list[Path]:
+    """The shipped `.rw` files used when no rules are given (opt-in folders left out)."""
+    root = library_path()
+    files = (p for p in root.rglob("*.rw") if p.relative_to(root).parts[0] not in OPT_IN_FOLDERS)
+    return sorted(files, key=lambda p: p.as_posix())
+
+
 @dataclasses.dataclass(frozen=True)
 class RewriteResult:
     """The outcome of `rewrite`: the rewritten model (IR and ONNX), the trace, statistics."""
@@ -72,7 +83,7 @@ def load_ruleset(rules: RulesLike, *, allow_python: bool = False) -> ast.RuleSet
     if isinstance(rules, ast.RuleSet):
         return rules
     if rules is None:
-        paths: list[str | os.PathLike[str]] = [library_path()]
+        paths: list[str | os.PathLike[str]] = list(default_library_files())
     elif isinstance(rules, str | os.PathLike):
         paths = [rules]
     else:
