@@ -238,7 +238,9 @@ def markdown(
         "bodies and function bodies. `max err` = largest absolute difference from the "
         "original's outputs at the same optimization level. "
         f"`x{args.batch}`: the same sample repeated {args.batch} times along the batch axis "
-        f"(median of {max(1, args.runs // 4)} runs).",
+        f"(median of {max(1, args.runs // 4)} runs). Rows of one model are measured "
+        "interleaved and compare well; on a shared machine absolute figures move by tens of "
+        "percent from one run to the next, so compare within a model, not across runs.",
         "",
         "| model | variant | main | total | size KiB | pass ms | create all ms | create none ms "
         f"| latency all ms | latency none ms | x{args.batch} all ms | x{args.batch} none ms "

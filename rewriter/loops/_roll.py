@@ -153,7 +153,11 @@ class _BodyInputs:
 
 
 def _loop_name(plan: ChainPlan, names: ir.NameAllocator) -> str:
-    firsts = [block[0].name for block in plan.blocks if block[0].name]
+    """`<common prefix of the blocks' first node names>_loop` (`/model/encoder/layer_loop`).
+
+    The first block is left out: it may be a shared one whose nodes belong to other code.
+    """
+    firsts = [block[0].name for block in plan.blocks[1:] if block[0].name]
     stem = firsts[0] if firsts else ""
     for name in firsts[1:]:
         while not name.startswith(stem):
