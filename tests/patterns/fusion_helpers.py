@@ -22,6 +22,7 @@ LIBRARY = rewriter.library_path()
 FUSION = LIBRARY / "fusion"
 ORT_RULES = LIBRARY / "ort"
 MODELS = Path(__file__).resolve().parents[1] / "models"
+OPT_IN_FOLDERS = ("loops", "ort")  # shipped, but only applied when asked for with --rules
 
 __all__ = [
     "FUSION",
@@ -30,6 +31,7 @@ __all__ = [
     "ORT_RULES",
     "assert_same_outputs",
     "build",
+    "default_library",
     "check_fired",
     "fired",
     "manifest_entry",
@@ -55,6 +57,13 @@ def build(text: str, seed: int = 0, **arrays: Any) -> onnx.ModelProto:
         model.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(spec), name))
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def default_library() -> list[Path]:
+    """The default rule library: every folder of patterns/ except the opt-in ones."""
+    return sorted(
+        p for p in LIBRARY.iterdir() if p.is_dir() and p.name not in OPT_IN_FOLDERS and any(p.rglob("*.rw"))
+    )
 
 
 def rewrite(model: onnx.ModelProto | str | Path, *rule_paths: Path, **kwargs: Any) -> rewriter.RewriteResult:
