@@ -637,7 +637,8 @@ def _fill(
         for position, which in recipe.specials:
             flat[position % flat.size] = specials[which % len(specials)]
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        return np.ascontiguousarray(base.astype(target))
+        # np.ascontiguousarray would turn a 0-d input into shape (1,); np.require keeps it.
+        return np.require(base.astype(target), requirements="C")
 
 
 def materialize(
