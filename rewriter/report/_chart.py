@@ -18,8 +18,8 @@ _BAR = 11
 _GAP = 2
 _ROW_PAD = 6
 _LABEL_CHAR = 6.6  # px per character of an 11px sans-serif label (a generous estimate)
-_LABEL_MAX = 44  # characters of a label drawn (the full label is in the tooltip)
-_PLOT = 520
+_LABEL_MAX = 36  # characters of a label drawn (the full label is in the tooltip)
+_PLOT = 380
 _VALUE_ROOM = 90
 
 

@@ -158,7 +158,10 @@ def render_svgs(sources: Sequence[str]) -> list[str]:
     svgs = _SVG.findall(output.decode("utf-8", errors="replace"))
     if len(svgs) != len(sources):
         raise GraphvizUnavailableError(f"`dot` drew {len(svgs)} pictures for {len(sources)} graphs")
-    return [_unique_ids(svg, f"g{index}-") for index, svg in enumerate(svgs)]
+    return [
+        _unique_ids(svg, f"g{index}-").replace("<svg ", '<svg class="subgraph" ', 1)
+        for index, svg in enumerate(svgs)
+    ]
 
 
 def _unique_ids(svg: str, prefix: str) -> str:

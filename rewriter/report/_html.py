@@ -32,17 +32,20 @@ def slug(text: str) -> str:
 
 
 def table(
-    header: Sequence[str],
+    header: Sequence[str] | None,
     rows: Iterable[Sequence[object]],
     *,
     numeric: Sequence[int] = (),
     css_class: str = "",
 ) -> Html:
-    """A table; cells are escaped unless they are `Html`; `numeric` columns align right."""
+    """A table; cells are escaped unless they are `Html`; `numeric` columns align right.
+
+    With `header=None` the table has no header row (a list of name/value pairs).
+    """
     right = set(numeric)
     head = "".join(
         f'<th class="num">{esc(h)}</th>' if i in right else f"<th>{esc(h)}</th>"
-        for i, h in enumerate(header)
+        for i, h in enumerate(header or ())
     )
     body = []
     for row in rows:
@@ -52,9 +55,8 @@ def table(
         )
         body.append(f"<tr>{cells}</tr>")
     attr = f' class="{esc(css_class)}"' if css_class else ""
-    return Html(
-        f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
+    thead = f"<thead><tr>{head}</tr></thead>" if header is not None else ""
+    return Html(f"<table{attr}>{thead}<tbody>{''.join(body)}</tbody></table>")
 
 
 def section(section_id: str, title: str, body: str, *, level: int = 2) -> Html:

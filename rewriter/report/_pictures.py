@@ -47,34 +47,31 @@ def text_pair(entry: TraceEntry) -> Html:
     return pair(_text.listing(entry.before), _text.listing(entry.after))
 
 
-def _title(entry: TraceEntry, side: str) -> str:
-    return f"{entry.rule} {side}"
+_NOTHING = '<p class="meta">(no nodes left: the matched nodes were removed)</p>'
 
 
-def _sources(entries: Sequence[TraceEntry]) -> list[str]:
-    sources = []
+def _jobs(entries: Sequence[TraceEntry]) -> list[tuple[str, Sequence[SnapshotNode]]]:
+    """(title, nodes) of every non-empty picture, before then after for each entry."""
+    jobs: list[tuple[str, Sequence[SnapshotNode]]] = []
     for entry in entries:
-        sources.append(_dot.snapshot_dot(entry.before, _title(entry, "before")))
-        sources.append(_dot.snapshot_dot(entry.after, _title(entry, "after")))
-    return sources
+        for side, nodes in (("before", entry.before), ("after", entry.after)):
+            if nodes:
+                jobs.append((f"{entry.rule} {side}", nodes))
+    return jobs
 
 
 def draw_pairs(entries: Sequence[TraceEntry]) -> Pictures:
     """Before/after pictures of `entries` (one `dot` run), or text listings if impossible."""
+    jobs = _jobs(entries)
     try:
-        svgs = _dot.render_svgs(_sources(entries))
+        svgs = iter(_dot.render_svgs([_dot.snapshot_dot(nodes, title) for title, nodes in jobs]))
     except _dot.GraphvizUnavailableError as exc:
         logger.info("drawing subgraphs as text: %s", exc)
         return Pictures(tuple(text_pair(e) for e in entries), str(exc))
-    fragments = tuple(
-        pair(_empty_or(svgs[2 * i], e.before), _empty_or(svgs[2 * i + 1], e.after))
-        for i, e in enumerate(entries)
-    )
-    return Pictures(fragments, None)
-
-
-def _empty_or(svg: str, nodes: Sequence[SnapshotNode]) -> str:
-    """The picture, or a short note when there was nothing to draw (a removed subgraph)."""
-    if not nodes:
-        return '<p class="meta">(nothing: the subgraph was removed)</p>'
-    return svg
+    fragments = []
+    for entry in entries:
+        # `svgs` yields the pictures in the order `_jobs` listed the non-empty sides.
+        before = next(svgs) if entry.before else _NOTHING
+        after = next(svgs) if entry.after else _NOTHING
+        fragments.append(pair(before, after))
+    return Pictures(tuple(fragments), None)

@@ -67,10 +67,7 @@ def _source_block(source: RuleSource | None, location: str) -> str:
         f'<span class="ln">{source.first_line + i:>{width}}</span>  {esc(line)}'
         for i, line in enumerate(source.text.splitlines())
     )
-    return (
-        f'<p class="meta">{esc(source.path)}:{source.first_line}</p>'
-        f'<pre class="source"><code>{numbered}</code></pre>'
-    )
+    return f'<p class="meta">{esc(location)}</p><pre class="source"><code>{numbered}</code></pre>'
 
 
 def _application_body(entry: TraceEntry, picture: Html | None, options: ReportOptions) -> str:

@@ -31,7 +31,7 @@ def _overview(stats: Mapping[str, object]) -> Html:
         ("outputs", Html("<br>".join(esc(x) for x in _strings(stats["outputs"])) or "-")),
         ("functions", ", ".join(_strings(stats["functions"])) or "-"),
     ]
-    return section("overview", "Overview", table(("", ""), rows))
+    return section("overview", "Overview", table(None, rows))
 
 
 def _strings(value: object) -> list[str]:
@@ -85,10 +85,19 @@ def _by_initializer(stats: Mapping[str, object], top: int) -> Html:
                 human_bytes(item["bytes"]),
                 f"{count / total:.1%}",
                 f"{running / total:.1%}",
-                "external" if item["external"] else "",
+                "external file" if item["external"] else "in the model",
             )
         )
-    header = ("initializer", "dtype", "shape", "parameters", "bytes", "share", "cumulative", "")
+    header = (
+        "initializer",
+        "dtype",
+        "shape",
+        "parameters",
+        "bytes",
+        "share",
+        "cumulative",
+        "stored in",
+    )
     body = table(header, rows, numeric=(3, 4, 5, 6))
     return section("initializers", f"Parameters by initializer (top {top})", body)
 

@@ -26,6 +26,6 @@ def node_line(node: SnapshotNode) -> str:
 def listing(nodes: Sequence[SnapshotNode]) -> Html:
     """A `<pre>` listing of the nodes, one escaped line each, coloured by role."""
     if not nodes:
-        return Html('<pre class="listing"><span class="context">(no nodes)</span></pre>')
+        return Html('<p class="meta">(no nodes left: the matched nodes were removed)</p>')
     lines = [f'<span class="{esc(node.role)}">{esc(node_line(node))}</span>' for node in nodes]
     return Html('<pre class="listing">' + "\n".join(lines) + "</pre>")
