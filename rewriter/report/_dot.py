@@ -54,7 +54,7 @@ class GraphvizUnavailableError(Exception):
 def short_name(name: str, limit: int = _NAME_LIMIT) -> str:
     """The trailing `/`-separated parts of a name that fit in `limit` characters.
 
-    `/model/encoder/layer.0/attention/self/query/MatMul` -> `self/query/MatMul`.
+    `/model/encoder/layer.0/attention/self/query/MatMul` -> `attention/self/query/MatMul`.
     """
     parts = [p for p in name.split("/") if p]
     if not parts:
@@ -70,65 +70,72 @@ def short_name(name: str, limit: int = _NAME_LIMIT) -> str:
     return kept
 
 
+def _escape(text: str) -> str:
+    """`text` for the inside of a DOT string, shown literally (no escString expansion)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+
+
 def _quote(text: str) -> str:
-    """A DOT double-quoted string showing `text` literally (no escString expansion)."""
-    cleaned = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
-    return f'"{cleaned}"'
+    """A DOT double-quoted string showing `text` literally."""
+    return f'"{_escape(text)}"'
 
 
 def _label(*lines: str) -> str:
     """A multi-line DOT label, each line shown literally."""
-    escaped = [line.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") for line in lines]
-    return '"' + "\\n".join(escaped) + '"'
+    return '"' + "\\n".join(_escape(line) for line in lines) + '"'
+
+
+class _Drawing:
+    """The statements of one DOT digraph, with a node id per snapshot node and per value."""
+
+    def __init__(self, nodes: Sequence[SnapshotNode]) -> None:
+        self.nodes = nodes
+        self.statements: list[str] = []
+        self.values: dict[str, str] = {}
+        self.producer = {out: f"n{i}" for i, n in enumerate(nodes) for out in n.outputs if out}
+        self.consumed = dict.fromkeys(name for n in nodes for name in n.inputs if name)
+        # With no matched or created node (a rewrite that only rewired users), the
+        # neighbours' inputs are drawn: they show what the users read now.
+        self.has_focus = any(n.role != "context" for n in nodes)
+
+    def value_id(self, name: str) -> str:
+        """The id of a value drawn on its own (it comes from or goes outside the picture)."""
+        if name not in self.values:
+            self.values[name] = f"v{len(self.values)}"
+            self.statements.append(
+                f"{self.values[name]} [label={_label(short_name(name))} "
+                f"tooltip={_quote(name)} {_VALUE_STYLE}];\n"
+            )
+        return self.values[name]
+
+    def add_node(self, index: int, node: SnapshotNode) -> None:
+        """The node, its input edges and, for a matched or created node, its loose outputs."""
+        focus = node.role != "context"
+        style = _STYLE.get(node.role, _STYLE["context"])
+        self.statements.append(
+            f"n{index} [label={_label(node.op, short_name(node.name))} "
+            f"tooltip={_quote(f'{node.op} {node.name}')} {style}];\n"
+        )
+        edge_style = _EDGE_FOCUS if focus else _EDGE_CONTEXT
+        for name in node.inputs:
+            source = self.producer.get(name) if name else None
+            if name and source is None and (focus or not self.has_focus):
+                source = self.value_id(name)
+            if source is not None:
+                self.statements.append(
+                    f"{source} -> n{index} [tooltip={_quote(name)} {edge_style}];\n"
+                )
+        for name in node.outputs if focus else ():
+            if name and name not in self.consumed:
+                self.statements.append(f"n{index} -> {self.value_id(name)} [{_EDGE_FOCUS}];\n")
 
 
 def snapshot_dot(nodes: Sequence[SnapshotNode], title: str) -> str:
     """A DOT digraph for a recorded subgraph (see the module docstring for the drawing)."""
-    lines = [f"digraph {_quote(title)} {{\n", _HEADER]
-    producer: dict[str, str] = {}
+    drawing = _Drawing(nodes)
     for index, node in enumerate(nodes):
-        for out in node.outputs:
-            if out:
-                producer[out] = f"n{index}"
-    consumed: dict[str, None] = {}
-    for node in nodes:
-        consumed.update(dict.fromkeys(i for i in node.inputs if i))
-    # With no matched or created node (a rewrite that only rewired users), draw the
-    # neighbours' inputs: they show what the users read now.
-    has_focus = any(n.role != "context" for n in nodes)
-    values: dict[str, str] = {}
-
-    def value_id(name: str) -> str:
-        if name not in values:
-            values[name] = f"v{len(values)}"
-            lines.append(
-                f"{values[name]} [label={_label(short_name(name))} tooltip={_quote(name)} "
-                f"{_VALUE_STYLE}];\n"
-            )
-        return values[name]
-
-    for index, node in enumerate(nodes):
-        focus = node.role != "context"
-        style = _STYLE.get(node.role, _STYLE["context"])
-        tooltip = f"{node.op} {node.name}"
-        lines.append(
-            f"n{index} [label={_label(node.op, short_name(node.name))} "
-            f"tooltip={_quote(tooltip)} {style}];\n"
-        )
-        for name in node.inputs:
-            if not name:
-                continue
-            edge_style = _EDGE_FOCUS if focus else _EDGE_CONTEXT
-            source = producer.get(name)
-            if source is None and (focus or not has_focus):
-                source = value_id(name)
-            if source is not None:
-                lines.append(f"{source} -> n{index} [tooltip={_quote(name)} {edge_style}];\n")
-        for name in node.outputs if focus else ():
-            if name and name not in consumed:
-                lines.append(f"n{index} -> {value_id(name)} [{_EDGE_FOCUS}];\n")
-    lines.append("}\n")
-    return "".join(lines)
+        drawing.add_node(index, node)
+    return f"digraph {_quote(title)} {{\n{_HEADER}{''.join(drawing.statements)}}}\n"
 
 
 _SVG = re.compile(r"<svg\b.*?</svg>", re.DOTALL)

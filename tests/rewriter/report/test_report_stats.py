@@ -67,3 +67,18 @@ def test_rewrite_command_writes_report(tmp_path, capsys):
     html = report.read_text(encoding="utf-8")
     assert 'id="rule-fuse_linear"' in html
     assert html.count('<details class="app"') == 5
+
+
+def test_report_is_written_when_verification_fails(tmp_path):
+    source = models.save_chain(tmp_path, layers=1)
+    wrong = tmp_path / "wrong.rw"
+    wrong.write_text(
+        "# x * 1 -> -x (wrong on purpose)\nrule negate: y = Mul (x, 1) => y = Neg (x)\n"
+    )
+    report = tmp_path / "report.html"
+    argv = [str(source), "--rules", str(wrong), "--verify", "--examples", "5", "--no-progress"]
+    assert cli.main([*argv, "--report", str(report)]) == 1
+    html = report.read_text(encoding="utf-8")
+    verification = html[html.index('<section id="verification">') :]
+    assert '<span class="bad">MISMATCH</span>' in verification
+    assert 'id="rule-negate"' in html
