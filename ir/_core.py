@@ -566,6 +566,8 @@ class Value:
         graph = self._graph
         if graph is not None and self._name in graph._initializers:
             graph._rename_initializer(self, new_name)
+        if graph is not None and graph._sparse_initializers.get(self._name) is self:
+            graph._rename_sparse_initializer(self, new_name)
         self._name = new_name
         self._vi_proto = None
         if self._producer is not None:
@@ -1219,6 +1221,13 @@ class Graph:
             raise ValueError(f"an initializer named {new_name!r} already exists")
         self._initializers = {
             (new_name if v is value else k): v for k, v in self._initializers.items()
+        }
+
+    def _rename_sparse_initializer(self, value: Value, new_name: str) -> None:
+        if new_name in self._sparse_initializers:
+            raise ValueError(f"a sparse initializer named {new_name!r} already exists")
+        self._sparse_initializers = {
+            (new_name if v is value else k): v for k, v in self._sparse_initializers.items()
         }
 
     # nodes -----------------------------------------------------------------------------------

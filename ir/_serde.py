@@ -687,7 +687,7 @@ def lower_graph(graph: Graph) -> onnx.GraphProto:
     proto.node.extend([lower_node(n) for n in order])
     proto.initializer.extend([_initializer_proto(v) for v in graph._initializers.values()])
     proto.sparse_initializer.extend(
-        [v.const_value._proto for v in graph._sparse_initializers.values()]  # type: ignore[union-attr]
+        [_sparse_initializer_proto(v) for v in graph._sparse_initializers.values()]
     )
     orig_inputs = original.input if original is not None else None
     orig_outputs = original.output if original is not None else None
@@ -747,6 +747,19 @@ def _initializer_proto(value: Value) -> onnx.TensorProto:
     tensor = value.const_value
     assert tensor is not None, f"initializer {value.name!r} lost its tensor"
     return tensor_to_proto(tensor, value.name)
+
+
+def _sparse_initializer_proto(value: Value) -> onnx.SparseTensorProto:
+    """The original SparseTensorProto, renamed (as a copy) if the value was renamed."""
+    tensor = value.const_value
+    assert isinstance(tensor, SparseProtoTensor), f"sparse initializer {value.name!r} lost its data"
+    original: onnx.SparseTensorProto = tensor._proto
+    if original.values.name == value.name:
+        return original
+    renamed = onnx.SparseTensorProto()
+    renamed.CopyFrom(original)
+    renamed.values.name = value.name
+    return renamed
 
 
 def lower_function(fn: Function) -> onnx.FunctionProto:

@@ -575,3 +575,52 @@ def test_node_prints_attributes_and_omitted_inputs() -> None:
     x = ir.Value("x")
     node = ir.Node("Clip", [x, None], [ir.attr_ints("axes", [0, 1])], outputs=["y"])
     assert str(node) == "%y = Clip <axes=[0, 1]> (%x, '')"
+
+
+# ---------------------------------------------------------------------------------------------
+# Renaming values that several registries know
+
+
+def test_renaming_a_sparse_initializer_renames_its_tensor() -> None:
+    model = ir.from_onnx(_rich_model())
+    graph = model.graph
+    sparse = graph.sparse_initializers["sp"]
+    reader = ir.Node("Identity", [sparse], outputs=["sp_copy"])
+    graph.append(reader)
+    graph.add_output(reader.outputs[0])
+    sparse.name = "sp_renamed"
+    assert list(graph.sparse_initializers) == ["sp_renamed"]
+    lowered = ir.to_onnx(model)
+    assert [s.values.name for s in lowered.graph.sparse_initializer] == ["sp_renamed"]
+    assert list(lowered.graph.node[-1].input) == ["sp_renamed"]
+    ir.verify(model)
+
+
+def test_renaming_an_initializer_that_is_also_an_input() -> None:
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Add", ["x", "w"], ["y"])],
+        "g",
+        [
+            onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2]),
+            onnx.helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [2]),
+        ],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
+        [onnx.helper.make_tensor("w", onnx.TensorProto.FLOAT, [2], [1.0, 2.0])],
+    )
+    model = ir.from_onnx(onnx.helper.make_model(graph, opset_imports=_OPSET))
+    w = model.graph.initializers["w"]
+    assert w is model.graph.inputs[1]
+    w.name = "w2"
+    lowered = ir.to_onnx(model)
+    assert [i.name for i in lowered.graph.input] == ["x", "w2"]
+    assert [t.name for t in lowered.graph.initializer] == ["w2"]
+    assert list(lowered.graph.node[0].input) == ["x", "w2"]
+
+
+def test_renaming_a_function_input_reaches_its_signature_and_nodes() -> None:
+    model = ir.from_onnx(_function_model())
+    plain = model.functions[("local", "plain", "")]
+    plain.graph.inputs[0].name = "renamed"
+    lowered = ir.to_onnx(model).functions[1]
+    assert list(lowered.input) == ["renamed"]
+    assert list(lowered.node[0].input) == ["renamed"]
