@@ -260,3 +260,11 @@ def test_loop_outputs_match_unrolled_weights_numerically():
         )
     (actual,) = session(model).run(None, {"x": x})
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_rolling_a_rolled_model_changes_nothing():
+    model = lift(dense_chain(5, side_input=True))
+    assert roll_loops(model, {}).changed
+    before = ir.to_onnx(model).SerializeToString()
+    assert not roll_loops(model, {}).changed
+    assert ir.to_onnx(model).SerializeToString() == before
