@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 
 from ir._core import ExternalDataError, Model, ModelLoadError
 from ir._serde import lift_model, model_dir, to_onnx
-from ir._serde_tensors import ExternalTensor
+from ir._serde_tensors import ExternalTensor, check_external_location
 
 _PROTOBUF_LIMIT = 2**31 - 1
 _COPY_CHUNK = 1 << 24
@@ -46,13 +46,40 @@ def load(path: str | os.PathLike[str]) -> Model:
         raise ModelLoadError(
             f"{filename}: not an ONNX model (protobuf parse failed: {exc})"
         ) from exc
+    # Every external-data entry has a "location" key: without those bytes there is none.
+    may_have_external = b"location" in data
     del data
     if not proto.HasField("graph"):
         raise ModelLoadError(f"{filename}: not an ONNX model (it has no graph)")
-    model, external = lift_model(proto, base_dir=model_dir(filename))
+    base_dir = model_dir(filename)
+    model, external = lift_model(proto, base_dir=base_dir)
     for tensor in external:
         tensor.check()
+    if may_have_external:
+        # Attributes of most ops are lifted lazily, so their tensors were not checked yet.
+        for tensor_proto in _tensor_protos(proto):
+            if tensor_proto.data_location == onnx.TensorProto.EXTERNAL:
+                _source_path(tensor_proto, base_dir)
     return model
+
+
+def _source_path(tensor: Any, base_dir: str | None) -> str:
+    """The data file of an external tensor, refused when it lies outside `base_dir`.
+
+    Raises:
+        ExternalDataError: the location is absolute, climbs out with `..`, or resolves
+            (through symlinks) outside the folder.
+    """
+    check_external_location(tensor)
+    base = os.path.realpath(base_dir or os.getcwd())
+    location = _external_fields(tensor).get("location", "")
+    path = os.path.realpath(os.path.join(base, location))
+    if os.path.commonpath([base, path]) != base:
+        raise ExternalDataError(
+            f"tensor {tensor.name!r}: external data location {location!r} resolves "
+            f"outside the model's folder ({path})"
+        )
+    return path
 
 
 def _external_tensors(model: Model) -> Iterator[ExternalTensor]:
@@ -138,8 +165,7 @@ class _DataPlan:
                 if same_dir and external_data is not False:
                     kept_locations.add(info.get("location", ""))
                 else:
-                    source = os.path.join(src_dir or os.getcwd(), info.get("location", ""))
-                    self.moves.append((tensor, source))
+                    self.moves.append((tensor, _source_path(tensor, src_dir)))
             elif tensor.HasField("raw_data") and len(tensor.raw_data) >= size_threshold:
                 embedded_total += len(tensor.raw_data)
                 candidates.append(tensor)

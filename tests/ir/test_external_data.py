@@ -172,6 +172,51 @@ def test_locations_escaping_the_folder_are_refused(tmp_path: Path, location: str
         ir.load(path)
 
 
+def _attribute_tensor_model(op: str, location: str) -> onnx.ModelProto:
+    """One node whose TENSOR attribute `value` has its data at `location`."""
+    tensor = _external_tensor("secret_attr", [1], location)
+    inputs = ["shape"] if op == "ConstantOfShape" else []
+    node = onnx.helper.make_node(op, inputs, ["y"], value=tensor)
+    shape = onnx.numpy_helper.from_array(np.array([4], np.int64), "shape")
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])],
+        [shape] if inputs else [],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("op", ["Constant", "ConstantOfShape"])
+@pytest.mark.parametrize("location", ["../secret.bin", "/tmp/secret.bin"])
+def test_unsafe_locations_in_lazily_lifted_attributes_are_refused_on_load(
+    tmp_path: Path, op: str, location: str
+) -> None:
+    (tmp_path / "secret.bin").write_bytes(b"SECRET!!" * 2)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = folder / "model.onnx"
+    path.write_bytes(_attribute_tensor_model(op, location).SerializeToString())
+    with pytest.raises(ir.ExternalDataError) as info:
+        ir.load(path)
+    assert "secret_attr" in str(info.value)
+    assert repr(location) in str(info.value)
+
+
+def test_save_never_copies_data_from_outside_the_source_folder(tmp_path: Path) -> None:
+    (tmp_path / "secret.bin").write_bytes(b"SECRET!!" * 2)
+    model = ir.from_onnx(
+        _attribute_tensor_model("ConstantOfShape", "../secret.bin"), base_dir=str(tmp_path / "m")
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    for external_data in (True, False):
+        with pytest.raises(ir.ExternalDataError, match="secret_attr"):
+            ir.save(model, out / "model.onnx", external_data=external_data, size_threshold=0)
+    assert list(out.iterdir()) == []
+
+
 def test_symlink_leading_outside_the_folder_is_refused(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
