@@ -1,0 +1,295 @@
+"""Static facts about a rule that instance building needs.
+
+* the match lines in dependency order (a line after the lines defining its inputs);
+* the *free* input variables (read but defined by no line): graph inputs or constants;
+* which of them should be constants: those the `where` asks `is_const`/`value`/`is_scalar`
+  of, and those the rewrite computes with (`let k = scale / sqrt(var + eps)`);
+* the attribute variables, and the opset versions at which every match line can exist and
+  the rule applies (its `requires` holds and the ops it emits exist).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import ir
+from rewriter._manager import applicability
+from rewriter._pattern import CompiledRule
+from rewriter.dsl import _ast as ast
+
+# Default-domain opsets instances are built at (21 first, the newest the exporters write;
+# the newer ones only for rules that require them).
+CANDIDATE_OPSETS = (21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 7, 22, 23, 24)
+CUSTOM_DOMAIN_VERSION = 1
+_FACT_FUNCTIONS = frozenset(
+    {"rank", "shape", "dtype", "has_static_shape", "numel", "size", "uses", "len", "is_const"}
+)
+_CONST_TESTS = frozenset({"is_const", "value", "is_scalar"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RulePlan:
+    """What instance building needs to know about one rule."""
+
+    compiled: CompiledRule
+    order: tuple[int, ...]
+    defined: frozenset[str]
+    free: tuple[str, ...]
+    const_tested: frozenset[str]
+    computed_with: frozenset[str]
+    attr_vars: frozenset[str]
+    opsets: tuple[OpsetChoice, ...]
+
+    @property
+    def rule(self) -> ast.Rule:
+        """The rule's AST."""
+        return self.compiled.rule
+
+    @property
+    def lines(self) -> tuple[ast.NodePattern, ...]:
+        """The match lines."""
+        return self.compiled.lines
+
+
+class NotInstantiableError(Exception):
+    """The rule cannot be instantiated at all (the message says why)."""
+
+
+_EXPR_TYPES = (
+    ast.Name,
+    ast.Const,
+    ast.ListExpr,
+    ast.Unary,
+    ast.Binary,
+    ast.Compare,
+    ast.BoolOp,
+    ast.Coalesce,
+    ast.Conditional,
+    ast.Call,
+    ast.Attribute,
+    ast.Index,
+)
+
+
+def children(expr: ast.Expr) -> tuple[ast.Expr, ...]:
+    """The direct sub-expressions of `expr`."""
+    found: tuple[object, ...] = ()
+    if isinstance(expr, ast.ListExpr):
+        found = expr.items
+    elif isinstance(expr, ast.Unary):
+        found = (expr.operand,)
+    elif isinstance(expr, ast.Binary | ast.Compare | ast.BoolOp | ast.Coalesce):
+        found = (expr.left, expr.right)
+    elif isinstance(expr, ast.Conditional):
+        found = (expr.cond, expr.then, expr.otherwise)
+    elif isinstance(expr, ast.Call):
+        found = (*expr.args, *(v for _, v in expr.kwargs))
+    elif isinstance(expr, ast.Attribute):
+        found = (expr.obj,)
+    elif isinstance(expr, ast.Index):
+        index = expr.index
+        parts = (index.start, index.stop, index.step) if isinstance(index, ast.Slice) else (index,)
+        found = (expr.obj, *parts)
+    return tuple(c for c in found if isinstance(c, _EXPR_TYPES))
+
+
+def walk(expr: ast.Expr) -> Iterator[ast.Expr]:
+    """Every sub-expression of `expr`, itself first."""
+    yield expr
+    for child in children(expr):
+        yield from walk(child)
+
+
+def names_in(expr: ast.Expr) -> list[str]:
+    """Variable names an expression reads, in order."""
+    return [e.name for e in walk(expr) if isinstance(e, ast.Name)]
+
+
+def _computed_names(expr: ast.Expr) -> Iterator[str]:
+    """Names used for their contents (not as an argument of a fact built-in, not `v == none`)."""
+    if isinstance(expr, ast.Name):
+        yield expr.name
+        return
+    if isinstance(expr, ast.Call) and expr.func in _FACT_FUNCTIONS:
+        return
+    if isinstance(expr, ast.Compare) and (_is_none(expr.left) or _is_none(expr.right)):
+        return
+    if isinstance(expr, ast.Attribute):
+        return
+    for child in children(expr):
+        yield from _computed_names(child)
+
+
+def _is_none(expr: ast.Expr) -> bool:
+    return isinstance(expr, ast.Const) and expr.value is None
+
+
+def _order(lines: tuple[ast.NodePattern, ...]) -> tuple[int, ...]:
+    producer: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        for out in line.outputs:
+            if isinstance(out, ast.OutputVar):
+                producer[out.name] = index
+    order: list[int] = []
+    visiting: set[int] = set()
+
+    def visit(index: int) -> None:
+        if index in order:
+            return
+        if index in visiting:
+            raise NotInstantiableError("the match lines form a cycle")
+        visiting.add(index)
+        for pattern in lines[index].inputs:
+            if isinstance(pattern, ast.InputVar) and pattern.name in producer:
+                visit(producer[pattern.name])
+        visiting.discard(index)
+        order.append(index)
+
+    for index in range(len(lines)):
+        visit(index)
+    return tuple(order)
+
+
+def _const_facts(rule: ast.Rule) -> tuple[set[str], set[str]]:
+    tested: set[str] = set()
+    for condition in rule.where:
+        for expr in walk(condition):
+            if isinstance(expr, ast.Call) and expr.func in _CONST_TESTS:
+                for arg in expr.args:
+                    tested.update(names_in(arg))
+    computed: set[str] = set()
+    if isinstance(rule.rewrite, ast.RewriteBlock):
+        for stmt in rule.rewrite.stmts:
+            exprs: list[ast.Expr] = []
+            if isinstance(stmt, ast.LetStmt):
+                exprs.append(stmt.expr)
+            elif isinstance(stmt, ast.NodeStmt):
+                exprs.extend(e for e in stmt.inputs if not isinstance(e, ast.Name))
+                exprs.extend(a.value for a in stmt.attrs if isinstance(a, ast.AttrEntry))
+            elif not isinstance(stmt.source, ast.Name):
+                exprs.append(stmt.source)
+            for expr in exprs:
+                computed.update(_computed_names(expr))
+    return tested, computed
+
+
+def _line_possible(line: ast.NodePattern, opset: int) -> bool:
+    """Some alternative of the line exists at `opset` with room for the pattern's inputs."""
+    if line.op.is_wildcard:
+        return False
+    required = sum(
+        1 for p in line.inputs if not (isinstance(p, ast.InputVar) and (p.optional or p.variadic))
+    )
+    for ref in line.op.alternatives:
+        domain = ir.schemas.normalize_domain(ref.domain)
+        if not ir.schemas.is_known_domain(domain) or domain != "":
+            return True
+        schema = ir.schemas.find_schema(ref.op_type, domain, opset)
+        if schema is None:
+            continue
+        arity = ir.schemas.input_arity(schema)
+        if arity.max_inputs is not None and required > arity.max_inputs:
+            continue
+        literal_attrs = [
+            a.name
+            for a in line.attrs
+            if isinstance(a, ast.AttrEntry) and not isinstance(a.value, ast.Name)
+        ]
+        if any(name not in schema.attributes for name in literal_attrs):
+            continue
+        return True
+    return False
+
+
+def _domains(plan_lines: tuple[ast.NodePattern, ...], compiled: CompiledRule) -> dict[str, int]:
+    domains: dict[str, int] = {}
+    refs = [ref for line in plan_lines for ref in line.op.alternatives]
+    refs.extend(compiled.emitted_ops)
+    for ref in refs:
+        domain = ir.schemas.normalize_domain(ref.domain)
+        if domain:
+            domains[domain] = CUSTOM_DOMAIN_VERSION
+    for req in compiled.rule.requires:
+        domain = ir.schemas.normalize_domain(req.domain)
+        if domain:
+            domains[domain] = max(domains.get(domain, 1), req.version + (req.op == ">"))
+    return domains
+
+
+OpsetChoice = tuple[dict[str, int], int | None]
+"""The opsets an instance is built with, and the `--target-opset` its rewrite runs with."""
+
+
+def _opsets(compiled: CompiledRule, lines: tuple[ast.NodePattern, ...]) -> tuple[OpsetChoice, ...]:
+    """Opsets at which the rule applies; else (model, target) pairs for down-conversions.
+
+    A rule such as `requires opset < 20` that matches an op of opset 20 (a decomposition for
+    older runtimes) only fires when the model is converted down: its instances are built at
+    an opset that has the op and rewritten with `target_opset` below it.
+    """
+    custom = _domains(lines, compiled)
+    possible = [v for v in CANDIDATE_OPSETS if all(_line_possible(line, v) for line in lines)]
+    if not possible:
+        raise NotInstantiableError(
+            "no opset has every match line's op with room for the pattern's inputs"
+        )
+    found: list[OpsetChoice] = []
+    reasons: list[str] = []
+    for version in possible:
+        opsets = {"": version, **custom}
+        reason = applicability(compiled, opsets)
+        if reason is None:
+            found.append((opsets, None))
+        else:
+            reasons.append(reason)
+    if found:
+        return tuple(found)
+    for version in possible:
+        for target in sorted(CANDIDATE_OPSETS, reverse=True):
+            opsets = {"": version, **custom}
+            if target < version and applicability(compiled, opsets, target) is None:
+                found.append((opsets, target))
+                break
+    if not found:
+        raise NotInstantiableError(reasons[0] if reasons else "no opset fits the rule")
+    return tuple(found)
+
+
+def analyze(compiled: CompiledRule) -> RulePlan:
+    """The plan of one compiled rule.
+
+    Raises:
+        NotInstantiableError: a wildcard op, a repeat pattern, or no opset fits.
+    """
+    rule = compiled.rule
+    if rule.match.repeat is not None or not isinstance(rule.rewrite, ast.RewriteBlock):
+        raise NotInstantiableError("a loop (repeat) rule (verified by its own tests)")
+    lines = compiled.lines
+    if any(line.op.is_wildcard for line in lines):
+        raise NotInstantiableError("a match line with any op (`_`) has no model to build")
+    defined: dict[str, None] = {}
+    for line in lines:
+        for out in line.outputs:
+            if isinstance(out, ast.OutputVar):
+                defined[out.name] = None
+    free: dict[str, None] = {}
+    attr_vars: set[str] = set()
+    for line in lines:
+        for pattern in line.inputs:
+            if isinstance(pattern, ast.InputVar) and pattern.name not in defined:
+                free[pattern.name] = None
+        for entry in line.attrs:
+            if isinstance(entry, ast.AttrEntry) and isinstance(entry.value, ast.Name):
+                attr_vars.add(entry.value.name)
+    tested, computed = _const_facts(rule)
+    return RulePlan(
+        compiled=compiled,
+        order=_order(lines),
+        defined=frozenset(defined),
+        free=tuple(free),
+        const_tested=frozenset(tested & set(free)),
+        computed_with=frozenset(computed & set(free)),
+        attr_vars=frozenset(attr_vars),
+        opsets=_opsets(compiled, lines),
+    )

@@ -1,0 +1,100 @@
+"""One attempt at an instance: build, check the `where` lines, repair, match at the anchor.
+
+An attempt is accepted only when the rule's own matcher matches at the anchor node of the
+built model (so the instance is one the engine would rewrite). A rejected attempt says why,
+and how far it got (`stage`): the reason of the furthest stage over all attempts is what
+"not instantiable" reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ir
+from rewriter._eval import EvalContext
+from rewriter._matcher import Match, Matcher
+from rewriter.checkrules._analysis import RulePlan
+from rewriter.checkrules._choices import Choices
+from rewriter.checkrules._instance import Instance, RejectedError, bindings, build_instance
+from rewriter.checkrules._repair import Repairer
+
+MAX_REPAIRS = 4
+
+# How far a rejected attempt got (higher is further).
+STAGE_BUILD = 1
+STAGE_WHERE = 2
+STAGE_MATCH = 3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why an attempt produced no instance, and how far it got."""
+
+    stage: int
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Accepted:
+    """An instance the rule matches at its anchor with every `where` line true."""
+
+    instance: Instance
+
+
+def _source_line(plan: RulePlan, sources: Mapping[str, str], line: int) -> str:
+    text = sources.get(plan.rule.span.path, "")
+    lines = text.splitlines()
+    if 0 < line <= len(lines):
+        return lines[line - 1].strip()
+    return ""
+
+
+def attempt(
+    plan: RulePlan,
+    choices: Choices,
+    functions: Mapping[str, Callable[..., Any]],
+    sources: Mapping[str, str],
+) -> Accepted | Rejection:
+    """Build an instance from `choices`, repairing false `where` lines a few times."""
+    rejection = Rejection(STAGE_BUILD, "no attempt")
+    for round_index in range(MAX_REPAIRS + 1):
+        try:
+            instance = build_instance(plan, choices)
+        except RejectedError as exc:
+            return Rejection(STAGE_BUILD, str(exc))
+        model = ir.from_onnx(instance.proto)
+        ir.infer_types(model)
+        targets = {"": instance.target} if instance.target is not None else {}
+        ctx = EvalContext(bindings(instance, model), model.opset_imports, functions, targets)
+        repairer = Repairer(plan, choices, ctx, instance.const_vars)
+        failing = [c for c in plan.rule.where if not repairer.holds(c)]
+        if not failing:
+            return _match(plan, instance, model, functions)
+        condition = failing[0]
+        text = _source_line(plan, sources, condition.span.line) or "a where line"
+        rejection = Rejection(
+            STAGE_WHERE, f"where line {condition.span.line} does not hold: `{text}`"
+        )
+        for index, cond in enumerate(failing):
+            repairer.repair(cond, ("where", index, round_index))
+        if not repairer.changed:
+            return rejection
+    return rejection
+
+
+def _match(
+    plan: RulePlan,
+    instance: Instance,
+    model: ir.Model,
+    functions: Mapping[str, Callable[..., Any]],
+) -> Accepted | Rejection:
+    anchor = next((n for n in model.graph if n.name == instance.anchor_name), None)
+    if anchor is None:
+        return Rejection(STAGE_MATCH, "the anchor node is missing from the built model")
+    targets = {"": instance.target} if instance.target is not None else {}
+    result = Matcher(model.opset_imports, functions, targets).match(plan.compiled, anchor)
+    if isinstance(result, Match):
+        return Accepted(instance)
+    return Rejection(STAGE_MATCH, f"the matcher refuses the instance: {result.reason}")

@@ -1,0 +1,241 @@
+"""Checking one rule: find instances with hypothesis, rewrite each with the rule alone, verify.
+
+Instances are searched by a hypothesis run (`st.data()` draws every choice, `@seed` makes
+the search reproducible, no example database): an attempt that yields no instance is
+rejected, up to a budget of attempts. Each instance is then rewritten by the engine with a
+rule set holding only this rule (`max_rewrites=1`, no passes), and the original and the
+rewritten model are compared by `rewriter.verify.check_equivalence` on generated inputs.
+
+Verdicts: *failed* when an instance disagrees, when a rewrite of an accepted instance is
+rolled back (DESIGN: an ill-typed rewrite is the rule's fault), or when the rewritten model
+cannot be run; *verified* when at least one instance was checked and all agreed; *not
+instantiable* otherwise, with the reason of the furthest attempt.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ir
+from rewriter._errors import RewriteError
+from rewriter.checkrules._analysis import NotInstantiableError, RulePlan, analyze
+from rewriter.checkrules._attempt import Accepted, Rejection, attempt
+from rewriter.checkrules._choices import Choices
+from rewriter.checkrules._instance import Instance
+from rewriter.checkrules._result import Counterexample, RuleReport, Status
+from rewriter.dsl import _ast as ast
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CheckOptions:
+    """Budgets of one check (per rule)."""
+
+    instances: int = 3
+    examples: int = 10
+    seed: int = 0
+    attempts: int = 60
+
+
+@dataclasses.dataclass(slots=True)
+class _Search:
+    """Accepted instances and the rejections of one rule's search."""
+
+    accepted: list[Instance] = dataclasses.field(default_factory=list)
+    attempts: int = 0
+    rejections: collections.Counter[tuple[int, str]] = dataclasses.field(
+        default_factory=collections.Counter
+    )
+
+    def furthest(self) -> str:
+        """The most frequent reason among the rejections that got furthest."""
+        if not self.rejections:
+            return "no attempt was made"
+        stage = max(s for s, _ in self.rejections)
+        reasons = [(n, r) for (s, r), n in self.rejections.items() if s == stage]
+        reasons.sort(key=lambda item: (-item[0], item[1]))
+        return reasons[0][1]
+
+
+class _SearchDoneError(Exception):
+    """Raised inside the hypothesis run once the budget is spent or enough were found."""
+
+
+def _search(
+    plan: RulePlan,
+    options: CheckOptions,
+    functions: Mapping[str, Callable[..., Any]],
+    sources: Mapping[str, str],
+) -> _Search:
+    from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
+    from hypothesis import seed as seed_decorator
+    from hypothesis import strategies as st
+    from hypothesis.errors import FlakyStrategyDefinition, Unsatisfiable
+
+    state = _Search()
+    config = settings(
+        max_examples=options.instances,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+    )
+
+    @config
+    @seed_decorator(options.seed)
+    @given(st.data())
+    def search(data: Any) -> None:
+        if state.attempts >= options.attempts or len(state.accepted) >= options.instances:
+            # Stop the run: rejecting here without drawing would look flaky to hypothesis.
+            raise _SearchDoneError
+        state.attempts += 1
+        outcome = attempt(plan, Choices(data), functions, sources)
+        if isinstance(outcome, Rejection):
+            state.rejections[(outcome.stage, outcome.reason)] += 1
+            reject()
+        assert isinstance(outcome, Accepted), "attempt returns Accepted or Rejection"
+        state.accepted.append(outcome.instance)
+
+    # Hypothesis replays the example that stopped the run and, as that one draws nothing,
+    # may call the run flaky; the instances found before are what counts.
+    with contextlib.suppress(Unsatisfiable, _SearchDoneError, FlakyStrategyDefinition):
+        search()
+    return state
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Outcome:
+    """One instance checked: examples run, and a counterexample or a skip reason."""
+
+    examples: int = 0
+    failure: Counterexample | None = None
+    skipped: str = ""
+
+
+def _text(proto: Any) -> str:
+    import onnx.printer
+
+    try:
+        return str(onnx.printer.to_text(proto))
+    except Exception:  # the printer refuses some models; the proto's text form always works
+        return str(proto)
+
+
+def _rewrite_alone(rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance) -> Any:
+    """The engine's rewrite of the instance with only `rule` (one rewrite at most)."""
+    from rewriter._api import rewrite
+
+    single = dataclasses.replace(ruleset, rules=(rule,), passes=())
+    return rewrite(instance.proto, single, max_rewrites=1, target_opset=instance.target)
+
+
+def _check_instance(
+    rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance, examples: int, seed: int
+) -> _Outcome:
+    from rewriter.verify import VerifyError, check_equivalence
+
+    model_text = _text(instance.proto)
+    try:
+        result = _rewrite_alone(rule, ruleset, instance)
+    except ir.ConversionError as exc:
+        return _Outcome(skipped=f"onnx's version converter failed: {exc}")
+    except RewriteError as exc:
+        return _Outcome(failure=Counterexample(model_text, {}, None, f"the rewrite failed: {exc}"))
+    applied = [e for e in result.trace.entries if e.kind == "rule"]
+    if not applied:
+        rolled = [s.reason for s in result.trace.skips if s.rule == rule.name]
+        declined = [r for r in rolled if r.endswith("nothing to do")]
+        if declined:
+            return _Outcome(skipped=f"the engine declined the rewrite: {declined[0]}")
+        if any(reason.startswith("rolled back") for reason in rolled):
+            message = f"the rewrite was rolled back: {rolled[0].removeprefix('rolled back: ')}"
+            return _Outcome(failure=Counterexample(model_text, {}, None, message))
+        return _Outcome(skipped="the engine did not apply the rule: " + "; ".join(rolled))
+    rewritten = result.proto
+    try:
+        verdict = check_equivalence(
+            instance.proto, rewritten, examples=examples, seed=seed, save_counterexample=False
+        )
+    except VerifyError as exc:
+        message = str(exc)
+        if message.startswith(("original", "the original")):
+            return _Outcome(skipped=f"the instance cannot be run: {message}")
+        return _Outcome(failure=Counterexample(model_text, {}, None, message, _text(rewritten)))
+    if verdict.ok:
+        return _Outcome(examples=verdict.examples_run)
+    errors = [o.max_abs_err for o in verdict.outputs if o.max_abs_err is not None]
+    inputs = dict(verdict.counterexample or {})
+    message = verdict.message or verdict.summary()
+    failure = Counterexample(
+        model_text, inputs, max(errors, default=None), message, _text(rewritten)
+    )
+    return _Outcome(examples=verdict.examples_run, failure=failure)
+
+
+def check_rule(
+    compiled_rule: Any,
+    ruleset: ast.RuleSet,
+    options: CheckOptions,
+) -> RuleReport:
+    """Check one compiled rule (see the module docstring)."""
+    start = time.perf_counter()
+    rule: ast.Rule = compiled_rule.rule
+    location = f"{rule.span.path}:{rule.span.line}"
+    report = _reporter(rule.name, location, start)
+    try:
+        plan = analyze(compiled_rule)
+    except NotInstantiableError as exc:
+        return report(Status.NOT_INSTANTIABLE, detail=str(exc))
+    search = _search(plan, options, ruleset.functions, ruleset.sources)
+    if not search.accepted:
+        detail = f"{search.furthest()} ({search.attempts} attempts)"
+        return report(Status.NOT_INSTANTIABLE, detail=detail)
+    examples = 0
+    checked = 0
+    skips: list[str] = []
+    for index, instance in enumerate(search.accepted):
+        outcome = _check_instance(rule, ruleset, instance, options.examples, options.seed + index)
+        examples += outcome.examples
+        if outcome.failure is not None:
+            return report(
+                Status.FAILED,
+                instances=index + 1,
+                examples=examples,
+                detail=outcome.failure.message,
+                counterexample=outcome.failure,
+            )
+        if outcome.skipped:
+            skips.append(outcome.skipped)
+            continue
+        checked += 1
+    if checked == 0:
+        return report(Status.NOT_INSTANTIABLE, detail=skips[0] if skips else "no instance ran")
+    opsets = sorted(
+        {(i.opsets.get("", 0), i.target or 0): _opset_label(i) for i in search.accepted}.items()
+    )
+    detail = f"opset {', '.join(label for _, label in opsets)}"
+    return report(Status.VERIFIED, instances=checked, examples=examples, detail=detail)
+
+
+def _opset_label(instance: Instance) -> str:
+    version = str(instance.opsets.get("", 0))
+    return version if instance.target is None else f"{version}->{instance.target}"
+
+
+def _reporter(name: str, location: str, start: float) -> Callable[..., RuleReport]:
+    """A RuleReport constructor with the rule's name, location and timer filled in."""
+
+    def make(status: Status, **fields: Any) -> RuleReport:
+        return RuleReport(name, location, status, seconds=time.perf_counter() - start, **fields)
+
+    return make

@@ -1,0 +1,317 @@
+"""Recipes for neural-network ops.
+
+Conv, ConvTranspose, BatchNormalization, Gemm, MatMul, LayerNormalization, RMSNormalization,
+Attention, Softmax and the reductions.
+
+Shapes are small (dims of 1 to 4, a batch of 1 or 2) but cover what folding rules are
+sensitive to: groups (including depthwise), strides, dilations, padding modes, transposed
+Gemm operands, batched MatMul, trailing-axes normalization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import ir
+from rewriter.checkrules._line import LineBuild, RecipeError, Shape
+from rewriter.checkrules._recipes import axis_in, float_attr, open_attributes, recipe
+from rewriter.checkrules._values import EPSILONS
+
+_AUTO_PADS = ("NOTSET", "NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _ints(lb: LineBuild, key: Hashable, count: int, low: int, high: int) -> list[int]:
+    return [lb.choices.integer((key, i), low, high) for i in range(count)]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _conv_attrs(lb: LineBuild, spatial: int) -> tuple[str, list[int], list[int], list[int]]:
+    """auto_pad, strides, dilations and pads (begin..., end...) of a Conv-like node."""
+    auto_pad = lb.attr("auto_pad", lambda key: lb.choices.pick(key, _AUTO_PADS), omit_percent=50)
+    strides = lb.attr("strides", lambda key: _ints(lb, key, spatial, 1, 2), omit_percent=40)
+    dilations = lb.attr("dilations", lambda key: _ints(lb, key, spatial, 1, 2), omit_percent=50)
+    pads: list[int] | None = None
+    if auto_pad in (None, "NOTSET"):
+        pads = lb.attr("pads", lambda key: _ints(lb, key, 2 * spatial, 0, 2), omit_percent=40)
+    return (
+        auto_pad or "NOTSET",
+        list(strides or [1] * spatial),
+        list(dilations or [1] * spatial),
+        list(pads or [0] * (2 * spatial)),
+    )
+
+
+def _check_len(name: str, values: list[int], count: int) -> None:
+    if len(values) != count:
+        raise RecipeError(f"`{name}` has {len(values)} entries, the input has {count} spatial axes")
+
+
+@recipe("Conv")
+def conv(lb: LineBuild) -> None:
+    """Conv: x [N, C, spatial...], w [M, C / group, k...], optional b [M]."""
+    x, w, b = lb.slots[0], lb.slots[1], lb.present(2)
+    if x.shape is not None:
+        if len(x.shape) < 3:
+            raise RecipeError("Conv needs an input of rank >= 3")
+        spatial = len(x.shape) - 2
+        channels = x.shape[1]
+    else:
+        spatial = lb.choices.pick(lb.key("spatial"), (2, 2, 1, 3))
+        channels = 0
+    if channels:
+        group = lb.attr("group", lambda key: lb.choices.pick(key, _divisors(channels)))
+    else:
+        group = lb.attr("group", lambda key: lb.choices.pick(key, (1, 2, 3)))
+        channels = int(group) * lb.choices.integer(lb.key("cin"), 1, 3)
+    group = int(group)
+    if channels % group:
+        raise RecipeError(f"group {group} does not divide {channels} channels")
+    auto_pad, strides, dilations, pads = _conv_attrs(lb, spatial)
+    for name, values, count in (("strides", strides, spatial), ("dilations", dilations, spatial)):
+        _check_len(name, values, count)
+    _check_len("pads", pads, 2 * spatial)
+    if w.shape is not None:
+        out_channels, kernel = w.shape[0], list(w.shape[2:])
+    else:
+        out_channels = group * lb.choices.integer(lb.key("mout"), 1, 3)
+        kernel = _ints(lb, lb.key("kernel"), spatial, 1, 3)
+    lb.attr("kernel_shape", lambda key: list(kernel), omit_percent=60)
+    if x.shape is None:
+        batch = lb.choices.integer(lb.key("batch"), 1, 2)
+        dims = []
+        for i in range(spatial):
+            span = dilations[i] * (kernel[i] - 1) + 1
+            needed = span - (pads[i] + pads[i + spatial] if auto_pad == "NOTSET" else 0)
+            dims.append(max(needed, 1) + lb.choices.integer(lb.key("extra", i), 0, 2))
+        lb.set(x, lb.dtype_for(0), (batch, channels, *dims))
+    dtype = lb.dtype_for(0)
+    lb.set(w, dtype, (out_channels, channels // group, *kernel))
+    if b is not None:
+        lb.set(b, dtype, (out_channels,))
+    open_attributes(lb, spatial + 2)
+
+
+@recipe("ConvTranspose")
+def conv_transpose(lb: LineBuild) -> None:
+    """ConvTranspose: x [N, C, spatial...], w [C, M / group, k...], optional b [M]."""
+    x, w, b = lb.slots[0], lb.slots[1], lb.present(2)
+    spatial = len(x.shape) - 2 if x.shape is not None else lb.choices.pick(lb.key("sp"), (2, 1))
+    if spatial < 1:
+        raise RecipeError("ConvTranspose needs an input of rank >= 3")
+    channels = x.shape[1] if x.shape is not None else 0
+    if channels:
+        group = int(lb.attr("group", lambda key: lb.choices.pick(key, _divisors(channels))))
+    else:
+        group = int(lb.attr("group", lambda key: lb.choices.pick(key, (1, 2))))
+        channels = group * lb.choices.integer(lb.key("cin"), 1, 3)
+    if channels % group:
+        raise RecipeError(f"group {group} does not divide {channels} channels")
+    strides = lb.attr("strides", lambda key: _ints(lb, key, spatial, 1, 2), omit_percent=40)
+    strides = list(strides or [1] * spatial)
+    dilations = list(
+        lb.attr("dilations", lambda key: _ints(lb, key, spatial, 1, 2), omit_percent=60)
+        or [1] * spatial
+    )
+    pads = list(
+        lb.attr("pads", lambda key: _ints(lb, key, 2 * spatial, 0, 1), omit_percent=50)
+        or [0] * (2 * spatial)
+    )
+    lb.attr(
+        "output_padding",
+        lambda key: [lb.choices.integer((key, i), 0, s - 1) for i, s in enumerate(strides)],
+        omit_percent=70,
+    )
+    kernel = list(w.shape[2:]) if w.shape is not None else _ints(lb, lb.key("k"), spatial, 1, 3)
+    per_group = w.shape[1] if w.shape is not None else lb.choices.integer(lb.key("m"), 1, 3)
+    if x.shape is None:
+        dims = [lb.choices.integer(lb.key("dim", i), 1, 3) + 1 for i in range(spatial)]
+        lb.set(x, lb.dtype_for(0), (lb.choices.integer(lb.key("batch"), 1, 2), channels, *dims))
+    for i in range(spatial):
+        span = dilations[i] * (kernel[i] - 1) + 1
+        size = strides[i] * (x.shape[2 + i] - 1) + span - pads[i] - pads[i + spatial]  # type: ignore[index]
+        if size < 1:
+            raise RecipeError("ConvTranspose output would be empty")
+    dtype = lb.dtype_for(0)
+    lb.set(w, dtype, (channels, per_group, *kernel))
+    if b is not None:
+        lb.set(b, dtype, (per_group * group,))
+    open_attributes(lb, spatial + 2)
+
+
+@recipe("BatchNormalization", "InstanceNormalization")
+def batch_normalization(lb: LineBuild) -> None:
+    """X [N, C, ...]; every other input is per channel [C]."""
+    x = lb.slots[0]
+    if x.shape is None:
+        lb.set(x, lb.dtype_for(0), lb.draw_shape(x, 2, 4))
+    shape = x.shape
+    assert shape is not None, "the input shape was just decided"
+    if len(shape) < 2:
+        raise RecipeError(f"{lb.op_type} needs an input of rank >= 2")
+    for slot in lb.slots[1:]:
+        lb.set(slot, lb.dtype_for(slot.position), (shape[1],))
+    lb.attr("epsilon", lambda key: float(lb.choices.pick(key, EPSILONS)))
+    lb.attr(
+        "momentum", lambda key: float(lb.choices.pick(key, float_attr("momentum"))), omit_percent=70
+    )
+    lb.attr("training_mode", lambda key: 0, omit_percent=70)
+    open_attributes(lb, len(shape))
+
+
+@recipe("Gemm")
+def gemm(lb: LineBuild) -> None:
+    """A [M, K] (or [K, M]), B [K, N] (or [N, K]), C broadcasting to [M, N]."""
+    a, b, c = lb.slots[0], lb.slots[1], lb.present(2)
+    trans_a = int(lb.attr("transA", lambda key: lb.choices.pick(key, (0, 1))) or 0)
+    trans_b = int(lb.attr("transB", lambda key: lb.choices.pick(key, (0, 1))) or 0)
+    lb.attr("alpha", lambda key: float(lb.choices.pick(key, float_attr("alpha"))))
+    lb.attr("beta", lambda key: float(lb.choices.pick(key, float_attr("beta"))))
+    if a.shape is not None:
+        if len(a.shape) != 2:
+            raise RecipeError("Gemm needs a 2-D A")
+        m, k = (a.shape[1], a.shape[0]) if trans_a else a.shape
+    else:
+        m, k = lb.choices.integer(lb.key("m"), 1, 4), lb.choices.integer(lb.key("k"), 1, 4)
+    if b.shape is not None:
+        if len(b.shape) != 2:
+            raise RecipeError("Gemm needs a 2-D B")
+        n = b.shape[0] if trans_b else b.shape[1]
+        k_b = b.shape[1] if trans_b else b.shape[0]
+        if a.shape is None:
+            k = k_b
+    else:
+        n = lb.choices.integer(lb.key("n"), 1, 4)
+    dtype = lb.dtype_for(0)
+    lb.set(a, dtype, (k, m) if trans_a else (m, k))
+    lb.set(b, dtype, (n, k) if trans_b else (k, n))
+    if c is not None:
+        lb.set(c, dtype, lb.shape_choice(c, [(n,), (1, n), (m, n), (m, 1), (), (1,)]))
+    open_attributes(lb, 2)
+
+
+@recipe("MatMul", "MatMulInteger")
+def matmul(lb: LineBuild) -> None:
+    """A [..., M, K] @ B [..., K, N] (either may be 1-D)."""
+    a, b = lb.slots[0], lb.slots[1]
+    if a.shape is None:
+        if b.shape is not None:
+            k = b.shape[-2] if len(b.shape) >= 2 else b.shape[0]
+            lb.set(a, lb.dtype_for(0), (lb.choices.integer(lb.key("m"), 1, 4), k))
+        else:
+            lb.set(a, lb.dtype_for(0), lb.draw_shape(a, 1, 4))
+    a_shape = a.shape
+    assert a_shape is not None, "A was just decided"
+    k = a_shape[-1]
+    n = lb.choices.integer(lb.key("n"), 1, 4)
+    batch = a_shape[:-2]
+    options: list[Shape] = [(k, n), (k,)]
+    if batch:
+        options.append((*batch, k, n))
+        options.append((1,) * len(batch) + (k, n))
+    if b.shape is None:
+        lb.set(b, lb.dtype_for(1), lb.shape_choice(b, options))
+    open_attributes(lb, len(a_shape))
+
+
+@recipe("LayerNormalization", "RMSNormalization")
+def layer_normalization(lb: LineBuild) -> None:
+    """X of rank >= 1; scale and bias have the normalized shape x.shape[axis:]."""
+    x = lb.slots[0]
+    if x.shape is None:
+        lb.set(x, lb.dtype_for(0), lb.draw_shape(x, 1, 4))
+    shape = x.shape
+    assert shape is not None, "x was just decided"
+    axis = int(lb.attr("axis", lambda key: axis_in(lb, key, len(shape))))
+    axis = axis + len(shape) if axis < 0 else axis
+    if not 0 <= axis < len(shape):
+        raise RecipeError(f"axis {axis} is outside rank {len(shape)}")
+    lb.attr("epsilon", lambda key: float(lb.choices.pick(key, EPSILONS)))
+    for slot in lb.slots[1:]:
+        lb.set(slot, lb.dtype_for(slot.position), shape[axis:])
+    open_attributes(lb, len(shape))
+
+
+@recipe("Softmax", "LogSoftmax", "Hardmax")
+def softmax(lb: LineBuild) -> None:
+    """One input of rank >= 1 and an axis."""
+    x = lb.slots[0]
+    if x.shape is None:
+        lb.set(x, lb.dtype_for(0), lb.draw_shape(x, 1, 4))
+    rank = len(x.shape or ())
+    if rank == 0:
+        raise RecipeError(f"{lb.op_type} needs rank >= 1")
+    lb.attr("axis", lambda key: axis_in(lb, key, rank))
+    open_attributes(lb, rank)
+
+
+def reduction_axes(lb: LineBuild, key: Hashable, rank: int) -> list[int] | None:
+    """Axes to reduce: often the trailing ones, sometimes any subset; None: all axes."""
+    choices = lb.choices
+    form = choices.pick((key, "form"), ("trailing", "subset", "trailing", "all"))
+    if form == "all" or rank == 0:
+        return None
+    if form == "trailing":
+        count = choices.integer((key, "count"), 1, min(rank, 2))
+        axes = list(range(rank - count, rank))
+    else:
+        axes = [i for i in range(rank) if choices.chance((key, "take", i), 50)] or [rank - 1]
+    if choices.chance((key, "negative"), 40):
+        axes = [a - rank for a in axes]
+    return axes
+
+
+@recipe(
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+)
+def reduction(lb: LineBuild) -> None:
+    """Axes as an attribute (older opsets) or as a constant second input."""
+    x = lb.slots[0]
+    if x.shape is None:
+        lb.set(x, lb.dtype_for(0), lb.draw_shape(x, 1, 4))
+    rank = len(x.shape or ())
+    lb.attr("keepdims", lambda key: lb.choices.pick(key, (1, 0)))
+    if lb.has_attr("axes"):
+        lb.attr("axes", lambda key: reduction_axes(lb, key, rank))
+    axes_slot = lb.present(1)
+    if axes_slot is not None and axes_slot.resolved is None:
+        axes = reduction_axes(lb, ("value", axes_slot.key, "axes"), rank) or []
+        lb.int_values(axes_slot, axes)
+    open_attributes(lb, rank)
+
+
+@recipe("Attention")
+def attention(lb: LineBuild) -> None:
+    """4-D Q [B, H, S, D], K [B, H, L, D], V [B, H, L, Dv], optional mask [.., S, L]."""
+    q, k, v = lb.slots[0], lb.slots[1], lb.slots[2]
+    choices = lb.choices
+    batch, heads = choices.integer(lb.key("b"), 1, 2), choices.integer(lb.key("h"), 1, 3)
+    seq, keys = choices.integer(lb.key("s"), 1, 4), choices.integer(lb.key("l"), 1, 4)
+    depth, value_depth = choices.integer(lb.key("d"), 1, 4), choices.integer(lb.key("dv"), 1, 4)
+    dtype = lb.dtype_for(0)
+    lb.set(q, dtype, (batch, heads, seq, depth))
+    lb.set(k, dtype, (batch, heads, keys, depth))
+    lb.set(v, dtype, (batch, heads, keys, value_depth))
+    lb.attr("scale", lambda key: float(choices.pick(key, (0.5, 0.125, 2.0, 1e-3))), omit_percent=50)
+    lb.attr("is_causal", lambda key: choices.pick(key, (0, 1)), omit_percent=50)
+    mask = lb.present(3)
+    if mask is not None:
+        is_bool = choices.chance(lb.key("bool_mask"), 40)
+        mask_type = ir.DataType.BOOL if is_bool else dtype
+        shapes = [(seq, keys), (1, 1, seq, keys), (batch, heads, seq, keys), (batch, 1, seq, keys)]
+        lb.set(mask, mask_type, lb.shape_choice(mask, shapes))
+    for slot in lb.slots[4:]:
+        if slot.present:
+            raise RecipeError("Attention with past key/value is not generated")
+    open_attributes(lb, 4)

@@ -1,0 +1,252 @@
+"""Where-hints: from a `where` line that does not hold, overrides that should make it hold.
+
+The rule's conditions are evaluated on the built instance with the rule's own evaluator.
+For a line that is false, a few shapes of condition name a choice directly:
+
+* `v == E`, `shape(v) == E`, `rank(v) == E`, `dtype(v) == E` (v free or an attribute
+  variable): the choice becomes the value of `E` on this instance;
+* `shape(v) in E`, `dtype(v) in E`, `[dtype(a), dtype(b)] in E`: one element of `E`;
+* `v == u` for a free `v` and a defined `u`: `v` becomes the same value (non-linear use);
+* `f(a) == f(b)` with one choosable variable on each side: `b` takes `a`'s value;
+* `all(value(v) == E)`, `not any(value(v))`, `all_close(value(v), E)`: `v` is filled;
+* `is_scalar(v)`: `v` gets shape `[]`; `is_const(v)`: `v` becomes a constant.
+
+`and` repairs each false operand; `or` repairs one drawn operand. Repairs only set choices;
+the instance is then rebuilt from the same draws, so the search stays deterministic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import ir
+from rewriter._eval import UNKNOWN, EvalContext, EvalError, evaluate, truth
+from rewriter.checkrules._analysis import RulePlan, names_in
+from rewriter.checkrules._choices import Choices
+from rewriter.dsl import _ast as ast
+
+_DTYPES_BY_NAME = {dtype.onnx_name: dtype for dtype in ir.DataType if dtype.onnx_name}
+
+
+class Repairer:
+    """Turns false `where` lines into choice overrides for one instance."""
+
+    def __init__(
+        self, plan: RulePlan, choices: Choices, ctx: EvalContext, const_vars: frozenset[str]
+    ) -> None:
+        self.plan = plan
+        self.choices = choices
+        self.ctx = ctx
+        self.const_vars = const_vars
+        self.changed = False
+
+    def value(self, expr: ast.Expr) -> Any:
+        """The expression's value on the instance (UNKNOWN when it cannot be evaluated)."""
+        try:
+            return evaluate(expr, self.ctx)
+        except EvalError:
+            return UNKNOWN
+
+    def holds(self, expr: ast.Expr) -> bool:
+        """True when the condition definitely holds."""
+        try:
+            return truth(evaluate(expr, self.ctx)) is True
+        except EvalError:
+            return False
+
+    def _free(self, name: str) -> bool:
+        return name in self.plan.free
+
+    def _choosable(self, name: str) -> bool:
+        return name in self.plan.attr_vars or name in self.const_vars
+
+    # entry point -----------------------------------------------------------------------------
+    def repair(self, condition: ast.Expr, tag: object) -> None:
+        """Set overrides that should make `condition` hold."""
+        if self.holds(condition):
+            return
+        if isinstance(condition, ast.BoolOp):
+            if condition.op == "and":
+                self.repair(condition.left, (tag, "l"))
+                self.repair(condition.right, (tag, "r"))
+            else:
+                side = self.choices.pick(("repair", tag), ("l", "r"))
+                branch = condition.left if side == "l" else condition.right
+                self.repair(branch, (tag, side))
+            return
+        if isinstance(condition, ast.Compare):
+            self._compare(condition, tag)
+        elif isinstance(condition, ast.Call):
+            self._call(condition)
+        elif isinstance(condition, ast.Unary) and condition.op == "not":
+            self._negation(condition.operand)
+
+    # comparisons -----------------------------------------------------------------------------
+    def _compare(self, expr: ast.Compare, tag: object) -> None:
+        if expr.op == "==":
+            if self._assign(expr.left, expr.right) or self._assign(expr.right, expr.left):
+                return
+            self._copy(expr.left, expr.right)
+        elif expr.op == "in":
+            target = self.value(expr.right)
+            if isinstance(target, list) and target:
+                choice = self.choices.pick(("repair_in", tag), target)
+                self._assign_value(expr.left, choice)
+
+    def _assign(self, target: ast.Expr, source: ast.Expr) -> bool:
+        if (
+            isinstance(target, ast.Name)
+            and isinstance(source, ast.Name)
+            and self._free(target.name)
+            and source.name in self.plan.defined
+        ):
+            self._set(("alias", target.name), source.name)
+            return True
+        value = self.value(source)
+        if value is UNKNOWN or value is None:
+            return False
+        return self._assign_value(target, value)
+
+    def _assign_value(self, target: ast.Expr, value: Any) -> bool:
+        if isinstance(target, ast.Coalesce):
+            first = self.value(target.left)
+            return self._assign_value(target.left if first is not None else target.right, value)
+        if isinstance(target, ast.ListExpr) and isinstance(value, list | tuple):
+            done = False
+            for item, part in zip(target.items, value, strict=False):
+                done = self._assign_value(item, part) or done
+            return done
+        if isinstance(target, ast.Name):
+            return self._set_variable(target.name, value)
+        if isinstance(target, ast.Call) and len(target.args) == 1:
+            arg = target.args[0]
+            if not isinstance(arg, ast.Name) or not self._free(arg.name):
+                if target.func == "value" and isinstance(arg, ast.Name):
+                    return self._set_variable(arg.name, value)
+                return False
+            name = arg.name
+            if (
+                target.func == "shape"
+                and isinstance(value, list)
+                and all(isinstance(d, int) for d in value)
+            ):
+                self._set(("shape", name), tuple(value))
+                return True
+            if target.func == "rank" and isinstance(value, int):
+                self._set(("rank", name), value)
+                return True
+            if target.func == "dtype" and value in _DTYPES_BY_NAME:
+                self._set(("dtype", name), _DTYPES_BY_NAME[value])
+                return True
+            if target.func == "value":
+                return self._set_variable(name, value)
+        return False
+
+    def _set_variable(self, name: str, value: Any) -> bool:
+        if not _is_data(value):
+            return False
+        if name in self.plan.attr_vars:
+            if isinstance(value, np.ndarray):
+                value = value.tolist()
+            self._set(("attr", name), value)
+            return True
+        if name in self.plan.free:
+            self._set(("const", name), True)
+            self._set(("value", name), np.asarray(value))
+            return True
+        return False
+
+    def _copy(self, left: ast.Expr, right: ast.Expr) -> None:
+        """`f(a) == f(b)`: give `b` the value `a` has (attributes or constants alike)."""
+        sources = [n for n in dict.fromkeys(names_in(left)) if self._choosable(n)]
+        targets = [n for n in dict.fromkeys(names_in(right)) if self._choosable(n)]
+        sources = [n for n in sources if self.ctx.bindings.get(n) is not None]
+        targets = [n for n in targets if self.ctx.bindings.get(n) is not None]
+        if len(sources) != 1 or len(targets) != 1 or sources == targets:
+            return
+        current = self.value(ast.Call("value", (ast.Name(sources[0]),)))
+        if sources[0] in self.plan.attr_vars:
+            current = self.ctx.bindings[sources[0]]
+        if current is UNKNOWN or current is None:
+            return
+        self._set_variable(targets[0], current)
+
+    # calls -----------------------------------------------------------------------------------
+    def _call(self, expr: ast.Call) -> None:
+        func, args = expr.func, expr.args
+        if func == "is_const":
+            for arg in args:
+                if isinstance(arg, ast.Name) and self._free(arg.name):
+                    self._set(("const", arg.name), True)
+        elif func == "is_scalar" and args and isinstance(args[0], ast.Name):
+            if self._free(args[0].name):
+                self._set(("const", args[0].name), True)
+                self._set(("shape", args[0].name), ())
+        elif func == "all_close" and len(args) >= 2:
+            self._fill(args[0], self.value(args[1]))
+        elif func == "all" and len(args) == 1 and isinstance(args[0], ast.Compare):
+            inner = args[0]
+            if inner.op == "==":
+                self._fill(inner.left, self.value(inner.right))
+
+    def _negation(self, operand: ast.Expr) -> None:
+        if isinstance(operand, ast.Call) and operand.func == "any" and operand.args:
+            self._fill(operand.args[0], 0)
+
+    def _fill(self, target: ast.Expr, fill: Any) -> None:
+        if fill is UNKNOWN or fill is None:
+            return
+        if isinstance(target, ast.Coalesce):
+            first = self.value(target.left)
+            target = target.left if first is not None else target.right
+        name = _value_target(target)
+        if name is None:
+            return
+        current = self.ctx.bindings.get(name)
+        if name in self.plan.attr_vars:
+            if isinstance(current, list):
+                self._set(("attr", name), np.full(len(current), fill).tolist())
+            elif _is_data(fill) and np.ndim(fill) == 0:
+                self._set(("attr", name), float(fill) if isinstance(current, float) else fill)
+            return
+        if name in self.plan.free:
+            self._set(("const", name), True)
+            self._set(("value", name), np.asarray(fill))
+
+    def _set(self, key: object, value: Any) -> None:
+        previous = self.choices.overrides.get(key, _MISSING)
+        if previous is _MISSING or not _equal(previous, value):
+            self.choices.override(key, value)
+            self.changed = True
+
+
+_MISSING = object()
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _is_data(value: Any) -> bool:
+    """True for numbers, strings and (nested) lists or arrays of them."""
+    if isinstance(value, str | bool | int | float | np.generic):
+        return True
+    try:
+        return np.asarray(value).dtype.kind in "biufcU"
+    except (TypeError, ValueError):
+        return False
+
+
+def _value_target(expr: ast.Expr) -> str | None:
+    if isinstance(expr, ast.Name):
+        return expr.name
+    if isinstance(expr, ast.Call) and expr.func == "value" and expr.args:
+        arg = expr.args[0]
+        if isinstance(arg, ast.Name):
+            return arg.name
+    return None
