@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 
 import ir
 from rewriter.dsl import _ast as ast
@@ -82,7 +83,7 @@ def check_attributes(
         return
     known: set[str] = set()
     for ref in refs:
-        known.update(ir.schemas.attribute_names(ref.op_type, ref.domain))
+        known.update(_attribute_names(ref.op_type, ir.schemas.normalize_domain(ref.domain)))
     ops = " | ".join(f"`{r.op_type}`" for r in refs)
     for entry in attrs:
         if isinstance(entry, ast.AttrEntry) and entry.name not in known:
@@ -93,15 +94,13 @@ def check_attributes(
 
 def check_arity(ref: ast.OpRef, inputs: Count, outputs: Count, report: Reporter) -> None:
     """Report an input or output count that no version of the op's schema accepts."""
-    versions = ir.schemas.schema_versions(ref.op_type, ref.domain)
-    if not versions:
+    input_ranges, output_ranges = _arities(ref.op_type, ir.schemas.normalize_domain(ref.domain))
+    if not input_ranges:
         return
-    input_ranges = [_range(ir.schemas.input_arity(s)) for s in versions]
     if not any(inputs.overlaps(r) for r in input_ranges):
         accepted = _union(input_ranges).describe("input")
         given = inputs.describe("input")
         report.error(ref.span, f"`{ref.op_type}` takes {accepted}, but this line gives {given}")
-    output_ranges = [_range(ir.schemas.output_arity(s)) for s in versions]
     if not any(outputs.overlaps(r) for r in output_ranges):
         accepted = _union(output_ranges).describe("output")
         given = outputs.describe("output")
@@ -135,6 +134,20 @@ def rewrite_inputs(inputs: tuple[ast.Expr, ...]) -> Count:
 
 def _is_none(expr: ast.Expr) -> bool:
     return isinstance(expr, ast.Const) and expr.value is None
+
+
+@functools.cache
+def _arities(op_type: str, domain: str) -> tuple[tuple[Count, ...], tuple[Count, ...]]:
+    """Input and output count ranges of every version of an op's schema."""
+    versions = ir.schemas.schema_versions(op_type, domain)
+    inputs = tuple(_range(ir.schemas.input_arity(s)) for s in versions)
+    outputs = tuple(_range(ir.schemas.output_arity(s)) for s in versions)
+    return inputs, outputs
+
+
+@functools.cache
+def _attribute_names(op_type: str, domain: str) -> frozenset[str]:
+    return ir.schemas.attribute_names(op_type, domain)
 
 
 def _range(arity: ir.schemas.InputArity) -> Count:

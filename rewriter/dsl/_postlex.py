@@ -44,7 +44,7 @@ _STATEMENT_ENDERS = frozenset(
         "LOOP",
     }
 )
-_OPENERS = {"LPAR": "RPAR", "LSQB": "RSQB", "LANGLE": "MORETHAN"}
+_OPENERS = {"LPAR": "RPAR", "LSQB": "RSQB", "LANGLE": "GT"}
 _COMMENT = re.compile(r"#[^\r\n]*")
 
 
@@ -105,7 +105,7 @@ def _is_dropped(newline: Token, previous: str | None, closers: list[str]) -> boo
     """
     if previous in (None, "_NL", "LBRACE"):
         return True
-    if ";" in newline:
+    if ";" in _COMMENT.sub("", newline):
         return False
     return bool(closers) or previous not in _STATEMENT_ENDERS
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 
@@ -15,6 +16,7 @@ class Reporter:
     def __init__(self, sources: Mapping[str, str]) -> None:
         self.sources = sources
         self.diagnostics: list[Diagnostic] = []
+        self._lines: dict[str, list[str]] = {}
 
     def error(self, span: Span, message: str, notes: Sequence[Diagnostic] = ()) -> None:
         """Record an error at `span`."""
@@ -39,11 +41,10 @@ class Reporter:
         Used to point at a name inside a statement whose AST node keeps only the whole
         statement's span (`pass NAME`, `let NAME`, `use "module"`). Falls back to `within`.
         """
-        text = self.sources.get(within.path, "")
-        lines = text.split("\n")
+        lines = self._source_lines(within.path)
         if not 1 <= within.line <= len(lines):
             return within
-        pattern = re.compile(rf"(?<![\w.]){re.escape(word)}(?!\w)")
+        pattern = _word_pattern(word)
         for number in range(within.line, min(within.end_line, len(lines)) + 1):
             line = lines[number - 1]
             start = within.col - 1 + skip if number == within.line else 0
@@ -52,6 +53,18 @@ class Reporter:
                 col = found.start() + 1
                 return Span(within.path, number, col, number, col + len(word))
         return within
+
+    def _source_lines(self, path: str) -> list[str]:
+        lines = self._lines.get(path)
+        if lines is None:
+            lines = self.sources.get(path, "").split("\n")
+            self._lines[path] = lines
+        return lines
+
+
+@functools.lru_cache(maxsize=1024)
+def _word_pattern(word: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w.]){re.escape(word)}(?!\w)")
 
 
 def head(span: Span, width: int) -> Span:

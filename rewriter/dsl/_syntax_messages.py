@@ -35,14 +35,14 @@ _EXPRESSION_STARTS = frozenset(
 _LITERAL_STARTS = frozenset({"INT", "FLOAT", "STRING", "LSQB", "MINUS", "PLUS", "TRUE", "FALSE"})
 _OPERATORS = frozenset(
     {"PLUS", "MINUS", "STAR", "SLASH", "DSLASH", "PERCENT", "DSTAR", "QQ", "EQEQ", "NOTEQ"}
-    | {"LESSTHAN", "MORETHAN", "LE", "GE", "IN", "NOT", "AND", "OR", "IF", "DOT", "LPAR", "LSQB"}
+    | {"LT", "GT", "LE", "GE", "IN", "NOT", "AND", "OR", "IF", "DOT", "LPAR", "LSQB"}
 )
 # Shown first when present, in this order; anything else follows alphabetically.
-_ORDER = ("RPAR", "RSQB", "MORETHAN", "RBRACE", "COMMA", "EQUAL", "ARROW", "LBRACE", "COLON")
+_ORDER = ("RPAR", "RSQB", "GT", "RBRACE", "COMMA", "EQUAL", "ARROW", "LBRACE", "COLON")
 _OPERATOR_CHARS = re.compile(r"[-+*/%=<>!?|&^~:.]+")
 _NEXT_WORD = re.compile(r"([ \t]*)([^\s,>]*)")
 # Tokens too common to make a useful "after ..." context.
-_NO_CONTEXT = frozenset({"RPAR", "RSQB", "RBRACE", "MORETHAN", "LPAR", "LSQB", "LBRACE", "COMMA"})
+_NO_CONTEXT = frozenset({"RPAR", "RSQB", "RBRACE", "GT", "LPAR", "LSQB", "LBRACE", "COMMA"})
 _MAX_SHOWN = 5
 
 
@@ -62,7 +62,7 @@ def _describe_token(exc: UnexpectedToken, text: str, path: str) -> tuple[Span, s
     expected = _expected(exc)
     at_end = token.type == "$END"
     span = _end_of_text(text, path) if at_end else token_span(path, token)
-    if token.type == "LESSTHAN" and "LANGLE" in expected:
+    if token.type == "LT" and "LANGLE" in expected:
         return _describe_attribute_list(token, text, path)
     found_text, width = _found(token, text)
     if width:
