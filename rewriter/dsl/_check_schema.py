@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+from collections.abc import Sequence
 
 import ir
 from rewriter.dsl import _ast as ast
@@ -154,7 +155,7 @@ def _range(arity: ir.schemas.InputArity) -> Count:
     return Count(arity.min_inputs, arity.max_inputs)
 
 
-def _union(ranges: list[Count]) -> Count:
+def _union(ranges: Sequence[Count]) -> Count:
     low = min(r.low for r in ranges)
     high = None if any(r.high is None for r in ranges) else max(r.high or 0 for r in ranges)
     return Count(low, high)
