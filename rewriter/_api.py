@@ -27,15 +27,25 @@ def library_path() -> Path:
     return Path(patterns.__file__).parent
 
 
-# Library folders whose rules are opt-in: used only when passed explicitly with --rules.
-OPT_IN_FOLDERS = ("loops",)
+# Rule folders that are opt-in: below a folder given as rules, a subfolder with one of these
+# names is left out; name it directly (`--rules patterns/loops`) to use it.
+OPT_IN_FOLDERS = ("loops", "ort")
+
+
+def rule_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The `.rw` files below `folder`, sorted by path, opt-in subfolders left out."""
+    root = Path(folder)
+    files = (
+        p
+        for p in root.rglob("*.rw")
+        if not any(part in OPT_IN_FOLDERS for part in p.relative_to(root).parts[:-1])
+    )
+    return sorted(files, key=lambda p: p.as_posix())
 
 
 def default_library_files() -> list[Path]:
     """The shipped `.rw` files used when no rules are given (opt-in folders left out)."""
-    root = library_path()
-    files = (p for p in root.rglob("*.rw") if p.relative_to(root).parts[0] not in OPT_IN_FOLDERS)
-    return sorted(files, key=lambda p: p.as_posix())
+    return rule_files(library_path())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +93,20 @@ def load_ruleset(rules: RulesLike, *, allow_python: bool = False) -> ast.RuleSet
     if isinstance(rules, ast.RuleSet):
         return rules
     if rules is None:
-        paths: list[str | os.PathLike[str]] = list(default_library_files())
+        given: list[str | os.PathLike[str]] = [library_path()]
     elif isinstance(rules, str | os.PathLike):
-        paths = [rules]
+        given = [rules]
     else:
-        paths = list(rules)
+        given = list(rules)
+    paths: list[str | os.PathLike[str]] = []
+    for path in given:
+        if Path(path).is_dir():
+            found = rule_files(path)
+            if not found:
+                raise RewriteError(f"{path}: no .rw rule files in this folder")
+            paths.extend(found)
+        else:
+            paths.append(path)
     return load_rules(*paths, allow_python=allow_python)
 
 
@@ -174,18 +193,15 @@ def _run(
     manager = PassManager(ruleset, options)
     target = options.target_opset
     current = ir_model.opset_imports.get("", ir_model.opset_imports.get("ai.onnx"))
-    converted = False
-    if target is not None and current is not None and target > current:
+    if target is None or current is None or target == current:
+        return ir_model, manager.run(ir_model)
+    if target > current:
         ir_model = ir.convert_version(ir_model, target)
-        converted = True
+        return ir_model, Trace.conversion(current, target).followed_by(manager.run(ir_model))
+    # Rules that decompose ops the target lacks run first; then convert and run again.
     trace = manager.run(ir_model)
-    if target is not None and current is not None and target < current:
-        # Rules that decompose ops the target lacks have run; now convert and run again.
-        ir_model = ir.convert_version(ir_model, target)
-        converted = True
-        trace = trace.followed_by(manager.run(ir_model))
-    if converted and current is not None and target is not None:
-        trace = trace.with_conversion(current, target)
+    ir_model = ir.convert_version(ir_model, target)
+    trace = trace.followed_by(Trace.conversion(current, target)).followed_by(manager.run(ir_model))
     return ir_model, trace
 
 

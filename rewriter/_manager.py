@@ -233,6 +233,9 @@ class _Run:
         self.matcher = Matcher(model.opset_imports, manager.ruleset.functions, targets)
         self.builder = Builder(model, self.matcher, self.names)
         self.timings: dict[str, float] = collections.defaultdict(float)
+        # A change can complete a match anchored this many nodes downstream (rules are
+        # anchored at their last line and walk up to producers).
+        self.radius = max((len(rule.lines) for rule in manager.rules), default=1) - 1
 
     def execute(self) -> Trace:
         start = time.perf_counter()
@@ -271,7 +274,7 @@ class _Run:
                 self.warnings.append("the passes keep undoing each other; stopped")
                 break
             fingerprints.add(fingerprint)
-            worklist.extend(changed_nodes)
+            worklist.extend(_downstream(changed_nodes, self.radius))
             if iteration == self.options.max_iterations - 1:
                 stop = StopReason.ITERATION_LIMIT
                 self.warnings.append(
@@ -382,6 +385,7 @@ class _Run:
         )
         worklist.extend(applied.created)
         worklist.extend(applied.neighbours)
+        worklist.extend(_downstream([*applied.created, *applied.neighbours], self.radius))
         return True
 
     def _record_pass(self, result: PassResult) -> None:
@@ -421,6 +425,24 @@ class _Worklist:
             if node.graph is not None and node not in self._pending:
                 self._pending.add(node)
                 self._queue.append(node)
+
+
+def _downstream(nodes: Iterable[ir.Node], radius: int) -> list[ir.Node]:
+    """Nodes reachable from `nodes` through at most `radius` uses (the nodes included)."""
+    seen: dict[ir.Node, None] = dict.fromkeys(nodes)
+    frontier = list(seen)
+    for _ in range(radius):
+        next_frontier = []
+        for node in frontier:
+            for out in node.outputs:
+                for user in out.users():
+                    if user not in seen:
+                        seen[user] = None
+                        next_frontier.append(user)
+        if not next_frontier:
+            break
+        frontier = next_frontier
+    return list(seen)
 
 
 def _fingerprint(model: ir.Model) -> str:

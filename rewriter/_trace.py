@@ -87,8 +87,9 @@ class Trace:
             self.warnings + later.warnings,
         )
 
-    def with_conversion(self, source: int, target: int) -> Trace:
-        """Record an opset conversion at the start of the trace."""
+    @staticmethod
+    def conversion(source: int, target: int) -> Trace:
+        """A trace holding one opset conversion."""
         entry = TraceEntry(
             "convert_version",
             "onnx version converter",
@@ -97,7 +98,7 @@ class Trace:
             (f"opset {target}",),
             "convert",
         )
-        return dataclasses.replace(self, entries=(entry, *self.entries))
+        return Trace((entry,), (), StopReason.SATURATED)
 
     def counts(self) -> Counter[str]:
         """How many times each rule (or pass) fired."""
