@@ -51,8 +51,10 @@ def print_warnings(warnings: Sequence[Diagnostic]) -> None:
 def print_summary(result: RewriteResult, out_path: Path) -> None:
     """One line: node counts, rewrites, where the output went."""
     applied = sum(1 for e in result.trace.entries if e.kind == "rule")
+    passes = sum(1 for e in result.trace.entries if e.kind == "pass")
+    changes = f"{applied} rewrites" + (f", {passes} pass changes" if passes else "")
     print(
-        f"{result.nodes_before} -> {result.nodes_after} nodes, {applied} rewrites "
+        f"{result.nodes_before} -> {result.nodes_after} nodes, {changes} "
         f"({result.trace.stop_reason.value}); wrote {out_path}"
     )
 
