@@ -297,8 +297,11 @@ class Builder:
 
     # checking --------------------------------------------------------------------------------
     def _check_types(self, match: Match, pending: _Pending) -> None:
+        created = {id(out) for node in pending.nodes for out in node.outputs}
         for old, new in pending.replacements:
             _check_compatible(old, new)
+            if id(new) in created:
+                _inherit_type(old, new)
 
     # committing ------------------------------------------------------------------------------
     def _commit(self, match: Match, pending: _Pending) -> Applied:
@@ -540,6 +543,22 @@ def _check_compatible(old: ir.Value, new: ir.Value) -> None:
             raise RewriteRejectedError(
                 f"the rewrite would change the shape of `{old.name}`: {a} -> {b}"
             )
+
+
+def _inherit_type(old: ir.Value, new: ir.Value) -> None:
+    """Give a new value every fact known about the value it replaces (they are one tensor).
+
+    onnx's inference cannot type custom-domain ops (com.microsoft.*), and for standard ops it
+    invents fresh symbols; keeping the replaced value's facts lets later rules still prove
+    ranks and symbolic shape equalities downstream of a rewrite.
+    """
+    from rewriter._facts import value_type
+
+    a = value_type(old)
+    if not isinstance(a, ir.TensorType):
+        return
+    b = value_type(new)
+    ir.record_inferred_type(new, ir.merge_types(a, b) if isinstance(b, ir.TensorType) else a)
 
 
 def _remove_dead(graph: ir.Graph, matched: tuple[ir.Node, ...]) -> tuple[ir.Node, ...]:

@@ -66,3 +66,26 @@ def test_identity_between_a_node_and_a_graph_output_is_still_removed(tmp_path):
     assert op_types(result.proto) == ["Relu"]
     assert result.proto.graph.output[0].name == "y"
     assert_same_outputs(model, result.proto)
+
+
+def test_value_made_by_a_custom_op_keeps_the_facts_of_the_value_it_replaces(tmp_path):
+    # onnx's inference cannot type a custom-domain node (com.microsoft.* fusions), so its
+    # output had no rank or shape and every rule downstream that asks for them stopped firing
+    # (SkipLayerNormalization chains in BERT fused only every other layer).
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17, "custom" : 1]>
+        g (float[N, 4] x) => (float[N, 4] y) {
+            t = Relu (x)
+            y = Neg (t)
+        }"""
+    )
+    rules = """
+    # Relu(x) -> custom.MyRelu(x)
+    rule to_custom: t = Relu (x) => t = custom.MyRelu (x)
+    # Neg(t) -> custom.MyNeg(t) for a 2-D t (needs the rank of the custom op's output)
+    rule neg_2d: y = Neg (t) => y = custom.MyNeg (t) where rank(t) == 2 and shape(t)[0] == "N"
+    """
+    result = run_rules(model, rules, tmp_path)
+    assert [e.rule for e in result.trace.entries] == ["to_custom", "neg_2d"]
+    assert op_types(result.proto) == ["MyRelu", "MyNeg"]
+    ir.verify(result.model)
