@@ -65,6 +65,12 @@ _ALL = (
     _sig(
         "opset(domain)", 0, "the model's opset version for a domain (0 if not imported)", "domain"
     ),
+    _sig(
+        "target_opset(domain)",
+        0,
+        "the opset a --target-opset conversion heads for (the model's own without one)",
+        "domain",
+    ),
     # numbers and lists
     _sig("len(x)", 1, "length of a list, or the first dim of a tensor"),
     _sig("abs(x)", 1, "absolute value, elementwise"),
