@@ -104,10 +104,18 @@ def load_ruleset(rules: RulesLike, *, allow_python: bool = False) -> ast.RuleSet
             found = rule_files(path)
             if not found:
                 raise RewriteError(f"{path}: no .rw rule files in this folder")
-            paths.extend(found)
+            paths.extend(_readable(p) for p in found)
         else:
             paths.append(path)
     return load_rules(*paths, allow_python=allow_python)
+
+
+def _readable(path: Path) -> Path:
+    """`path` relative to the working folder when it is below it (shorter locations)."""
+    try:
+        return path.resolve().relative_to(Path.cwd())
+    except ValueError:
+        return path
 
 
 def as_model(model: ModelLike, *, copy: bool = True) -> ir.Model:
