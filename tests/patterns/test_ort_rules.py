@@ -1,0 +1,333 @@
+"""Rules of patterns/ort (opt-in com.microsoft contrib fusions): positive tests checked against
+onnxruntime's own kernels, near misses, and the BERT / GPT-2 exports."""
+
+from __future__ import annotations
+
+import collections
+
+import onnx
+import onnx.helper
+import pytest
+
+import ir
+import rewriter
+from tests.patterns.fusion_helpers import (
+    MODELS,
+    ORT_RULES,
+    build,
+    check_fired,
+    fired,
+    manifest_entry,
+    rewrite,
+    run_npz_samples,
+)
+
+SLN = ORT_RULES / "skip_layer_norm.rw"
+GELU = ORT_RULES / "gelu.rw"
+MHA = ORT_RULES / "attention.rw"
+
+
+def _ms(opset: int = 17, ms: bool = True) -> str:
+    domains = f'"" : {opset}' + (', "com.microsoft" : 1' if ms else "")
+    return f"<ir_version: 8, opset_import: [{domains}]>"
+
+
+# -- SkipLayerNormalization -----------------------------------------------------------------------
+
+
+def sln_model(
+    bias: bool = False, keep_sum: bool = False, x_shape: str = "B, S, 8", skip_shape: str = "B, S, 8",
+    axis: int = -1, ms: bool = True,
+) -> object:
+    lines = []
+    source = "x"
+    if bias:
+        lines.append("t = Add (x, bias)")
+        source = "t"
+    lines.append(f"s = Add ({source}, skip)")
+    lines.append(f"y = LayerNormalization <axis = {axis}, epsilon = 0.001> (s, gamma, beta)")
+    outputs = "float[B, S, 8] y"
+    if keep_sum:
+        lines.append("r = Add (s, y)")
+        outputs = "float[B, S, 8] r"
+    body = "\n            ".join(lines)
+    norm = (8,) if axis == -1 else (3, 8)
+    return build(
+        f"""{_ms(ms=ms)}
+        g (float[{x_shape}] x, float[{skip_shape}] skip) => ({outputs}) {{
+            {body}
+        }}""",
+        gamma=(norm, 0.5, 1.5),
+        beta=(norm, -0.5, 0.5),
+        **({"bias": ((8,), -0.5, 0.5)} if bias else {}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("bias", "keep_sum", "rule", "ops"),
+    [
+        (False, False, "fuse_skip_layer_normalization", ["SkipLayerNormalization"]),
+        (False, True, "fuse_skip_layer_normalization_keep_sum", ["SkipLayerNormalization", "Add"]),
+        (True, False, "fuse_skip_layer_normalization_bias", ["SkipLayerNormalization"]),
+        (True, True, "fuse_skip_layer_normalization_bias_keep_sum", ["SkipLayerNormalization", "Add"]),
+    ],
+)
+def test_fuse_skip_layer_normalization(bias, keep_sum, rule, ops):
+    model = sln_model(bias, keep_sum)
+    check_fired(model, rewrite(model, SLN), {rule: 1}, ops)
+
+
+@pytest.mark.parametrize(("x_shape", "skip_shape"), [("B, S, 8", "1, S, 8"), ("1, S, 8", "B, S, 8")])
+def test_fuse_skip_layer_normalization_with_a_broadcast_skip(x_shape, skip_shape):
+    # either operand order: the full-shaped one becomes `input`, the broadcast one `skip`
+    model = sln_model(x_shape=x_shape, skip_shape=skip_shape)
+    check_fired(model, rewrite(model, SLN), {"fuse_skip_layer_normalization": 1}, ["SkipLayerNormalization"])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        # both operands broadcast: neither has the sum's shape (onnxruntime would return the
+        # input's shape, or reject the skip)
+        {"x_shape": "B, 1, 8", "skip_shape": "1, S, 8"},
+        {"x_shape": "B, S, 8", "skip_shape": "B, N, 8"},  # the sum's shape is not provable
+        {"axis": 1},  # normalizes two axes
+        {"ms": False},  # the model does not import com.microsoft
+    ],
+)
+def test_fuse_skip_layer_normalization_near_misses(kwargs):
+    assert not fired(rewrite(sln_model(**kwargs), SLN))
+
+
+def test_absorb_affine_ops_into_skip_layer_normalization():
+    model = build(
+        f"""{_ms()}
+        g (float[B, S, 8] x, float[B, S, 8] skip) => (float[B, S, 8] y) {{
+            one = Constant <value = float[8] {{1, 1, 1, 1, 1, 1, 1, 1}}> ()
+            n = com.microsoft.SkipLayerNormalization <epsilon = 0.001> (x, skip, one)
+            m = Mul (n, gamma)
+            y = Add (beta, m)
+        }}""",
+        gamma=((8,), 0.5, 1.5),
+        beta=((8,), -0.5, 0.5),
+    )
+    result = rewrite(model, SLN)
+    counts = {"absorb_mul_into_skip_layer_normalization": 1, "absorb_add_into_skip_layer_normalization": 1}
+    check_fired(model, result, counts, ["SkipLayerNormalization"])
+
+
+# -- Gelu / BiasGelu / FastGelu -------------------------------------------------------------------
+
+
+def gelu_model(form: str, bias_shape: tuple[int, ...] | None = None, opset: int = 17, ms: bool = True) -> object:
+    lines = []
+    x = "x"
+    if bias_shape is not None:
+        lines.append("xb = Add (b, x)")
+        x = "xb"
+    erf_tail = [
+        "e = Erf (u)",
+        "one = Constant <value = float {1.0}> ()",
+        "h = Add (e, one)",
+        "half = Constant <value = float {0.5}> ()",
+    ]
+    tanh_tail = [
+        "three = Constant <value = float {3.0}> ()",
+        f"x3 = Pow ({x}, three)",
+        "k = Constant <value = float {0.044715}> ()",
+        "s = Mul (x3, k)",
+        f"a = Add ({x}, s)",
+        "c = Constant <value = float {0.7978846}> ()",
+        "v = Mul (a, c)",
+        "th = Tanh (v)",
+        "one = Constant <value = float {1.0}> ()",
+        "h = Add (th, one)",
+        "half = Constant <value = float {0.5}> ()",
+    ]
+    sqrt2 = "c = Constant <value = float {1.4142135}> ()"
+    forms = {
+        "erf_mul_last": [sqrt2, f"u = Div ({x}, c)", *erf_tail, f"t = Mul ({x}, h)", "y = Mul (t, half)"],
+        "erf_half_x": [sqrt2, f"u = Div ({x}, c)", *erf_tail, f"t = Mul ({x}, half)", "y = Mul (t, h)"],
+        "erf_half_h": [sqrt2, f"u = Div ({x}, c)", *erf_tail, "t = Mul (h, half)", f"y = Mul ({x}, t)"],
+        "tanh_half_x": [*tanh_tail, f"t = Mul ({x}, half)", "y = Mul (t, h)"],
+        "tanh_mul_last": [*tanh_tail, f"t = Mul ({x}, h)", "y = Mul (t, half)"],
+        "onnx_gelu": [f"y = Gelu ({x})"],
+        "onnx_gelu_tanh": [f'y = Gelu <approximate = "tanh"> ({x})'],
+    }
+    lines += forms[form]
+    body = "\n            ".join(lines)
+    return build(
+        f"""{_ms(opset, ms)}
+        g (float[B, 6] x) => (float[B, 6] y) {{
+            {body}
+        }}""",
+        **({"b": (bias_shape, -0.5, 0.5)} if bias_shape is not None else {}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("form", "opset", "rule", "op"),
+    [
+        ("erf_mul_last", 17, "ort_gelu_erf_mul_last", "Gelu"),
+        ("erf_half_x", 17, "ort_gelu_erf_half_x", "Gelu"),
+        ("erf_half_h", 17, "ort_gelu_erf_half_h", "Gelu"),
+        ("tanh_half_x", 17, "ort_fast_gelu_half_x", "FastGelu"),
+        ("tanh_mul_last", 17, "ort_fast_gelu_mul_last", "FastGelu"),
+        ("onnx_gelu", 20, "ort_gelu_from_onnx_gelu", "Gelu"),
+        ("onnx_gelu_tanh", 20, "ort_fast_gelu_from_onnx_gelu", "FastGelu"),
+    ],
+)
+def test_ort_gelu_forms(form, opset, rule, op):
+    model = gelu_model(form, opset=opset)
+    check_fired(model, rewrite(model, GELU), {rule: 1}, [op])
+
+
+@pytest.mark.parametrize(
+    ("form", "opset", "rules", "op"),
+    [
+        ("erf_mul_last", 17, {"ort_gelu_erf_mul_last": 1, "ort_bias_gelu": 1}, "BiasGelu"),
+        ("onnx_gelu", 20, {"ort_gelu_from_onnx_gelu": 1, "ort_bias_gelu": 1}, "BiasGelu"),
+        ("tanh_half_x", 17, {"ort_fast_gelu_half_x": 1, "ort_bias_fast_gelu": 1}, "FastGelu"),
+        ("onnx_gelu_tanh", 20, {"ort_fast_gelu_from_onnx_gelu": 1, "ort_bias_fast_gelu": 1}, "FastGelu"),
+    ],
+)
+def test_ort_bias_gelu(form, opset, rules, op):
+    model = gelu_model(form, bias_shape=(6,), opset=opset)
+    result = rewrite(model, GELU)
+    check_fired(model, result, rules, [op])
+    assert len(result.proto.graph.node[0].input) == 2
+
+
+@pytest.mark.parametrize("bias_shape", [(1, 6), (1,)])
+def test_ort_bias_gelu_near_misses_keep_the_add(bias_shape):
+    # a 2-D bias, or a single element that BiasGelu would not broadcast
+    model = gelu_model("erf_mul_last", bias_shape=bias_shape)
+    result = rewrite(model, GELU)
+    check_fired(model, result, {"ort_gelu_erf_mul_last": 1}, ["Add", "Gelu"])
+
+
+def test_ort_gelu_needs_the_com_microsoft_import():
+    result = rewrite(gelu_model("erf_mul_last", ms=False), GELU)
+    assert not fired(result)
+    assert any("com.microsoft" in skip.reason for skip in result.trace.skips)
+
+
+# -- MultiHeadAttention ---------------------------------------------------------------------------
+
+
+def mha_model(
+    opset: int = 17,
+    mask: bool = True,
+    split: str = "2, 3, 2, 4",
+    kv_split: str = "2, 5, 2, 4",
+    axis: int = -1,
+    kv_len: int = 5,
+) -> object:
+    add_mask = "a = Add (ss, mask)" if mask else ""
+    scores = "a" if mask else "ss"
+    inputs = f"float[2, 3, 8] q, float[2, {kv_len}, 8] k, float[2, {kv_len}, 8] v"
+    if mask:
+        inputs += f", float[2, 1, 1, {kv_len}] mask"
+    return build(
+        f"""{_ms(opset)}
+        g ({inputs}) => (float[2, 3, 8] y) {{
+            qs = Constant <value = int64[4] {{{split}}}> ()
+            ks = Constant <value = int64[4] {{{kv_split}}}> ()
+            os = Constant <value = int64[3] {{2, 3, 8}}> ()
+            qr = Reshape (q, qs)
+            qh = Transpose <perm = [0, 2, 1, 3]> (qr)
+            kr = Reshape (k, ks)
+            kt = Transpose <perm = [0, 2, 3, 1]> (kr)
+            vr = Reshape (v, ks)
+            vh = Transpose <perm = [0, 2, 1, 3]> (vr)
+            s = MatMul (qh, kt)
+            c = Constant <value = float {{2.0}}> ()
+            ss = Div (s, c)
+            {add_mask}
+            p = Softmax <axis = {axis}> ({scores})
+            o = MatMul (p, vh)
+            ot = Transpose <perm = [0, 2, 1, 3]> (o)
+            y = Reshape (ot, os)
+        }}"""
+    )
+
+
+@pytest.mark.parametrize(
+    ("opset", "rule", "ops"),
+    [
+        (17, "fuse_multi_head_attention", ["Shape", "Shape", "Concat", "Expand", "MultiHeadAttention"]),
+        (
+            14,
+            "fuse_multi_head_attention_before_opset_15",
+            ["Shape", "Gather", "Shape", "Gather", "Concat", "Expand", "MultiHeadAttention"],
+        ),
+    ],
+)
+def test_fuse_multi_head_attention(opset, rule, ops):
+    model = mha_model(opset)
+    result = rewrite(model, MHA)
+    check_fired(model, result, {rule: 1}, None)
+    assert [n.op_type for n in result.proto.graph.node if n.op_type != "Constant"] == ops
+
+
+def test_fuse_multi_head_attention_no_mask():
+    model = mha_model(mask=False)
+    result = rewrite(model, MHA)
+    check_fired(model, result, {"fuse_multi_head_attention_no_mask": 1}, None)
+    assert [n.op_type for n in result.proto.graph.node if n.op_type != "Constant"] == ["MultiHeadAttention"]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"split": "3, 2, 2, 4", "kv_split": "3, 2, 2, 4", "kv_len": 3, "mask": False},
+        {"axis": 2},
+        {"opset": 14, "axis": 2},
+    ],
+)
+def test_fuse_multi_head_attention_near_misses(kwargs):
+    # the reshapes swap batch and sequence (attention then runs over the batch); the Softmax
+    # runs over the query axis
+    assert not fired(rewrite(mha_model(**kwargs), MHA))
+
+
+# -- exported models ------------------------------------------------------------------------------
+
+
+def _with_ms(name: str) -> onnx.ModelProto:
+    path = MODELS / f"{name}.onnx"
+    if not path.exists():
+        pytest.skip(f"{name}.onnx is not in tests/models")
+    model = onnx.load(path)
+    model.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
+    return model
+
+
+def _contrib_ops(proto: onnx.ModelProto) -> collections.Counter[str]:
+    return collections.Counter(n.op_type for n in proto.graph.node if n.domain == "com.microsoft")
+
+
+def test_bert_ts17_gets_onnxruntime_fusions():
+    result = rewriter.rewrite(_with_ms("bert_ts17"), [ORT_RULES])
+    ir.verify(result.model)
+    proto = result.proto
+    assert _contrib_ops(proto) == {"SkipLayerNormalization": 12, "BiasGelu": 6, "MultiHeadAttention": 6}
+    # the embeddings' LayerNorm adds position embeddings whose shape is not provably the sum's
+    assert collections.Counter(n.op_type for n in proto.graph.node)["LayerNormalization"] == 1
+    assert manifest_entry("bert_ts17")["expected"]["attention"] == 6
+    run_npz_samples("bert_ts17", proto)
+
+
+def test_gpt2_ts17_gets_fast_gelu_and_skip_layer_norm():
+    result = rewriter.rewrite(_with_ms("gpt2_ts17"), [ORT_RULES])
+    ir.verify(result.model)
+    ops = _contrib_ops(result.proto)
+    assert ops["FastGelu"] == 4
+    assert ops["SkipLayerNormalization"] >= 4
+    run_npz_samples("gpt2_ts17", result.proto)
+
+
+def test_ort_rules_do_nothing_without_the_com_microsoft_import():
+    path = MODELS / "bert_ts17.onnx"
+    result = rewriter.rewrite(str(path), [ORT_RULES])
+    assert not fired(result)
