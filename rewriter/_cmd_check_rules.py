@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--examples", type=_positive_int, default=10, help="inputs per instance (default 10)"
     )
     parser.add_argument(
-        "--instances", type=_positive_int, default=3, help="instances per rule (default 3)"
+        "--instances", type=_positive_int, default=4, help="instances per rule (default 4)"
     )
     parser.add_argument(
         "--attempts",

@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 class CheckOptions:
     """Budgets of one check (per rule)."""
 
-    instances: int = 3
+    instances: int = 4
     examples: int = 10
     seed: int = 0
     attempts: int = 60
@@ -81,6 +81,7 @@ def _search(
 
     state = _Search()
     config = settings(
+        settings.get_profile("default"),  # the caller's active profile must not leak in
         max_examples=options.instances,
         deadline=None,
         database=None,

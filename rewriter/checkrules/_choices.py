@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any, Protocol, TypeVar
 
+import numpy as np
+
 T = TypeVar("T")
 
 
@@ -71,12 +73,12 @@ class Choices:
 
     def permutation(self, key: Hashable, n: int) -> list[int]:
         """A permutation of `range(n)`."""
-        from hypothesis import strategies as st
-
         if key in self.overrides:
             return list(self.overrides[key])
-        drawn = list(self._draw(key, st.permutations(list(range(n)))))
-        return drawn if len(drawn) == n else list(range(n))
+        # Uniform through a seed: hypothesis' own permutations favour the identity, which
+        # commutes with everything and would hide a wrongly composed permutation.
+        seed = self.integer((key, "seed"), 0, 2**16)
+        return [int(i) for i in np.random.default_rng(seed).permutation(n)]
 
     def override(self, key: Hashable, value: Any) -> None:
         """Force the choice `key` to `value` in the next builds."""

@@ -126,6 +126,11 @@ class LineBuild:
         # Output types for ops onnx cannot infer (custom domains); None: onnx infers them.
         self.output_specs: list[TensorSpec] | None = None
 
+    @property
+    def negative_axes(self) -> bool:
+        """True when the op accepts negative axes (ONNX allows them from opset 11)."""
+        return self.opset >= 11 or self.domain != ""
+
     # keys ----------------------------------------------------------------------------------
     def key(self, *parts: Hashable) -> Hashable:
         """A choice key local to this line."""
@@ -160,6 +165,8 @@ class LineBuild:
                 self.attrs[name] = value
             return value
         key = self.attr_keys.get(name, self.key("attr", name))
+        if key in self.choices.overrides and self.choices.overrides[key] is None:
+            return default  # a repair asked for the attribute to be left out
         if (
             key not in self.choices.overrides
             and default is not None

@@ -54,7 +54,8 @@ def axis_in(lb: LineBuild, key: Hashable, rank: int, *, allow_rank: bool = False
     if high < 0:
         raise RecipeError("no axis in a 0-d tensor")
     axis = lb.choices.integer(key, 0, max(high, 0))
-    if lb.choices.chance((key, "negative"), 40):
+    negative_ok = lb.negative_axes or lb.op_type in ("Softmax", "LogSoftmax", "Hardmax")
+    if negative_ok and lb.choices.chance((key, "negative"), 40):
         return axis - rank - (1 if allow_rank else 0)
     return axis
 

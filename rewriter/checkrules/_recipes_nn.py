@@ -258,7 +258,7 @@ def reduction_axes(lb: LineBuild, key: Hashable, rank: int) -> list[int] | None:
         axes = list(range(rank - count, rank))
     else:
         axes = [i for i in range(rank) if choices.chance((key, "take", i), 50)] or [rank - 1]
-    if choices.chance((key, "negative"), 40):
+    if lb.negative_axes and choices.chance((key, "negative"), 40):
         axes = [a - rank for a in axes]
     return axes
 

@@ -31,7 +31,11 @@ def _input_shape(lb: LineBuild, slot: Slot, min_rank: int = 1, max_rank: int = 4
 @recipe("Transpose")
 def transpose(lb: LineBuild) -> None:
     """A permutation of the input's axes (or none: reversed)."""
-    shape = _input_shape(lb, lb.slots[0])
+    x = lb.slots[0]
+    if x.shape is None and ("rank", x.key) not in lb.choices.overrides:
+        # Permutations of 1 or 2 axes all commute: prefer ranks where composing them can err.
+        lb.choices.override(("rank", x.key), lb.choices.pick(lb.key("rank"), (3, 4, 3, 4, 2, 1)))
+    shape = _input_shape(lb, x)
     lb.attr("perm", lambda key: lb.choices.permutation(key, len(shape)), omit_percent=15)
     open_attributes(lb, len(shape))
 
@@ -175,7 +179,7 @@ def _unsqueeze_axes(lb: LineBuild, key: object, rank: int) -> list[int]:
     axes = sorted({lb.choices.integer((key, i), 0, out_rank - 1) for i in range(count)})
     if len(axes) != count:
         axes = list(range(out_rank - count, out_rank))
-    if lb.choices.chance((key, "negative"), 40):
+    if lb.negative_axes and lb.choices.chance((key, "negative"), 40):
         axes = [a - out_rank for a in axes]
     return axes
 
@@ -197,7 +201,7 @@ def _squeeze_axes(lb: LineBuild, key: object, shape: Shape) -> list[int] | None:
     if not ones or lb.choices.chance((key, "all"), 15):
         return None
     axes = [a for a in ones if lb.choices.chance((key, a), 60)] or ones[:1]
-    if lb.choices.chance((key, "negative"), 40):
+    if lb.negative_axes and lb.choices.chance((key, "negative"), 40):
         axes = [a - len(shape) for a in axes]
     return axes
 

@@ -105,6 +105,9 @@ class Repairer:
             self._set(("alias", target.name), source.name)
             return True
         value = self.value(source)
+        if value is None and isinstance(target, ast.Name) and target.name in self.plan.attr_vars:
+            self._set(("attr", target.name), None)
+            return True
         if value is UNKNOWN or value is None:
             return False
         return self._assign_value(target, value)
