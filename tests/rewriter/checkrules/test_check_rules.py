@@ -68,7 +68,8 @@ def test_numeric_counterexample_has_inputs_and_error(wrong_reports: dict[str, Ru
     example = wrong_reports["wrong_relu_to_abs"].counterexample
     assert example is not None
     assert example.inputs
-    assert example.max_abs_err is not None and example.max_abs_err > 0
+    assert example.max_abs_err is not None
+    assert example.max_abs_err > 0
     assert "Relu" in example.model_text
     assert "Abs" in example.rewritten_text
 
