@@ -27,6 +27,12 @@ def _value_arg(value: Any, fn: str) -> ir.Value | None:
 def _np_dtype(name: Any) -> np.dtype[Any]:
     if isinstance(name, ir.DataType):
         return ir.numpy_dtype(name)
+    if isinstance(name, int | np.integer) and not isinstance(name, bool):
+        # An ONNX dtype number, as in Cast's `to` attribute.
+        try:
+            return ir.numpy_dtype(ir.DataType(int(name)))
+        except ValueError:
+            raise EvalError(f"unknown ONNX dtype number {name}") from None
     if not isinstance(name, str):
         raise EvalError(f'a dtype name such as "float" is expected, got {name!r}')
     try:
@@ -179,8 +185,12 @@ def _reduce(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         x = numeric(items)
         if x is UNKNOWN:
             return UNKNOWN
-        result = fn(np.asarray(x))
-        return result.item() if isinstance(result, np.generic) else result
+        array = np.asarray(x)
+        result = fn(array)
+        if isinstance(items, list) and not any(isinstance(i, np.ndarray) for i in items):
+            # Plain numbers and lists (dims, literals) give a plain number back.
+            return result.item() if isinstance(result, np.generic) else result
+        return np.asarray(result, dtype=array.dtype)  # tensors keep their dtype
 
     reducer.__name__ = name
     reducer.__doc__ = f"`{name}(x)` or `{name}(a, b, ...)`."
@@ -432,6 +442,24 @@ def same(ctx: EvalContext, a: Any, b: Any) -> Any:
     return equal(a, b)
 
 
+def static_or(ctx: EvalContext, dims: Any, fill: Any) -> Any:
+    """`static_or(shape(y), -1)`: the shape with unknown and symbolic dims replaced by fill."""
+    if dims is UNKNOWN:
+        return UNKNOWN
+    return [_static_dim(d, fill) for d in dims]
+
+
+def _static_dim(dim: Any, fill: Any) -> Any:
+    return dim if isinstance(dim, int | np.integer) and not isinstance(dim, bool) else fill
+
+
+def count_unknown(ctx: EvalContext, dims: Any) -> Any:
+    """`count_unknown(shape(y))`: how many dims are unknown or symbolic."""
+    if dims is UNKNOWN:
+        return UNKNOWN
+    return sum(1 for d in dims if not (isinstance(d, int | np.integer) and not isinstance(d, bool)))
+
+
 def _adapt_dtype_kw(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Accept `dtype = ...` from rules for functions whose parameter is `dtype_`."""
 
@@ -474,6 +502,8 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "all": all_,
     "range": range_,
     "same": same,
+    "static_or": static_or,
+    "count_unknown": count_unknown,
     # elementwise math
     "sqrt": _unary_np(np.sqrt, "sqrt"),
     "exp": _unary_np(np.exp, "exp"),

@@ -88,6 +88,8 @@ _ALL = (
     _sig("all(x)", 1, "every element is true"),
     _sig("range(start, stop, step)", 1, "range(stop) or range(start, stop[, step]): int list"),
     _sig("same(a, b)", 2, "three-valued equality as a function"),
+    _sig("static_or(dims, fill)", 2, "a shape with every unknown or symbolic dim replaced by fill"),
+    _sig("count_unknown(dims)", 1, "how many dims of a shape are unknown or symbolic"),
     # elementwise math
     _sig("sqrt(x)", 1, "square root, elementwise"),
     _sig("exp(x)", 1, "e ** x, elementwise"),

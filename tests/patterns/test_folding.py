@@ -1,0 +1,591 @@
+"""Every folding rule: a model where it fires (outputs equal under onnxruntime) and a near miss."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import onnx
+import pytest
+
+import ir
+import rewriter
+from tests.rewriter.engine_helpers import assert_same_outputs, model_from_text, op_types
+
+FOLDING = rewriter.library_path() / "folding"
+
+
+@functools.cache
+def _library() -> rewriter.dsl.RuleSet:
+    return rewriter.load_rules(FOLDING)
+
+
+def _apply_one(rule_name: str, model: onnx.ModelProto) -> rewriter.RewriteResult:
+    library = _library()
+    rule = library.rule(rule_name)
+    assert rule is not None, f"no rule {rule_name}"
+    only = dataclasses.replace(library, rules=(rule,), passes=())
+    return rewriter.rewrite(model, only)
+
+
+def _model(
+    body: str,
+    inputs: str = "float[N, 4] x",
+    outputs: str = "float[N, 4] y",
+    opset: int = 17,
+    inits: str = "",
+) -> onnx.ModelProto:
+    header = f'<ir_version: 8, opset_import: ["" : {opset}]>'
+    init_block = f"<{inits}>" if inits else ""
+    return model_from_text(f"{header}\ng ({inputs}) => ({outputs}) {init_block} {{\n{body}\n}}")
+
+
+# (rule, model, op types after, fires)
+CASES = [
+    (
+        "add_zero",
+        _model("z = Constant <value = float {0}> ()\n t = Add (z, x)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "add_zero",
+        _model("z = Constant <value = float {1}> ()\n t = Add (z, x)\n y = Relu (t)"),
+        None,
+        False,
+    ),
+    (
+        "sub_zero",
+        _model("z = Constant <value = float {0}> ()\n t = Sub (x, z)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "sub_zero",
+        _model("z = Constant <value = float {0}> ()\n t = Sub (z, x)\n y = Relu (t)"),
+        None,
+        False,
+    ),
+    (
+        "mul_one",
+        _model("o = Constant <value = float {1}> ()\n t = Mul (o, x)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "mul_one",
+        _model("o = Constant <value = float {2}> ()\n t = Mul (o, x)\n y = Relu (t)"),
+        None,
+        False,
+    ),
+    (
+        "div_one",
+        _model("o = Constant <value = float {1}> ()\n t = Div (x, o)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "div_one",
+        _model("o = Constant <value = float {1}> ()\n t = Div (o, x)\n y = Relu (t)"),
+        None,
+        False,
+    ),
+    (
+        "pow_one",
+        _model("o = Constant <value = float {1}> ()\n t = Pow (x, o)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "pow_one",
+        _model("o = Constant <value = float {2}> ()\n t = Pow (x, o)\n y = Relu (t)"),
+        None,
+        False,
+    ),
+    ("eliminate_identity", _model("t = Identity (x)\n y = Relu (t)"), ["Relu"], True),
+    ("eliminate_dropout", _model("t = Dropout (x)\n y = Relu (t)"), ["Relu"], True),
+    (
+        "eliminate_dropout",
+        _model(
+            "r = Constant <value = float {0.5}> ()\n t = Dropout (x, r, m)\n y = Relu (t)",
+            inputs="float[N, 4] x, bool m",
+        ),
+        None,
+        False,
+    ),
+    ("eliminate_dropout_with_mask", _model("t, mask = Dropout (x)\n y = Relu (t)"), ["Relu"], True),
+    (
+        "eliminate_dropout_with_mask",
+        _model("t, mask = Dropout (x)\n y = Relu (t)", outputs="float[N, 4] y, bool[N, 4] mask"),
+        None,
+        False,
+    ),
+    (
+        "eliminate_dropout_zero_ratio",
+        _model(
+            "r = Constant <value = float {0}> ()\n m = Constant <value = bool {1}> ()\n t = Dropout (x, r, m)\n y = Relu (t)"
+        ),
+        ["Relu"],
+        True,
+    ),
+    ("eliminate_noop_cast", _model("t = Cast <to = 1> (x)\n y = Relu (t)"), ["Relu"], True),
+    (
+        "eliminate_noop_cast",
+        _model("t = Cast <to = 11> (x)\n u = Cast <to = 1> (t)\n y = Relu (u)"),
+        None,
+        False,
+    ),
+    (
+        "eliminate_noop_transpose",
+        _model("t = Transpose <perm = [0, 1]> (x)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "eliminate_noop_transpose",
+        _model("t = Transpose <perm = [1, 0]> (x)\n y = Relu (t)", outputs="float[4, N] y"),
+        None,
+        False,
+    ),
+    (
+        "eliminate_noop_reshape",
+        _model("s = Constant <value = int64[2] {0, 4}> ()\n t = Reshape (x, s)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "eliminate_noop_reshape",
+        _model(
+            "s = Constant <value = int64[2] {2, -1}> ()\n t = Reshape (x, s)\n y = Relu (t)",
+            inputs="float[4, 2] x",
+            outputs="float[2, 4] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_noop_expand",
+        _model("s = Constant <value = int64[1] {4}> ()\n t = Expand (x, s)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "eliminate_noop_expand",
+        _model(
+            "s = Constant <value = int64[2] {2, 4}> ()\n t = Expand (x, s)\n y = Relu (t)",
+            inputs="float[1, 4] x",
+            outputs="float[2, 4] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_noop_slice",
+        _model(
+            "b = Constant <value = int64[1] {0}> ()\n e = Constant <value = int64[1] {4}> ()\n a = Constant <value = int64[1] {1}> ()\n t = Slice (x, b, e, a)\n y = Relu (t)"
+        ),
+        ["Relu"],
+        True,
+    ),
+    (
+        "eliminate_noop_slice",
+        _model(
+            "b = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {4}> ()\n a = Constant <value = int64[1] {1}> ()\n t = Slice (x, b, e, a)\n y = Relu (t)",
+            outputs="float[N, 3] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_noop_pad",
+        _model("p = Constant <value = int64[4] {0, 0, 0, 0}> ()\n t = Pad (x, p)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "eliminate_noop_pad",
+        _model(
+            "p = Constant <value = int64[4] {0, 1, 0, 0}> ()\n t = Pad (x, p)\n y = Relu (t)",
+            outputs="float[N, 5] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_noop_pad_attribute",
+        _model("t = Pad <pads = [0, 0, 0, 0]> (x)\n y = Relu (t)", opset=10),
+        ["Relu"],
+        True,
+    ),
+    (
+        "eliminate_noop_pad_attribute",
+        _model(
+            "t = Pad <pads = [0, 1, 0, 0]> (x)\n y = Relu (t)", outputs="float[N, 5] y", opset=10
+        ),
+        None,
+        False,
+    ),
+    (
+        "unsqueeze_then_squeeze",
+        _model(
+            "a = Constant <value = int64[1] {1}> ()\n t = Unsqueeze (x, a)\n u = Squeeze (t, a)\n y = Relu (u)"
+        ),
+        ["Relu"],
+        True,
+    ),
+    (
+        "unsqueeze_then_squeeze",
+        _model(
+            "a = Constant <value = int64[1] {1}> ()\n b = Constant <value = int64[1] {0}> ()\n t = Unsqueeze (x, a)\n u = Squeeze (t, b)\n y = Relu (u)",
+            inputs="float[1, 4] x",
+            outputs="float[1, 4] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "unsqueeze_then_squeeze_attribute",
+        _model(
+            "t = Unsqueeze <axes = [2]> (x)\n u = Squeeze <axes = [-1]> (t)\n y = Relu (u)",
+            opset=11,
+        ),
+        ["Relu"],
+        True,
+    ),
+    (
+        "unsqueeze_then_squeeze_attribute",
+        _model(
+            "t = Unsqueeze <axes = [0]> (x)\n u = Squeeze <axes = [0]> (t)\n y = Relu (u)",
+            inputs="float[1, 4] x",
+            outputs="float[1, 4] y",
+            opset=11,
+        ),
+        ["Relu"],
+        True,
+    ),
+    (
+        "compose_transposes",
+        _model(
+            "t = Transpose <perm = [1, 2, 0]> (x)\n y = Transpose <perm = [0, 2, 1]> (t)",
+            inputs="float[2, 3, 4] x",
+            outputs="float[3, 2, 4] y",
+        ),
+        ["Transpose"],
+        True,
+    ),
+    (
+        "compose_transposes",
+        _model("t = Transpose (x)\n y = Transpose <perm = [1, 0]> (t)"),
+        None,
+        False,
+    ),
+    (
+        "compose_reshapes",
+        _model(
+            "a = Constant <value = int64[1] {-1}> ()\n s = Constant <value = int64[2] {2, 6}> ()\n t = Reshape (x, a)\n y = Reshape (t, s)",
+            inputs="float[3, 4] x",
+            outputs="float[2, 6] y",
+        ),
+        ["Constant", "Reshape"],
+        True,
+    ),
+    (
+        "compose_reshapes",
+        _model(
+            "a = Constant <value = int64[2] {4, 3}> ()\n s = Constant <value = int64[2] {0, 3}> ()\n t = Reshape (x, a)\n y = Reshape (t, s)",
+            inputs="float[3, 4] x",
+            outputs="float[4, 3] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "compose_lossless_casts",
+        _model("t = Cast <to = 11> (x)\n y = Cast <to = 1> (t)"),
+        ["Cast"],
+        True,
+    ),
+    (
+        "compose_lossless_casts",
+        _model("t = Cast <to = 10> (x)\n y = Cast <to = 1> (t)"),
+        None,
+        False,
+    ),
+    (
+        "compose_unsqueezes",
+        _model(
+            "a = Constant <value = int64 {0}> ()\n b = Constant <value = int64 {2}> ()\n t = Unsqueeze (x, a)\n y = Unsqueeze (t, b)",
+            outputs="float[1, N, 1, 4] y",
+        ),
+        ["Unsqueeze"],
+        True,
+    ),
+    (
+        "compose_unsqueezes",
+        _model(
+            "a = Constant <value = int64 {0}> ()\n b = Constant <value = int64 {-1}> ()\n t = Unsqueeze (x, a)\n y = Unsqueeze (t, b)",
+            outputs="float[1, N, 4, 1] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "flatten_to_reshape",
+        _model("y = Flatten <axis = 1> (x)", inputs="float[N, 2, 3] x", outputs="float[N, 6] y"),
+        ["Reshape"],
+        True,
+    ),
+    (
+        "flatten_to_reshape",
+        _model("y = Flatten <axis = 2> (x)", inputs="float[N, 2, 3] x", outputs="float[N, 3] y"),
+        None,
+        False,
+    ),
+    (
+        "materialize_reshape_shape",
+        _model(
+            "s = Shape (x)\n y = Reshape (x, s)",
+            inputs="float[N, 2, 3] x",
+            outputs="float[N, 2, 3] y",
+        ),
+        ["Shape", "Reshape"],
+        True,
+    ),
+    (
+        "materialize_reshape_shape",
+        _model(
+            "s = Shape (z)\n y = Reshape (x, s)",
+            inputs="float[N, M, 6] x, float[N, M, 6] z",
+            outputs="float[N, M, 6] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "cast_constant_of_shape",
+        _model(
+            "s = Shape (x)\n c = ConstantOfShape <value = float[1] {2.5}> (s)\n y = Cast <to = 11> (c)",
+            outputs="double[N, 4] y",
+        ),
+        ["Shape", "ConstantOfShape"],
+        True,
+    ),
+    (
+        "fold_static_shape",
+        _model(
+            "s = Shape <start = 1> (x)\n y = Cast <to = 1> (s)",
+            inputs="float[2, 3, 4] x",
+            outputs="float[2] y",
+        ),
+        ["Cast"],
+        True,
+    ),
+    (
+        "fold_static_shape",
+        _model(
+            "s = Shape (x)\n y = Cast <to = 1> (s)", inputs="float[N, 4] x", outputs="float[2] y"
+        ),
+        None,
+        False,
+    ),
+    (
+        "fold_static_size",
+        _model("s = Size (x)\n y = Cast <to = 1> (s)", inputs="float[2, 3] x", outputs="float y"),
+        ["Cast"],
+        True,
+    ),
+    (
+        "fold_static_size",
+        _model("s = Size (x)\n y = Cast <to = 1> (s)", inputs="float[N, 3] x", outputs="float y"),
+        None,
+        False,
+    ),
+    (
+        "remove_zero_bias_from_conv",
+        _model(
+            "y = Conv (x, w, b)",
+            inputs="float[1, 2, 4, 4] x",
+            outputs="float[1, 3, 4, 4] y",
+            inits="float[3, 2, 1, 1] w = {1, 2, 3, 4, 5, 6}, float[3] b = {0, 0, 0}",
+        ),
+        ["Conv"],
+        True,
+    ),
+    (
+        "remove_zero_bias_from_conv",
+        _model(
+            "y = Conv (x, w, b)",
+            inputs="float[1, 2, 4, 4] x",
+            outputs="float[1, 3, 4, 4] y",
+            inits="float[3, 2, 1, 1] w = {1, 2, 3, 4, 5, 6}, float[3] b = {0, 1, 0}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "remove_zero_bias_from_gemm",
+        _model(
+            "y = Gemm (x, w, b)",
+            inputs="float[N, 2] x",
+            outputs="float[N, 3] y",
+            inits="float[2, 3] w = {1, 2, 3, 4, 5, 6}, float[3] b = {0, 0, 0}",
+        ),
+        ["Gemm"],
+        True,
+    ),
+    (
+        "remove_zero_bias_from_conv_transpose",
+        _model(
+            "y = ConvTranspose (x, w, b)",
+            inputs="float[1, 2, 4, 4] x",
+            outputs="float[1, 3, 4, 4] y",
+            inits="float[2, 3, 1, 1] w = {1, 2, 3, 4, 5, 6}, float[3] b = {0, 0, 0}",
+        ),
+        ["ConvTranspose"],
+        True,
+    ),
+    (
+        "fuse_successive_min",
+        _model(
+            "a = Constant <value = float {2}> ()\n b = Constant <value = float {1}> ()\n t = Min (x, a)\n y = Min (t, b)"
+        ),
+        ["Min"],
+        True,
+    ),
+    (
+        "fuse_successive_max",
+        _model(
+            "a = Constant <value = float {2}> ()\n b = Constant <value = float {1}> ()\n t = Max (x, a)\n y = Max (t, b)"
+        ),
+        ["Max"],
+        True,
+    ),
+    (
+        "fuse_successive_max",
+        _model(
+            "b = Constant <value = float {1}> ()\n t = Max (x, z)\n y = Max (t, b)",
+            inputs="float[N, 4] x, float[N, 4] z",
+        ),
+        None,
+        False,
+    ),
+    (
+        "fuse_max_min_to_clip",
+        _model(
+            "lo = Constant <value = float {-1}> ()\n hi = Constant <value = float {1}> ()\n t = Max (x, lo)\n y = Min (t, hi)"
+        ),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_min_max_to_clip",
+        _model(
+            "lo = Constant <value = float {-1}> ()\n hi = Constant <value = float {1}> ()\n t = Min (x, hi)\n y = Max (t, lo)"
+        ),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_min_max_to_clip",
+        _model(
+            "lo = Constant <value = float {2}> ()\n hi = Constant <value = float {1}> ()\n t = Min (x, hi)\n y = Max (t, lo)"
+        ),
+        None,
+        False,
+    ),
+    ("fuse_successive_relu", _model("t = Relu (x)\n y = Relu (t)"), ["Relu"], True),
+    (
+        "fuse_clip_then_relu",
+        _model(
+            "lo = Constant <value = float {-1}> ()\n hi = Constant <value = float {1}> ()\n t = Clip (x, lo, hi)\n y = Relu (t)"
+        ),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_relu_then_clip",
+        _model(
+            "lo = Constant <value = float {-1}> ()\n hi = Constant <value = float {1}> ()\n t = Relu (x)\n y = Clip (t, lo, hi)"
+        ),
+        ["Constant", "Clip"],
+        True,
+    ),
+    (
+        "fuse_relu_then_clip",
+        _model(
+            "lo = Constant <value = float {-2}> ()\n hi = Constant <value = float {-1}> ()\n t = Relu (x)\n y = Clip (t, lo, hi)"
+        ),
+        None,
+        False,
+    ),
+    (
+        "fuse_successive_clip",
+        _model(
+            "a = Constant <value = float {-2}> ()\n b = Constant <value = float {1}> ()\n c = Constant <value = float {-1}> ()\n d = Constant <value = float {3}> ()\n t = Clip (x, a, b)\n y = Clip (t, c, d)"
+        ),
+        ["Clip"],
+        True,
+    ),
+    (
+        "eliminate_full_scatter_nd",
+        _model(
+            "i = Constant <value = int64[2, 1] {0, 1}> ()\n y = ScatterND (x, i, u)",
+            inputs="float[2, 4] x, float[2, 4] u",
+            outputs="float[2, 4] y",
+        ),
+        ["Identity"],
+        True,
+    ),
+    (
+        "eliminate_full_scatter_nd",
+        _model(
+            "i = Constant <value = int64[2, 1] {1, 0}> ()\n y = ScatterND (x, i, u)",
+            inputs="float[2, 4] x, float[2, 4] u",
+            outputs="float[2, 4] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "remove_reshapes_around_matmul",
+        _model(
+            "a = Constant <value = int64[2] {-1, 4}> ()\n b = Constant <value = int64[3] {2, 3, 5}> ()\n f = Reshape (x, a)\n m = MatMul (f, w)\n y = Reshape (m, b)",
+            inputs="float[2, 3, 4] x",
+            outputs="float[2, 3, 5] y",
+            inits="float[4, 5] w = {" + ", ".join(str(i) for i in range(20)) + "}",
+        ),
+        ["MatMul"],
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("rule", "model", "expected", "fires"),
+    CASES,
+    ids=[f"{c[0]}-{'fires' if c[3] else 'near-miss'}-{i}" for i, c in enumerate(CASES)],
+)
+def test_folding_rule(
+    rule: str, model: onnx.ModelProto, expected: list[str] | None, fires: bool
+) -> None:
+    result = _apply_one(rule, model)
+    applied = [e for e in result.trace.entries if e.kind == "rule"]
+    rolled_back = [s for s in result.trace.skips if s.reason.startswith("rolled back")]
+    assert not rolled_back, rolled_back
+    if fires:
+        assert applied
+        assert all(e.rule == rule for e in applied)
+        assert op_types(result.proto) == expected
+    else:
+        assert not applied
+        assert op_types(result.proto) == op_types(model)
+    ir.verify(result.model)
+    if "Dropout" in op_types(result.proto):
+        return  # a Dropout that may train is random: compare structure only
+    assert_same_outputs(model, result.proto)
+
+
+def test_every_folding_rule_has_a_case() -> None:
+    covered = {case[0] for case in CASES}
+    missing = {r.name for r in _library().rules} - covered - {"remove_zero_bias_from_qlinear_conv"}
+    assert not missing, f"folding rules without a test: {sorted(missing)}"
