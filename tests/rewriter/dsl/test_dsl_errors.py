@@ -1,0 +1,312 @@
+"""Golden diagnostics: each malformed rule file and the exact first error line it produces.
+
+Every diagnostic also shows the source line with a caret under the offending text.
+"""
+
+# ruff: noqa: E501  (golden diagnostics are long lines; they stay whole to be greppable)
+
+from __future__ import annotations
+
+import pytest
+
+from rewriter._errors import Diagnostic, RuleError, RuleSyntaxError
+from rewriter.dsl import check, parse
+
+# (source, first error line). Syntax errors first, then the semantic checks.
+CASES: list[tuple[str, str]] = [
+    (
+        "rule r: y = Mul (x, 1.0) -> y = x",
+        "<string>:1:26: error: expected `=>` after pattern, found `->`",
+    ),
+    (
+        "rule r: y = Mul (x, 1.0)\n",
+        "<string>:1:25: error: expected `=>` after pattern, found the end of the line",
+    ),
+    (
+        "rule r: y = Mul (x, 1.0) =>\n",
+        "<string>:1:28: error: expected a name or `_` after `=>`, found the end of the file",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x\n  }\n}\n",
+        "<string>:4:3: error: expected `)`, `,`, `...` or `?`, found `}`",
+    ),
+    (
+        "rule r {\n  match {\n    y Relu (x)\n  }\n}\n",
+        "<string>:3:7: error: expected `,` or `=`, found `Relu`",
+    ),
+    (
+        "rule r {\n  match {\n    y = (x)\n  }\n}\n",
+        "<string>:3:9: error: expected a name or `_` after `=`, found `(`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    rank(x) ==\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:7:3: error: expected an expression after `==`, found `}`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    rank(x) = 3\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:6:13: error: expected `}` or an operator, found `=` (compare with `==`)",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    a +\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:7:3: error: expected an expression after `+`, found `}`",
+    ),
+    (
+        "rule { }\n",
+        "<string>:1:6: error: expected a name after `rule`, found `{`",
+    ),
+    (
+        "rule r\n",
+        "<string>:1:7: error: expected `{`, `:`, `priority` or `requires`, found the end of the line",
+    ),
+    (
+        "rule r priority high: y = Relu (x) => y = x\n",
+        "<string>:1:17: error: expected an integer or `-` after `priority`, found `high`",
+    ),
+    (
+        "rule r requires version >= 1: y = Relu (x) => y = x\n",
+        "<string>:1:17: error: expected `opset` in `requires`, found `version`",
+    ),
+    (
+        "rule r requires opset != 1: y = Relu (x) => y = x\n",
+        "<string>:1:23: error: `requires` compares with >=, >, <=, < or ==, not `!=`",
+    ),
+    (
+        "rule r priority 1 priority 2: y = Relu (x) => y = x\n",
+        "<string>:1:19: error: `priority` is given twice",
+    ),
+    (
+        "use helpers\n",
+        "<string>:1:5: error: expected a string after `use`, found `helpers`",
+    ),
+    (
+        "pass fold_constants { max_output_bytes = }\n",
+        "<string>:1:42: error: expected an expression after `=`, found `}`",
+    ),
+    (
+        'rule r: y = Relu (x) => y = x where dtype(x) == "float\n',
+        "<string>:1:49: error: this string is not closed before the end of the line",
+    ),
+    (
+        'rule r: y = Relu (x) => y = "a\\qb"\n',
+        '<string>:1:31: error: unknown escape `\\q` in string; use \\\\ \\" \\n \\t \\r or \\0',
+    ),
+    (
+        "rule r: y = Relu (x) => y = x $\n",
+        "<string>:1:31: error: unexpected character `$`",
+    ),
+    (
+        "rule r: y = Relu <alpha 1> (x) => y = x\n",
+        "<string>:1:19: error: expected `name = value`, `...` or `>` in the attribute list after `<`, found `alpha`",
+    ),
+    (
+        "rule r: y = Relu <alpha = > (x) => y = x\n",
+        "<string>:1:27: error: expected a name or a literal after `=`, found `>`",
+    ),
+    (
+        "rule r: y = Relu (f(x)) => y = x\n",
+        "<string>:1:20: error: expected `)`, `,`, `...` or `?`, found `(`",
+    ),
+    (
+        "rule r: y = Relu (x) => y = Relu (x, alpha = 1)\n",
+        "<string>:1:46: error: node inputs are positional; `alpha = ...` looks like an attribute: put it in `<...>` after the op name",
+    ),
+    (
+        "rule r: y = Relu (x) => y = f(a = 1, x)\n",
+        "<string>:1:38: error: a positional argument follows a keyword argument",
+    ),
+    (
+        "rule r: y = Relu (x) => y, z = x\n",
+        "<string>:1:28: error: an alias `y = x` has one target; a node line has an op and `(...)`",
+    ),
+    (
+        "rule r: y = Relu (x) => y = x as n\n",
+        "<string>:1:34: error: `as` names a node, but this line creates none (it is an alias)",
+    ),
+    (
+        "rule r: y = Relu (x) => y = 1e999\n",
+        "<string>:1:29: error: number `1e999` is too large",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:5:3: error: a rule has one `match` section; this is a second",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n}\n",
+        "<string>:1:8: error: this rule has no `rewrite` section",
+    ),
+    (
+        "rule r {\n  match repeat (n in 3) from x to y {\n    y = Relu (x)\n  }\n  rewrite loop\n}\n",
+        "<string>:2:19: error: `repeat` compares with >=, >, ==, <= or <, not `in`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = (a + b\n  }\n}\n",
+        "<string>:7:3: error: expected `)`, found `}`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    x not y\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:6:11: error: expected `in` after `not`, found `y`",
+    ),
+    (
+        "rule r: y = Relu (x) => y = x; rule s: y = Relu (x) =>; y = x\n",
+        "<string>:1:55: error: expected a name or `_` after `=>`, found `;`",
+    ),
+    (
+        "rule r: y = Rleu (x) => y = x\n",
+        "<string>:1:13: error: unknown op `Rleu`; did you mean `Relu`?",
+    ),
+    (
+        "rule r: y = ai.onnx.ml.Relu (x) => y = x\n",
+        "<string>:1:13: error: unknown op `Relu` in domain `ai.onnx.ml`",
+    ),
+    (
+        "rule r {\n  match {\n    y = LeakyRelu <alpah = a> (x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:3:20: error: `LeakyRelu` has no attribute `alpah`; did you mean `alpha`?",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x, z)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:3:9: error: `Relu` takes 1 input, but this line gives 2 inputs",
+    ),
+    (
+        "rule r {\n  match {\n    y = Add (x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:3:9: error: `Add` takes 2 inputs, but this line gives 1 input",
+    ),
+    (
+        "rule r {\n  match {\n    y, z = Relu (x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:3:12: error: `Relu` has 1 output, but this line names 2 outputs",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (xs..., x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:3:15: error: `xs...` takes the rest of the inputs, so it comes last",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = z\n  }\n}\n",
+        "<string>:6:9: error: unbound variable `z`: neither the match nor an earlier `let` or rewrite line defines it",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    rank(q) == 1\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:6:10: error: unbound variable `q`: the match does not bind it",
+    ),
+    (
+        "rule r: y = Relu (x) => y = x\n\n\nrule r: y = Relu (x) => y = x\n",
+        "<string>:4:6: error: duplicate rule name `r`",
+    ),
+    (
+        'use "helpers"\n',
+        '<string>:1:1: error: `use "helpers"` runs Python code; pass --allow-python (command line) or allow_python=True (API) to permit it',
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    foo(x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:6:5: error: unknown function `foo`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    rank(x, x) == 1\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:6:5: error: `rank(v)` takes at most 1 argument, got 2",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    all_close(x, x, tol = 1)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:6:27: error: `all_close` has no keyword `tol` (it accepts rtol, atol)",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    reshape(x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:6:5: error: `reshape(x, shape)` needs `shape`",
+    ),
+    (
+        'rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    const(x, "float")\n  }\n  rewrite {\n    y = x\n  }\n}\n',
+        "<string>:6:5: error: `const` builds rewrite values; use it in `let` or a rewrite line",
+    ),
+    (
+        "pass fold_constant\n",
+        "<string>:1:6: error: unknown pass `fold_constant` (built-in passes: eliminate_common_subexpressions, eliminate_dead_code, fold_constants, outline_functions, roll_loops, unroll_loops)",
+    ),
+    (
+        "pass fold_constants { max_bytes = 3 }\n",
+        "<string>:1:23: error: pass `fold_constants` has no option `max_bytes` (it takes `max_output_bytes`)",
+    ),
+    (
+        "pass roll_loops { min_repeats = -3 }\n",
+        "<string>:1:33: error: option `min_repeats` takes a non-negative integer",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite loop\n}\n",
+        "<string>:5:3: error: `rewrite loop` needs a `match repeat (...)` block",
+    ),
+    (
+        "rule r {\n  match repeat (n >= 3) from x to y {\n    y = Relu (x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:2:9: error: a `match repeat` block is rewritten with `rewrite loop`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n  }\n}\n",
+        "<string>:5:3: error: rewrite block is empty",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    let x = 1\n  }\n}\n",
+        "<string>:6:9: error: the rewrite cannot redefine `x`: the match binds it as an input (a value produced outside the match)",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x) as n\n  }\n  rewrite {\n    y = Relu <...m> (x)\n  }\n}\n",
+        "<string>:6:15: error: `...m`: `m` is not bound; name a node with `as`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x) as n\n  }\n  where {\n    x.alpha == 1\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:6:5: error: `x` is a value, not a node: `.alpha` reads a node's attribute; name the node with `as`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x) as n\n  }\n  where {\n    rank(n) == 1\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:6:10: error: `n` names a node, not a value; read its attributes as `n.attr`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    _ == 1\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:6:5: error: `_` is not a value; it only appears in patterns",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n    y = Relu (x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:4:5: error: `y` is defined by two match lines; a value has one producer",
+    ),
+    (
+        "rule r {\n  match {\n    y, m = Dropout (x)\n  }\n  rewrite {\n    y = Identity (x)\n  }\n}\n",
+        "<string>:6:5: error: this line redefines `y, m` from a match line with 2 outputs, but has 1; list as many outputs, or alias values one by one (`y = x`)",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = Relu <alpha = 1> (x)\n  }\n}\n",
+        "<string>:6:15: error: `Relu` has no attribute `alpha`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = Relu <...> (x)\n  }\n}\n",
+        "<string>:6:15: error: `...` in a rewrite copies from a node: write `<...name>` with a node named by `as`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    x = Relu (y)\n  }\n}\n",
+        "<string>:6:5: error: the rewrite cannot redefine `x`: the match binds it as an input (a value produced outside the match)",
+    ),
+]
+
+
+def first_error(text: str) -> Diagnostic:
+    """The first error a file produces: its syntax error, else the checker's first error."""
+    try:
+        file = parse(text)
+    except RuleSyntaxError as exc:
+        return exc.diagnostics[0]
+    errors = [d for d in check([file]) if d.severity == "error"]
+    assert errors, "expected an error"
+    return errors[0]
+
+
+def test_the_table_is_large_enough() -> None:
+    assert len(CASES) >= 40
+
+
+@pytest.mark.parametrize(("text", "expected"), CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_first_diagnostic_line(text: str, expected: str) -> None:
+    diagnostic = first_error(text)
+    rendered = diagnostic.render().split("\n")
+    assert rendered[0] == expected
+    assert rendered[1] == text.split("\n")[diagnostic.span.line - 1]
+    caret = rendered[2]
+    assert caret.strip().startswith("^")
+    assert caret.index("^") == diagnostic.span.col - 1
+
+
+def test_rule_errors_are_rule_error_subclasses() -> None:
+    with pytest.raises(RuleError):
+        parse("rule r: y = Mul (x, 1.0) -> y = x")

@@ -1,0 +1,104 @@
+"""Fuzzing: no input makes the front end raise anything but a located RuleError.
+
+Edits of valid files (character and token deletions, insertions, swaps) and random text go
+through parse, check, dump and format. A failure is a RuleError whose every diagnostic has
+`file:line:col` and a caret line; a file that still parses formats to the same AST.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rw_text_strategies import edited, rule_files
+
+from rewriter._errors import Diagnostic, RuleError
+from rewriter.dsl import File, check, dump, format_file, parse
+
+ROOT = Path(__file__).resolve().parents[3]
+CORPUS = sorted(
+    p.read_text(encoding="utf-8")
+    for p in [*(Path(__file__).parent / "examples").glob("*.rw"), *ROOT.glob("patterns/**/*.rw")]
+)
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _assert_located(diagnostic: Diagnostic) -> None:
+    lines = diagnostic.render().split("\n")
+    assert lines[0].startswith(
+        f"{diagnostic.span.path}:{diagnostic.span.line}:{diagnostic.span.col}: "
+    )
+    assert len(lines) >= 3, diagnostic.render()
+    assert lines[2].strip().startswith("^"), diagnostic.render()
+
+
+def _parse_or_none(text: str) -> File | None:
+    """The file's AST, or None after checking that every syntax diagnostic is located."""
+    try:
+        return parse(text, "fuzz.rw")
+    except RuleError as exc:
+        diagnostics = exc.diagnostics
+    assert diagnostics
+    for diagnostic in diagnostics:
+        _assert_located(diagnostic)
+    return None
+
+
+def exercise(text: str) -> None:
+    """Everything a user can do with a file either works or reports located errors."""
+    file = _parse_or_none(text)
+    if file is None:
+        return
+    for diagnostic in check([file]):
+        _assert_located(diagnostic)
+    dump(file)
+    formatted = format_file(text, "fuzz.rw")
+    assert parse(formatted, "fuzz.rw") == file
+    assert format_file(formatted, "fuzz.rw") == formatted
+
+
+@FUZZ
+@given(st.sampled_from(CORPUS).flatmap(edited))
+def test_edits_of_real_files_never_escape(text: str) -> None:
+    exercise(text)
+
+
+@FUZZ
+@given(rule_files().flatmap(edited))
+def test_edits_of_generated_files_never_escape(text: str) -> None:
+    exercise(text)
+
+
+@FUZZ
+@given(st.text(max_size=300))
+def test_random_text_never_escapes(text: str) -> None:
+    exercise(text)
+
+
+@FUZZ
+@given(st.text(alphabet='rule match where rewrite {}()<>[]=,;.?|#"\\\n -+*:_xy01', max_size=120))
+def test_random_rule_shaped_text_never_escapes(text: str) -> None:
+    exercise(text)
+
+
+def test_deep_nesting_is_reported_not_crashed() -> None:
+    for text in (
+        "rule r: y = Relu (x) => y = x where " + "(" * 500 + "x" + ")" * 500,
+        "rule r: y = Relu (x) => y = x where " + "not " * 3000 + "x",
+        "rule r: y = Relu (x) => y = x where " + " + ".join(["x"] * 3000),
+        "rule r: y = Relu (x) => y = x where " + " ** ".join(["x"] * 3000),
+        "rule r: y = Relu (x) => y = x where x" + "[0]" * 3000,
+    ):
+        exercise(text)
+
+
+def test_binary_and_odd_characters_are_reported() -> None:
+    for text in (
+        "\x00",
+        "rule \x1b: y",
+        "é",
+        "rule r: y = Relu (x) => y = x\x0c\x0b",
+        "\ufeffrule",
+    ):
+        exercise(text)
