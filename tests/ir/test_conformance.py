@@ -412,7 +412,7 @@ def test_roundtrip_is_exact(case: Case, conformance_report: Any) -> None:
 _FILE_PARAMS = [
     pytest.param(case, id=case.case_id, marks=() if in_sample else pytest.mark.slow)
     for case, in_sample in _CASES
-    if case.path is not None and "/light/" not in case.case_id
+    if case.path is not None
 ]
 
 
