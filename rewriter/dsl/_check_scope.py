@@ -309,7 +309,7 @@ class _RewriteScope:
         return True
 
     def _check_reemitted_outputs(self, block: ast.RewriteBlock) -> None:
-        """A rewrite line re-emitting a match line's outputs keeps their number."""
+        """A rewrite line re-emitting a match line's outputs keeps at least their number."""
         patterns = self.checker.rule.match.patterns
         for stmt in block.stmts:
             if not isinstance(stmt, ast.NodeStmt):
@@ -319,7 +319,9 @@ class _RewriteScope:
                     pattern.outputs, stmt.outputs
                 ):
                     continue
-                if len(pattern.outputs) != len(stmt.outputs):
+                # More outputs is fine (one node may redefine values of several match lines,
+                # e.g. two Slices becoming one Split); fewer drops a matched output.
+                if len(stmt.outputs) < len(pattern.outputs):
                     names = ", ".join(_output_text(o) for o in pattern.outputs)
                     self.report.error(
                         stmt.outputs[0].span,

@@ -557,6 +557,57 @@ CASES = [
         ["MatMul"],
         True,
     ),
+    (
+        "squeeze_then_flatten_1d",
+        _model(
+            "s = Constant <value = int64[1] {-1}> ()\n t = Squeeze (x)\n u = Reshape (t, s)\n y = Relu (u)",
+            inputs="float[4] x",
+            outputs="float[4] y",
+        ),
+        ["Relu"],
+        True,
+    ),
+    (
+        "squeeze_then_flatten_1d",
+        _model(
+            "s = Constant <value = int64[1] {-1}> ()\n t = Squeeze (x)\n u = Reshape (t, s)\n y = Relu (u)",
+            inputs="float[1, 4] x",
+            outputs="float[4] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "slices_to_split",
+        _model(
+            "z = Constant <value = int64[1] {0}> ()\n k = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n ax = Constant <value = int64[1] {1}> ()\n"
+            " a = Slice (x, z, k, ax)\n b = Slice (x, k, e, ax)\n y = Relu (a)\n w = Relu (b)",
+            outputs="float[N, 1] y, float[N, 3] w",
+        ),
+        ["Split", "Relu", "Relu"],
+        True,
+    ),
+    (
+        "slices_to_split",
+        _model(
+            "z = Constant <value = int64[1] {0}> ()\n k = Constant <value = int64[1] {1}> ()\n j = Constant <value = int64[1] {2}> ()\n e = Constant <value = int64[1] {9}> ()\n ax = Constant <value = int64[1] {1}> ()\n"
+            " a = Slice (x, z, k, ax)\n b = Slice (x, j, e, ax)\n y = Relu (a)\n w = Relu (b)",
+            outputs="float[N, 1] y, float[N, 2] w",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_full_scatter_nd_dynamic",
+        _model(
+            "s = Shape <start = 0> (x)\n ax = Constant <value = int64 {0}> ()\n n = Gather <axis = 0> (s, ax)\n"
+            " lo = Constant <value = int64 {0}> ()\n one = Constant <value = int64 {1}> ()\n r = Range (lo, n, one)\n"
+            ' m = Constant <value = int64[1] {-1}> ()\n i = Unsqueeze (r, m)\n y = ScatterND <reduction = "none"> (x, i, u)',
+            inputs="float[N, 4] x, float[N, 4] u",
+        ),
+        ["Identity"],
+        True,
+    ),
 ]
 
 
