@@ -46,17 +46,7 @@ def _rewrite(name: str, target_opset: int | None = None) -> tuple[rewriter.Rewri
     return result, proto
 
 
-REVISIT = pytest.mark.xfail(
-    reason="engine: after fold_constants turns the Conv bias (Expand(CastLike(0, x))) into a "
-    "constant, only the Conv is revisited, not the BatchNormalization that anchors "
-    "fold_batchnorm_into_conv; a second run folds all 15",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize(
-    "name", ["cnn_bn_ts14", "mobilenetv2_ts14", pytest.param("cnn_bn_dynamo18", marks=REVISIT)]
-)
+@pytest.mark.parametrize("name", ["cnn_bn_ts14", "mobilenetv2_ts14", "cnn_bn_dynamo18"])
 def test_every_batchnorm_folds(name):
     expected = manifest_entry(name)["expected"]["batchnorm"]
     before = _ops(onnx.load(_path(name)))
