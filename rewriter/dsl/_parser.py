@@ -14,7 +14,7 @@ import importlib.resources
 from collections.abc import Iterator
 
 from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedInput, VisitError
+from lark.exceptions import UnexpectedInput
 
 from rewriter._errors import RuleSyntaxError, Span
 from rewriter.dsl import _ast as ast
@@ -34,7 +34,12 @@ from rewriter.dsl._transform import AstBuilder
 
 @functools.cache
 def lark_parser() -> Lark:
-    """The process-wide LALR parser for `grammar.lark`."""
+    """The process-wide LALR parser for `grammar.lark`.
+
+    Building it (grammar analysis, strict-mode collision checks) takes about half a second,
+    so lark caches the built tables in the temporary directory, keyed by the grammar text,
+    the options and lark's version; a stale or unreadable cache is simply rebuilt.
+    """
     grammar = importlib.resources.files("rewriter.dsl").joinpath("grammar.lark").read_text()
     return Lark(
         grammar,
@@ -44,6 +49,7 @@ def lark_parser() -> Lark:
         propagate_positions=True,
         maybe_placeholders=False,
         postlex=StatementPostlexer(),
+        cache=True,
     )
 
 
@@ -68,8 +74,6 @@ def parse(text: str, filename: str = "<string>") -> ast.File:
             items = AstBuilder(filename).transform(tree)
         except LocatedError as exc:
             raise RuleSyntaxError([diagnostic("error", exc.span, exc.message, text)]) from exc
-        except VisitError as exc:  # lark wraps errors of handlers it finds by name; ours are not
-            raise exc.orig_exc from exc
     lines = text.count("\n") + 1
     return ast.File(
         filename,

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from lark import Token, Transformer_NonRecursive
+from lark import Token, Transformer_NonRecursive, Tree
 from lark.tree import Meta
 
 from rewriter._errors import Span
@@ -78,7 +78,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
     def __init__(self, path: str) -> None:
         super().__init__(visit_tokens=False)
         self.path = path
-        # Handlers by rule name; lark calls __default__ for every tree (no per-call wrappers).
+        # Handlers by rule (or alias) name, called directly by `transform`.
         self._handlers: dict[str, Callable[[Meta, list[Any]], Any]] = {
             name.removeprefix("on_"): getattr(self, name)
             for name in dir(self)
@@ -87,9 +87,34 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         # Nesting depth of each expression built so far, by id (leaves are absent: depth 1).
         self._depths: dict[int, int] = {}
 
-    def __default__(self, data: str, children: list[Any], meta: Meta) -> Any:
-        """Build the AST node for one tree, by the rule (or alias) that produced it."""
-        return self._handlers[data](meta, children)
+    def transform(self, tree: Tree[Token]) -> tuple[ast.Item, ...]:
+        """Build the AST bottom-up, without recursion (parse trees can be deep).
+
+        The same walk as lark's `Transformer_NonRecursive.transform`, but each tree goes
+        straight to its handler with its `meta` (lark's per-call lookup and `v_args`
+        wrappers cost a fifth of the build).
+        """
+        order: list[Tree[Token] | Token] = []
+        pending: list[Tree[Token] | Token] = [tree]
+        while pending:
+            node = pending.pop()
+            order.append(node)
+            if isinstance(node, Tree):
+                pending.extend(node.children)
+        handlers = self._handlers
+        built: list[Any] = []
+        for node in reversed(order):
+            if not isinstance(node, Tree):
+                built.append(node)
+                continue
+            size = len(node.children)
+            children = built[-size:] if size else []
+            if size:
+                del built[-size:]
+            built.append(handlers[node.data](node.meta, children))
+        (items,) = built
+        assert isinstance(items, tuple), "the start rule builds a tuple of items"
+        return items
 
     # -- helpers -------------------------------------------------------------------------------
 
