@@ -346,7 +346,14 @@ def bert_specs(size: str, gen) -> list[Spec]:
         Spec("bert_dynamo18", f"{desc}, eager attention, raw graph", exporter="dynamo",
              opset=18, build=builder("eager"), optimize=False, strip_stack_traces=True,
              dim_max={"sequence": cfg["max_position_embeddings"]}, **common),
-    ]
+    ] + ([
+        # Benchmarks only: what `torch.onnx.export(dynamo=True)` writes by default (the
+        # exporter already ran onnxscript's optimizer on it).
+        Spec("bert_dynamo18_opt", f"{desc}, eager attention, exporter's default "
+             "optimize=True", exporter="dynamo", opset=18, build=builder("eager"),
+             optimize=True, strip_stack_traces=True,
+             dim_max={"sequence": cfg["max_position_embeddings"]}, **common),
+    ] if size == "bench" else [])
 
 
 def gpt2_specs(size: str, gen) -> list[Spec]:
@@ -378,10 +385,15 @@ def gpt2_specs(size: str, gen) -> list[Spec]:
                      "attention": n_layers},
         "config": cfg,
     }
-    return [
+    specs = [
         Spec("gpt2_ts14", desc, exporter="torchscript", opset=14, **common),
         Spec("gpt2_ts17", desc, exporter="torchscript", opset=17, **common),
     ]
+    if size == "bench":  # benchmarks only: both exporters for GPT-2 too
+        specs.append(Spec("gpt2_dynamo18", f"{desc}, raw graph", exporter="dynamo", opset=18,
+                          optimize=False, strip_stack_traces=True,
+                          dim_max={"sequence": cfg["n_positions"]}, **common))
+    return specs
 
 
 def vit_specs(size: str, gen) -> list[Spec]:
