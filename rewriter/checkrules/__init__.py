@@ -31,18 +31,32 @@ __all__ = [
 Progress = Callable[[RuleReport], None]
 
 
-def _pass_reports(ruleset: ast.RuleSet) -> list[RuleReport]:
+_LOOP_PASSES = frozenset({"roll_loops", "unroll_loops", "outline_functions"})
+
+
+def _pass_reports(
+    ruleset: ast.RuleSet, rule_reports: Sequence[RuleReport], options: CheckOptions
+) -> list[RuleReport]:
+    """Each declared pass on the rules' instances (loop passes: by their own tests)."""
+    from rewriter.checkrules._passes import check_pass
+
+    models = [r.sample for r in rule_reports if r.sample is not None]
     reports = []
     for decl in ruleset.passes:
-        reports.append(
-            RuleReport(
-                decl.name,
-                f"{decl.span.path}:{decl.span.line}",
-                Status.NOT_INSTANTIABLE,
-                detail="a pass (verified by its own tests)",
-                kind="pass",
+        location = f"{decl.span.path}:{decl.span.line}"
+        if decl.name in _LOOP_PASSES or not models:
+            reason = "a loop pass" if decl.name in _LOOP_PASSES else "no rule instance to run on"
+            reports.append(
+                RuleReport(
+                    decl.name,
+                    location,
+                    Status.NOT_INSTANTIABLE,
+                    detail=f"{reason} (verified by its own tests)",
+                    kind="pass",
+                )
             )
-        )
+            continue
+        reports.append(check_pass(decl, ruleset, models, options.examples, options.seed))
     return reports
 
 
@@ -83,7 +97,7 @@ def check_rules(
         if progress is not None:
             progress(report)
     if include_passes and not wanted:
-        reports.extend(_pass_reports(ruleset))
+        reports.extend(_pass_reports(ruleset, reports, options))
     return reports
 
 

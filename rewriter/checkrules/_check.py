@@ -225,7 +225,13 @@ def check_rule(
         {(i.opsets.get("", 0), i.target or 0): _opset_label(i) for i in search.accepted}.items()
     )
     detail = f"opset {', '.join(label for _, label in opsets)}"
-    return report(Status.VERIFIED, instances=checked, examples=examples, detail=detail)
+    return report(
+        Status.VERIFIED,
+        instances=checked,
+        examples=examples,
+        detail=detail,
+        sample=search.accepted[0].proto,
+    )
 
 
 def _opset_label(instance: Instance) -> str:

@@ -32,9 +32,11 @@ def _input_shape(lb: LineBuild, slot: Slot, min_rank: int = 1, max_rank: int = 4
 def transpose(lb: LineBuild) -> None:
     """A permutation of the input's axes (or none: reversed)."""
     x = lb.slots[0]
+    fixed = lb.fixed_attrs.get("perm")
     if x.shape is None and ("rank", x.key) not in lb.choices.overrides:
         # Permutations of 1 or 2 axes all commute: prefer ranks where composing them can err.
-        lb.choices.override(("rank", x.key), lb.choices.pick(lb.key("rank"), (3, 4, 3, 4, 2, 1)))
+        rank = len(fixed) if fixed else lb.choices.pick(lb.key("rank"), (3, 4, 3, 4, 5, 2))
+        lb.choices.override(("rank", x.key), rank)
     shape = _input_shape(lb, x)
     lb.attr("perm", lambda key: lb.choices.permutation(key, len(shape)), omit_percent=15)
     open_attributes(lb, len(shape))

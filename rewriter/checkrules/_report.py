@@ -54,11 +54,13 @@ def table(reports: Sequence[RuleReport]) -> Table:
 def summary(reports: Sequence[RuleReport], seconds: float) -> str:
     """One line: how many rules were verified, failed, not instantiable."""
     counts = collections.Counter(r.status for r in reports if r.kind == "rule")
-    passes = sum(1 for r in reports if r.kind != "rule")
     parts = [f"{counts[status]} {status.value}" for status in Status]
     text = f"{sum(counts.values())} rules: " + ", ".join(parts)
+    passes = collections.Counter(r.status for r in reports if r.kind != "rule")
     if passes:
-        text += f"; {passes} passes not checked"
+        text += f"; {sum(passes.values())} passes: " + ", ".join(
+            f"{passes[status]} {status.value}" for status in Status
+        )
     return f"{text} ({seconds:.1f}s)"
 
 

@@ -69,6 +69,8 @@ class RuleReport:
     counterexample: Counterexample | None = None
     seconds: float = 0.0
     kind: str = "rule"
+    # The first instance model of a checked rule (ONNX ModelProto), reused to check passes.
+    sample: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, object]:
         """JSON-ready fields."""
