@@ -25,8 +25,3 @@ def diagnostic(
     """A diagnostic whose source line is taken from `text`."""
     line = "".join(c if c.isprintable() or c == "\t" else "?" for c in source_line(text, span.line))
     return Diagnostic(severity, span, message, tuple(notes), line)
-
-
-def sort_key(item: Diagnostic) -> tuple[str, int, int]:
-    """Order diagnostics by file, then position."""
-    return (item.span.path, item.span.line, item.span.col)

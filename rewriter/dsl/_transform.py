@@ -234,7 +234,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         found: dict[str, _Section] = {}
         for section in children:
             if section.kind in found:
-                keyword = _keyword_span(section.span, section.kind)
+                keyword = _name_span(section.span, section.kind)
                 raise LocatedError(
                     keyword, f"a rule has one `{section.kind}` section; this is a second"
                 )
@@ -574,10 +574,6 @@ def is_op_name(callee: str) -> bool:
     return "." in callee or callee[:1].isupper()
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _dotted(expr: ast.Expr) -> str | None:
     """`a.b.c` for a Name or a chain of attribute accesses on a Name, else None."""
     if isinstance(expr, ast.Name):
@@ -595,10 +591,6 @@ def _split_op(dotted: str) -> tuple[str, str]:
 
 def _name_span(start: Span, name: str) -> Span:
     return Span(start.path, start.line, start.col, start.line, start.col + len(name))
-
-
-def _keyword_span(start: Span, keyword: str) -> Span:
-    return _name_span(start, keyword)
 
 
 def _op_from_callee(callee: ast.Expr) -> ast.OpRef:
