@@ -60,6 +60,7 @@ from ir._names import NameAllocator
 from ir._serde import from_onnx, to_onnx
 from ir._serde_io import load, save
 from ir._serde_tensors import ExternalTensor, TensorDataError, numpy_dtype
+from ir._validate import validate_model
 from ir._verify import verify
 
 __all__ = [
@@ -120,5 +121,6 @@ __all__ = [
     "schemas",
     "to_onnx",
     "topological_order",
+    "validate_model",
     "verify",
 ]

@@ -16,9 +16,10 @@ from typing import Any
 import onnx
 from google.protobuf.message import DecodeError
 
-from ir._core import ExternalDataError, Model, ModelLoadError
+from ir._core import ExternalDataError, IRError, Model, ModelLoadError
 from ir._serde import lift_model, model_dir, to_onnx
 from ir._serde_tensors import ExternalTensor, check_external_location
+from ir._validate import validate_model
 
 _PROTOBUF_LIMIT = 2**31 - 1
 _COPY_CHUNK = 1 << 24
@@ -30,6 +31,7 @@ def load(path: str | os.PathLike[str]) -> Model:
     Raises:
         ModelLoadError: the file is unreadable, empty, not an ONNX model, or broken.
         ExternalDataError: an external-data reference is unsafe, missing or too short.
+        TensorDataError: a tensor's data disagrees with its type and shape.
     """
     filename = os.fspath(path)
     try:
@@ -52,14 +54,19 @@ def load(path: str | os.PathLike[str]) -> Model:
     if not proto.HasField("graph"):
         raise ModelLoadError(f"{filename}: not an ONNX model (it has no graph)")
     base_dir = model_dir(filename)
-    model, external = lift_model(proto, base_dir=base_dir)
-    for tensor in external:
-        tensor.check()
-    if may_have_external:
-        # Attributes of most ops are lifted lazily, so their tensors were not checked yet.
-        for tensor_proto in _tensor_protos(proto):
-            if tensor_proto.data_location == onnx.TensorProto.EXTERNAL:
-                _source_path(tensor_proto, base_dir)
+    try:
+        model, external = lift_model(proto, base_dir=base_dir)
+        for tensor in external:
+            tensor.check()
+        if may_have_external:
+            # Attributes of most ops are lifted lazily, so their tensors were not checked yet.
+            for tensor_proto in _tensor_protos(proto):
+                if tensor_proto.data_location == onnx.TensorProto.EXTERNAL:
+                    _source_path(tensor_proto, base_dir)
+        validate_model(model)
+    except IRError as exc:
+        # Same error class, one line that names the file first.
+        raise type(exc)(f"{filename}: {exc}") from exc
     return model
 
 

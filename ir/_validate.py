@@ -1,0 +1,298 @@
+"""`validate_model`: the checks a lifted model needs beyond what lifting itself refuses.
+
+Lifting already refuses values read but never defined and values defined twice. This module
+checks the rest of what makes a model unusable: cycles among nodes, nodes in a domain the
+model (or its function) does not import, and tensors whose data disagrees with their declared
+type and shape (raw byte count, count of typed values, external-data length and file size).
+
+Invariants: no external-data byte is ever read (only file sizes); an embedded tensor's
+`raw_data` is measured one tensor at a time, so at most one tensor's bytes are copied at once;
+the graph is not changed. Part of the serde layer: tensor checks read the original
+TensorProtos that `ProtoTensor` wraps.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import onnx
+
+from ir._core import (
+    Graph,
+    GraphStructureError,
+    IRError,
+    Model,
+    ModelLoadError,
+    Node,
+    Tensor,
+    _outer_values,
+    topological_order,
+)
+from ir._enums import DataType
+from ir._serde_tensors import (
+    ExternalTensor,
+    ProtoTensor,
+    SparseProtoTensor,
+    TensorDataError,
+    check_external_location,
+)
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+# Ops of the standard domains whose attributes may hold tensors (from onnx's schemas; a test
+# keeps this in step). Attributes of other standard ops are left unlifted by `ir.load` and
+# cannot hold tensors; those of custom-domain ops are lifted eagerly and checked as they are.
+TENSOR_ATTRIBUTE_OPS = frozenset(
+    {
+        ("", "Constant"),
+        ("", "ConstantOfShape"),
+        ("ai.onnx.ml", "LabelEncoder"),
+        ("ai.onnx.ml", "TreeEnsemble"),
+        ("ai.onnx.ml", "TreeEnsembleClassifier"),
+        ("ai.onnx.ml", "TreeEnsembleRegressor"),
+    }
+)
+# The same, keyed by the domain as a node spells it ("" or "ai.onnx").
+_TENSOR_ATTRIBUTE_NODES = TENSOR_ATTRIBUTE_OPS | {
+    ("ai.onnx", op) for domain, op in TENSOR_ATTRIBUTE_OPS if not domain
+}
+_KNOWN_TYPES = {int(t): t for t in DataType}
+# TensorProto's typed value fields and the element types that use each (onnx.proto).
+_FIELD_TYPES: dict[str, frozenset[DataType]] = {
+    "float_data": frozenset({DataType.FLOAT, DataType.COMPLEX64}),
+    "double_data": frozenset({DataType.DOUBLE, DataType.COMPLEX128}),
+    "int64_data": frozenset({DataType.INT64}),
+    "uint64_data": frozenset({DataType.UINT32, DataType.UINT64}),
+    "string_data": frozenset({DataType.STRING}),
+}
+_TYPED_FIELDS = ("int32_data", *_FIELD_TYPES)
+# Keyed by the int code of the element type, so the per-tensor checks hash plain ints.
+_FIELD_FOR: dict[int, str] = {
+    int(dtype): next((f for f, types in _FIELD_TYPES.items() if dtype in types), "int32_data")
+    for dtype in DataType
+    if dtype != DataType.UNDEFINED
+}
+_BITS = {int(dtype): dtype.bitwidth for dtype in DataType}
+_STRING = int(DataType.STRING)
+_COMPLEX = (int(DataType.COMPLEX64), int(DataType.COMPLEX128))
+
+
+def validate_model(model: Model) -> None:
+    """Check that `model` can be used: acyclic, domains imported, tensor data consistent.
+
+    Reads no external data (only the sizes of data files) and decodes no tensor.
+
+    Raises:
+        ModelLoadError: a cycle (naming a node on it), or a node whose domain is not
+            imported (naming the node and the domain).
+        TensorDataError: a tensor's data disagrees with its type and shape (naming the
+            tensor, and the node when it is an attribute).
+        ExternalDataError: external data is unsafe, missing or shorter than declared.
+    """
+    imports = _domains(model.opset_imports)
+    for graph in model.graph.all_graphs():
+        _check_graph(graph, imports, model.opset_imports, model.base_dir)
+    for fn in model.functions.values():
+        fn_imports = imports | _domains(fn.opset_imports)
+        for graph in fn.graph.all_graphs():
+            declared = {**model.opset_imports, **fn.opset_imports}
+            _check_graph(graph, fn_imports, declared, model.base_dir)
+
+
+def _domains(opset_imports: dict[str, int]) -> frozenset[str]:
+    domains = set(opset_imports)
+    if domains & set(_DEFAULT_DOMAINS) or not domains:
+        # "ai.onnx" is the default domain's other name; a model importing nothing at all is
+        # an old one (IR version < 3) whose default opset is implied.
+        domains.update(_DEFAULT_DOMAINS)
+    return frozenset(domains)
+
+
+def _check_graph(
+    graph: Graph, imports: frozenset[str], declared: dict[str, int], base_dir: str | None
+) -> None:
+    """One pass over the nodes (order, domains, attribute tensors), then the initializers.
+
+    The full sort runs only for a graph out of order, to name a node on a cycle if any.
+    """
+    nodes = graph._nodes
+    seen: set[Node] = set()
+    add = seen.add
+    in_order = True
+    tensor_ops = _TENSOR_ATTRIBUTE_NODES
+    for node in nodes:
+        if in_order:
+            for value in node._inputs:
+                if value is not None:
+                    producer = value._producer
+                    if producer is not None and producer not in seen and producer in nodes:
+                        in_order = False
+        domain = node._domain
+        if domain not in imports:
+            raise ModelLoadError(
+                f"graph {graph.name!r}: node {_node_label(node)} uses domain {domain!r}, "
+                f"which the model does not import (opset_import: {_list_imports(declared)})"
+            )
+        attrs = node._attributes
+        if attrs or (attrs is None and (domain, node._op_type) in tensor_ops):
+            if in_order and not _subgraphs_in_order(node, seen, nodes):
+                in_order = False
+            _check_attribute_tensors(node, base_dir)
+        add(node)
+    if not in_order:
+        try:
+            topological_order(graph)
+        except GraphStructureError as exc:
+            raise ModelLoadError(str(exc)) from exc
+    for value in (*graph._initializers.values(), *graph._sparse_initializers.values()):
+        tensor = value._const_value
+        if tensor is not None:
+            _check_tensor(tensor, value.name)
+
+
+def _list_imports(opset_imports: dict[str, int]) -> str:
+    return ", ".join(
+        f"{domain or 'ai.onnx'} {version}" for domain, version in opset_imports.items()
+    )
+
+
+def _node_label(node: Node) -> str:
+    op = node._op_type if node._domain in _DEFAULT_DOMAINS else f"{node._domain}.{node._op_type}"
+    return f"{node._name or node._op_type!r} ({op})"
+
+
+def _subgraphs_in_order(node: Node, seen: set[Node], nodes: dict[Node, None]) -> bool:
+    """Whether the outer values the node's subgraphs read come from nodes before it."""
+    for sub in node.subgraphs():
+        for value in _outer_values(sub):
+            producer = value._producer
+            if producer is not None and producer not in seen and producer in nodes:
+                return False
+    return True
+
+
+def _check_attribute_tensors(node: Node, base_dir: str | None) -> None:
+    """Check the tensors a node's attributes hold, without lifting attributes left unread."""
+    try:
+        attrs = node._attributes
+        if attrs is None:
+            for proto in node._proto.attribute:  # type: ignore[attr-defined]
+                if proto.HasField("t"):
+                    _check_attribute_proto(proto.t, base_dir)
+                for tensor in proto.tensors:
+                    _check_attribute_proto(tensor, base_dir)
+            return
+        for attr in attrs.values():
+            value = attr.value
+            for tensor in value if isinstance(value, tuple) else (value,):
+                if isinstance(tensor, Tensor):
+                    _check_tensor(tensor, tensor.name)
+    except IRError as exc:
+        raise type(exc)(f"node {_node_label(node)}: {exc}") from exc
+
+
+def _check_attribute_proto(proto: Any, base_dir: str | None) -> None:
+    if proto.data_location == onnx.TensorProto.EXTERNAL:
+        check_external_location(proto)
+        _check_tensor(ExternalTensor(proto, base_dir), proto.name)
+    else:
+        check_tensor_proto(proto, proto.name)
+
+
+def _check_tensor(tensor: Tensor, name: str) -> None:
+    if isinstance(tensor, ProtoTensor):
+        check_tensor_proto(tensor._proto, name)
+    elif isinstance(tensor, ExternalTensor):
+        _known_type(tensor._proto, name)
+        tensor.check()
+    elif isinstance(tensor, SparseProtoTensor):
+        check_tensor_proto(tensor._proto.values, name, " (values)")
+        check_tensor_proto(tensor._proto.indices, name, " (indices)")
+
+
+def _known_type(proto: Any, name: str, part: str = "") -> DataType:
+    dtype = _KNOWN_TYPES.get(proto.data_type)
+    if dtype is None:
+        raise TensorDataError(f"tensor {name!r}{part}: unknown data type {proto.data_type}")
+    return dtype
+
+
+def check_tensor_proto(proto: Any, name: str, part: str = "") -> None:
+    """Check an embedded TensorProto's data against its type and shape (no decoding).
+
+    Runs for every tensor of every loaded model, so the usual case is kept to a few field
+    reads; messages are built only for a tensor that fails.
+
+    Raises:
+        TensorDataError: naming the tensor (`name`, then `part` such as " (values)"), the
+            field in use, what it holds and what the declared type and shape need.
+    """
+    code = proto.data_type
+    bits = _BITS.get(code)
+    if bits is None:
+        raise TensorDataError(f"tensor {name!r}{part}: unknown data type {code}")
+    dims = proto.dims
+    if dims and min(dims) < 0:
+        raise TensorDataError(f"tensor {name!r}{part}: negative dimension in shape {list(dims)}")
+    count = math.prod(dims)
+    if proto.HasField("raw_data"):
+        # One copy of this tensor's bytes, dropped at once (protobuf has no length accessor).
+        size = len(proto.raw_data)
+        if size != (count * bits + 7) // 8 or code == _STRING:
+            _raise_raw_data(proto, name + part, size, count)
+        return
+    field = _FIELD_FOR.get(code)
+    if field is not None and len(getattr(proto, field)) == _typed_count(code, count):
+        return  # the usual case (readers ignore any other field)
+    _raise_typed_data(proto, name + part, count)
+
+
+def _raise_raw_data(proto: Any, name: str, size: int, count: int) -> None:
+    dtype = DataType(proto.data_type)
+    if dtype == DataType.STRING:
+        raise TensorDataError(f"tensor {name!r}: a string tensor cannot hold raw_data")
+    needed = (count * dtype.bitwidth + 7) // 8
+    raise TensorDataError(
+        f"tensor {name!r}: raw_data holds {size} bytes but {_declared(proto)} needs {needed}"
+    )
+
+
+def _raise_typed_data(proto: Any, name: str, count: int) -> None:
+    """Report what is wrong with a tensor whose typed value field does not fit (if anything)."""
+    code = proto.data_type
+    dtype = DataType(code)
+    expected_field = _FIELD_FOR.get(code)
+    used = [(field, len(getattr(proto, field))) for field in _TYPED_FIELDS]
+    used = [(field, n) for field, n in used if n]
+    if not used:
+        if count:
+            raise TensorDataError(
+                f"tensor {name!r}: holds no data but {_declared(proto)} needs {count} values"
+            )
+        return
+    field, n = used[0]
+    if len(used) > 1 or field != expected_field:
+        held = ", ".join(f"{f} ({k})" for f, k in used)
+        raise TensorDataError(
+            f"tensor {name!r}: a {dtype.onnx_name} tensor keeps its values in "
+            f"{expected_field or 'raw_data'}, but it holds {held}"
+        )
+    noun = "value" if n == 1 else "values"
+    raise TensorDataError(
+        f"tensor {name!r}: {field} holds {n} {noun} but {_declared(proto)} needs "
+        f"{_typed_count(code, count)}"
+    )
+
+
+def _declared(proto: Any) -> str:
+    return f"{DataType(proto.data_type).onnx_name}{list(proto.dims)}"
+
+
+def _typed_count(code: int, count: int) -> int:
+    """How many entries of its typed field a tensor of `count` elements needs."""
+    if code in _COMPLEX:
+        return 2 * count
+    bits = _BITS[code]
+    if 0 < bits < 8:
+        return (count * bits + 7) // 8  # sub-byte values packed into bytes
+    return count
