@@ -76,18 +76,18 @@ class Builder:
             raise RewriteRejectedError(f"rule `{rule.name}` has no node rewrite")
         pending = _Pending()
         try:
-            env = self._build(match, rule.rewrite, pending)
+            self._build(match, rule.rewrite, pending)
             self._check_types(match, pending)
-        except (RewriteRejectedError, EvalError, ir.NodeInferenceError) as exc:
+        except RewriteRejectedError:
             pending.discard()
-            if isinstance(exc, RewriteRejectedError):
-                raise
+            raise
+        except (EvalError, ir.NodeInferenceError) as exc:
+            pending.discard()
             raise RewriteRejectedError(str(exc)) from exc
-        del env
         return self._commit(match, pending)
 
     # building --------------------------------------------------------------------------------
-    def _build(self, match: Match, block: ast.RewriteBlock, pending: _Pending) -> dict[str, Any]:
+    def _build(self, match: Match, block: ast.RewriteBlock, pending: _Pending) -> None:
         ctx = self.matcher.eval_context(match.bindings)
         env = ctx.bindings
         for stmt in block.stmts:
@@ -121,7 +121,6 @@ class Builder:
                     )
                 pending.replacements.append((old, new))
                 env[stmt.target] = new
-        return env
 
     def _build_node(self, match: Match, stmt: ast.NodeStmt, ctx: Any, pending: _Pending) -> ir.Node:
         domain = ir.schemas.normalize_domain(stmt.op.domain)
