@@ -250,3 +250,58 @@ def test_fused_attention_runs_on_the_reference_evaluator():
     got = onnx.reference.ReferenceEvaluator(fused).run(None, feeds)[0]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     assert_same_outputs(model, fused)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "out"),
+    [
+        # K broadcast over the batch: MatMul allows it, Attention does not
+        ("float[2, 2, 3, 4] q, float[1, 2, 4, 5] kt, float[2, 2, 5, 4] v", "float[2, 2, 3, 4] y"),
+        # K with one head but V with two
+        ("float[2, 2, 3, 4] q, float[2, 1, 4, 5] kt, float[2, 2, 5, 4] v", "float[2, 2, 3, 4] y"),
+        # batch dims that are unrelated symbols: not provably equal
+        ("float[B, 2, S, 4] q, float[C, 2, 4, T] kt, float[B, 2, T, 4] v", "float[B, 2, S, 4] y"),
+    ],
+)
+def test_fuse_attention_near_misses_on_broadcast_batch_or_heads(inputs, out):
+    model = _attention_model(
+        f"""{_scores()}
+            p = Softmax (ss)
+            y = MatMul (p, v)""",
+        inputs=inputs,
+        out=out,
+    )
+    assert not fired(rewrite(model, ATTENTION))
+
+
+def test_fuse_attention_with_one_kv_head_is_multi_query_attention():
+    model = _attention_model(
+        f"""{_scores()}
+            p = Softmax (ss)
+            y = MatMul (p, v)""",
+        inputs="float[2, 2, 3, 4] q, float[2, 1, 4, 5] kt, float[2, 1, 5, 4] v",
+        out="float[2, 2, 3, 4] y",
+    )
+    check_fired(model, rewrite(model, ATTENTION), {"fuse_attention": 1}, ["Transpose", "Attention"])
+
+
+def test_fuse_attention_near_miss_negative_scale():
+    model = _attention_model(
+        f"""{_scores("Mul", -0.5)}
+            p = Softmax (ss)
+            y = MatMul (p, v)"""
+    )
+    assert not fired(rewrite(model, ATTENTION))
+
+
+def test_fuse_attention_near_miss_mask_bigger_than_the_scores():
+    # the mask has 3 heads where the scores have 1: the Add broadcasts the scores up
+    model = _attention_model(
+        f"""{_scores()}
+            a = Add (ss, mask)
+            p = Softmax (a)
+            y = MatMul (p, v)""",
+        inputs="float[2, 1, 3, 4] q, float[2, 1, 4, 5] kt, float[2, 1, 5, 4] v, float[2, 3, 3, 5] mask",
+        out="float[2, 3, 3, 4] y",
+    )
+    assert not fired(rewrite(model, ATTENTION))
