@@ -307,8 +307,10 @@ def test_fold_pad_into_conv(opset):
     check_fired(model, rewrite(model, CONV), {"fold_pad_into_conv": 1}, ["Conv"])
 
 
-def test_fold_pad_attribute_into_conv():
-    model = _pad_conv([0, 0, 1, 2, 0, 0, 3, 0], opset=10, conv_pads="")
+@pytest.mark.parametrize("conv_pads", ["", "pads = [1, 0, 1, 0], "])
+def test_fold_pad_attribute_into_conv(conv_pads):
+    # with the Conv's own pads the two lists add elementwise (a list + list bug concatenated them)
+    model = _pad_conv([0, 0, 1, 2, 0, 0, 3, 0], opset=10, conv_pads=conv_pads)
     check_fired(model, rewrite(model, CONV), {"fold_pad_attribute_into_conv": 1}, ["Conv"])
 
 
