@@ -1,7 +1,5 @@
 """load_rules and the semantic checks: RuleSet contents, all errors at once, warnings, `use`."""
 
-# ruff: noqa: E501  (golden diagnostics are long lines; they stay whole to be greppable)
-
 from __future__ import annotations
 
 import sys

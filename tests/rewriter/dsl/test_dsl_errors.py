@@ -3,8 +3,6 @@
 Every diagnostic also shows the source line with a caret under the offending text.
 """
 
-# ruff: noqa: E501  (golden diagnostics are long lines; they stay whole to be greppable)
-
 from __future__ import annotations
 
 import pytest
