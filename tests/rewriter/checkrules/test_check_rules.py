@@ -17,7 +17,7 @@ WRONG = RULES / "wrong.rw"
 CORRECT = RULES / "correct.rw"
 NEVER = RULES / "never.rw"
 FOLDING = Path(__file__).resolve().parents[3] / "patterns" / "folding"
-# The folding rules this suite vouches for (the folder grows; new files get their own checks).
+# The folding files holding the rules this suite vouches for.
 SHIPPED_FOLDING = tuple(
     FOLDING / name for name in ("algebra.rw", "compose.rw", "identity.rw", "noop.rw", "shapes.rw")
 )
@@ -78,10 +78,43 @@ def test_numeric_counterexample_has_inputs_and_error(wrong_reports: dict[str, Ru
     assert "Abs" in example.rewritten_text
 
 
+# The folding rules this suite vouches for (rules added to these files later are checked by
+# `rewrite check-rules`, not pinned here).
+VOUCHED = (
+    "add_zero",
+    "sub_zero",
+    "mul_one",
+    "div_one",
+    "pow_one",
+    "compose_transposes",
+    "compose_reshapes",
+    "compose_lossless_casts",
+    "eliminate_identity",
+    "eliminate_dropout",
+    "eliminate_dropout_with_mask",
+    "eliminate_noop_cast",
+    "eliminate_noop_transpose",
+    "eliminate_noop_reshape",
+    "eliminate_noop_expand",
+    "eliminate_noop_slice",
+    "eliminate_noop_pad",
+    "eliminate_noop_pad_attribute",
+    "unsqueeze_then_squeeze",
+    "unsqueeze_then_squeeze_attribute",
+    "fold_static_shape",
+    "fold_static_size",
+    "softmax_positive_axis",
+    "relu_to_max",
+    "mul_two_to_add",
+    "batchnorm_with_bias",
+)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_correct_rules_always_verify(seed: int) -> None:
     ruleset = load_rules(CORRECT, *SHIPPED_FOLDING)
-    reports = check_rules(ruleset, CheckOptions(seed=seed, instances=2, examples=4))
+    options = CheckOptions(seed=seed, instances=2, examples=4)
+    reports = check_rules(ruleset, options, names=VOUCHED)
     bad = [(r.name, r.detail) for r in reports if r.status is Status.FAILED]
     assert not bad
     verified = {r.name for r in reports if r.status is Status.VERIFIED}
