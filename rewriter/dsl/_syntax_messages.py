@@ -37,6 +37,7 @@ _OPERATORS = frozenset(
     {"PLUS", "MINUS", "STAR", "SLASH", "DSLASH", "PERCENT", "DSTAR", "QQ", "EQEQ", "NOTEQ"}
     | {"LT", "GT", "LE", "GE", "IN", "NOT", "AND", "OR", "IF", "DOT", "LPAR", "LSQB"}
 )
+_COMPARISONS = frozenset({"EQEQ", "NOTEQ", "LT", "LE", "GT", "GE", "IN", "NOT"})
 # Shown first when present, in this order; anything else follows alphabetically.
 _ORDER = ("RPAR", "RSQB", "GT", "RBRACE", "COMMA", "EQUAL", "ARROW", "LBRACE", "COLON")
 _OPERATOR_CHARS = re.compile(r"[-+*/%=<>!?|&^~:.]+")
@@ -146,6 +147,9 @@ def _expected_phrase(expected: set[str]) -> str:
     has_operators = {"STAR", "DSTAR"} <= remaining
     if has_operators:
         remaining -= _OPERATORS
+    has_comparisons = len(remaining & _COMPARISONS) >= 5
+    if has_comparisons:
+        remaining -= _COMPARISONS
     if len(remaining) > 1 or words:
         remaining.discard("_NL")
     if len(remaining) > 1 or words:
@@ -153,6 +157,8 @@ def _expected_phrase(expected: set[str]) -> str:
     words.extend(_terminal_words(remaining))
     if has_operators:
         words.append("an operator")
+    if has_comparisons:
+        words.append("a comparison (`>=`, `<`, ...)")
     if not words:
         return "unexpected input"
     if len(words) > _MAX_SHOWN:
