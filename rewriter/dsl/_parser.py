@@ -34,11 +34,11 @@ from rewriter.dsl._transform import AstBuilder
 
 @functools.cache
 def lark_parser() -> Lark:
-    """The process-wide LALR parser for `grammar.lark`.
+    """The process-wide LALR parser for `grammar.lark`, built on first use.
 
-    Building it (grammar analysis, strict-mode collision checks) takes about half a second,
-    so lark caches the built tables in the temporary directory, keyed by the grammar text,
-    the options and lark's version; a stale or unreadable cache is simply rebuilt.
+    Building it (grammar analysis, strict-mode collision checks) takes about half a second.
+    Lark's on-disk cache (`cache=True`) would save that per process, but it writes to the
+    temporary folder non-atomically and logs a traceback when two processes race on it.
     """
     grammar = importlib.resources.files("rewriter.dsl").joinpath("grammar.lark").read_text()
     return Lark(
@@ -49,7 +49,6 @@ def lark_parser() -> Lark:
         propagate_positions=True,
         maybe_placeholders=False,
         postlex=StatementPostlexer(),
-        cache=True,
     )
 
 
