@@ -460,6 +460,30 @@ def count_unknown(ctx: EvalContext, dims: Any) -> Any:
     return sum(1 for d in dims if not (isinstance(d, int | np.integer) and not isinstance(d, bool)))
 
 
+def reshape_dims(ctx: EvalContext, target: Any, source: Any) -> Any:
+    """`reshape_dims(shape(y), shape(x))`: the shape input of a Reshape from x to y.
+
+    Static dims are kept; a symbolic dim equal to x's dim at the same index becomes 0 (copy,
+    with allowzero 0); at most one remaining dim becomes -1. None when the target has a 0 dim
+    or more than one dim is left unknown.
+    """
+    if target is UNKNOWN or source is UNKNOWN:
+        return UNKNOWN
+    dims: list[int] = []
+    inferred = 0
+    for i, dim in enumerate(target):
+        if isinstance(dim, int | np.integer) and not isinstance(dim, bool):
+            if dim == 0:
+                return None  # 0 would mean "copy" without allowzero
+            dims.append(int(dim))
+        elif isinstance(dim, str) and i < len(source) and source[i] == dim:
+            dims.append(0)
+        else:
+            inferred += 1
+            dims.append(-1)
+    return dims if inferred <= 1 else None
+
+
 def _adapt_dtype_kw(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Accept `dtype = ...` from rules for functions whose parameter is `dtype_`."""
 
@@ -504,6 +528,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "same": same,
     "static_or": static_or,
     "count_unknown": count_unknown,
+    "reshape_dims": reshape_dims,
     # elementwise math
     "sqrt": _unary_np(np.sqrt, "sqrt"),
     "exp": _unary_np(np.exp, "exp"),

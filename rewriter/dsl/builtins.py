@@ -90,6 +90,12 @@ _ALL = (
     _sig("same(a, b)", 2, "three-valued equality as a function"),
     _sig("static_or(dims, fill)", 2, "a shape with every unknown or symbolic dim replaced by fill"),
     _sig("count_unknown(dims)", 1, "how many dims of a shape are unknown or symbolic"),
+    _sig(
+        "reshape_dims(target, source)",
+        2,
+        "a Reshape shape input giving `target` from `source`: static dims, 0 where a symbolic "
+        "dim equals source's at the same index, one -1; none when that cannot express it",
+    ),
     # elementwise math
     _sig("sqrt(x)", 1, "square root, elementwise"),
     _sig("exp(x)", 1, "e ** x, elementwise"),

@@ -608,6 +608,26 @@ CASES = [
         ["Identity"],
         True,
     ),
+    (
+        "materialize_reshape_shape_symbolic",
+        _model(
+            "s = Shape (x)\n y = Reshape (x, s)",
+            inputs="float[N, M, 3] x",
+            outputs="float[N, M, 3] y",
+        ),
+        ["Shape", "Reshape"],
+        True,
+    ),
+    (
+        "materialize_reshape_shape_symbolic",
+        _model(
+            "s = Shape (z)\n y = Reshape (x, s)",
+            inputs="float[N, M, 6] x, float[A, B, 6] z",
+            outputs="float[A, B, 6] y",
+        ),
+        None,
+        False,
+    ),
 ]
 
 
