@@ -14,6 +14,7 @@ from rewriter import _output
 from rewriter._api import RewriteResult, as_model, load_ruleset, rewrite
 from rewriter._errors import RewriteError
 from rewriter._manager import PassManager, RewriteOptions
+from rewriter._trace import SkipEntry
 
 if TYPE_CHECKING:
     from rewriter.verify import VerifyResult
@@ -75,6 +76,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _parse_opsets(items: list[str]) -> dict[str, int]:
+    opsets = {}
+    for item in items:
+        domain, sep, version = item.partition("=")
+        if not sep or not domain or not version.isdigit():
+            raise RewriteError(
+                f"--add-opset expects DOMAIN=VERSION (e.g. com.microsoft=1), got {item!r}"
+            )
+        opsets[domain] = int(version)
+    return opsets
+
+
 def _output_path(args: argparse.Namespace) -> Path:
     source = Path(args.model)
     if args.in_place:
@@ -115,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             target_opset=args.target_opset,
             record_subgraphs=bool(args.report),
         )
-    for warning in result.trace.warnings:
+    for warning in (*result.trace.warnings, *_rolled_back(result)):
         print(f"rewrite: warning: {warning}", file=sys.stderr)
     if args.explain:
         print(result.trace.explain())
@@ -141,6 +154,22 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return exit_code
+
+
+def _rolled_back(result: RewriteResult) -> list[str]:
+    """One line per rule whose rewrites were rolled back (they would have broken the model)."""
+    by_rule: dict[tuple[str, str], list[SkipEntry]] = {}
+    for skip in result.trace.skips:
+        if skip.reason.startswith("rolled back"):
+            by_rule.setdefault((skip.rule, skip.location), []).append(skip)
+    lines = []
+    for (rule, location), skips in by_rule.items():
+        first = skips[0]
+        where = f" at {first.node}" if first.node else ""
+        count = f"{len(skips)} rewrite{'s' if len(skips) > 1 else ''}"
+        detail = first.reason.removeprefix("rolled back").lstrip(": ")
+        lines.append(f"rule `{rule}` ({location}): {count} rolled back{where}: {detail}")
+    return lines
 
 
 def _write_report(
