@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +148,7 @@ def rewrite(
     copy: bool = True,
     target_opset: int | None = None,
     record_subgraphs: bool = False,
+    add_opsets: Mapping[str, int] | None = None,
 ) -> RewriteResult:
     """Apply `rules` (default: the shipped library) to `model` until nothing changes.
 
@@ -166,6 +167,8 @@ def rewrite(
             (`where target_opset() < N`), with onnx's version converter.
         record_subgraphs: keep each rewrite's matched subgraph and replacement (with their
             neighbours) in the trace, for reports.
+        add_opsets: opset imports to add before rewriting (e.g. {"com.microsoft": 1} so the
+            opt-in onnxruntime fusions can apply); an added import nothing uses is dropped.
 
     Returns:
         The rewritten model, its trace and statistics.
@@ -185,13 +188,40 @@ def rewrite(
         target_opset=target_opset,
         record_subgraphs=record_subgraphs,
     )
+    added = _add_opsets(ir_model, add_opsets or {})
     # Kept to replay the run if the final model fails onnx's checker (see _checked_run).
     snapshot = ir.to_onnx(ir_model)
     ir_model, trace = _checked_run(ir_model, snapshot, ruleset, options)
+    _drop_unused_opsets(ir_model, added)
     t3 = time.perf_counter()
     after = _trace.op_histogram(ir_model)
     timings = {"load_rules": t1 - t0, "load_model": t2 - t1, "rewrite": t3 - t2}
     return RewriteResult(ir_model, trace, before, after, timings, ruleset)
+
+
+def _add_opsets(model: ir.Model, opsets: Mapping[str, int]) -> list[str]:
+    """Import the given domains the model lacks; returns the domains added."""
+    added = []
+    for domain, version in opsets.items():
+        key = ir.schemas.normalize_domain(domain)
+        if key not in model.opset_imports:
+            model.opset_imports[key] = int(version)
+            added.append(key)
+    return added
+
+
+def _drop_unused_opsets(model: ir.Model, added: Sequence[str]) -> None:
+    """Remove imports `_add_opsets` added that no node ended up using."""
+    if not added:
+        return
+    used = {
+        ir.schemas.normalize_domain(node.domain)
+        for graph in model.graphs()
+        for node in graph.all_nodes()
+    }
+    for domain in added:
+        if domain not in used:
+            model.opset_imports.pop(domain, None)
 
 
 def _run(

@@ -61,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--allow-python", action="store_true", help="permit `use` of Python helpers"
     )
     parser.add_argument(
+        "--add-opset",
+        action="append",
+        default=[],
+        metavar="DOMAIN=VERSION",
+        help="import an opset domain before rewriting, e.g. com.microsoft=1 for "
+        "--rules patterns/ort (dropped again if nothing uses it)",
+    )
+    parser.add_argument(
         "--target-opset",
         type=int,
         metavar="N",
@@ -118,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         report = PassManager(ruleset, RewriteOptions()).why_not(model, args.why_not)
         print(report.render())
         return 0
+    args.opsets_to_add = _parse_opsets(args.add_opset)
     with _output.progress(enabled=not args.no_progress) as on_progress:
         result = rewrite(
             source,
@@ -127,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
             progress=on_progress,
             target_opset=args.target_opset,
             record_subgraphs=bool(args.report),
+            add_opsets=args.opsets_to_add,
         )
     for warning in (*result.trace.warnings, *_rolled_back(result)):
         print(f"rewrite: warning: {warning}", file=sys.stderr)

@@ -80,6 +80,7 @@ def verify_and_bisect(
             replay_limit=k,
             exclude_rules=args.exclude_rule,
             target_opset=args.target_opset,
+            add_opsets=getattr(args, "opsets_to_add", None),
         ).model
 
     bad = find_first_bad(len(rule_entries), prefix, source, verdict.counterexample)

@@ -9,6 +9,7 @@ from pathlib import Path
 import onnx
 import pytest
 
+import rewriter
 from rewriter.cli import main
 from tests.rewriter.engine_helpers import assert_same_outputs, model_from_text
 
@@ -161,3 +162,35 @@ def test_stats_reports_ops_and_parameters(tmp_path, capsys):
     assert data["ops"]["BatchNormalization"] == 15
     assert data["parameters"] > 0
     assert data["largest_tensors"][0]["bytes"] >= data["largest_tensors"][-1]["bytes"]
+
+
+def test_add_opset_enables_contrib_fusions_and_is_dropped_when_unused(tmp_path, capsys):
+    fusable = tmp_path / "skip_ln.onnx"
+    onnx.save(
+        model_from_text(
+            """<ir_version: 8, opset_import: ["" : 17]>
+            g (float[N, 3, 4] x, float[N, 3, 4] s) => (float[N, 3, 4] y)
+            <float[4] gamma = {1, 2, 3, 4}, float[4] beta = {0, 1, 0, 1}>
+            {
+                t = Add (x, s)
+                y = LayerNormalization <axis = -1, epsilon = 1e-5> (t, gamma, beta)
+            }"""
+        ),
+        fusable,
+    )
+    ort_rules = str(rewriter.library_path() / "ort")
+    out = tmp_path / "o.onnx"
+    assert main([str(fusable), "--rules", ort_rules, "-o", str(out)]) == 0
+    assert [n.op_type for n in onnx.load(out).graph.node] == ["Add", "LayerNormalization"]
+    assert main([str(fusable), "--rules", ort_rules, "-o", str(out), "--force", "--add-opset", "com.microsoft=1"]) == 0
+    fused = onnx.load(out)
+    assert [n.op_type for n in fused.graph.node] == ["SkipLayerNormalization"]
+    assert "com.microsoft" in {o.domain for o in fused.opset_import}
+    assert_same_outputs(onnx.load(fusable), fused)
+    # Nothing to fuse: the added import is not left behind.
+    plain = tmp_path / "plain.onnx"
+    onnx.save(model_from_text(MODEL_TEXT), plain)
+    assert main([str(plain), "--rules", ort_rules, "-o", str(out), "--force", "--add-opset", "com.microsoft=1"]) == 0
+    assert "com.microsoft" not in {o.domain for o in onnx.load(out).opset_import}
+    assert main([str(plain), "-o", str(out), "--force", "--add-opset", "com.microsoft"]) == 2
+    assert "DOMAIN=VERSION" in capsys.readouterr().err
