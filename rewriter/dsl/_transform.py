@@ -160,7 +160,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         return tuple(c for c in children if isinstance(c, _Option))
 
     def on_pass_option(self, meta: Meta, children: list[Any]) -> _Option:
-        return _Option(str(children[0]), children[1], self._tok(children[0]))
+        return _Option(str(children[0]), self._expr(children[1]), self._tok(children[0]))
 
     def on_rule(self, meta: Meta, children: list[Any]) -> ast.Rule:
         name_token: Token = children[0]
@@ -228,7 +228,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         return rule
 
     def on_where_clause(self, meta: Meta, children: list[Any]) -> _Section:
-        return _Section("where", (children[0],), self._span(meta))
+        return _Section("where", (self._expr(children[0]),), self._span(meta))
 
     def on_block_body(self, meta: Meta, children: list[_Section]) -> ast.Rule:
         found: dict[str, _Section] = {}
@@ -281,7 +281,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         return tuple(children)
 
     def on_where_section(self, meta: Meta, children: list[ast.Expr]) -> _Section:
-        return _Section("where", tuple(children), self._span(meta))
+        return _Section("where", tuple(self._expr(c) for c in children), self._span(meta))
 
     def on_rewrite_section(self, meta: Meta, children: list[ast.RewriteStmt]) -> _Section:
         span = self._span(meta)
@@ -396,14 +396,15 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
     # -- rewrite lines -------------------------------------------------------------------------
 
     def on_let_stmt(self, meta: Meta, children: list[Any]) -> ast.LetStmt:
-        return ast.LetStmt(str(children[0]), children[1], span=self._span(meta))
+        return ast.LetStmt(str(children[0]), self._expr(children[1]), span=self._span(meta))
 
     def on_rw_assign(self, meta: Meta, children: list[Any]) -> ast.RewriteStmt:
         outputs: _Outputs = children[0]
         span = self._span(meta)
         as_name = _as_name(children)
         as_token = _as_token(children)
-        body = [c for c in children[1:] if not isinstance(c, Token)]
+        end = len(children) - 2 if as_token is not None else len(children)
+        body = [self._expr(c) for c in children[1:end]]
         if len(body) > 1 and isinstance(body[1], _Attrs):
             op = _op_from_callee(body[0])
             return self._node_stmt(outputs, op, body[1].items, body[2:], as_name, span)
@@ -444,7 +445,8 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         for position, child in enumerate(children):
             if isinstance(child, Token) and child.type == "IF":
                 then = self._chain(children[:position])
-                cond, otherwise = children[position + 1], children[position + 3]
+                cond = self._expr(children[position + 1])
+                otherwise = self._expr(children[position + 3])
                 return self._nested(ast.Conditional(cond, then, otherwise, span=self._span(meta)))
         return self._chain(children)
 
@@ -454,20 +456,27 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
     on_arith_chain = on_chain
 
     def _chain(self, items: list[Token | ast.Expr]) -> ast.Expr:
-        if len(items) == 1:
-            only = items[0]
+        operands: list[Token | ast.Expr] = [self._expr(item) for item in items]
+        if len(operands) == 1:
+            only = operands[0]
             assert not isinstance(only, Token), "a one-item chain is an operand"
             return only
-        return build_chain(items, self.path, self._nested, MAX_EXPRESSION_DEPTH)
+        return build_chain(operands, self.path, self._nested, MAX_EXPRESSION_DEPTH)
+
+    def _expr(self, item: Any) -> Any:
+        """`item`, with a bare NAME token (a variable, left without a tree) made a Name."""
+        if isinstance(item, Token) and item.type == "NAME":
+            return ast.Name(str(item), span=self._tok(item))
+        return item
 
     def on_call(self, meta: Meta, children: list[Any]) -> ast.Call:
-        callee: ast.Expr = children[0]
+        callee: ast.Expr = self._expr(children[0])
         func = _dotted(callee)
         if func is None:
             raise LocatedError(callee.span, "only a named function can be called")
         positional: list[ast.Expr] = []
         keywords: list[_Kwarg] = []
-        for child in children[1:]:
+        for child in map(self._expr, children[1:]):
             if isinstance(child, Token):
                 continue
             if isinstance(child, _Kwarg):
@@ -487,13 +496,15 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         return self._nested(call)
 
     def on_kwarg(self, meta: Meta, children: list[Any]) -> _Kwarg:
-        return _Kwarg(str(children[0]), children[1], self._tok(children[0]))
+        return _Kwarg(str(children[0]), self._expr(children[1]), self._tok(children[0]))
 
     def on_getattr(self, meta: Meta, children: list[Any]) -> ast.Attribute:
-        return self._nested(ast.Attribute(children[0], str(children[1]), span=self._span(meta)))
+        obj = self._expr(children[0])
+        return self._nested(ast.Attribute(obj, str(children[1]), span=self._span(meta)))
 
     def on_index(self, meta: Meta, children: list[Any]) -> ast.Index:
-        return self._nested(ast.Index(children[0], children[1], span=self._span(meta)))
+        obj, index = self._expr(children[0]), self._expr(children[1])
+        return self._nested(ast.Index(obj, index, span=self._span(meta)))
 
     def on_slice(self, meta: Meta, children: list[Any]) -> ast.Slice:
         parts: list[ast.Expr | None] = [None, None, None]
@@ -502,11 +513,8 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
             if isinstance(child, Token) and child.type == "COLON":
                 position += 1
             else:
-                parts[position] = child
+                parts[position] = self._expr(child)
         return self._nested(ast.Slice(parts[0], parts[1], parts[2], span=self._span(meta)))
-
-    def on_name(self, meta: Meta, children: list[Token]) -> ast.Name:
-        return ast.Name(str(children[0]), span=self._span(meta))
 
     def on_int(self, meta: Meta, children: list[Token]) -> ast.Const:
         return ast.Const(int(children[0]), span=self._span(meta))
@@ -533,7 +541,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         return ast.Const(None, span=self._span(meta))
 
     def on_list(self, meta: Meta, children: list[Any]) -> ast.ListExpr:
-        items = tuple(c for c in children if not isinstance(c, Token))
+        items = tuple(self._expr(c) for c in children if not _is_punctuation(c))
         return self._nested(ast.ListExpr(items, span=self._span(meta)))
 
     def _string(self, token: Token) -> str:
@@ -598,6 +606,10 @@ def _op_from_callee(callee: ast.Expr) -> ast.OpRef:
     if dotted is None:
         raise LocatedError(callee.span, "expected an op name before `<`")
     return ast.OpRef(*_split_op(dotted), span=callee.span)
+
+
+def _is_punctuation(item: Any) -> bool:
+    return isinstance(item, Token) and item.type != "NAME"
 
 
 def _as_name(children: list[Any]) -> str | None:
