@@ -6,6 +6,13 @@ rejected, up to a budget of attempts. Each instance is then rewritten by the eng
 rule set holding only this rule (`max_rewrites=1`, no passes), and the original and the
 rewritten model are compared by `rewriter.verify.check_equivalence` on generated inputs.
 
+Tolerances are the verifier's per-dtype defaults, except for float64 outputs: a rule may
+treat a constant as its literal when they agree within the matcher's 1e-6 relative tolerance
+(0.7978846 for sqrt(2/pi)), and float attributes are float32 (HardSigmoid's alpha,
+Attention's scale), so a correct rule can move a float64 result by about 1e-7 of its
+magnitude. Float64 outputs are compared with `rtol = atol = DOUBLE_TOLERANCE` (1e-6) rather
+than the verifier's (1e-7, 1e-9), which such rules could never meet.
+
 Verdicts: *failed* when an instance disagrees, when a rewrite of an accepted instance is
 rolled back (DESIGN: an ill-typed rewrite is the rule's fault), or when the rewritten model
 cannot be run; *verified* when at least one instance was checked and all agreed; *not
@@ -32,6 +39,18 @@ from rewriter.checkrules._result import Counterexample, RuleReport, Status
 from rewriter.dsl import _ast as ast
 
 logger = logging.getLogger(__name__)
+
+
+DOUBLE_TOLERANCE = 1e-6
+_DOUBLE = 11  # onnx.TensorProto.DOUBLE
+
+
+def _tolerances(proto: Any) -> tuple[float | None, float | None]:
+    """(rtol, atol) for comparing an instance: see the module docstring."""
+    types = {o.type.tensor_type.elem_type for o in proto.graph.output}
+    if types == {_DOUBLE}:
+        return DOUBLE_TOLERANCE, DOUBLE_TOLERANCE
+    return None, None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -163,9 +182,16 @@ def _check_instance(
             return _Outcome(failure=Counterexample(model_text, {}, None, message))
         return _Outcome(skipped="the engine did not apply the rule: " + "; ".join(rolled))
     rewritten = result.proto
+    rtol, atol = _tolerances(instance.proto)
     try:
         verdict = check_equivalence(
-            instance.proto, rewritten, examples=examples, seed=seed, save_counterexample=False
+            instance.proto,
+            rewritten,
+            examples=examples,
+            seed=seed,
+            rtol=rtol,
+            atol=atol,
+            save_counterexample=False,
         )
     except VerifyError as exc:
         message = str(exc)

@@ -84,7 +84,8 @@ def draw_constant(
     """A constant of `dtype` and `shape`, drawn under `key` (overridable as a whole)."""
     if ("value", key) in choices.overrides:
         forced = np.asarray(choices.overrides[("value", key)])
-        return np.broadcast_to(forced, shape).astype(ir.numpy_dtype(dtype)).copy()
+        with np.errstate(over="ignore", invalid="ignore"):  # a repair's value may not fit
+            return np.broadcast_to(forced, shape).astype(ir.numpy_dtype(dtype)).copy()
     np_dtype = ir.numpy_dtype(dtype)
     seed = choices.integer(("seed", key), 0, 2**16)
     if np_dtype.kind in "fcV" or dtype in (ir.DataType.BFLOAT16, ir.DataType.FLOAT16):
