@@ -8,6 +8,7 @@ otherwise), and writes every file atomically (temporary file, then rename).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -123,6 +124,8 @@ def save(
     """
     filename = os.path.abspath(os.fspath(path))
     dest_dir = os.path.dirname(filename)
+    if os.path.lexists(filename) and not os.path.isfile(filename):
+        raise OSError(errno.EEXIST, "exists and is not a regular file", filename)
     proto = to_onnx(model)
     plan = _DataPlan(model, proto, filename, external_data, size_threshold)
     temporaries: list[str] = []
@@ -131,13 +134,38 @@ def save(
         model_temp = _temp_path(dest_dir, os.path.basename(filename), temporaries)
         with open(model_temp, "wb") as f:
             f.write(proto.SerializeToString())
-        if data_temp is not None:
-            os.replace(data_temp, plan.data_path)
-        os.replace(model_temp, filename)
+        if data_temp is None:
+            os.replace(model_temp, filename)
+        else:
+            _replace_pair(data_temp, plan.data_path, model_temp, filename, temporaries)
     finally:
         for temp in temporaries:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
+
+
+def _replace_pair(
+    data_temp: str, data_path: str, model_temp: str, filename: str, temporaries: list[str]
+) -> None:
+    """Rename the data file, then the model file, leaving no mismatched pair on failure.
+
+    If a rename fails, the data file that was there before is put back (or the new one is
+    removed), so an old model never ends up beside a new data file.
+    """
+    backup = None
+    if os.path.lexists(data_path):
+        backup = _temp_path(os.path.dirname(data_path), os.path.basename(data_path), temporaries)
+        os.replace(data_path, backup)
+    try:
+        os.replace(data_temp, data_path)
+        os.replace(model_temp, filename)
+    except BaseException:
+        if backup is not None:
+            os.replace(backup, data_path)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(data_path)
+        raise
 
 
 def _temp_path(folder: str, base: str, temporaries: list[str]) -> str:
@@ -176,6 +204,7 @@ class _DataPlan:
             elif tensor.HasField("raw_data") and len(tensor.raw_data) >= size_threshold:
                 embedded_total += len(tensor.raw_data)
                 candidates.append(tensor)
+        _refuse_to_overwrite_sources(filename, kept_locations, self.moves)
         uses_external = bool(kept_locations or self.moves)
         too_big = embedded_total > _PROTOBUF_LIMIT // 2
         if external_data is False:
@@ -222,6 +251,23 @@ class _DataPlan:
                 if pad:
                     out.write(b"\0" * pad)
         return temp
+
+
+def _refuse_to_overwrite_sources(
+    filename: str, kept_locations: set[str], moves: list[tuple[Any, str | None]]
+) -> None:
+    """Refuse an output path that is one of the data files the saved model reads.
+
+    Raises:
+        ExternalDataError: naming the file (replacing it would destroy the weights).
+    """
+    folder = os.path.dirname(filename)
+    sources = {os.path.realpath(os.path.join(folder, location)) for location in kept_locations}
+    sources.update(os.path.realpath(source) for _, source in moves if source is not None)
+    if os.path.realpath(filename) in sources:
+        raise ExternalDataError(
+            f"{filename} holds external data of the model being saved; save it elsewhere"
+        )
 
 
 def _may_need_tensor_walk(model: Model, external_data: bool | None) -> bool:

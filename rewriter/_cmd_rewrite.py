@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         raise RewriteError(f"{out_path} exists; pass --force to overwrite it")
     if not args.in_place and out_path.exists() and os.path.samefile(out_path, source):
         raise RewriteError("the output would overwrite the input; use --in-place to allow that")
+    _refuse_side_files_over_models(args, source, out_path)
     ruleset = load_ruleset(args.rules, allow_python=args.allow_python)
     if args.rules:
         # The shipped library is kept warning-free by its tests; show warnings for user rules.
@@ -164,6 +165,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return exit_code
+
+
+def _refuse_side_files_over_models(args: argparse.Namespace, source: Path, out: Path) -> None:
+    """`--json` and `--report` must not name the input model or the output model."""
+    for option, value in (("--json", args.json), ("--report", args.report)):
+        if not value or not Path(value).exists():
+            continue
+        for role, model in (("input", source), ("output", out)):
+            if model.exists() and os.path.samefile(value, model):
+                raise RewriteError(f"{option} {value} would overwrite the {role} model")
 
 
 def _rolled_back(result: RewriteResult) -> list[str]:
