@@ -177,6 +177,8 @@ def infer_node_types(
         result = onnx.shape_inference.infer_node_outputs(
             schema, node_proto, input_types, input_data, opset_imports=opsets
         )
+    except KeyError as exc:  # onnx needs the type of every input; one is unknown
+        raise NodeInferenceError(f"{node.op_type}: the type of input {exc} is unknown") from exc
     except (
         onnx.shape_inference.InferenceError,
         onnx.checker.ValidationError,

@@ -45,6 +45,7 @@ from ir._serde_tensors import (
     check_external_location,
     tensor_to_proto,
 )
+from ir._validate import find_non_text
 
 # ---------------------------------------------------------------------------------------------
 # Types
@@ -67,7 +68,7 @@ def lift_type(proto: onnx.TypeProto) -> Type | None:
     if which == "map_type":
         mt = proto.map_type
         value = lift_type(mt.value_type) if mt.HasField("value_type") else None
-        return MapType(DataType(mt.key_type), value, denotation)
+        return MapType(_DATA_TYPES.get(mt.key_type, DataType.UNDEFINED), value, denotation)
     if which == "optional_type":
         ot = proto.optional_type
         inner = lift_type(ot.elem_type) if ot.HasField("elem_type") else None
@@ -80,7 +81,9 @@ def lift_type(proto: onnx.TypeProto) -> Type | None:
 def _lift_tensor_type(
     tt: Any,
 ) -> tuple[DataType, tuple[_core.Dim, ...] | None, tuple[str, ...] | None]:
-    dtype = _DATA_TYPES.get(tt.elem_type) or DataType(tt.elem_type)
+    # An element type onnx does not define is an unknown type here (`validate_model` refuses
+    # it on graph inputs and outputs; elsewhere it only makes facts unknown).
+    dtype = _DATA_TYPES.get(tt.elem_type, DataType.UNDEFINED)
     if not tt.HasField("shape"):
         return dtype, None, None
     dims: list[_core.Dim] = []
@@ -522,6 +525,12 @@ def lift_model(
         return lifter.model(proto), lifter.external
     except GraphStructureError as exc:
         raise ModelLoadError(str(exc)) from exc
+    except TypeError as exc:
+        # protobuf hands out bytes for a string field that is not UTF-8 (an op type here).
+        culprit = find_non_text(proto)
+        if culprit is None:
+            raise
+        raise ModelLoadError(culprit) from exc
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -13,7 +13,9 @@ TensorProtos that `ProtoTensor` wraps.
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from typing import Any
 
 import onnx
@@ -115,6 +117,8 @@ def _check_graph(
 
     The full sort runs only for a graph out of order, to name a node on a cycle if any.
     """
+    _check_text(graph)
+    _check_signature(graph)
     nodes = graph._nodes
     seen: set[Node] = set()
     add = seen.add
@@ -148,6 +152,78 @@ def _check_graph(
         tensor = value._const_value
         if tensor is not None:
             _check_tensor(tensor, value.name)
+
+
+_NAME = operator.attrgetter("_name")
+_DOMAIN = operator.attrgetter("_domain")
+_OUTPUTS = operator.attrgetter("_outputs")
+
+
+def _check_text(graph: Graph) -> None:
+    """Names must be text: protobuf gives bytes for a string field that is not UTF-8.
+
+    Joined at C speed; only a graph that fails is searched for the culprit.
+    """
+    nodes = graph._nodes
+    try:
+        "".join(map(_NAME, nodes))
+        "".join(map(_DOMAIN, nodes))
+        "".join(map(_NAME, itertools.chain.from_iterable(map(_OUTPUTS, nodes))))
+        "".join(map(_NAME, graph._inputs))
+        "".join(graph._initializers)
+        "".join((graph.name,))
+    except TypeError:
+        raise ModelLoadError(_describe_non_text(graph)) from None
+
+
+def _describe_non_text(graph: Graph) -> str:
+    if not isinstance(graph.name, str):
+        return f"graph name {graph.name!r} is not UTF-8 text"
+    for value in (*graph._inputs, *graph._initializers.values()):
+        if not isinstance(value._name, str):
+            return f"graph {graph.name!r}: value name {value._name!r} is not UTF-8 text"
+    for node in graph._nodes:
+        for what, text in (("name", node._name), ("domain", node._domain)):
+            if not isinstance(text, str):
+                return f"graph {graph.name!r}: node {what} {text!r} is not UTF-8 text"
+        for value in node._outputs:
+            if not isinstance(value._name, str):
+                return (
+                    f"graph {graph.name!r}: node {_node_label(node)} output name "
+                    f"{value._name!r} is not UTF-8 text"
+                )
+    return f"graph {graph.name!r}: a name is not UTF-8 text"
+
+
+def find_non_text(proto: Any) -> str | None:
+    """Describe the first node whose op type, domain or name is bytes (not UTF-8), if any."""
+    graphs = [proto.graph, *proto.functions]
+    while graphs:
+        graph = graphs.pop()
+        for node in graph.node:
+            for what in ("op_type", "domain", "name"):
+                text = getattr(node, what)
+                if not isinstance(text, str):
+                    return f"graph {graph.name!r}: node {what} {text!r} is not UTF-8 text"
+            for attr in node.attribute:
+                graphs.extend(attr.graphs)
+                if attr.HasField("g"):
+                    graphs.append(attr.g)
+    return None
+
+
+def _check_signature(graph: Graph) -> None:
+    """Graph inputs and outputs must have element types that onnx defines."""
+    for role, values in (("input", graph._inputs), ("output", graph._outputs)):
+        for value in values:
+            info: Any = value._vi_proto
+            if info is None or info.type.WhichOneof("value") != "tensor_type":
+                continue
+            code = info.type.tensor_type.elem_type
+            if code not in _BITS:
+                raise ModelLoadError(
+                    f"graph {graph.name!r}: {role} {value.name!r} has unknown element type {code}"
+                )
 
 
 def _list_imports(opset_imports: dict[str, int]) -> str:

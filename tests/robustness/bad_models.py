@@ -137,6 +137,24 @@ def _bad_dtype() -> onnx.ModelProto:
     return model
 
 
+def _text_edit(old: bytes, new: bytes) -> Callable[[Path], Path]:
+    """The good model with `old` replaced by `new` in its serialized bytes (same length)."""
+
+    def write(folder: Path) -> Path:
+        data = good_model().SerializeToString()
+        assert data.count(old) == 1
+        assert len(old) == len(new)
+        return _save(folder, data.replace(old, new))
+
+    return write
+
+
+def _unknown_input_type() -> onnx.ModelProto:
+    model = good_model()
+    model.graph.input[0].type.tensor_type.elem_type = 31
+    return model
+
+
 def external_tensor(
     name: str, dims: list[int], location: str, offset: int = 0, length: int | None = None
 ) -> onnx.TensorProto:
@@ -227,6 +245,24 @@ CATALOGUE = (
         ("node 'relu' (local.fns.act)", "domain 'local.fns'", "not import"),
     ),
     BadModel("unknown_dtype", _proto(_bad_dtype), ir.TensorDataError, ("tensor 'w'", "99")),
+    BadModel(
+        "unknown_input_type",
+        _proto(_unknown_input_type),
+        ir.ModelLoadError,
+        ("graph 'g': input 'x' has unknown element type 31",),
+    ),
+    BadModel(
+        "op_type_not_utf8",
+        _text_edit(b"Relu", b"Rel\xff"),
+        ir.ModelLoadError,
+        ("node op_type b'Rel\\xff' is not UTF-8 text",),
+    ),
+    BadModel(
+        "node_name_not_utf8",
+        _text_edit(b"relu", b"rel\xff"),
+        ir.ModelLoadError,
+        ("graph 'g': node name b'rel\\xff' is not UTF-8 text",),
+    ),
     BadModel(
         "external_missing_file",
         _external("w.bin", data=None),

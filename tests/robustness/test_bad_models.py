@@ -251,3 +251,31 @@ def test_well_formed_tensors_of_every_type_pass(data_type: int, raw: bool, shape
         assert tensor.HasField("raw_data") or size == 0
     check_tensor_proto(tensor, "t")
     assert onnx.numpy_helper.to_array(tensor).shape == shape
+
+
+# ---------------------------------------------------------------------------------------------
+# Broken but usable: found by fuzzing the loader (see fuzz.py)
+
+
+def test_an_unknown_element_type_inside_the_graph_makes_the_fact_unknown(
+    tmp_path: Path, rules_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = good_model()
+    model.graph.value_info.append(
+        onnx.helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [2])
+    )
+    model.graph.value_info[0].type.tensor_type.elem_type = 31
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    loaded = ir.load(path)
+    assert loaded.graph.nodes[0].outputs[0].type == ir.TensorType(ir.DataType.UNDEFINED, (2,))
+    assert main(["stats", str(path)]) == 0
+    assert main([str(path), "--rules", str(rules_path), "-o", str(tmp_path / "o.onnx")]) == 0
+    assert "error" not in capsys.readouterr().err
+
+
+def test_inference_with_an_input_of_unknown_type_is_a_node_inference_error() -> None:
+    x = ir.Value("x")
+    node = ir.Node("Relu", [x], outputs=["y"])
+    with pytest.raises(ir.NodeInferenceError, match="the type of input 'x' is unknown"):
+        ir.infer_node_types(node, {"": 18}, type_of=lambda value: None)
