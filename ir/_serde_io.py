@@ -170,9 +170,23 @@ def _replace_pair(
 
 def _temp_path(folder: str, base: str, temporaries: list[str]) -> str:
     fd, temp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=folder)
-    os.close(fd)
     temporaries.append(temp)
+    try:
+        # mkstemp makes the file private (0600); the renamed file gets the mode the file it
+        # replaces had, or what a plain open() would have given it.
+        target = os.path.join(folder, base)
+        mode = os.stat(target).st_mode & 0o7777 if os.path.isfile(target) else _default_mode()
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
     return temp
+
+
+def _default_mode() -> int:
+    """0666 less the process umask (read by setting it and putting it back)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 class _DataPlan:

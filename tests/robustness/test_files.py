@@ -320,3 +320,18 @@ def test_in_place_replaces_the_model_and_keeps_its_data(run: Run, source: Path) 
     saved = onnx.load(source, load_external_data=False)
     assert saved.graph.initializer[0].external_data[0].value == "w.bin"
     assert [n.op_type for n in saved.graph.node] == ["Add", "Relu"]
+
+
+def test_outputs_get_ordinary_permissions_and_in_place_keeps_them(
+    run: Run, source: Path, dest: Path
+) -> None:
+    umask = os.umask(0o027)
+    try:
+        assert run(source, dest / "out.onnx") == 0
+    finally:
+        os.umask(umask)
+    for name in ("out.onnx", "out.onnx.data"):
+        assert (dest / name).stat().st_mode & 0o777 == 0o640
+    source.chmod(0o604)
+    assert run(source, None, "--in-place") == 0
+    assert source.stat().st_mode & 0o777 == 0o604
