@@ -9,6 +9,7 @@ Exit codes: 0 no rule failed, 1 some rule failed, 2 bad usage or rules that do n
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -58,6 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="check K rules drawn from the loaded ones (chosen by --seed)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=min(4, os.cpu_count() or 1),
+        help="check rules in this many processes (default: the CPUs, at most 4); the results "
+        "do not depend on it",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument(
         "--allow-python", action="store_true", help="permit `use` declarations in rule files"
@@ -81,7 +89,13 @@ def run(args: argparse.Namespace) -> int:
     """Check the rules; 0 when none failed, 1 when some failed, 2 on bad usage."""
     from rich.console import Console
 
-    from rewriter.checkrules import CheckOptions, Status, check_rules
+    from rewriter.checkrules import (
+        CheckOptions,
+        Status,
+        check_passes,
+        check_rules,
+        check_rules_in_processes,
+    )
     from rewriter.checkrules import _report as report
     from rewriter.dsl import load_rules
 
@@ -97,7 +111,20 @@ def run(args: argparse.Namespace) -> int:
     )
     start = time.perf_counter()
     progress = _progress if args.verbose else None
-    reports = check_rules(ruleset, options, names=names, progress=progress)
+    if args.jobs > 1:
+        selected = names or known
+        reports = check_rules_in_processes(
+            args.paths,
+            selected,
+            options,
+            jobs=args.jobs,
+            allow_python=args.allow_python,
+            progress=progress,
+        )
+        if not names:
+            reports.extend(check_passes(ruleset, reports, options))
+    else:
+        reports = check_rules(ruleset, options, names=names, progress=progress)
     seconds = time.perf_counter() - start
     console = Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 200)
     console.print(report.table(reports))

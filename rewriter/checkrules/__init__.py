@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from rewriter.checkrules._check import CheckOptions, check_rule
+from rewriter.checkrules._parallel import check_rules_in_processes
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
 from rewriter.dsl import _ast as ast
 
@@ -25,7 +26,9 @@ __all__ = [
     "Counterexample",
     "RuleReport",
     "Status",
+    "check_passes",
     "check_rules",
+    "check_rules_in_processes",
 ]
 
 Progress = Callable[[RuleReport], None]
@@ -34,7 +37,7 @@ Progress = Callable[[RuleReport], None]
 _LOOP_PASSES = frozenset({"roll_loops", "unroll_loops", "outline_functions"})
 
 
-def _pass_reports(
+def check_passes(
     ruleset: ast.RuleSet, rule_reports: Sequence[RuleReport], options: CheckOptions
 ) -> list[RuleReport]:
     """Each declared pass on the rules' instances (loop passes: by their own tests)."""
@@ -97,7 +100,7 @@ def check_rules(
         if progress is not None:
             progress(report)
     if include_passes and not wanted:
-        reports.extend(_pass_reports(ruleset, reports, options))
+        reports.extend(check_passes(ruleset, reports, options))
     return reports
 
 

@@ -193,6 +193,22 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert data["seed"] == 0
 
 
+def test_cli_jobs_do_not_change_the_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = []
+    for jobs in ("1", "2"):
+        target = tmp_path / f"jobs{jobs}.json"
+        args = ["check-rules", str(WRONG), str(CORRECT), "--instances", "2", "--examples", "3"]
+        assert main([*args, "--jobs", jobs, "--json", str(target)]) == 1
+        rules = json.loads(target.read_text())["rules"]
+        for rule in rules:
+            rule.pop("seconds")
+        results.append(rules)
+    capsys.readouterr()
+    assert results[0] == results[1]
+
+
 def test_cli_bad_rules_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.rw"
     bad.write_text("rule broken: y = Relu (x) -> y = x\n")
