@@ -122,6 +122,10 @@ def check_external_location(proto: onnx.TensorProto) -> None:
         )
 
 
+_KNOWN_CODES = frozenset(int(t) for t in DataType)
+_FIXED_SIZE_CODES = frozenset(int(t) for t in DataType if t.bitwidth > 0)
+
+
 def _external_info(proto: onnx.TensorProto) -> dict[str, str]:
     return {entry.key: entry.value for entry in proto.external_data}
 
@@ -194,7 +198,14 @@ class ExternalTensor(Tensor):
 
         Raises:
             ExternalDataError: the file is missing, too short, or the length is inconsistent.
+            TensorDataError: the element type is unknown or has no fixed size (strings).
         """
+        code = self._proto.data_type
+        if code not in _FIXED_SIZE_CODES:
+            raise TensorDataError(
+                f"tensor {self.name!r}: external data needs a fixed-size element type, "
+                f"not {DataType(code).onnx_name if code in _KNOWN_CODES else code}"
+            )
         path = self.path()
         expected = self.nbytes
         if self.length is not None and self.dtype != DataType.STRING and self.length != expected:

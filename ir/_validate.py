@@ -91,6 +91,10 @@ def validate_model(model: Model) -> None:
             tensor, and the node when it is an attribute).
         ExternalDataError: external data is unsafe, missing or shorter than declared.
     """
+    for field in ("producer_name", "producer_version", "domain", "doc_string"):
+        text = getattr(model, field)
+        if not isinstance(text, str):
+            raise ModelLoadError(f"model {field} {text!r} is not UTF-8 text")
     imports = _domains(model.opset_imports)
     for graph in model.graph.all_graphs():
         _check_graph(graph, imports, model.opset_imports, model.base_dir)
@@ -171,7 +175,7 @@ def _check_text(graph: Graph) -> None:
         "".join(map(_NAME, itertools.chain.from_iterable(map(_OUTPUTS, nodes))))
         "".join(map(_NAME, graph._inputs))
         "".join(graph._initializers)
-        "".join((graph.name,))
+        "".join((graph.name, graph.doc_string))
     except TypeError:
         raise ModelLoadError(_describe_non_text(graph)) from None
 
@@ -179,6 +183,8 @@ def _check_text(graph: Graph) -> None:
 def _describe_non_text(graph: Graph) -> str:
     if not isinstance(graph.name, str):
         return f"graph name {graph.name!r} is not UTF-8 text"
+    if not isinstance(graph.doc_string, str):
+        return f"graph {graph.name!r}: doc_string {graph.doc_string!r} is not UTF-8 text"
     for value in (*graph._inputs, *graph._initializers.values()):
         if not isinstance(value._name, str):
             return f"graph {graph.name!r}: value name {value._name!r} is not UTF-8 text"

@@ -141,7 +141,9 @@ def _text_edit(old: bytes, new: bytes) -> Callable[[Path], Path]:
     """The good model with `old` replaced by `new` in its serialized bytes (same length)."""
 
     def write(folder: Path) -> Path:
-        data = good_model().SerializeToString()
+        model = good_model()
+        model.producer_name = "producer"
+        data = model.SerializeToString()
         assert data.count(old) == 1
         assert len(old) == len(new)
         return _save(folder, data.replace(old, new))
@@ -169,12 +171,17 @@ def external_tensor(
 
 
 def _external(
-    location: str, *, data: bytes | None = b"\0" * 8, length: int | None = None
+    location: str,
+    *,
+    data: bytes | None = b"\0" * 8,
+    length: int | None = None,
+    data_type: int = FLOAT,
 ) -> Callable[[Path], Path]:
     def write(folder: Path) -> Path:
         if data is not None:
             (folder / "w.bin").write_bytes(data)
         tensor = external_tensor("w", [2], location, length=length)
+        tensor.data_type = data_type
         return _save(folder, good_model([tensor]))
 
     return write
@@ -256,6 +263,24 @@ CATALOGUE = (
         _text_edit(b"Relu", b"Rel\xff"),
         ir.ModelLoadError,
         ("node op_type b'Rel\\xff' is not UTF-8 text",),
+    ),
+    BadModel(
+        "producer_not_utf8",
+        _text_edit(b"producer", b"produce\xff"),
+        ir.ModelLoadError,
+        ("model producer_name b'produce\\xff' is not UTF-8 text",),
+    ),
+    BadModel(
+        "external_string_type",
+        _external("w.bin", data_type=onnx.TensorProto.STRING),
+        ir.TensorDataError,
+        ("tensor 'w': external data needs a fixed-size element type, not string",),
+    ),
+    BadModel(
+        "external_unknown_type",
+        _external("w.bin", data_type=35),
+        ir.TensorDataError,
+        ("tensor 'w'", "35"),
     ),
     BadModel(
         "node_name_not_utf8",

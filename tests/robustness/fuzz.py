@@ -49,6 +49,7 @@ import ir
 import rewriter
 from rewriter import cli
 from rewriter._cmd_stats import collect
+from rewriter._errors import describe_error
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "models"
@@ -774,6 +775,13 @@ def check_command_line(args: list[str], workspace: Path) -> None:
             code = cli.main(args)
     except Hang:
         raise
+    except Exception as exc:
+        # With -vv the command line re-raises after printing its one line, by design; that
+        # is fine for the tool's own errors and a finding for anything it calls internal.
+        message, _ = describe_error(exc)
+        if message.startswith("internal error"):
+            raise _foreign("cli", exc, f"rewrite {' '.join(args)}") from exc
+        code = 2
     except BaseException as exc:
         raise _foreign("cli", exc, f"rewrite {' '.join(args)}") from exc
     finally:
