@@ -54,6 +54,7 @@ from ir._infer import (
     infer_node_types,
     infer_types,
     merge_types,
+    onnx_inference,
     record_inferred_type,
 )
 from ir._names import NameAllocator
@@ -116,6 +117,7 @@ __all__ = [
     "load",
     "merge_types",
     "numpy_dtype",
+    "onnx_inference",
     "record_inferred_type",
     "save",
     "schemas",

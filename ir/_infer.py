@@ -8,7 +8,7 @@ Inferred types are facts for rewriting, not part of the model: they are stored i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -89,17 +89,36 @@ def merge_types(a: Type, b: Type) -> Type:
     return TensorType(dtype, tuple(dims), a.denotation, a.dim_denotations)
 
 
-def infer_types(model: Model) -> int:
-    """Run onnx shape inference over the whole model and record the results as facts.
+InferenceEngine = Callable[[Any], Any]
+"""Takes a ModelProto and returns it with inferred value_info (or raises)."""
 
-    Returns the number of values that gained a fact. Inference failures are logged and
-    leave facts unknown (a rule never fires on an unknown fact).
+
+def onnx_inference(proto: Any) -> Any:
+    """Shape inference by onnx itself, with data propagation."""
+    return onnx.shape_inference.infer_shapes(proto, data_prop=True)
+
+
+def infer_types(model: Model, engines: Sequence[InferenceEngine] = (onnx_inference,)) -> int:
+    """Run shape inference over the whole model and record the results as facts.
+
+    `engines` are tried in order; the first that succeeds is used (a caller may put a
+    stronger symbolic engine before onnx's). Returns the number of values that gained a fact.
+    When every engine fails, facts stay unknown (a rule never fires on an unknown fact).
     """
     proto = to_onnx(model)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
-        logger.warning("shape inference failed, continuing with declared types: %s", exc)
+    inferred = None
+    for engine in engines:
+        try:
+            inferred = engine(proto)
+        except Exception as exc:  # engines are third-party code with many failure modes
+            logger.info(
+                "shape inference engine %s failed: %s", getattr(engine, "__name__", engine), exc
+            )
+            continue
+        if inferred is not None:
+            break
+    if inferred is None:
+        logger.warning("shape inference failed; continuing with declared types only")
         return 0
     found: dict[str, Any] = {}
     _collect(inferred.graph, found)

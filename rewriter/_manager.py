@@ -29,11 +29,16 @@ from rewriter._eval import EvalContext, evaluate
 from rewriter._matcher import Match, Matcher, MatchFailure
 from rewriter._passes import PASSES, PassResult
 from rewriter._pattern import CompiledRule, compile_rule
+from rewriter._symbolic import ort_symbolic_inference
 from rewriter._trace import SkipEntry, StopReason, Trace, TraceEntry
 from rewriter.dsl import _ast as ast
 from rewriter.loops import apply_repeat_rules
 
 logger = logging.getLogger(__name__)
+
+# Shape inference: onnxruntime's symbolic engine first (relates dims through shape
+# arithmetic), onnx's own when that one gives up.
+INFERENCE_ENGINES = (ort_symbolic_inference, ir.onnx_inference)
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -194,7 +199,7 @@ class PassManager:
             names = ", ".join(sorted(r.name for r in self.rules)[:20])
             raise RewriteError(f"no rule named `{rule_name}` is loaded (loaded: {names})")
         if self.options.infer_shapes:
-            ir.infer_types(model)
+            ir.infer_types(model, INFERENCE_ENGINES)
         skipped = applicability(rule, model.opset_imports) or ""
         matcher = Matcher(model.opset_imports, self.ruleset.functions)
         outcomes = []
@@ -240,7 +245,7 @@ class _Run:
     def execute(self) -> Trace:
         start = time.perf_counter()
         if self.options.infer_shapes:
-            ir.infer_types(self.model)
+            ir.infer_types(self.model, INFERENCE_ENGINES)
         self.timings["infer_shapes"] += time.perf_counter() - start
         rules = self._applicable_rules()
         index = _RuleIndex(rules)

@@ -1,0 +1,39 @@
+"""onnxruntime's symbolic shape inference, used before onnx's when it succeeds.
+
+onnxruntime's engine relates dims through Shape/Gather/Concat/Reshape chains (so an exported
+Reshape's output is `[batch, sequence, 4, 16]` rather than fresh `unk__7` symbols), which
+lets shape conditions of fusion rules hold on TorchScript exports. It runs without
+`auto_merge`: when two symbols would have to be assumed equal it gives up, and onnx's own
+(weaker, sound) inference is used instead, so no fact rests on an assumption.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# The engine is pure Python (sympy): past this many nodes onnx's C++ inference is used, so
+# rewriting time stays linear in the graph size.
+MAX_NODES = 30_000
+
+
+def ort_symbolic_inference(proto: Any) -> Any:
+    """Infer shapes with onnxruntime's SymbolicShapeInference (no assumed merges)."""
+    if len(proto.graph.node) > MAX_NODES:
+        raise ValueError(f"more than {MAX_NODES} nodes; left to onnx's inference")
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    # The engine prints its complaints; keep them out of the tool's output.
+    chatter = io.StringIO()
+    with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+        try:
+            return SymbolicShapeInference.infer_shapes(
+                proto, auto_merge=False, guess_output_rank=False
+            )
+        finally:
+            if chatter.getvalue():
+                logger.debug("symbolic shape inference said: %s", chatter.getvalue().strip())
