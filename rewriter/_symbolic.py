@@ -27,13 +27,17 @@ def ort_symbolic_inference(proto: Any) -> Any:
         raise ValueError(f"more than {MAX_NODES} nodes; left to onnx's inference")
     from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
-    # The engine prints its complaints; keep them out of the tool's output.
+    # The engine prints and logs its complaints; keep them out of the tool's output.
     chatter = io.StringIO()
+    engine_logger = logging.getLogger(SymbolicShapeInference.__module__)
+    level = engine_logger.level
+    engine_logger.setLevel(logging.CRITICAL)
     with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
         try:
             return SymbolicShapeInference.infer_shapes(
                 proto, auto_merge=False, guess_output_rank=False
             )
         finally:
+            engine_logger.setLevel(level)
             if chatter.getvalue():
                 logger.debug("symbolic shape inference said: %s", chatter.getvalue().strip())
