@@ -193,7 +193,9 @@ def snapshot_sources(rev: str) -> None:
     if not (dest / "rewriter").exists():
         dest.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(
-            [*git, "archive", commit, "ir", "rewriter", "patterns"], capture_output=True, check=True
+            [*git, "archive", commit, "ir", "rewriter", "patterns"],
+            capture_output=True,
+            check=True,
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     SOURCE["root"] = dest
@@ -255,7 +257,11 @@ def prepare_light() -> list[dict[str, Any]]:
     """Copy onnx's backend-test light models to the cache with their test input and output.
 
     onnx's runner feeds each non-initializer input `arange(n).reshape(shape) / n` (float32)
-    and compares with `light_<name>_output_0.pb`; the same input is used here.
+    and compares with `light_<name>_output_0.pb`; the same input is used here. The models are
+    IR 3: every initializer is also a graph input, i.e. a default the caller may override, so
+    a tool that respects that cannot treat the weights as constants. `light_<name>_ir4` is the
+    same model with the initializers removed from the inputs (what exporters have written
+    since IR 4), which measures what the tools do when the weights are constants.
     """
     import numpy as np
     import onnx
@@ -291,25 +297,35 @@ def prepare_light() -> list[dict[str, Any]]:
             arrays = {f"input_0_{k}": v for k, v in inputs.items()}
             arrays |= {f"output_0_{k}": v for k, v in expected.items()}
             np.savez_compressed(npz, **arrays)
-        counts = Counter(n.op_type for n in model.graph.node)
-        entries.append(
-            {
-                "name": name,
-                "path": str(dst),
-                "npz": str(npz),
-                "samples": [
-                    {
-                        "inputs": {k: f"input_0_{k}" for k in inputs},
-                        "outputs": {k: f"output_0_{k}" for k in expected},
-                    }
-                ],
-                "family": "onnx light",
-                "exporter": f"onnx backend test (IR {model.ir_version}, opset "
-                f"{model.opset_import[0].version}; weights are ConstantOfShape(0.02))",
-                "what": name.removeprefix("light_"),
-                "const_of_shape": counts.get("ConstantOfShape", 0),
-            }
-        )
+        ir4 = LIGHT_DIR / f"{name}_ir4.onnx"
+        if not ir4.exists():
+            real = [vi for vi in model.graph.input if vi.name not in inits]
+            del model.graph.input[:]
+            model.graph.input.extend(real)
+            model.ir_version = max(4, model.ir_version)
+            onnx.save(model, str(ir4))
+        opset = model.opset_import[0].version
+        for suffix, path, how in (
+            ("", dst, "IR 3: weights are also graph inputs"),
+            ("_ir4", ir4, "initializers removed from the graph inputs (IR 4)"),
+        ):
+            entries.append(
+                {
+                    "name": name + suffix,
+                    "path": str(path),
+                    "npz": str(npz),
+                    "samples": [
+                        {
+                            "inputs": {k: f"input_0_{k}" for k in inputs},
+                            "outputs": {k: f"output_0_{k}" for k in expected},
+                        }
+                    ],
+                    "family": "onnx light" + (" IR 4" if suffix else ""),
+                    "exporter": f"onnx backend test, opset {opset}, {how}; weights are "
+                    "ConstantOfShape(0.02) nodes",
+                    "what": name.removeprefix("light_"),
+                }
+            )
     return entries
 
 
@@ -319,7 +335,9 @@ def torch_python(flag: str | None) -> str | None:
         if candidate:
             return candidate
     probe = subprocess.run(
-        [sys.executable, "-c", "import torch, transformers"], capture_output=True, check=False
+        [sys.executable, "-c", "import torch, transformers"],
+        capture_output=True,
+        check=False,
     )
     return sys.executable if probe.returncode == 0 else None
 
@@ -450,7 +468,11 @@ def verify_main(spec_path: str) -> None:
                 errs = [s.max_abs_err for s in res.outputs if s.max_abs_err is not None]
                 worst = max([worst, *errs])
                 if not res.ok:
-                    out[tool] = {"match": False, "detail": res.message[:200], "max_abs_err": worst}
+                    out[tool] = {
+                        "match": False,
+                        "detail": res.message[:200],
+                        "max_abs_err": worst,
+                    }
                     break
             else:
                 out[tool] = {"match": True, "max_abs_err": worst}
@@ -466,7 +488,11 @@ def latency_main(spec_path: str) -> None:
 
     spec = json.loads(Path(spec_path).read_text())
     feeds_all = _load_samples(spec["entry"])[0]
-    budget, min_rounds, max_rounds = spec["budget_s"], spec["min_rounds"], spec["max_rounds"]
+    budget, min_rounds, max_rounds = (
+        spec["budget_s"],
+        spec["min_rounds"],
+        spec["max_rounds"],
+    )
     results: dict[str, dict[str, Any]] = {tool: {} for tool in spec["variants"]}
     for level in LEVELS:
         sessions = {}
@@ -587,14 +613,21 @@ def measure_model(
         variants[tool] = str(dst)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(
-            {"entry": entry, "variants": {k: v for k, v in variants.items() if k != "original"}}, f
+            {
+                "entry": entry,
+                "variants": {k: v for k, v in variants.items() if k != "original"},
+            },
+            f,
         )
         spec = f.name
     res, err = run_child(["--verify-worker", spec], args.timeout)
     for tool in variants:
         if tool == "original":
             continue
-        record["tools"][tool]["verify"] = (res or {}).get(tool) or {"match": None, "detail": err}
+        record["tools"][tool]["verify"] = (res or {}).get(tool) or {
+            "match": None,
+            "detail": err,
+        }
     if not args.no_latency:
         Path(spec).write_text(
             json.dumps(
@@ -656,7 +689,12 @@ def measure_scaling(tools: list[str], args: argparse.Namespace) -> list[dict[str
                     failed.add(tool)
                     gave_up[tool] = size
                     rows.append(
-                        {"size": size, "nodes_before": nodes_before, "tool": tool, "error": err}
+                        {
+                            "size": size,
+                            "nodes_before": nodes_before,
+                            "tool": tool,
+                            "error": err,
+                        }
                     )
                     print(f"  chain {size:>6} {tool:>13}: FAILED {err}", flush=True)
                     continue
@@ -714,7 +752,10 @@ def environment() -> dict[str, Any]:
         commit = str(SOURCE["commit"])[:7]
     else:
         commit = subprocess.run(
-            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+            [*git, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
         ).stdout.strip()
         dirty = subprocess.run(
             [*git, "status", "--porcelain", "--", "ir", "rewriter", "patterns"],
@@ -753,7 +794,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--models", help="comma-separated names or globs (e.g. 'bert*,light_*')")
     ap.add_argument(
-        "--tools", default=",".join(TOOLS), help="comma-separated, of " + ", ".join(TOOLS)
+        "--tools",
+        default=",".join(TOOLS),
+        help="comma-separated, of " + ", ".join(TOOLS),
     )
     ap.add_argument("--repeats", type=int, default=None, help="tool runs per model (default 3)")
     ap.add_argument(
@@ -772,6 +815,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--min-rounds", type=int, default=10, help="latency rounds at least")
     ap.add_argument("--no-latency", action="store_true")
+    ap.add_argument(
+        "--update",
+        action="store_true",
+        help="merge into the saved results: the models measured now replace (or join) the "
+        "saved ones; the scaling is kept unless --sizes is given",
+    )
     ap.add_argument(
         "--out",
         type=Path,
@@ -826,7 +875,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args.repeats = args.repeats or (1 if args.quick else 3)
     if args.sizes is None:
-        args.sizes = [1000, 10000] if args.quick else list(SCALING_SIZES)
+        args.sizes = [] if args.update else [1000, 10000] if args.quick else list(SCALING_SIZES)
     if args.latency_budget is None:
         args.latency_budget = 4.0 if args.quick else 20.0
     if args.quick:
@@ -849,21 +898,53 @@ def main(argv: list[str] | None = None) -> int:
         "scaling": [],
     }
     res_dir.mkdir(parents=True, exist_ok=True)
+    old = json.loads(json_path.read_text()) if args.update and json_path.exists() else None
+
+    def save() -> dict[str, Any]:
+        doc = data if old is None else merge_results(old, data)
+        json_path.write_text(json.dumps(doc, indent=1))
+        return doc
+
     t0 = time.perf_counter()
     for i, entry in enumerate(entries, 1):
-        print(f"[{i}/{len(entries)}] {entry['name']} ({time.perf_counter() - t0:.0f}s)", flush=True)
+        print(
+            f"[{i}/{len(entries)}] {entry['name']} ({time.perf_counter() - t0:.0f}s)",
+            flush=True,
+        )
         data["models"].append(measure_model(entry, tools, args, CACHE / "run" / entry["name"]))
-        json_path.write_text(json.dumps(data, indent=1))  # partial results survive a crash
+        save()  # partial results survive a crash
     if args.sizes:
         print("scaling", flush=True)
         data["scaling"] = measure_scaling(tools, args)
     data["environment"]["load_avg_end"] = os.getloadavg()
     data["environment"]["wall_s"] = time.perf_counter() - t0
-    json_path.write_text(json.dumps(data, indent=1))
-
-    write_report(data, md_path, res_dir)
+    write_report(save(), md_path, res_dir)
     print(f"wrote {md_path}, {json_path} and plots in {res_dir}")
     return 0
+
+
+def merge_results(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """`old` with the models (and the scaling, if measured) of `new` replaced or added."""
+    if old["settings"]["tools"] != new["settings"]["tools"]:
+        raise SystemExit("--update needs the same tools as the saved results")
+    measured = {m["name"]: m for m in new["models"]}
+    models = [measured.pop(m["name"], m) for m in old["models"]] + list(measured.values())
+    updates = [
+        *old.get("updates", []),
+        {
+            "date": new["environment"]["date"],
+            "commit": new["environment"]["commit"],
+            "command": new["settings"]["command"],
+            "models": [m["name"] for m in new["models"]],
+            "scaling": bool(new["scaling"]),
+        },
+    ]
+    return {
+        **old,
+        "models": models,
+        "scaling": new["scaling"] or old["scaling"],
+        "updates": updates,
+    }
 
 
 def geomean(values: list[float]) -> float:
@@ -915,15 +996,24 @@ def op_diff(ours: dict[str, int], theirs: dict[str, int]) -> str:
     """Op types whose counts differ: `Op ours/theirs`, biggest differences first."""
     keys = set(ours) | set(theirs)
     diffs = sorted(
-        ((ours.get(k, 0) - theirs.get(k, 0), k) for k in keys), key=lambda d: (-abs(d[0]), d[1])
+        ((ours.get(k, 0) - theirs.get(k, 0), k) for k in keys),
+        key=lambda d: (-abs(d[0]), d[1]),
     )
     return ", ".join(f"{k} {ours.get(k, 0)}/{theirs.get(k, 0)}" for d, k in diffs if d)
 
 
-def headline(data: dict[str, Any]) -> list[dict[str, Any]]:
+GROUPS = (
+    ("PyTorch exports", lambda m: not m["name"].startswith("light_")),
+    ("onnx light models as shipped (IR 3)", lambda m: m["family"] == "onnx light"),
+    ("onnx light models, IR 4", lambda m: m["family"] == "onnx light IR 4"),
+)
+
+
+def headline(data: dict[str, Any], which: Any = None) -> list[dict[str, Any]]:
     """Per peer: geometric means of ours / peer over models where both ran and matched."""
     rows = []
     tools = [t for t in data["settings"]["tools"] if t != OURS]
+    models = [m for m in data["models"] if which is None or which(m)]
     for peer in tools:
         ratios: dict[str, list[float]] = {
             "time": [],
@@ -935,7 +1025,7 @@ def headline(data: dict[str, Any]) -> list[dict[str, Any]]:
             "wall ENABLE_ALL": [],
         }
         used = failed = mismatched = 0
-        for m in data["models"]:
+        for m in models:
             ours, theirs = m["tools"].get(OURS), m["tools"].get(peer)
             if not _ok(theirs):
                 failed += 1
@@ -953,7 +1043,10 @@ def headline(data: dict[str, Any]) -> list[dict[str, Any]]:
                 a, b = _lat(ours, level), _lat(theirs, level)
                 if a and b:
                     ratios[level].append(a / b)
-                a, b = _lat(ours, level, "wall_median_ms"), _lat(theirs, level, "wall_median_ms")
+                a, b = (
+                    _lat(ours, level, "wall_median_ms"),
+                    _lat(theirs, level, "wall_median_ms"),
+                )
                 if a and b:
                     ratios[f"wall {level}"].append(a / b)
         rows.append(
@@ -992,7 +1085,12 @@ def peer_wins(data: dict[str, Any]) -> list[dict[str, Any]]:
                 )
             if theirs["time_s"] < ours["time_s"]:
                 wins.append(
-                    {**base, "metric": "time", "ours": ours["time_s"], "theirs": theirs["time_s"]}
+                    {
+                        **base,
+                        "metric": "time",
+                        "ours": ours["time_s"],
+                        "theirs": theirs["time_s"],
+                    }
                 )
             for level in LEVELS:
                 a, b = _lat(ours, level), _lat(theirs, level)
@@ -1133,6 +1231,14 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
         + ", ".join(f"{k} {val}" for k, val in v.items() if val)
         + ".",
         "",
+        *(
+            f"Updated by `{u['command']}` on {u['date']} (commit `{u['commit']}`): "
+            + ", ".join(u["models"])
+            + (" and the scaling" if u["scaling"] else "")
+            + "."
+            for u in data.get("updates", [])
+        ),
+        "",
         "How it was measured:",
         "",
         f"- **time**: model file -> optimized model file (load, optimize, save) in a fresh "
@@ -1174,6 +1280,20 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
             f"| {h['wall DISABLE_ALL']:.2f} | {h['wall ENABLE_ALL']:.2f} "
             f"| {h['failed']} | {h['mismatched']} |"
         )
+    lines += [
+        "",
+        "By group (same ratios; tool time wall-clock, latency CPU):",
+        "",
+        "| group | peer | models | tool time | nodes | latency DISABLE_ALL | latency ENABLE_ALL |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for group, which in GROUPS:
+        for h in headline(data, which):
+            if h["models"]:
+                lines.append(
+                    f"| {group} | {TOOL_LABELS[h['tool']]} | {h['models']} | {h['time']:.2f} "
+                    f"| {h['nodes']:.2f} | {h['DISABLE_ALL']:.2f} | {h['ENABLE_ALL']:.2f} |"
+                )
     lines += ["", " ".join(f"![{name}]({rel}/{name}.png)" for name in plots), ""]
     if ANALYSIS_MD.exists() and md_path.resolve() == RESULTS_MD.resolve():
         lines += [ANALYSIS_MD.read_text().rstrip(), ""]
@@ -1347,7 +1467,11 @@ def write_plots(data: dict[str, Any], res_dir: Path) -> list[str]:
             title="Time vs graph size (chains)",
         )
         ax2.set(
-            xscale="log", yscale="log", xlabel="nodes", ylabel="µs per node", title="Per-node time"
+            xscale="log",
+            yscale="log",
+            xlabel="nodes",
+            ylabel="µs per node",
+            title="Per-node time",
         )
         for ax in (ax1, ax2):
             ax.grid(which="both", alpha=0.3)
