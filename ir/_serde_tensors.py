@@ -110,6 +110,10 @@ def check_external_location(proto: onnx.TensorProto) -> None:
     location = _external_info(proto).get("location", "")
     if not location:
         raise ExternalDataError(f"tensor {proto.name!r}: external data has no location")
+    if not isinstance(location, str):  # protobuf gives bytes for text that is not UTF-8
+        raise ExternalDataError(
+            f"tensor {proto.name!r}: external data location {location!r} is not UTF-8 text"
+        )
     if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location[:3]:
         raise ExternalDataError(
             f"tensor {proto.name!r}: external data location {location!r} is an absolute path; "

@@ -82,6 +82,33 @@ class VerifyResult:
         """Names of the outputs that disagreed."""
         return tuple(o.name for o in self.outputs if not o.ok)
 
+    def to_json(self) -> dict[str, object]:
+        """The verdict and per-output figures, ready for json.dump (`rewrite --json`)."""
+        return {
+            "ok": self.ok,
+            "summary": self.summary(),
+            "examples_run": self.examples_run,
+            "examples_rejected": self.examples_rejected,
+            "seed": self.seed,
+            "original_runtime": self.original_runtime,
+            "rewritten_runtime": self.rewritten_runtime,
+            "counterexample_path": self.counterexample_path,
+            "outputs": [
+                {
+                    "name": o.name,
+                    "dtype": o.dtype,
+                    "shape": list(o.shape),
+                    "max_abs_err": o.max_abs_err,
+                    "max_rel_err": o.max_rel_err,
+                    "mismatched": o.mismatched,
+                    "tolerance": str(o.tolerance),
+                    "ok": o.ok,
+                    "note": o.note,
+                }
+                for o in self.outputs
+            ],
+        }
+
     def _rows(self) -> list[tuple[str, ...]]:
         rows: list[tuple[str, ...]] = []
         for out in self.outputs:

@@ -307,6 +307,17 @@ CATALOGUE = (
         ("tensor 'w'", "'../w.bin'", "escapes"),
     ),
     BadModel(
+        "external_location_not_utf8",
+        lambda folder: _save(
+            folder,
+            good_model([external_tensor("w", [2], "w.bin")])
+            .SerializeToString()
+            .replace(b"w.bin", b"w\xffbin"),
+        ),
+        ir.ExternalDataError,
+        ("tensor 'w': external data location b'w\\xffbin' is not UTF-8 text",),
+    ),
+    BadModel(
         "external_length_disagrees",
         _external("w.bin", data=b"\0" * 64, length=12),
         ir.ExternalDataError,

@@ -170,7 +170,9 @@ def _conv_bn() -> onnx.ModelProto:
             "BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["y"], name="bn"
         ),
     ]
-    graph = onnx.helper.make_graph(nodes, "conv_bn", [_info("x", [1, 3, 4, 4])], [_info("y", [])])
+    graph = onnx.helper.make_graph(
+        nodes, "conv_bn", [_info("x", [1, 3, 4, 4])], [_info("y", [1, 2, 4, 4])]
+    )
     return _model(graph)
 
 
