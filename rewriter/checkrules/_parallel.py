@@ -3,7 +3,7 @@
 Each rule is checked on its own with its own seeded search, so checking rules in parallel
 gives exactly the reports a sequential run gives, in the same (load) order. Workers load the
 rule files themselves (a RuleSet may hold plugin functions that do not pickle) and keep them
-for the rules that follow.
+for the rules that follow. Workers are spawned, never forked (see `check_rules_in_processes`).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def check_rules_in_processes(
     progress: Callable[[RuleReport], None] | None = None,
 ) -> list[RuleReport]:
     """Check the rules called `names` (from the files at `paths`) in `jobs` processes."""
-    context = multiprocessing.get_context(
-        "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-    )
+    # Not "fork": a parent that already ran onnxruntime has its thread pools, and a forked
+    # child can deadlock on their locks.
+    context = multiprocessing.get_context("spawn")
     key = tuple(str(p) for p in paths)
     reports: list[RuleReport] = []
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
