@@ -95,6 +95,11 @@ def validate_model(model: Model) -> None:
         text = getattr(model, field)
         if not isinstance(text, str):
             raise ModelLoadError(f"model {field} {text!r} is not UTF-8 text")
+    for opsets in (model.opset_imports, *(fn.opset_imports for fn in model.functions.values())):
+        for domain in opsets:
+            if not isinstance(domain, str):
+                # Checked here, a node domain that is not text is then never "imported".
+                raise ModelLoadError(f"opset_import domain {domain!r} is not UTF-8 text")
     imports = _domains(model.opset_imports)
     for graph in model.graph.all_graphs():
         _check_graph(graph, imports, model.opset_imports, model.base_dir)
@@ -159,7 +164,6 @@ def _check_graph(
 
 
 _NAME = operator.attrgetter("_name")
-_DOMAIN = operator.attrgetter("_domain")
 _OUTPUTS = operator.attrgetter("_outputs")
 
 
@@ -171,7 +175,6 @@ def _check_text(graph: Graph) -> None:
     nodes = graph._nodes
     try:
         "".join(map(_NAME, nodes))
-        "".join(map(_DOMAIN, nodes))
         "".join(map(_NAME, itertools.chain.from_iterable(map(_OUTPUTS, nodes))))
         "".join(map(_NAME, graph._inputs))
         "".join(graph._initializers)
