@@ -18,8 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import ir  # noqa: E402
 from rewrite_speed import chain_model  # noqa: E402
+
+import ir  # noqa: E402
 
 
 def measure(label: str, model: ir.Model) -> str:
@@ -33,10 +34,7 @@ def measure(label: str, model: ir.Model) -> str:
         per_node.append(time.perf_counter() - t0)
     one = statistics.median(per_node)
     nodes = len(model.graph)
-    return (
-        f"| {label} | {nodes} | {full * 1e3:.1f} | {one * 1e6:.0f} | "
-        f"{full / one:.0f}x |"
-    )
+    return f"| {label} | {nodes} | {full * 1e3:.1f} | {one * 1e6:.0f} | {full / one:.0f}x |"
 
 
 def main() -> None:

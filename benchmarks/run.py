@@ -607,6 +607,9 @@ def measure_model(
                 "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
                 "rss_after_import_mb": statistics.median(r["rss_after_import_mb"] for r in runs),
                 "extra": runs[-1]["extra"],
+                "time_excl_rules_s": statistics.median(
+                    r["time_s"] - r["extra"].get("load_rules", 0.0) for r in runs
+                ),
                 **graph_stats(dst),
             }
         )
@@ -1009,6 +1012,13 @@ GROUPS = (
 )
 
 
+def _time_excl_rules(rec: dict[str, Any]) -> float:
+    """This project's tool time without parsing the rule library."""
+    if "time_excl_rules_s" in rec:
+        return float(rec["time_excl_rules_s"])
+    return float(rec["time_s"]) - float((rec.get("extra") or {}).get("load_rules", 0.0))
+
+
 def headline(data: dict[str, Any], which: Any = None) -> list[dict[str, Any]]:
     """Per peer: geometric means of ours / peer over models where both ran and matched."""
     rows = []
@@ -1017,6 +1027,8 @@ def headline(data: dict[str, Any], which: Any = None) -> list[dict[str, Any]]:
     for peer in tools:
         ratios: dict[str, list[float]] = {
             "time": [],
+            "time excl. rules": [],
+            "rss": [],
             "cpu": [],
             "nodes": [],
             "DISABLE_ALL": [],
@@ -1037,7 +1049,9 @@ def headline(data: dict[str, Any], which: Any = None) -> list[dict[str, Any]]:
                 continue
             used += 1
             ratios["time"].append(ours["time_s"] / theirs["time_s"])
+            ratios["time excl. rules"].append(_time_excl_rules(ours) / theirs["time_s"])
             ratios["cpu"].append(ours["cpu_s"] / theirs["cpu_s"])
+            ratios["rss"].append(ours["peak_rss_mb"] / theirs["peak_rss_mb"])
             ratios["nodes"].append(ours["nodes"] / max(1, theirs["nodes"]))
             for level in LEVELS:
                 a, b = _lat(ours, level), _lat(theirs, level)
@@ -1268,14 +1282,17 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
         "Over the models where both tools succeeded and both outputs match; ours / peer (below "
         "1: this project is faster, smaller, or its result runs faster).",
         "",
-        "| peer | models | tool time | tool CPU | nodes | latency DISABLE_ALL "
+        "| peer | models | tool time | tool time excl. rule parsing | tool CPU | peak RSS "
+        "| nodes "
+        "| latency DISABLE_ALL "
         "| latency ENABLE_ALL | wall latency DISABLE_ALL | wall latency ENABLE_ALL "
         "| peer failed | peer outputs differ or not comparable |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for h in headline(data):
         lines.append(
-            f"| {TOOL_LABELS[h['tool']]} | {h['models']} | {h['time']:.2f} | {h['cpu']:.2f} "
+            f"| {TOOL_LABELS[h['tool']]} | {h['models']} | {h['time']:.2f} "
+            f"| {h['time excl. rules']:.2f} | {h['cpu']:.2f} | {h['rss']:.2f} "
             f"| {h['nodes']:.2f} | {h['DISABLE_ALL']:.2f} | {h['ENABLE_ALL']:.2f} "
             f"| {h['wall DISABLE_ALL']:.2f} | {h['wall ENABLE_ALL']:.2f} "
             f"| {h['failed']} | {h['mismatched']} |"

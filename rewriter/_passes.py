@@ -258,6 +258,4 @@ PASSES: dict[str, Callable[[ir.Model, Mapping[str, Any]], PassResult]] = {
 # The loop passes live in rewriter.loops, which imports PassResult from this module.
 from rewriter.loops import outline_functions, roll_loops, unroll_loops  # noqa: E402
 
-PASSES.update(
-    roll_loops=roll_loops, unroll_loops=unroll_loops, outline_functions=outline_functions
-)
+PASSES.update(roll_loops=roll_loops, unroll_loops=unroll_loops, outline_functions=outline_functions)

@@ -140,7 +140,10 @@ def assert_close(got, want, *, atol: float, rtol: float, what: str) -> None:
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         finite = np.isfinite(w)
         np.testing.assert_allclose(
-            np.where(finite, g, 0), np.where(finite, w, 0), atol=atol, rtol=rtol,
+            np.where(finite, g, 0),
+            np.where(finite, w, 0),
+            atol=atol,
+            rtol=rtol,
             err_msg=f"{what}: output {i}",
         )
 
@@ -163,9 +166,7 @@ def save_samples(path: Path, samples: list[dict[str, Any]]) -> list[dict[str, An
                 key = f"{prefix}_{s}" if len(items) == 1 else f"{prefix}_{s}_{name}"
                 arrays[key] = np.asarray(arr)
                 entry[kind][name] = key
-        entry["shapes"] = {
-            name: list(np.asarray(a).shape) for name, a in sample["inputs"].items()
-        }
+        entry["shapes"] = {name: list(np.asarray(a).shape) for name, a in sample["inputs"].items()}
         if "note" in sample:
             entry["note"] = sample["note"]
         layout.append(entry)

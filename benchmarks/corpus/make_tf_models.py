@@ -58,8 +58,10 @@ class EIP:
 
     @property
     def name(self) -> str:
-        return (f"eip_k{self.k[0]}x{self.k[1]}_s{self.s[0]}x{self.s[1]}_r{self.r[0]}x{self.r[1]}"
-                f"_{self.padding.lower()}")
+        return (
+            f"eip_k{self.k[0]}x{self.k[1]}_s{self.s[0]}x{self.s[1]}_r{self.r[0]}x{self.r[1]}"
+            f"_{self.padding.lower()}"
+        )
 
     def out_hw(self) -> tuple[int, int]:
         out = []
@@ -120,10 +122,17 @@ def make_saved_model(cfg: EIP, path: Path, batch: int | None) -> None:
 def tf2onnx_cli(saved_model: Path, out: Path, extra: list[str]) -> subprocess.CompletedProcess:
     # Run from the SavedModel's folder with a relative path: tf2onnx writes "converted from
     # <path>" into graph.doc_string, and a temp path would make the output differ per run.
-    cmd = [sys.executable, "-m", "tf2onnx.convert", "--saved-model", saved_model.name,
-           *extra, "--output", str(out.resolve())]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False,
-                          cwd=saved_model.parent)
+    cmd = [
+        sys.executable,
+        "-m",
+        "tf2onnx.convert",
+        "--saved-model",
+        saved_model.name,
+        *extra,
+        "--output",
+        str(out.resolve()),
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=saved_model.parent)
 
 
 def make_inputs(cfg: EIP, rng: np.random.Generator) -> list[tuple[np.ndarray, str]]:
@@ -136,8 +145,11 @@ def make_inputs(cfg: EIP, rng: np.random.Generator) -> list[tuple[np.ndarray, st
     flat[idx[:2]] = np.nan
     flat[idx[2:4]] = np.inf
     flat[idx[4:]] = -np.inf
-    return [(x0, "batch 2, standard normal"), (x1, "batch 1, uniform(-50, 50)"),
-            (x2, "batch 3, standard normal with 2 NaN, 2 +inf, 2 -inf")]
+    return [
+        (x0, "batch 2, standard normal"),
+        (x1, "batch 1, uniform(-50, 50)"),
+        (x2, "batch 3, standard normal with 2 NaN, 2 +inf, 2 -inf"),
+    ]
 
 
 def tf_reference(saved_model: Path, x: np.ndarray) -> np.ndarray:
@@ -177,8 +189,13 @@ def convert_one(cfg: EIP, out_dir: Path, work: Path, rng: np.random.Generator) -
     for x, note in make_inputs(cfg, rng):
         y = tf_reference(sm, x)
         assert y.shape == (x.shape[0], oh, ow, cfg.k[0] * cfg.k[1] * cfg.c), y.shape
-        samples.append({"inputs": {desc["inputs"][0]["name"]: x},
-                        "outputs": {desc["outputs"][0]["name"]: y}, "note": note})
+        samples.append(
+            {
+                "inputs": {desc["inputs"][0]["name"]: x},
+                "outputs": {desc["outputs"][0]["name"]: y},
+                "note": note,
+            }
+        )
     layout = cc.save_samples(out_dir / f"{cfg.name}.npz", samples)
 
     entry = {
@@ -188,24 +205,33 @@ def convert_one(cfg: EIP, out_dir: Path, work: Path, rng: np.random.Generator) -
         f"{cfg.hw[0]}x{cfg.hw[1]}x{cfg.c}: {cfg.why}",
         "source": "tf",
         "family": "extract_image_patches",
-        "exporter": "python -m tf2onnx.convert --saved-model DIR --custom-ops "
-        "ExtractImagePatches",
+        "exporter": "python -m tf2onnx.convert --saved-model DIR --custom-ops ExtractImagePatches",
         "exporter_short": "tf2onnx CLI --custom-ops",
         "generator": f"tensorflow {tf.__version__}, tf2onnx {tf2onnx.__version__}, "
         f"onnx {onnx.__version__}",
         "script": "benchmarks/corpus/make_tf_models.py",
         "layers": 1,
-        "config": {"ksizes": [1, *cfg.k, 1], "strides": [1, *cfg.s, 1],
-                   "rates": [1, *cfg.r, 1], "padding": cfg.padding, "channels": cfg.c,
-                   "height": cfg.hw[0], "width": cfg.hw[1], "out_hw": [oh, ow],
-                   "same_pads_hw": cfg.same_pads() if cfg.padding == "SAME" else None},
+        "config": {
+            "ksizes": [1, *cfg.k, 1],
+            "strides": [1, *cfg.s, 1],
+            "rates": [1, *cfg.r, 1],
+            "padding": cfg.padding,
+            "channels": cfg.c,
+            "height": cfg.hw[0],
+            "width": cfg.hw[1],
+            "out_hw": [oh, ow],
+            "same_pads_hw": cfg.same_pads() if cfg.padding == "SAME" else None,
+        },
         "expected": {"extract_image_patches": 1},
         "npz": f"{cfg.name}.npz",
         "samples": layout,
         "max_abs_err": None,
     }
-    print(f"{cfg.name}: in {in_shape} -> out {out_shape}, {desc['size_bytes']} B, "
-          f"{time.time() - t0:.1f}s", flush=True)
+    print(
+        f"{cfg.name}: in {in_shape} -> out {out_shape}, {desc['size_bytes']} B, "
+        f"{time.time() - t0:.1f}s",
+        flush=True,
+    )
     return entry
 
 
@@ -234,8 +260,10 @@ def probe_raw(cfg: EIP, raw_dir: Path, work: Path, rng: np.random.Generator) -> 
             xn.reshape(-1)[xn.size // 2] = np.nan
             got_n = sess.run(None, {sess.get_inputs()[0].name: xn})[0]
             want_n = tf_reference(sm, xn)
-            verdict += (f"; one NaN in the input gives {int(np.isnan(got_n).sum())} NaN "
-                        f"outputs (TF: {int(np.isnan(want_n).sum())})")
+            verdict += (
+                f"; one NaN in the input gives {int(np.isnan(got_n).sum())} NaN "
+                f"outputs (TF: {int(np.isnan(want_n).sum())})"
+            )
         except Exception as e:
             verdict = f"ORT FAILS: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
         lines.append(f"{cfg.name} {tag}: converts to {hist}; {verdict}")
@@ -266,8 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", choices=("test", "bench"), default="test")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--only", default="", help="comma-separated model names")
-    ap.add_argument("--raw", action="store_true",
-                    help="also probe tf2onnx's native conversion (no --custom-ops)")
+    ap.add_argument(
+        "--raw",
+        action="store_true",
+        help="also probe tf2onnx's native conversion (no --custom-ops)",
+    )
     args = ap.parse_args(argv)
     out = args.out or (cc.TEST_MODELS if args.size == "test" else cc.BENCH_CACHE / "bench")
     out.mkdir(parents=True, exist_ok=True)

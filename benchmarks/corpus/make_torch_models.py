@@ -147,8 +147,7 @@ class ResNet(nn.Module):
         super().__init__()
         c0 = widths[0]
         stem: list[nn.Module] = [
-            nn.Conv2d(3, c0, 7 if stem_pool else 3, stem_stride, 3 if stem_pool else 1,
-                      bias=False),
+            nn.Conv2d(3, c0, 7 if stem_pool else 3, stem_stride, 3 if stem_pool else 1, bias=False),
             nn.BatchNorm2d(c0),
             nn.ReLU(),
         ]
@@ -206,8 +205,15 @@ class InvertedResidual(nn.Module):
 
 
 class MobileNetV2(nn.Module):
-    FULL = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-            (6, 160, 3, 2), (6, 320, 1, 1))
+    FULL = (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    )
 
     def __init__(self, width: float, settings, last: int, num_classes: int, first_stride=2):
         super().__init__()
@@ -285,7 +291,7 @@ def text_samples(gen, vocab: int, shapes) -> list[dict[str, Any]]:
         ids = torch.randint(0, vocab, (b, s), generator=gen)
         mask = torch.ones(b, s, dtype=torch.int64)
         if b > 1:  # right padding on one row so the mask matters
-            mask[i % b, max(1, s - s // 3):] = 0
+            mask[i % b, max(1, s - s // 3) :] = 0
         note = f"batch {b}, seq {s}" + (", one row right-padded" if b > 1 else "")
         out.append({"inputs": {"input_ids": ids, "attention_mask": mask}, "note": note})
     return out
@@ -308,14 +314,24 @@ TEXT_DYN = {
 
 def bert_specs(size: str, gen) -> list[Spec]:
     if size == "test":
-        cfg = {"vocab_size": 512, "hidden_size": 64, "num_hidden_layers": 6,
-               "num_attention_heads": 4, "intermediate_size": 128,
-               "max_position_embeddings": 128}
+        cfg = {
+            "vocab_size": 512,
+            "hidden_size": 64,
+            "num_hidden_layers": 6,
+            "num_attention_heads": 4,
+            "intermediate_size": 128,
+            "max_position_embeddings": 128,
+        }
         shapes = [(2, 16), (3, 11), (1, 7)]
     else:
-        cfg = {"vocab_size": 30522, "hidden_size": 256, "num_hidden_layers": 12,
-               "num_attention_heads": 4, "intermediate_size": 1024,
-               "max_position_embeddings": 512}
+        cfg = {
+            "vocab_size": 30522,
+            "hidden_size": 256,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 4,
+            "intermediate_size": 1024,
+            "max_position_embeddings": 512,
+        }
         shapes = [(2, 128), (1, 64)]
     n_layers = cfg["num_hidden_layers"]
 
@@ -325,64 +341,121 @@ def bert_specs(size: str, gen) -> list[Spec]:
             perturb_layernorms(m, g)
             perturb_zero_biases(m, g)
             return HFTextWrapper(m.eval(), ("last_hidden_state", "pooler_output")).eval()
+
         return build
 
     expected = {"layernorm": 1 + 2 * n_layers, "gelu": n_layers, "attention": n_layers}
-    desc = (f"BertModel {n_layers}L h{cfg['hidden_size']} {cfg['num_attention_heads']}heads "
-            f"ffn{cfg['intermediate_size']} vocab{cfg['vocab_size']}")
+    desc = (
+        f"BertModel {n_layers}L h{cfg['hidden_size']} {cfg['num_attention_heads']}heads "
+        f"ffn{cfg['intermediate_size']} vocab{cfg['vocab_size']}"
+    )
     samples = text_samples(gen, cfg["vocab_size"], shapes)
     common = {
-        "family": "bert", "input_names": ["input_ids", "attention_mask"],
-        "output_names": ["last_hidden_state", "pooler_output"], "dynamic": TEXT_DYN,
-        "samples": samples, "layers": n_layers, "expected": expected, "config": cfg,
+        "family": "bert",
+        "input_names": ["input_ids", "attention_mask"],
+        "output_names": ["last_hidden_state", "pooler_output"],
+        "dynamic": TEXT_DYN,
+        "samples": samples,
+        "layers": n_layers,
+        "expected": expected,
+        "config": cfg,
     }
     return [
-        Spec("bert_ts14", f"{desc}, eager attention", exporter="torchscript", opset=14,
-             build=builder("eager"), **common),
-        Spec("bert_sdpa_ts14", f"{desc}, default SDPA attention", exporter="torchscript",
-             opset=14, build=builder("sdpa"), **common),
-        Spec("bert_ts17", f"{desc}, eager attention", exporter="torchscript", opset=17,
-             build=builder("eager"), **common),
-        Spec("bert_dynamo18", f"{desc}, eager attention, raw graph", exporter="dynamo",
-             opset=18, build=builder("eager"), optimize=False, strip_stack_traces=True,
-             dim_max={"sequence": cfg["max_position_embeddings"]}, **common),
-    ] + ([
-        # Benchmarks only: what `torch.onnx.export(dynamo=True)` writes by default (the
-        # exporter already ran onnxscript's optimizer on it).
-        Spec("bert_dynamo18_opt", f"{desc}, eager attention, exporter's default "
-             "optimize=True", exporter="dynamo", opset=18, build=builder("eager"),
-             optimize=True, strip_stack_traces=True,
-             dim_max={"sequence": cfg["max_position_embeddings"]}, **common),
-    ] if size == "bench" else [])
+        Spec(
+            "bert_ts14",
+            f"{desc}, eager attention",
+            exporter="torchscript",
+            opset=14,
+            build=builder("eager"),
+            **common,
+        ),
+        Spec(
+            "bert_sdpa_ts14",
+            f"{desc}, default SDPA attention",
+            exporter="torchscript",
+            opset=14,
+            build=builder("sdpa"),
+            **common,
+        ),
+        Spec(
+            "bert_ts17",
+            f"{desc}, eager attention",
+            exporter="torchscript",
+            opset=17,
+            build=builder("eager"),
+            **common,
+        ),
+        Spec(
+            "bert_dynamo18",
+            f"{desc}, eager attention, raw graph",
+            exporter="dynamo",
+            opset=18,
+            build=builder("eager"),
+            optimize=False,
+            strip_stack_traces=True,
+            dim_max={"sequence": cfg["max_position_embeddings"]},
+            **common,
+        ),
+    ] + (
+        [
+            # Benchmarks only: what `torch.onnx.export(dynamo=True)` writes by default (the
+            # exporter already ran onnxscript's optimizer on it).
+            Spec(
+                "bert_dynamo18_opt",
+                f"{desc}, eager attention, exporter's default optimize=True",
+                exporter="dynamo",
+                opset=18,
+                build=builder("eager"),
+                optimize=True,
+                strip_stack_traces=True,
+                dim_max={"sequence": cfg["max_position_embeddings"]},
+                **common,
+            ),
+        ]
+        if size == "bench"
+        else []
+    )
 
 
 def gpt2_specs(size: str, gen) -> list[Spec]:
     if size == "test":
-        cfg = {"vocab_size": 1000, "n_positions": 128, "n_embd": 64, "n_layer": 4, "n_head": 4,
-               "bos_token_id": 999, "eos_token_id": 999}
+        cfg = {
+            "vocab_size": 1000,
+            "n_positions": 128,
+            "n_embd": 64,
+            "n_layer": 4,
+            "n_head": 4,
+            "bos_token_id": 999,
+            "eos_token_id": 999,
+        }
         shapes = [(2, 16), (3, 11), (1, 7)]
     else:
-        cfg = {"vocab_size": 50257, "n_positions": 1024, "n_embd": 256, "n_layer": 12,
-               "n_head": 4}
+        cfg = {"vocab_size": 50257, "n_positions": 1024, "n_embd": 256, "n_layer": 12, "n_head": 4}
         shapes = [(2, 128), (1, 64)]
     n_layers = cfg["n_layer"]
 
     def build(g):
-        c = transformers.GPT2Config(**cfg, activation_function="gelu_new", use_cache=False,
-                                    attn_implementation="eager")
+        c = transformers.GPT2Config(
+            **cfg, activation_function="gelu_new", use_cache=False, attn_implementation="eager"
+        )
         m = transformers.GPT2Model(c)
         perturb_layernorms(m, g)
         perturb_zero_biases(m, g)
         return HFTextWrapper(m.eval(), ("last_hidden_state",)).eval()
 
-    desc = (f"GPT2Model {n_layers}L n_embd{cfg['n_embd']} {cfg['n_head']}heads "
-            f"vocab{cfg['vocab_size']}, eager attention, gelu_new, use_cache=False")
+    desc = (
+        f"GPT2Model {n_layers}L n_embd{cfg['n_embd']} {cfg['n_head']}heads "
+        f"vocab{cfg['vocab_size']}, eager attention, gelu_new, use_cache=False"
+    )
     common = {
-        "family": "gpt2", "build": build, "input_names": ["input_ids", "attention_mask"],
-        "output_names": ["last_hidden_state"], "dynamic": TEXT_DYN,
-        "samples": text_samples(gen, cfg["vocab_size"], shapes), "layers": n_layers,
-        "expected": {"layernorm": 2 * n_layers + 1, "gelu": n_layers,
-                     "attention": n_layers},
+        "family": "gpt2",
+        "build": build,
+        "input_names": ["input_ids", "attention_mask"],
+        "output_names": ["last_hidden_state"],
+        "dynamic": TEXT_DYN,
+        "samples": text_samples(gen, cfg["vocab_size"], shapes),
+        "layers": n_layers,
+        "expected": {"layernorm": 2 * n_layers + 1, "gelu": n_layers, "attention": n_layers},
         "config": cfg,
     }
     specs = [
@@ -390,19 +463,42 @@ def gpt2_specs(size: str, gen) -> list[Spec]:
         Spec("gpt2_ts17", desc, exporter="torchscript", opset=17, **common),
     ]
     if size == "bench":  # benchmarks only: both exporters for GPT-2 too
-        specs.append(Spec("gpt2_dynamo18", f"{desc}, raw graph", exporter="dynamo", opset=18,
-                          optimize=False, strip_stack_traces=True,
-                          dim_max={"sequence": cfg["n_positions"]}, **common))
+        specs.append(
+            Spec(
+                "gpt2_dynamo18",
+                f"{desc}, raw graph",
+                exporter="dynamo",
+                opset=18,
+                optimize=False,
+                strip_stack_traces=True,
+                dim_max={"sequence": cfg["n_positions"]},
+                **common,
+            )
+        )
     return specs
 
 
 def vit_specs(size: str, gen) -> list[Spec]:
     if size == "test":
-        cfg = {"image_size": 32, "patch_size": 8, "num_channels": 3, "hidden_size": 64,
-               "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 128}
+        cfg = {
+            "image_size": 32,
+            "patch_size": 8,
+            "num_channels": 3,
+            "hidden_size": 64,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 4,
+            "intermediate_size": 128,
+        }
     else:  # ViT-tiny
-        cfg = {"image_size": 224, "patch_size": 16, "num_channels": 3, "hidden_size": 192,
-               "num_hidden_layers": 12, "num_attention_heads": 3, "intermediate_size": 768}
+        cfg = {
+            "image_size": 224,
+            "patch_size": 16,
+            "num_channels": 3,
+            "hidden_size": 192,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 3,
+            "intermediate_size": 768,
+        }
     n = cfg["num_hidden_layers"]
     hw = cfg["image_size"]
 
@@ -412,33 +508,60 @@ def vit_specs(size: str, gen) -> list[Spec]:
         perturb_zero_biases(m, g)
         return HFImageWrapper(m.eval()).eval()
 
-    return [Spec(
-        "vit_ts14",
-        f"ViTModel {n}L h{cfg['hidden_size']} image{hw} patch{cfg['patch_size']}, "
-        "default SDPA attention, no pooler",
-        family="vit", exporter="torchscript", opset=14, build=build,
-        input_names=["pixel_values"], output_names=["last_hidden_state"],
-        dynamic={"pixel_values": {0: "batch"}, "last_hidden_state": {0: "batch"}},
-        samples=image_samples(gen, [("pixel_values", (2, 3, hw, hw)),
-                                    ("pixel_values", (3, 3, hw, hw))]),
-        layers=n, expected={"layernorm": 2 * n + 1, "gelu": n, "attention": n}, config=cfg,
-    )]
+    return [
+        Spec(
+            "vit_ts14",
+            f"ViTModel {n}L h{cfg['hidden_size']} image{hw} patch{cfg['patch_size']}, "
+            "default SDPA attention, no pooler",
+            family="vit",
+            exporter="torchscript",
+            opset=14,
+            build=build,
+            input_names=["pixel_values"],
+            output_names=["last_hidden_state"],
+            dynamic={"pixel_values": {0: "batch"}, "last_hidden_state": {0: "batch"}},
+            samples=image_samples(
+                gen, [("pixel_values", (2, 3, hw, hw)), ("pixel_values", (3, 3, hw, hw))]
+            ),
+            layers=n,
+            expected={"layernorm": 2 * n + 1, "gelu": n, "attention": n},
+            config=cfg,
+        )
+    ]
 
 
 def cnn_specs(size: str, gen) -> list[Spec]:
     if size == "test":
-        rcfg = {"widths": (16, 32, 64), "blocks": (2, 2, 2), "num_classes": 10,
-                "stem_stride": 1, "stem_pool": False}
-        mcfg = {"width": 0.5,
-                "settings": ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 2, 2), (6, 64, 2, 2),
-                             (6, 96, 1, 1)),
-                "last": 256, "num_classes": 10, "first_stride": 1}
+        rcfg = {
+            "widths": (16, 32, 64),
+            "blocks": (2, 2, 2),
+            "num_classes": 10,
+            "stem_stride": 1,
+            "stem_pool": False,
+        }
+        mcfg = {
+            "width": 0.5,
+            "settings": ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 2, 2), (6, 64, 2, 2), (6, 96, 1, 1)),
+            "last": 256,
+            "num_classes": 10,
+            "first_stride": 1,
+        }
         hw = 32
     else:
-        rcfg = {"widths": (64, 128, 256, 512), "blocks": (2, 2, 2, 2), "num_classes": 1000,
-                "stem_stride": 2, "stem_pool": True}
-        mcfg = {"width": 1.0, "settings": MobileNetV2.FULL, "last": 1280,
-                "num_classes": 1000, "first_stride": 2}
+        rcfg = {
+            "widths": (64, 128, 256, 512),
+            "blocks": (2, 2, 2, 2),
+            "num_classes": 1000,
+            "stem_stride": 2,
+            "stem_pool": True,
+        }
+        mcfg = {
+            "width": 1.0,
+            "settings": MobileNetV2.FULL,
+            "last": 1280,
+            "num_classes": 1000,
+            "first_stride": 2,
+        }
         hw = 224
 
     def calib(model, g):
@@ -453,7 +576,9 @@ def cnn_specs(size: str, gen) -> list[Spec]:
 
     n_blocks = sum(rcfg["blocks"])
     common = {
-        "exporter": "torchscript", "opset": 14, "input_names": ["input"],
+        "exporter": "torchscript",
+        "opset": 14,
+        "input_names": ["input"],
         "output_names": ["logits"],
         "dynamic": {"input": {0: "batch"}, "logits": {0: "batch"}},
         "samples": image_samples(gen, [("input", (2, 3, hw, hw)), ("input", (3, 3, hw, hw))]),
@@ -461,27 +586,49 @@ def cnn_specs(size: str, gen) -> list[Spec]:
     }
     n_ir = sum(n for _, _, n, _ in mcfg["settings"])
     return [
-        Spec("cnn_bn_ts14",
-             f"ResNet-style CNN, stages {list(rcfg['widths'])} x {list(rcfg['blocks'])} basic "
-             f"blocks, input {hw}x{hw}, BatchNorm kept (TrainingMode.PRESERVE, eval)",
-             family="resnet", build=build_resnet, layers=n_blocks,
-             expected={},
-             config={k: list(v) if isinstance(v, tuple) else v for k, v in rcfg.items()},
-             **common),
-        Spec("cnn_bn_dynamo18",
-             "the cnn_bn_ts14 network through the dynamo exporter, raw graph (BatchNorm "
-             "kept by optimize=False)",
-             family="resnet", build=build_resnet, layers=n_blocks, expected={},
-             config={k: list(v) if isinstance(v, tuple) else v for k, v in rcfg.items()},
-             **{**common, "exporter": "dynamo", "opset": 18, "training_preserve": False,
-                "strip_stack_traces": True}),
-        Spec("mobilenetv2_ts14",
-             f"MobileNetV2 width {mcfg['width']}, {n_ir} inverted-residual blocks, input "
-             f"{hw}x{hw}, depthwise conv, ReLU6 -> Clip, BatchNorm kept",
-             family="mobilenetv2", build=build_mbv2, layers=n_ir, expected={},
-             config={"width": mcfg["width"], "settings": [list(s) for s in mcfg["settings"]],
-                     "last": mcfg["last"]},
-             **common),
+        Spec(
+            "cnn_bn_ts14",
+            f"ResNet-style CNN, stages {list(rcfg['widths'])} x {list(rcfg['blocks'])} basic "
+            f"blocks, input {hw}x{hw}, BatchNorm kept (TrainingMode.PRESERVE, eval)",
+            family="resnet",
+            build=build_resnet,
+            layers=n_blocks,
+            expected={},
+            config={k: list(v) if isinstance(v, tuple) else v for k, v in rcfg.items()},
+            **common,
+        ),
+        Spec(
+            "cnn_bn_dynamo18",
+            "the cnn_bn_ts14 network through the dynamo exporter, raw graph (BatchNorm "
+            "kept by optimize=False)",
+            family="resnet",
+            build=build_resnet,
+            layers=n_blocks,
+            expected={},
+            config={k: list(v) if isinstance(v, tuple) else v for k, v in rcfg.items()},
+            **{
+                **common,
+                "exporter": "dynamo",
+                "opset": 18,
+                "training_preserve": False,
+                "strip_stack_traces": True,
+            },
+        ),
+        Spec(
+            "mobilenetv2_ts14",
+            f"MobileNetV2 width {mcfg['width']}, {n_ir} inverted-residual blocks, input "
+            f"{hw}x{hw}, depthwise conv, ReLU6 -> Clip, BatchNorm kept",
+            family="mobilenetv2",
+            build=build_mbv2,
+            layers=n_ir,
+            expected={},
+            config={
+                "width": mcfg["width"],
+                "settings": [list(s) for s in mcfg["settings"]],
+                "last": mcfg["last"],
+            },
+            **common,
+        ),
     ]
 
 
@@ -496,17 +643,24 @@ def conv1d_specs(size: str, gen) -> list[Spec]:
 
     specs = []
     for opset in (17, 14):
-        specs.append(Spec(
-            f"conv1d_ln_gelu_x6_ts{opset}",
-            f"6 x [Conv1d(k3, stride {'/'.join(map(str, strides))}) -> LayerNorm over "
-            f"{ch} channels (transposes) -> GELU(erf)], identical weight shapes",
-            family="conv1d", exporter="torchscript", opset=opset, build=build,
-            input_names=["input"], output_names=["output"],
-            dynamic={"input": {0: "batch", 2: "time"}, "output": {0: "batch", 2: "time_out"}},
-            samples=image_samples(gen, [("input", (2, ch, t)), ("input", (3, ch, t // 2 + 3))]),
-            layers=len(strides), expected={"layernorm": len(strides), "gelu": len(strides)},
-            config={"channels": ch, "strides": list(strides), "kernel": 3},
-        ))
+        specs.append(
+            Spec(
+                f"conv1d_ln_gelu_x6_ts{opset}",
+                f"6 x [Conv1d(k3, stride {'/'.join(map(str, strides))}) -> LayerNorm over "
+                f"{ch} channels (transposes) -> GELU(erf)], identical weight shapes",
+                family="conv1d",
+                exporter="torchscript",
+                opset=opset,
+                build=build,
+                input_names=["input"],
+                output_names=["output"],
+                dynamic={"input": {0: "batch", 2: "time"}, "output": {0: "batch", 2: "time_out"}},
+                samples=image_samples(gen, [("input", (2, ch, t)), ("input", (3, ch, t // 2 + 3))]),
+                layers=len(strides),
+                expected={"layernorm": len(strides), "gelu": len(strides)},
+                config={"channels": ch, "strides": list(strides), "kernel": 3},
+            )
+        )
     return specs
 
 
@@ -526,15 +680,26 @@ def export(spec: Spec, model: nn.Module, path: Path) -> str:
             if spec.training_preserve:
                 kw["training"] = torch.onnx.TrainingMode.PRESERVE
             torch.onnx.export(
-                model, args, str(path), dynamo=False, opset_version=spec.opset,
-                input_names=spec.input_names, output_names=spec.output_names,
-                dynamic_axes={k: v for k, v in spec.dynamic.items()
-                              if k in spec.input_names + spec.output_names},
-                do_constant_folding=True, **kw,
+                model,
+                args,
+                str(path),
+                dynamo=False,
+                opset_version=spec.opset,
+                input_names=spec.input_names,
+                output_names=spec.output_names,
+                dynamic_axes={
+                    k: v
+                    for k, v in spec.dynamic.items()
+                    if k in spec.input_names + spec.output_names
+                },
+                do_constant_folding=True,
+                **kw,
             )
-            return (f"torch.onnx.export(dynamo=False, opset_version={spec.opset}"
-                    + (", training=TrainingMode.PRESERVE" if spec.training_preserve else "")
-                    + ")")
+            return (
+                f"torch.onnx.export(dynamo=False, opset_version={spec.opset}"
+                + (", training=TrainingMode.PRESERVE" if spec.training_preserve else "")
+                + ")"
+            )
         dims: dict[str, torch.export.Dim] = {}
         shapes: dict[str, dict[int, Any]] = {}
         for name in spec.input_names:
@@ -544,15 +709,22 @@ def export(spec: Spec, model: nn.Module, path: Path) -> str:
                     dims[sym] = torch.export.Dim(sym, max=spec.dim_max.get(sym, 2**31 - 2))
                 shapes[name][axis] = dims[sym]
         torch.onnx.export(
-            model, args, str(path), dynamo=True, opset_version=spec.opset,
-            optimize=spec.optimize, input_names=spec.input_names,
-            output_names=spec.output_names, external_data=False,
+            model,
+            args,
+            str(path),
+            dynamo=True,
+            opset_version=spec.opset,
+            optimize=spec.optimize,
+            input_names=spec.input_names,
+            output_names=spec.output_names,
+            external_data=False,
             dynamic_shapes=tuple(shapes[n] for n in spec.input_names),
         )
         if spec.strip_stack_traces:
             strip_node_metadata(path, "pkg.torch.onnx.stack_trace")
-        return (f"torch.onnx.export(dynamo=True, opset_version={spec.opset}, "
-                f"optimize={spec.optimize})")
+        return (
+            f"torch.onnx.export(dynamo=True, opset_version={spec.opset}, optimize={spec.optimize})"
+        )
 
 
 def strip_node_metadata(path: Path, key: str) -> None:
@@ -598,16 +770,19 @@ def run_spec(spec: Spec, out_dir: Path, gen: torch.Generator) -> dict[str, Any]:
             ref = model(*args)
         ref = [ref] if isinstance(ref, torch.Tensor) else list(ref)
         ref_np = [r.detach().numpy() for r in ref]
-        got = sess.run(spec.output_names, {n: a.numpy() for n, a in zip(spec.input_names, args,
-                                                                          strict=True)})
+        got = sess.run(
+            spec.output_names, {n: a.numpy() for n, a in zip(spec.input_names, args, strict=True)}
+        )
         cc.assert_close(got, ref_np, atol=spec.atol, rtol=spec.rtol, what=spec.name)
         worst = max(worst, cc.max_abs_err(got, ref_np))
         out_std = min(out_std, *(float(r.std()) for r in ref_np))
-        samples.append({
-            "inputs": {n: a.numpy() for n, a in zip(spec.input_names, args, strict=True)},
-            "outputs": dict(zip(spec.output_names, ref_np, strict=True)),
-            "note": s.get("note", ""),
-        })
+        samples.append(
+            {
+                "inputs": {n: a.numpy() for n, a in zip(spec.input_names, args, strict=True)},
+                "outputs": dict(zip(spec.output_names, ref_np, strict=True)),
+                "note": s.get("note", ""),
+            }
+        )
     assert out_std > 1e-3, f"{spec.name}: outputs nearly constant (std {out_std})"
     layout = cc.save_samples(out_dir / f"{spec.name}.npz", samples)
 
@@ -635,9 +810,11 @@ def run_spec(spec: Spec, out_dir: Path, gen: torch.Generator) -> dict[str, Any]:
         "tolerance": {"atol": spec.atol, "rtol": spec.rtol},
         "min_output_std": out_std,
     }
-    print(f"{spec.name}: {desc['node_count']} nodes, {desc['size_bytes'] / 1024:.0f} KiB, "
-          f"max abs err {worst:.2e}, {time.time() - t0:.1f}s (export {t_export:.1f}s)",
-          flush=True)
+    print(
+        f"{spec.name}: {desc['node_count']} nodes, {desc['size_bytes'] / 1024:.0f} KiB, "
+        f"max abs err {worst:.2e}, {time.time() - t0:.1f}s (export {t_export:.1f}s)",
+        flush=True,
+    )
     return entry
 
 
@@ -668,9 +845,13 @@ NOTES = [
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=("test", "bench"), default="test")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="output folder (default tests/models for test, "
-                         "benchmarks/.cache/corpus/bench for bench)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default tests/models for test, "
+        "benchmarks/.cache/corpus/bench for bench)",
+    )
     ap.add_argument("--only", default="", help="comma-separated model names")
     ap.add_argument("--list", action="store_true", help="list model names and exit")
     args = ap.parse_args(argv)

@@ -31,8 +31,8 @@ __all__ = [
     "ORT_RULES",
     "assert_same_outputs",
     "build",
-    "default_library",
     "check_fired",
+    "default_library",
     "fired",
     "manifest_entry",
     "op_types",
@@ -62,11 +62,15 @@ def build(text: str, seed: int = 0, **arrays: Any) -> onnx.ModelProto:
 def default_library() -> list[Path]:
     """The default rule library: every folder of patterns/ except the opt-in ones."""
     return sorted(
-        p for p in LIBRARY.iterdir() if p.is_dir() and p.name not in OPT_IN_FOLDERS and any(p.rglob("*.rw"))
+        p
+        for p in LIBRARY.iterdir()
+        if p.is_dir() and p.name not in OPT_IN_FOLDERS and any(p.rglob("*.rw"))
     )
 
 
-def rewrite(model: onnx.ModelProto | str | Path, *rule_paths: Path, **kwargs: Any) -> rewriter.RewriteResult:
+def rewrite(
+    model: onnx.ModelProto | str | Path, *rule_paths: Path, **kwargs: Any
+) -> rewriter.RewriteResult:
     """Rewrite with the given rule files or folders (default: patterns/fusion)."""
     paths = list(rule_paths) or [FUSION]
     return rewriter.rewrite(model, paths, **kwargs)
@@ -108,13 +112,15 @@ def run_npz_samples(name: str, proto: onnx.ModelProto) -> float:
     tol = entry["tolerance"]
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(
+        proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
     data = np.load(MODELS / entry["npz"])
     worst = 0.0
     for sample in entry["samples"]:
         feeds = {k: data[v] for k, v in sample["inputs"].items()}
         outputs = sess.run(list(sample["outputs"]), feeds)
-        for got, key in zip(outputs, sample["outputs"].values()):
+        for got, key in zip(outputs, sample["outputs"].values(), strict=False):
             expected = data[key]
             np.testing.assert_allclose(got, expected, rtol=tol["rtol"], atol=tol["atol"])
             worst = max(worst, float(np.abs(got - expected).max()))

@@ -21,15 +21,18 @@ PLACEMENTS = {
 
 
 def gelu_erf_model(
-    placement: str, scaling: str = "div", constant: float | None = None, opset: int = 20,
+    placement: str,
+    scaling: str = "div",
+    constant: float | None = None,
+    opset: int = 20,
     extra_output: str | None = None,
 ) -> object:
     if scaling == "div":
         c = 1.4142135 if constant is None else constant
-        arg = ["c = Constant <value = float {%r}> ()" % c, "u = Div (x, c)"]
+        arg = [f"c = Constant <value = float {{{c!r}}}> ()", "u = Div (x, c)"]
     else:
         c = 0.70710678 if constant is None else constant
-        arg = ["c = Constant <value = float {%r}> ()" % c, "u = Mul (c, x)"]
+        arg = [f"c = Constant <value = float {{{c!r}}}> ()", "u = Mul (c, x)"]
     lines = [
         *arg,
         "e = Erf (u)",
@@ -51,14 +54,16 @@ def gelu_erf_model(
     )
 
 
-def gelu_tanh_model(placement: str, cube: str = "pow", opset: int = 20, c3: float = 0.044715) -> object:
+def gelu_tanh_model(
+    placement: str, cube: str = "pow", opset: int = 20, c3: float = 0.044715
+) -> object:
     if cube == "pow":
         x3 = ["three = Constant <value = float {3.0}> ()", "x3 = Pow (x, three)"]
     else:
         x3 = ["x2 = Mul (x, x)", "x3 = Mul (x2, x)"]
     lines = [
         *x3,
-        "k = Constant <value = float {%r}> ()" % c3,
+        f"k = Constant <value = float {{{c3!r}}}> ()",
         "s = Mul (k, x3)",
         "a = Add (x, s)",
         "c = Constant <value = float {0.7978846}> ()",
@@ -137,8 +142,9 @@ def _clip(source: str, lo: float, hi: float, opset: int) -> str:
     return f"r = Clip <min = {lo}, max = {hi}> ({source})"
 
 
-def hard_sigmoid_clip(opset: int = 14, scaling: str = "Mul", a: float = 0.2, b: float = 0.5,
-                      hi: float = 1.0) -> object:
+def hard_sigmoid_clip(
+    opset: int = 14, scaling: str = "Mul", a: float = 0.2, b: float = 0.5, hi: float = 1.0
+) -> object:
     return _model(
         f"""a = Constant <value = float {{{a}}}> ()
             u = {scaling} (x, a)
@@ -150,7 +156,9 @@ def hard_sigmoid_clip(opset: int = 14, scaling: str = "Mul", a: float = 0.2, b: 
     )
 
 
-@pytest.mark.parametrize(("opset", "scaling", "a"), [(14, "Mul", 0.2), (9, "Mul", 0.25), (14, "Div", 6.0)])
+@pytest.mark.parametrize(
+    ("opset", "scaling", "a"), [(14, "Mul", 0.2), (9, "Mul", 0.25), (14, "Div", 6.0)]
+)
 def test_fuse_hard_sigmoid_from_clip(opset, scaling, a):
     model = hard_sigmoid_clip(opset, scaling, a)
     result = rewrite(model, HARD)
@@ -171,10 +179,14 @@ def test_fuse_hard_sigmoid_from_min_max(order):
             m = {inner} ({first}, t)
             y = {outer} (m, {second})"""
     )
-    check_fired(model, rewrite(model, HARD), {f"fuse_hard_sigmoid_from_{order}": 1}, ["HardSigmoid"])
+    check_fired(
+        model, rewrite(model, HARD), {f"fuse_hard_sigmoid_from_{order}": 1}, ["HardSigmoid"]
+    )
 
 
-@pytest.mark.parametrize(("opset", "scaling", "k"), [(14, "Div", 6.0), (14, "Mul", 1 / 6), (9, "Div", 6.0)])
+@pytest.mark.parametrize(
+    ("opset", "scaling", "k"), [(14, "Div", 6.0), (14, "Mul", 1 / 6), (9, "Div", 6.0)]
+)
 def test_fuse_hard_sigmoid_from_relu6(opset, scaling, k):
     model = _model(
         f"""three = Constant <value = float {{3.0}}> ()
@@ -240,7 +252,9 @@ def test_fuse_hard_swish_from_relu6_chain():
             y = Mul (x, s)"""
     )
     result = rewrite(model, HARD)
-    check_fired(model, result, {"fuse_hard_sigmoid_from_relu6": 1, "fuse_hard_swish": 1}, ["HardSwish"])
+    check_fired(
+        model, result, {"fuse_hard_sigmoid_from_relu6": 1, "fuse_hard_swish": 1}, ["HardSwish"]
+    )
 
 
 @pytest.mark.parametrize(("scaling", "k"), [("Div", 6.0), ("Mul", 1 / 6)])
@@ -261,7 +275,9 @@ def test_fuse_hard_swish_near_misses():
     model = _model("h = HardSigmoid (x)\n            y = Mul (h, x)")
     assert not fired(rewrite(model, HARD))
     # HardSwish does not exist before opset 14
-    model = _model("h = HardSigmoid <alpha = 0.16666667, beta = 0.5> (x)\n            y = Mul (h, x)", 13)
+    model = _model(
+        "h = HardSigmoid <alpha = 0.16666667, beta = 0.5> (x)\n            y = Mul (h, x)", 13
+    )
     assert not fired(rewrite(model, HARD))
     # x * Relu6(x + 3) / 5
     model = _model(

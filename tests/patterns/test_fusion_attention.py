@@ -4,7 +4,6 @@ checked with onnxruntime (which has an Attention-23 kernel), and near misses."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 
 from tests.patterns.fusion_helpers import (
@@ -29,7 +28,9 @@ OUT = "float[B, 2, S, 4] y"
 EXPAND_OPS = ["Transpose", "Shape", "Shape", "Concat", "Expand", "Attention"]
 
 
-def _attention_model(body: str, inputs: str = f"{Q}, {KT}, {V}", opset: int = 23, out: str = OUT) -> object:
+def _attention_model(
+    body: str, inputs: str = f"{Q}, {KT}, {V}", opset: int = 23, out: str = OUT
+) -> object:
     return build(
         f"""<ir_version: 10, opset_import: ["" : {opset}]>
         g ({inputs}) => ({out}) {{
@@ -167,7 +168,10 @@ def test_fuse_attention_sdpa_guarded():
     model = _sdpa_guarded_model()
     result = rewrite(model, ATTENTION)
     check_fired(
-        model, result, {"fuse_attention_sdpa_guarded": 1}, ["Constant", "Constant", "Where", *EXPAND_OPS]
+        model,
+        result,
+        {"fuse_attention_sdpa_guarded": 1},
+        ["Constant", "Constant", "Where", *EXPAND_OPS],
     )
 
 
@@ -192,7 +196,11 @@ def test_fuse_attention_sdpa_guarded_gives_zeros_for_fully_masked_rows():
     ("body", "inputs", "opset"),
     [
         # Softmax over the query axis
-        (f"{_scores()}\n            p = Softmax <axis = 2> (ss)\n            y = MatMul (p, v)", None, 23),
+        (
+            f"{_scores()}\n            p = Softmax <axis = 2> (ss)\n            y = MatMul (p, v)",
+            None,
+            23,
+        ),
         # Attention does not exist yet
         (f"{_scores()}\n            p = Softmax (ss)\n            y = MatMul (p, v)", None, 22),
         # the scale is a graph input

@@ -60,7 +60,9 @@ def test_fold_static_dim_of_shape(index):
             d = Gather <axis = 0> (s, i)"""
     )
     result = rewrite(model, CLEANUP, PASSES)
-    check_fired(model, result, {"fold_static_dim_of_shape": 1, "constant_to_initializer": 1}, ["Mul"])
+    check_fired(
+        model, result, {"fold_static_dim_of_shape": 1, "constant_to_initializer": 1}, ["Mul"]
+    )
 
 
 def test_fold_static_dim_of_shape_with_start():
@@ -70,7 +72,9 @@ def test_fold_static_dim_of_shape_with_start():
             d = Gather <axis = 0> (s, i)"""
     )
     result = rewrite(model, CLEANUP, PASSES)
-    check_fired(model, result, {"fold_static_dim_of_shape": 1, "constant_to_initializer": 1}, ["Mul"])
+    check_fired(
+        model, result, {"fold_static_dim_of_shape": 1, "constant_to_initializer": 1}, ["Mul"]
+    )
 
 
 def test_fold_static_dim_of_shape_near_miss_symbolic_dim():
@@ -91,7 +95,9 @@ def test_fold_static_slice_of_shape(starts, ends):
             d = Slice (s, a, b)"""
     )
     result = rewrite(model, CLEANUP, PASSES)
-    check_fired(model, result, {"fold_static_slice_of_shape": 1, "constant_to_initializer": 2}, ["Mul"])
+    check_fired(
+        model, result, {"fold_static_slice_of_shape": 1, "constant_to_initializer": 2}, ["Mul"]
+    )
 
 
 @pytest.mark.parametrize(("starts", "ends", "steps"), [("0", "2", "1"), ("1", "3", "2")])

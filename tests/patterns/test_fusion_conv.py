@@ -113,14 +113,18 @@ def _conv_transpose_bn(group: int, bias: bool = True, c_in: int = 4, c_out: int 
 @pytest.mark.parametrize(("group", "bias"), [(1, True), (1, False), (2, True)])
 def test_fold_batchnorm_into_conv_transpose(group, bias):
     model = _conv_transpose_bn(group, bias)
-    check_fired(model, rewrite(model, BN), {"fold_batchnorm_into_conv_transpose": 1}, ["ConvTranspose"])
+    check_fired(
+        model, rewrite(model, BN), {"fold_batchnorm_into_conv_transpose": 1}, ["ConvTranspose"]
+    )
 
 
 def test_fold_batchnorm_into_conv_transpose_with_groups_of_several_rows():
     # 2 groups of 3 input channels each, 2 output channels per group: scaling along axis 0
     # (like Conv) or ignoring the groups would both give wrong outputs here.
     model = _conv_transpose_bn(2, True, c_in=6, c_out=4)
-    check_fired(model, rewrite(model, BN), {"fold_batchnorm_into_conv_transpose": 1}, ["ConvTranspose"])
+    check_fired(
+        model, rewrite(model, BN), {"fold_batchnorm_into_conv_transpose": 1}, ["ConvTranspose"]
+    )
 
 
 def test_fold_batchnorm_into_conv_transpose_near_miss():
@@ -135,7 +139,9 @@ def test_fold_batchnorm_into_conv_transpose_near_miss():
 # -- BatchNormalization into Gemm / MatMul -------------------------------------------------------
 
 
-@pytest.mark.parametrize(("trans_b", "with_c", "beta"), [(0, True, 1.0), (1, True, 0.5), (1, False, 1.0)])
+@pytest.mark.parametrize(
+    ("trans_b", "with_c", "beta"), [(0, True, 1.0), (1, True, 0.5), (1, False, 1.0)]
+)
 def test_fold_batchnorm_into_gemm(trans_b, with_c, beta):
     shape = (6, 5) if trans_b else (5, 6)
     c = ", c" if with_c else ""
@@ -276,8 +282,14 @@ def test_conv_add_near_miss_when_the_conv_output_has_another_use():
 # -- Pad into Conv ---------------------------------------------------------------------------------
 
 
-def _pad_conv(pads: list[int], opset: int = 14, value: float = 0.0, mode: str = "constant",
-              conv_pads: str = "pads = [1, 0, 1, 0], ", auto_pad: str = "") -> object:
+def _pad_conv(
+    pads: list[int],
+    opset: int = 14,
+    value: float = 0.0,
+    mode: str = "constant",
+    conv_pads: str = "pads = [1, 0, 1, 0], ",
+    auto_pad: str = "",
+) -> object:
     h = 8 + pads[2] + pads[6]
     w = 8 + pads[3] + pads[7]
     out_h = h + (2 if "pads" in conv_pads else 0) - 2
@@ -320,7 +332,11 @@ def test_fold_pad_attribute_into_conv(conv_pads):
         {"pads": [0, 1, 1, 1, 0, 0, 1, 1]},  # pads the channel axis
         {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "value": 1.0},  # pads with ones
         {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "mode": "reflect"},
-        {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "conv_pads": "", "auto_pad": 'auto_pad = "SAME_UPPER", '},
+        {
+            "pads": [0, 0, 1, 1, 0, 0, 1, 1],
+            "conv_pads": "",
+            "auto_pad": 'auto_pad = "SAME_UPPER", ',
+        },
         {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "opset": 10, "value": 2.0, "conv_pads": ""},
     ],
 )

@@ -227,7 +227,9 @@ def rms_norm_model(
 def test_fuse_rms_normalization(square, divide, rule):
     model = rms_norm_model(square=square, divide=divide)
     result = rewrite(model, RMS)
-    check_fired(model, result, {rule: 1, "absorb_mul_into_rms_normalization": 1}, ["RMSNormalization"])
+    check_fired(
+        model, result, {rule: 1, "absorb_mul_into_rms_normalization": 1}, ["RMSNormalization"]
+    )
 
 
 def test_fuse_rms_normalization_without_scale():

@@ -39,8 +39,12 @@ def _ms(opset: int = 17, ms: bool = True) -> str:
 
 
 def sln_model(
-    bias: bool = False, keep_sum: bool = False, x_shape: str = "B, S, 8", skip_shape: str = "B, S, 8",
-    axis: int = -1, ms: bool = True,
+    bias: bool = False,
+    keep_sum: bool = False,
+    x_shape: str = "B, S, 8",
+    skip_shape: str = "B, S, 8",
+    axis: int = -1,
+    ms: bool = True,
 ) -> object:
     lines = []
     source = "x"
@@ -72,7 +76,12 @@ def sln_model(
         (False, False, "fuse_skip_layer_normalization", ["SkipLayerNormalization"]),
         (False, True, "fuse_skip_layer_normalization_keep_sum", ["SkipLayerNormalization", "Add"]),
         (True, False, "fuse_skip_layer_normalization_bias", ["SkipLayerNormalization"]),
-        (True, True, "fuse_skip_layer_normalization_bias_keep_sum", ["SkipLayerNormalization", "Add"]),
+        (
+            True,
+            True,
+            "fuse_skip_layer_normalization_bias_keep_sum",
+            ["SkipLayerNormalization", "Add"],
+        ),
     ],
 )
 def test_fuse_skip_layer_normalization(bias, keep_sum, rule, ops):
@@ -80,11 +89,15 @@ def test_fuse_skip_layer_normalization(bias, keep_sum, rule, ops):
     check_fired(model, rewrite(model, SLN), {rule: 1}, ops)
 
 
-@pytest.mark.parametrize(("x_shape", "skip_shape"), [("B, S, 8", "1, S, 8"), ("1, S, 8", "B, S, 8")])
+@pytest.mark.parametrize(
+    ("x_shape", "skip_shape"), [("B, S, 8", "1, S, 8"), ("1, S, 8", "B, S, 8")]
+)
 def test_fuse_skip_layer_normalization_with_a_broadcast_skip(x_shape, skip_shape):
     # either operand order: the full-shaped one becomes `input`, the broadcast one `skip`
     model = sln_model(x_shape=x_shape, skip_shape=skip_shape)
-    check_fired(model, rewrite(model, SLN), {"fuse_skip_layer_normalization": 1}, ["SkipLayerNormalization"])
+    check_fired(
+        model, rewrite(model, SLN), {"fuse_skip_layer_normalization": 1}, ["SkipLayerNormalization"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -116,14 +129,19 @@ def test_absorb_affine_ops_into_skip_layer_normalization():
         beta=((8,), -0.5, 0.5),
     )
     result = rewrite(model, SLN)
-    counts = {"absorb_mul_into_skip_layer_normalization": 1, "absorb_add_into_skip_layer_normalization": 1}
+    counts = {
+        "absorb_mul_into_skip_layer_normalization": 1,
+        "absorb_add_into_skip_layer_normalization": 1,
+    }
     check_fired(model, result, counts, ["SkipLayerNormalization"])
 
 
 # -- Gelu / BiasGelu / FastGelu -------------------------------------------------------------------
 
 
-def gelu_model(form: str, bias_shape: tuple[int, ...] | None = None, opset: int = 17, ms: bool = True) -> object:
+def gelu_model(
+    form: str, bias_shape: tuple[int, ...] | None = None, opset: int = 17, ms: bool = True
+) -> object:
     lines = []
     x = "x"
     if bias_shape is not None:
@@ -150,9 +168,27 @@ def gelu_model(form: str, bias_shape: tuple[int, ...] | None = None, opset: int 
     ]
     sqrt2 = "c = Constant <value = float {1.4142135}> ()"
     forms = {
-        "erf_mul_last": [sqrt2, f"u = Div ({x}, c)", *erf_tail, f"t = Mul ({x}, h)", "y = Mul (t, half)"],
-        "erf_half_x": [sqrt2, f"u = Div ({x}, c)", *erf_tail, f"t = Mul ({x}, half)", "y = Mul (t, h)"],
-        "erf_half_h": [sqrt2, f"u = Div ({x}, c)", *erf_tail, "t = Mul (h, half)", f"y = Mul ({x}, t)"],
+        "erf_mul_last": [
+            sqrt2,
+            f"u = Div ({x}, c)",
+            *erf_tail,
+            f"t = Mul ({x}, h)",
+            "y = Mul (t, half)",
+        ],
+        "erf_half_x": [
+            sqrt2,
+            f"u = Div ({x}, c)",
+            *erf_tail,
+            f"t = Mul ({x}, half)",
+            "y = Mul (t, h)",
+        ],
+        "erf_half_h": [
+            sqrt2,
+            f"u = Div ({x}, c)",
+            *erf_tail,
+            "t = Mul (h, half)",
+            f"y = Mul ({x}, t)",
+        ],
         "tanh_half_x": [*tanh_tail, f"t = Mul ({x}, half)", "y = Mul (t, h)"],
         "tanh_mul_last": [*tanh_tail, f"t = Mul ({x}, h)", "y = Mul (t, half)"],
         "onnx_gelu": [f"y = Gelu ({x})"],
@@ -192,7 +228,12 @@ def test_ort_gelu_forms(form, opset, rule, op):
         ("erf_mul_last", 17, {"ort_gelu_erf_mul_last": 1, "ort_bias_gelu": 1}, "BiasGelu"),
         ("onnx_gelu", 20, {"ort_gelu_from_onnx_gelu": 1, "ort_bias_gelu": 1}, "BiasGelu"),
         ("tanh_half_x", 17, {"ort_fast_gelu_half_x": 1, "ort_bias_fast_gelu": 1}, "FastGelu"),
-        ("onnx_gelu_tanh", 20, {"ort_fast_gelu_from_onnx_gelu": 1, "ort_bias_fast_gelu": 1}, "FastGelu"),
+        (
+            "onnx_gelu_tanh",
+            20,
+            {"ort_fast_gelu_from_onnx_gelu": 1, "ort_bias_fast_gelu": 1},
+            "FastGelu",
+        ),
     ],
 )
 def test_ort_bias_gelu(form, opset, rules, op):
@@ -266,7 +307,11 @@ def mha_model(
 @pytest.mark.parametrize(
     ("opset", "rule", "ops"),
     [
-        (17, "fuse_multi_head_attention", ["Shape", "Shape", "Concat", "Expand", "MultiHeadAttention"]),
+        (
+            17,
+            "fuse_multi_head_attention",
+            ["Shape", "Shape", "Concat", "Expand", "MultiHeadAttention"],
+        ),
         (
             14,
             "fuse_multi_head_attention_before_opset_15",
@@ -285,7 +330,9 @@ def test_fuse_multi_head_attention_no_mask():
     model = mha_model(mask=False)
     result = rewrite(model, MHA)
     check_fired(model, result, {"fuse_multi_head_attention_no_mask": 1}, None)
-    assert [n.op_type for n in result.proto.graph.node if n.op_type != "Constant"] == ["MultiHeadAttention"]
+    assert [n.op_type for n in result.proto.graph.node if n.op_type != "Constant"] == [
+        "MultiHeadAttention"
+    ]
 
 
 @pytest.mark.parametrize(

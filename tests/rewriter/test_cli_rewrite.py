@@ -70,7 +70,8 @@ def test_explain_and_json_report(model_path, tmp_path, capsys):
     assert main([str(model_path), "-o", str(out), "--explain", "--json", str(report)]) == 0
     text = capsys.readouterr().out
     assert "rules applied:" in text
-    assert "mul_one" in text and "eliminate_identity" in text
+    assert "mul_one" in text
+    assert "eliminate_identity" in text
     data = json.loads(report.read_text())
     assert data["ops_before"] == {"Constant": 1, "Identity": 1, "Mul": 1, "Relu": 1}
     assert data["ops_after"] == {"Relu": 1}
@@ -93,7 +94,8 @@ def test_why_not_names_the_failing_condition(tmp_path, capsys):
     assert main([str(path), "--why-not", "mul_one"]) == 0
     text = capsys.readouterr().out
     assert "why not `mul_one`" in text
-    assert "where line" in text and "false" in text
+    assert "where line" in text
+    assert "false" in text
     assert main([str(path), "--why-not", "no_such_rule"]) == 2
     assert "no rule named `no_such_rule`" in capsys.readouterr().err
 
@@ -135,7 +137,9 @@ def test_verify_catches_and_bisects_a_wrong_rule(model_path, tmp_path, capsys):
         "rule relu_is_abs: y = Relu (x) => y = Abs (x)\n"
     )
     out = tmp_path / "out.onnx"
-    code = main([str(model_path), "--rules", str(rules), "-o", str(out), "--verify", "--examples", "10"])
+    code = main(
+        [str(model_path), "--rules", str(rules), "-o", str(out), "--verify", "--examples", "10"]
+    )
     captured = capsys.readouterr()
     assert code == 1
     assert "relu_is_abs" in captured.err
@@ -182,7 +186,21 @@ def test_add_opset_enables_contrib_fusions_and_is_dropped_when_unused(tmp_path, 
     out = tmp_path / "o.onnx"
     assert main([str(fusable), "--rules", ort_rules, "-o", str(out)]) == 0
     assert [n.op_type for n in onnx.load(out).graph.node] == ["Add", "LayerNormalization"]
-    assert main([str(fusable), "--rules", ort_rules, "-o", str(out), "--force", "--add-opset", "com.microsoft=1"]) == 0
+    assert (
+        main(
+            [
+                str(fusable),
+                "--rules",
+                ort_rules,
+                "-o",
+                str(out),
+                "--force",
+                "--add-opset",
+                "com.microsoft=1",
+            ]
+        )
+        == 0
+    )
     fused = onnx.load(out)
     assert [n.op_type for n in fused.graph.node] == ["SkipLayerNormalization"]
     assert "com.microsoft" in {o.domain for o in fused.opset_import}
@@ -190,7 +208,21 @@ def test_add_opset_enables_contrib_fusions_and_is_dropped_when_unused(tmp_path, 
     # Nothing to fuse: the added import is not left behind.
     plain = tmp_path / "plain.onnx"
     onnx.save(model_from_text(MODEL_TEXT), plain)
-    assert main([str(plain), "--rules", ort_rules, "-o", str(out), "--force", "--add-opset", "com.microsoft=1"]) == 0
+    assert (
+        main(
+            [
+                str(plain),
+                "--rules",
+                ort_rules,
+                "-o",
+                str(out),
+                "--force",
+                "--add-opset",
+                "com.microsoft=1",
+            ]
+        )
+        == 0
+    )
     assert "com.microsoft" not in {o.domain for o in onnx.load(out).opset_import}
     assert main([str(plain), "-o", str(out), "--force", "--add-opset", "com.microsoft"]) == 2
     assert "DOMAIN=VERSION" in capsys.readouterr().err
