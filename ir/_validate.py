@@ -324,25 +324,25 @@ def check_tensor_proto(proto: Any, name: str, part: str = "") -> None:
         # One copy of this tensor's bytes, dropped at once (protobuf has no length accessor).
         size = len(proto.raw_data)
         if size != (count * bits + 7) // 8 or code == _STRING:
-            _raise_raw_data(proto, name + part, size, count)
+            _raise_raw_data(proto, f"tensor {name!r}{part}", size, count)
         return
     field = _FIELD_FOR.get(code)
     if field is not None and len(getattr(proto, field)) == _typed_count(code, count):
         return  # the usual case (readers ignore any other field)
-    _raise_typed_data(proto, name + part, count)
+    _raise_typed_data(proto, f"tensor {name!r}{part}", count)
 
 
-def _raise_raw_data(proto: Any, name: str, size: int, count: int) -> None:
+def _raise_raw_data(proto: Any, label: str, size: int, count: int) -> None:
     dtype = DataType(proto.data_type)
     if dtype == DataType.STRING:
-        raise TensorDataError(f"tensor {name!r}: a string tensor cannot hold raw_data")
+        raise TensorDataError(f"{label}: a string tensor cannot hold raw_data")
     needed = (count * dtype.bitwidth + 7) // 8
     raise TensorDataError(
-        f"tensor {name!r}: raw_data holds {size} bytes but {_declared(proto)} needs {needed}"
+        f"{label}: raw_data holds {size} bytes but {_declared(proto)} needs {needed}"
     )
 
 
-def _raise_typed_data(proto: Any, name: str, count: int) -> None:
+def _raise_typed_data(proto: Any, label: str, count: int) -> None:
     """Report what is wrong with a tensor whose typed value field does not fit (if anything)."""
     code = proto.data_type
     dtype = DataType(code)
@@ -352,19 +352,19 @@ def _raise_typed_data(proto: Any, name: str, count: int) -> None:
     if not used:
         if count:
             raise TensorDataError(
-                f"tensor {name!r}: holds no data but {_declared(proto)} needs {count} values"
+                f"{label}: holds no data but {_declared(proto)} needs {count} values"
             )
         return
     field, n = used[0]
     if len(used) > 1 or field != expected_field:
         held = ", ".join(f"{f} ({k})" for f, k in used)
         raise TensorDataError(
-            f"tensor {name!r}: a {dtype.onnx_name} tensor keeps its values in "
+            f"{label}: a {dtype.onnx_name} tensor keeps its values in "
             f"{expected_field or 'raw_data'}, but it holds {held}"
         )
     noun = "value" if n == 1 else "values"
     raise TensorDataError(
-        f"tensor {name!r}: {field} holds {n} {noun} but {_declared(proto)} needs "
+        f"{label}: {field} holds {n} {noun} but {_declared(proto)} needs "
         f"{_typed_count(code, count)}"
     )
 

@@ -22,6 +22,21 @@ _CONSTANT_VALUE_ATTRS = (
     "value_string",
     "value_strings",
 )
+_CONSTANT_VALUE_TYPES = dict(
+    zip(
+        _CONSTANT_VALUE_ATTRS,
+        (
+            ir.AttrType.TENSOR,
+            ir.AttrType.FLOAT,
+            ir.AttrType.FLOATS,
+            ir.AttrType.INT,
+            ir.AttrType.INTS,
+            ir.AttrType.STRING,
+            ir.AttrType.STRINGS,
+        ),
+        strict=True,
+    )
+)
 
 
 def constant_tensor_of(value: ir.Value) -> ir.Tensor | np.ndarray[Any, Any] | None:
@@ -36,6 +51,8 @@ def constant_tensor_of(value: ir.Value) -> ir.Tensor | np.ndarray[Any, Any] | No
         attr = node.attributes.get(name)
         if attr is None:
             continue
+        if attr.type != _CONSTANT_VALUE_TYPES[name]:
+            return None  # a broken Constant (say, `value` holding a float): not a constant
         payload = attr.value
         if isinstance(payload, ir.Tensor):
             return payload

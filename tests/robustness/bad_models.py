@@ -265,6 +265,14 @@ CATALOGUE = (
         ("node op_type b'Rel\\xff' is not UTF-8 text",),
     ),
     BadModel(
+        "constant_tensor_name_not_utf8",
+        lambda folder: _save(
+            folder, _constant_attribute_short().SerializeToString().replace(b"cval", b"cva\xff")
+        ),
+        ir.TensorDataError,
+        ("node 'const' (Constant): tensor b'cva\\xff': raw_data holds 4 bytes",),
+    ),
+    BadModel(
         "producer_not_utf8",
         _text_edit(b"producer", b"produce\xff"),
         ir.ModelLoadError,

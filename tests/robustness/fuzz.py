@@ -101,14 +101,27 @@ def _time_limit(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _foreign(name: str, exc: BaseException, detail: str) -> AssertionError:
+# Where a long run keeps the input and traceback of each distinct finding (None: nowhere).
+FINDINGS_DIR: Path | None = None
+
+
+def _foreign(
+    name: str, exc: BaseException, detail: str, example: bytes | None = None
+) -> AssertionError:
     """Record a foreign exception under its kind and the project line that raised it."""
     frames = traceback.extract_tb(exc.__traceback__)
     ours = [f for f in frames if str(ROOT) in f.filename and "/tests/" not in f.filename]
     place = ours[-1] if ours else frames[-1]
     where = f"{Path(place.filename).name}:{place.lineno}"
-    _tally(name).add(f"{type(exc).__name__} at {where} [{detail.split()[0]}]: {str(exc)[:120]}")
+    key = f"{type(exc).__name__} at {where} [{detail.split()[0]}]: {str(exc)[:120]}"
     text = "".join(traceback.format_exception(exc))
+    if FINDINGS_DIR is not None and key not in _tally(name).findings:
+        stem = FINDINGS_DIR / f"{name}-{len(_tally(name).findings)}"
+        FINDINGS_DIR.mkdir(parents=True, exist_ok=True)
+        stem.with_suffix(".txt").write_text(f"{detail}\n{text}")
+        if example is not None:
+            stem.with_suffix(".bin").write_bytes(example)
+    _tally(name).add(key)
     return AssertionError(f"{name}: foreign exception {type(exc).__name__} ({detail}):\n{text}")
 
 
@@ -535,7 +548,7 @@ def check_model_bytes(data: bytes, folder: Path, *, with_data: bool = False) -> 
     except ir.IRError:
         return
     except Exception as exc:
-        raise _foreign("loader", exc, "ir.load") from exc
+        raise _foreign("loader", exc, "ir.load", data) from exc
     tally.loaded += 1
     step = "stats"
     try:
@@ -551,7 +564,7 @@ def check_model_bytes(data: bytes, folder: Path, *, with_data: bool = False) -> 
     except (ir.IRError, rewriter.RewriteError):
         return
     except Exception as exc:
-        raise _foreign("loader", exc, step) from exc
+        raise _foreign("loader", exc, step, data) from exc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -639,7 +652,7 @@ def check_rule_bytes(data: bytes, folder: Path) -> None:
                 raise AssertionError(f"unlocated diagnostic: {diagnostic.render()}") from exc
         return
     except Exception as exc:
-        raise _foreign("rules", exc, "load_rules") from exc
+        raise _foreign("rules", exc, "load_rules", data) from exc
     tally.loaded += 1
     for model in rule_targets():
         try:
@@ -648,7 +661,7 @@ def check_rule_bytes(data: bytes, folder: Path) -> None:
         except (ir.IRError, rewriter.RewriteError):
             continue
         except Exception as exc:
-            raise _foreign("rules", exc, f"rewrite {model.graph.name}") from exc
+            raise _foreign("rules", exc, f"rewrite {model.graph.name}", data) from exc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -875,7 +888,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("fuzzers", nargs="*", default=list(FUZZERS), choices=list(FUZZERS))
     parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument(
+        "--findings", type=Path, default=Path("fuzz-findings"), help="where to keep findings"
+    )
     options = parser.parse_args(argv)
+    global FINDINGS_DIR
+    FINDINGS_DIR = options.findings
     failed = False
     for name in options.fuzzers:
         start = time.monotonic()

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import onnx
+import onnx.parser
 import pytest
 
 from rewriter.cli import main
@@ -47,3 +48,30 @@ def test_verbose_runs_of_bad_input_still_exit_2(
     else:
         assert main([flag, str(bad)]) == 2
     assert "rewrite: error: " in capsys.readouterr().err
+
+
+def test_a_constant_whose_value_is_not_a_tensor_is_not_a_constant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # BatchNormalization's shift came from `Constant <value = 2.5>` (a float attribute where a
+    # tensor belongs); the fold read it as an object array and lowering its result crashed.
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, 3, 4, 4] x) => (float[1, 2, 4, 4] y) {
+            w = Constant <value = float[2, 3, 1, 1] {1, 2, 3, 4, 5, 6}> ()
+            scale = Constant <value = float[2] {1, 2}> ()
+            shift = Constant <value_float = 2.5> ()
+            mean = Constant <value = float[2] {0, 1}> ()
+            var = Constant <value = float[2] {1, 1}> ()
+            c = Conv <kernel_shape = [1, 1]> (x, w)
+            y = BatchNormalization (c, scale, shift, mean, var)
+        }"""
+    )
+    shift = model.graph.node[2]
+    shift.attribute[0].name = "value"  # now FLOAT-typed, as a corrupted file may have it
+    source = tmp_path / "m.onnx"
+    source.write_bytes(model.SerializeToString())
+    assert main([str(source), "-o", str(tmp_path / "o.onnx"), "--no-progress"]) == 0
+    assert "error" not in capsys.readouterr().err
+    ops = [n.op_type for n in onnx.load(tmp_path / "o.onnx").graph.node]
+    assert "BatchNormalization" in ops
