@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import atheris
+import atheris  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
 with atheris.instrument_imports():
     import ir

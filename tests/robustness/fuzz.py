@@ -215,12 +215,15 @@ def _control_flow() -> onnx.ModelProto:
     return _model(graph, extra_opsets=[onnx.helper.make_opsetid("local", 1)], functions=[function])
 
 
+STRINGS: list[Any] = [b"a", b"b"]
+
+
 def _typed_tensors() -> onnx.ModelProto:
     """Initializers of several element types and encodings, a sparse initializer."""
     tensors = [
         onnx.helper.make_tensor("f16", onnx.TensorProto.FLOAT16, [2], [1.0, 2.0]),
         onnx.helper.make_tensor("i4", onnx.TensorProto.INT4, [3], [1, -2, 3]),
-        onnx.helper.make_tensor("s", onnx.TensorProto.STRING, [2], [b"a", b"b"]),
+        onnx.helper.make_tensor("s", onnx.TensorProto.STRING, [2], STRINGS),
         onnx.helper.make_tensor("i64", onnx.TensorProto.INT64, [2], [2, 1]),
         onnx.helper.make_tensor("d", onnx.TensorProto.DOUBLE, [1], [0.5]),
     ]
@@ -390,7 +393,7 @@ def _mutate_attribute(draw: st.DrawFn, node: Any) -> None:
         attr = _pick(draw, list(node.attribute))
         change = draw(st.sampled_from(["type", "ints", "float", "clear", "drop"]))
         if change == "type":
-            attr.type = draw(st.integers(0, 14))  # type: ignore[assignment]
+            attr.type = draw(st.integers(0, 14))
         elif change == "ints":
             attr.ints[:] = draw(st.lists(st.integers(-(2**40), 2**40), max_size=5))
         elif change == "float":

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -232,12 +233,14 @@ _EXOTIC = [
 @pytest.mark.parametrize("shape", [(), (0,), (3,), (2, 3), (1, 5, 1)])
 @pytest.mark.parametrize("raw", [False, True])
 @pytest.mark.parametrize("data_type", _EXOTIC, ids=onnx.helper.tensor_dtype_to_string)
-def test_well_formed_tensors_of_every_type_pass(data_type: int, raw: bool, shape: tuple) -> None:
+def test_well_formed_tensors_of_every_type_pass(
+    data_type: int, raw: bool, shape: tuple[int, ...]
+) -> None:
     if raw and data_type == onnx.TensorProto.STRING:
         pytest.skip("strings have no raw form")
     size = int(np.prod(shape))
     if data_type == onnx.TensorProto.STRING:
-        values: list = [b"s"] * size
+        values: list[Any] = [b"s"] * size
     elif data_type == onnx.TensorProto.BOOL:
         values = [True] * size
     elif data_type in (onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128):
