@@ -21,6 +21,26 @@ logger = logging.getLogger(__name__)
 MAX_NODES = 30_000
 
 
+def _infer(engine: Any, proto: Any) -> Any:
+    """`SymbolicShapeInference.infer_shapes` without its side effect.
+
+    On an incomplete inference the public entry point saves `sym_shape_infer_temp.onnx` and a
+    data file into the working directory; this runs the same steps and only raises.
+    """
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < 7:
+        raise ValueError("symbolic shape inference needs opset 7 or later")
+    inference = engine(2**31 - 1, False, False, 0)
+    inference._preprocess(proto)
+    complete = False
+    while inference.run_:
+        complete = inference._infer_impl()
+    inference._update_output_from_vi()
+    if not complete:
+        raise ValueError("incomplete symbolic shape inference")
+    return inference.out_mp_
+
+
 def ort_symbolic_inference(proto: Any) -> Any:
     """Infer shapes with onnxruntime's SymbolicShapeInference (no assumed merges)."""
     if len(proto.graph.node) > MAX_NODES:
@@ -34,9 +54,7 @@ def ort_symbolic_inference(proto: Any) -> Any:
     engine_logger.setLevel(logging.CRITICAL)
     with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
         try:
-            return SymbolicShapeInference.infer_shapes(
-                proto, auto_merge=False, guess_output_rank=False
-            )
+            return _infer(SymbolicShapeInference, proto)
         finally:
             engine_logger.setLevel(level)
             if chatter.getvalue():
