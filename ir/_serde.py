@@ -45,7 +45,6 @@ from ir._serde_tensors import (
     check_external_location,
     tensor_to_proto,
 )
-from ir._validate import find_non_text
 
 # ---------------------------------------------------------------------------------------------
 # Types
@@ -295,7 +294,12 @@ class _Lifter:
         for proto in protos:
             node = new_node(Node)
             # One shared str per op type instead of one per node (lifting is memory-bound).
-            op_type = intern(proto.op_type)
+            try:
+                op_type = intern(proto.op_type)
+            except TypeError:  # protobuf gives bytes for an op type that is not UTF-8
+                raise GraphStructureError(
+                    f"graph {graph.name!r}: node op_type {proto.op_type!r} is not UTF-8 text"
+                ) from None
             domain = proto.domain
             node._op_type = op_type
             node._domain = domain
@@ -525,12 +529,6 @@ def lift_model(
         return lifter.model(proto), lifter.external
     except GraphStructureError as exc:
         raise ModelLoadError(str(exc)) from exc
-    except TypeError as exc:
-        # protobuf hands out bytes for a string field that is not UTF-8 (an op type here).
-        culprit = find_non_text(proto)
-        if culprit is None:
-            raise
-        raise ModelLoadError(culprit) from exc
     finally:
         if gc_was_enabled:
             gc.enable()

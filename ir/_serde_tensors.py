@@ -114,6 +114,10 @@ def check_external_location(proto: onnx.TensorProto) -> None:
         raise ExternalDataError(
             f"tensor {proto.name!r}: external data location {location!r} is not UTF-8 text"
         )
+    if "\0" in location:
+        raise ExternalDataError(
+            f"tensor {proto.name!r}: external data location {location!r} holds a NUL character"
+        )
     if os.path.isabs(location) or location.startswith(("/", "\\")) or ":" in location[:3]:
         raise ExternalDataError(
             f"tensor {proto.name!r}: external data location {location!r} is an absolute path; "
@@ -152,6 +156,11 @@ class ExternalTensor(Tensor):
             raise ExternalDataError(
                 f"tensor {proto.name!r}: bad external data offset/length: {exc}"
             ) from exc
+        if self.offset < 0 or (self.length is not None and self.length < 0):
+            raise ExternalDataError(
+                f"tensor {proto.name!r}: negative external data offset/length "
+                f"({self.offset}, {self.length})"
+            )
 
     @property
     def name(self) -> str:

@@ -204,23 +204,6 @@ def _describe_non_text(graph: Graph) -> str:
     return f"graph {graph.name!r}: a name is not UTF-8 text"
 
 
-def find_non_text(proto: Any) -> str | None:
-    """Describe the first node whose op type, domain or name is bytes (not UTF-8), if any."""
-    graphs = [proto.graph, *proto.functions]
-    while graphs:
-        graph = graphs.pop()
-        for node in graph.node:
-            for what in ("op_type", "domain", "name"):
-                text = getattr(node, what)
-                if not isinstance(text, str):
-                    return f"graph {graph.name!r}: node {what} {text!r} is not UTF-8 text"
-            for attr in node.attribute:
-                graphs.extend(attr.graphs)
-                if attr.HasField("g"):
-                    graphs.append(attr.g)
-    return None
-
-
 def _check_signature(graph: Graph) -> None:
     """Graph inputs and outputs must have element types that onnx defines."""
     for role, values in (("input", graph._inputs), ("output", graph._outputs)):

@@ -176,11 +176,12 @@ def _external(
     data: bytes | None = b"\0" * 8,
     length: int | None = None,
     data_type: int = FLOAT,
+    offset: int = 0,
 ) -> Callable[[Path], Path]:
     def write(folder: Path) -> Path:
         if data is not None:
             (folder / "w.bin").write_bytes(data)
-        tensor = external_tensor("w", [2], location, length=length)
+        tensor = external_tensor("w", [2], location, offset=offset, length=length)
         tensor.data_type = data_type
         return _save(folder, good_model([tensor]))
 
@@ -324,6 +325,18 @@ CATALOGUE = (
         ),
         ir.ExternalDataError,
         ("tensor 'w': external data location b'w\\xffbin' is not UTF-8 text",),
+    ),
+    BadModel(
+        "external_location_with_nul",
+        _external("w\0.bin"),
+        ir.ExternalDataError,
+        ("tensor 'w': external data location 'w\\x00.bin' holds a NUL character",),
+    ),
+    BadModel(
+        "external_negative_offset",
+        _external("w.bin", offset=-1),
+        ir.ExternalDataError,
+        ("tensor 'w': negative external data offset/length (-1, 8)",),
     ),
     BadModel(
         "external_length_disagrees",

@@ -1,6 +1,6 @@
-"""Regression tests for what the command-line fuzzer found (see fuzz.py).
+"""Regression tests for what the fuzzers found (see fuzz.py and atheris_loader.py).
 
-Findings of the loader fuzzer are broken models and live in `bad_models.CATALOGUE`.
+Most findings of the loader fuzzers are broken models and live in `bad_models.CATALOGUE`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import onnx
 import onnx.parser
 import pytest
 
+import ir
 from rewriter.cli import main
 from tests.rewriter.engine_helpers import model_from_text
 
@@ -75,3 +76,26 @@ def test_a_constant_whose_value_is_not_a_tensor_is_not_a_constant(
     assert "error" not in capsys.readouterr().err
     ops = [n.op_type for n in onnx.load(tmp_path / "o.onnx").graph.node]
     assert "BatchNormalization" in ops
+
+
+def test_a_lazily_lifted_subgraph_with_an_op_type_that_is_not_text_is_an_ir_error(
+    tmp_path: Path,
+) -> None:
+    # Found by atheris: a graph attribute on a plain op is lifted on first access, where a
+    # bytes op type made `intern` raise TypeError.
+    branch = onnx.helper.make_graph(
+        [onnx.helper.make_node("Neg", ["x"], ["b"], name="inner")],
+        "branch",
+        [],
+        [onnx.helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [2])],
+    )
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (float[2] y) { y = Relu (x) }"""
+    )
+    model.graph.node[0].attribute.append(onnx.helper.make_attribute("body", branch))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString().replace(b"Neg", b"N\xffg"))
+    loaded = ir.load(path)  # attributes of Relu are lifted on first access
+    with pytest.raises(ir.IRError, match=r"node op_type b'N\\xffg' is not UTF-8 text"):
+        dict(loaded.graph.nodes[0].attributes)
