@@ -2,8 +2,10 @@
 
 Lifting already refuses values read but never defined and values defined twice. This module
 checks the rest of what makes a model unusable: cycles among nodes, nodes in a domain the
-model (or its function) does not import, and tensors whose data disagrees with their declared
-type and shape (raw byte count, count of typed values, external-data length and file size).
+model (or its function) does not import, names and model fields that are not UTF-8 text
+(protobuf hands those out as bytes), graph inputs and outputs of an unknown element type,
+and tensors whose data disagrees with their declared type and shape (raw byte count, count
+of typed values, external-data length and file size).
 
 Invariants: no external-data byte is ever read (only file sizes); an embedded tensor's
 `raw_data` is measured one tensor at a time, so at most one tensor's bytes are copied at once;
@@ -85,8 +87,9 @@ def validate_model(model: Model) -> None:
     Reads no external data (only the sizes of data files) and decodes no tensor.
 
     Raises:
-        ModelLoadError: a cycle (naming a node on it), or a node whose domain is not
-            imported (naming the node and the domain).
+        ModelLoadError: a cycle (naming a node on it), a node whose domain is not imported
+            (naming the node and the domain), text that is not UTF-8, or a graph input or
+            output of an unknown element type.
         TensorDataError: a tensor's data disagrees with its type and shape (naming the
             tensor, and the node when it is an attribute).
         ExternalDataError: external data is unsafe, missing or shorter than declared.
