@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from rewriter.checkrules._check import CheckOptions, check_rule
+from rewriter.checkrules._check import CheckOptions, check_rule, without_local_constants
 from rewriter.checkrules._parallel import check_rules_in_processes
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
 from rewriter.dsl import _ast as ast
@@ -59,7 +59,8 @@ def check_passes(
                 )
             )
             continue
-        reports.append(check_pass(decl, ruleset, models, options.examples, options.seed))
+        with without_local_constants():
+            reports.append(check_pass(decl, ruleset, models, options.examples, options.seed))
     return reports
 
 

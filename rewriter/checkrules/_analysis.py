@@ -5,17 +5,22 @@
 * which of them should be constants: those the `where` asks `is_const`/`value`/`is_scalar`
   of, and those the rewrite computes with (`let k = scale / sqrt(var + eps)`);
 * the attribute variables, and the opset versions at which every match line can exist and
-  the rule applies (its `requires` holds and the ops it emits exist).
+  the rule applies (its `requires` holds and the ops it emits exist);
+* the shape templates the wiring and the `where` lines ask for (see `_templates`), and the
+  base dtypes every match line's op accepts.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import ir
 from rewriter._manager import applicability
 from rewriter._pattern import CompiledRule
+from rewriter.checkrules._line import PREFERRED_DTYPES
+from rewriter.checkrules._templates import ShapeTemplates, solve_templates
 from rewriter.dsl import _ast as ast
 
 # Default-domain opsets instances are built at (21 first, the newest the exporters write;
@@ -40,6 +45,10 @@ class RulePlan:
     computed_with: frozenset[str]
     attr_vars: frozenset[str]
     opsets: tuple[OpsetChoice, ...]
+    # Outputs the rewrite replaces by a free variable (`y = x`).
+    outputs_to_free: frozenset[str] = frozenset()
+    templates: ShapeTemplates = dataclasses.field(default_factory=ShapeTemplates)
+    dtypes: tuple[ir.DataType, ...] = PREFERRED_DTYPES
 
     @property
     def rule(self) -> ast.Rule:
@@ -283,6 +292,7 @@ def analyze(compiled: CompiledRule) -> RulePlan:
             if isinstance(entry, ast.AttrEntry) and isinstance(entry.value, ast.Name):
                 attr_vars.add(entry.value.name)
     tested, computed = _const_facts(rule)
+    opsets = _opsets(compiled, lines)
     return RulePlan(
         compiled=compiled,
         order=_order(lines),
@@ -291,5 +301,61 @@ def analyze(compiled: CompiledRule) -> RulePlan:
         const_tested=frozenset(tested & set(free)),
         computed_with=frozenset(computed & set(free)),
         attr_vars=frozenset(attr_vars),
-        opsets=_opsets(compiled, lines),
+        opsets=opsets,
+        outputs_to_free=_outputs_to_free(rule, free),
+        templates=solve_templates(lines, rule.where, frozenset(defined)),
+        dtypes=_base_dtypes(lines, opsets[0][0]),
     )
+
+
+def _outputs_to_free(rule: ast.Rule, free: dict[str, None]) -> frozenset[str]:
+    if not isinstance(rule.rewrite, ast.RewriteBlock):
+        return frozenset()
+    return frozenset(
+        stmt.target
+        for stmt in rule.rewrite.stmts
+        if isinstance(stmt, ast.AliasStmt)
+        and isinstance(stmt.source, ast.Name)
+        and stmt.source.name in free
+    )
+
+
+def _data_type_var(schema: Any) -> str:
+    """The type variable of the data an op carries: an input's that an output shares too."""
+    outputs = {str(param.type_str) for param in schema.outputs}
+    for param in schema.inputs:
+        if str(param.type_str) in outputs:
+            return str(param.type_str)
+    return str(schema.inputs[0].type_str)
+
+
+def _allowed(schema: Any, type_str: str) -> set[ir.DataType]:
+    for constraint in schema.type_constraints:
+        if constraint.type_param_str == type_str:
+            names = set(constraint.allowed_type_strs)
+            return {d for d in PREFERRED_DTYPES if f"tensor({d.onnx_name})" in names}
+    return {d for d in PREFERRED_DTYPES if type_str == f"tensor({d.onnx_name})"}
+
+
+def _base_dtypes(
+    lines: tuple[ast.NodePattern, ...], opsets: dict[str, int]
+) -> tuple[ir.DataType, ...]:
+    """The preferred base dtypes the data of every match line's op may have.
+
+    A base dtype that some op of the rule refuses (an integer tensor for Softmax) only gives
+    attempts that do not type-check. Lines whose op takes none of the preferred dtypes (a
+    quantized op) do not narrow the choice.
+    """
+    allowed = set(PREFERRED_DTYPES)
+    for line in lines:
+        accepted: set[ir.DataType] = set()
+        for ref in line.op.alternatives:
+            domain = ir.schemas.normalize_domain(ref.domain)
+            schema = ir.schemas.find_schema(ref.op_type, domain, opsets.get(domain, 1))
+            if schema is None or not schema.inputs:
+                accepted = set(PREFERRED_DTYPES)
+                break
+            accepted |= _allowed(schema, _data_type_var(schema))
+        if accepted & allowed:
+            allowed &= accepted
+    return tuple(d for d in PREFERRED_DTYPES if d in allowed)

@@ -22,6 +22,7 @@ from rewriter._eval import EvalContext, NodeRef, attr_to_python, evaluate
 from rewriter.checkrules import _recipes_custom, _recipes_nn, _recipes_shape
 from rewriter.checkrules._analysis import RulePlan
 from rewriter.checkrules._choices import Choices
+from rewriter.checkrules._dynamic import SYMBOLIC, DynamicError, computed_pieces, make_symbolic
 from rewriter.checkrules._line import (
     PREFERRED_DTYPES,
     LineBuild,
@@ -72,7 +73,10 @@ class _Build:
         self.plan = plan
         self.choices = choices
         self.opsets, self.target = choices.pick("opset", plan.opsets)
-        self.base_dtype = ir.DataType(choices.pick("dtype", PREFERRED_DTYPES))
+        self.base_dtype = ir.DataType(choices.pick("dtype", plan.dtypes or PREFERRED_DTYPES))
+        self.templates = plan.templates.concretize(
+            lambda symbol: choices.integer(("symbol", symbol), 1, 4)
+        )
         self.values: dict[str, Realized] = {}
         self.var_names: dict[str, str | tuple[str, ...] | None] = {}
         self.attr_bound: dict[str, Any] = {}
@@ -137,6 +141,10 @@ class _Build:
             base_dtype=self.base_dtype,
             output_count=len(line.outputs),
             outputs_open=line.outputs_open,
+            templates=self.templates,
+            output_names=tuple(
+                p.name if isinstance(p, ast.OutputVar) else None for p in line.outputs
+            ),
         )
         self._prefill_literals(lb)
         try:
@@ -220,6 +228,9 @@ class _Build:
             if slot.literal is not None and values is None:
                 np_dtype = ir.numpy_dtype(slot.spec.dtype)
                 values = np.full(slot.spec.shape, slot.literal).astype(np_dtype)
+            if values is not None and self._computed(slot.key, values):
+                self._compute(lb, slot.key, values)
+                continue
             const = values is not None or (slot.const is not False and self.wants_const(slot.key))
             if const and values is None:
                 values = draw_constant(self.choices, slot.key, slot.spec.dtype, slot.spec.shape)
@@ -229,6 +240,33 @@ class _Build:
             self.values[slot.key] = realized
             if not slot.key.startswith(("_lit", "_in")):
                 self.var_names.setdefault(slot.key, slot.key)
+
+    def _computed(self, key: str, values: np.ndarray[Any, Any]) -> bool:
+        """True for a structural int vector that a where-hint wants computed, not constant."""
+        return (
+            self.choices.overrides.get(("const", key)) is False
+            and not key.startswith(("_lit", "_in"))
+            and values.ndim == 1
+            and values.dtype.kind in "iu"
+        )
+
+    def _compute(self, lb: LineBuild, key: str, values: np.ndarray[Any, Any]) -> None:
+        """Realize `key` as a Concat of dims of the graph inputs and constants (`_dynamic`)."""
+        line_inputs = [s.key for s in lb.slots if s.present]
+        inputs = [v for v in self.values.values() if v.is_input]
+        inputs.sort(key=lambda v: v.name not in line_inputs)
+        sources = [(v.name, v.spec.shape) for v in inputs]
+        try:
+            nodes, constants = computed_pieces(
+                key, values.tolist(), sources, self.opsets.get("", 1)
+            )
+        except DynamicError as exc:
+            raise RejectedError(str(exc)) from exc
+        for name, array in constants:
+            self.values[name] = Realized(name, TensorSpec(ir.DataType.INT64, array.shape), array)
+        self.nodes.extend(nodes)
+        self.values[key] = Realized(key, TensorSpec(ir.DataType.INT64, (len(values),)))
+        self.var_names.setdefault(key, key)
 
     def _record_attributes(self, line: ast.NodePattern, lb: LineBuild) -> None:
         for entry in line.attrs:
@@ -270,11 +308,15 @@ class _Build:
     def sink(self, name: str) -> str:
         """The graph output for `name`: itself, or (half the time) an Identity of it.
 
-        So the rule also meets results that feed other nodes, not only graph outputs.
+        So the rule also meets results that feed other nodes, not only graph outputs. Always
+        an Identity when the rewrite makes `name` a free variable of the pattern: a graph
+        output copied from a graph input or a constant keeps its Identity, and the engine
+        would decline the rewrite ("nothing to do").
         """
         import onnx.helper
 
-        if not self.choices.chance(("sink", name), 50):
+        forced = name in self.plan.outputs_to_free
+        if not forced and not self.choices.chance(("sink", name), 50):
             return name
         out = f"{name}_out"
         self.nodes.append(onnx.helper.make_node("Identity", [name], [out], name=f"sink_{name}"))
@@ -326,9 +368,36 @@ class _Build:
                 continue
             spec = _spec_of(infos.get(name))
             if spec is None:
-                raise RejectedError(f"shape inference gives no static type for `{name}`")
+                spec = self._run_shape(name, infos.get(name))
             found[name] = spec
         return found
+
+    def _run_shape(self, name: str, info: Any) -> TensorSpec:
+        """The type of `name` from running the lines built so far on all-zero inputs.
+
+        For a value whose shape follows from the graph inputs' static shapes although onnx's
+        inference leaves it open (a Range up to a gathered dim). The element type is still
+        inference's.
+        """
+        from onnx.reference import ReferenceEvaluator
+
+        if (
+            info is None
+            or not info.type.HasField("tensor_type")
+            or not info.type.tensor_type.elem_type
+        ):
+            raise RejectedError(f"shape inference gives no static type for `{name}`")
+        feeds = {
+            v.name: np.zeros(v.spec.shape, ir.numpy_dtype(v.spec.dtype))
+            for v in self.values.values()
+            if v.is_input
+        }
+        try:
+            (result,) = ReferenceEvaluator(self.model([])).run([name], feeds)
+        except Exception as exc:  # any failure of the run rejects the attempt
+            raise RejectedError(f"no static type for `{name}`: {_first_line(exc)}") from exc
+        dtype = ir.DataType(info.type.tensor_type.elem_type)
+        return TensorSpec(dtype, tuple(int(d) for d in np.shape(result)))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -388,6 +457,11 @@ def build_instance(plan: RulePlan, choices: Choices) -> Instance:
         build.build_line(index)
     outputs = [build.sink(name) for name in _graph_outputs(plan)]
     proto = build.model(outputs)
+    if choices.overrides.get(SYMBOLIC):
+        try:
+            proto = make_symbolic(proto, choices)
+        except DynamicError as exc:
+            raise RejectedError(str(exc)) from exc
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:  # the checker's own error types vary across onnx versions

@@ -10,7 +10,7 @@ decision goes through `Choices` under a key, so repairs can override it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -109,6 +109,8 @@ class LineBuild:
         base_dtype: ir.DataType,
         output_count: int,
         outputs_open: bool,
+        templates: Mapping[str, Shape] | None = None,
+        output_names: tuple[str | None, ...] = (),
     ) -> None:
         self.index = index
         self.op_type = op_type
@@ -123,6 +125,9 @@ class LineBuild:
         self.attrs: dict[str, Any] = {}
         self.output_count = output_count
         self.outputs_open = outputs_open
+        # Shapes the rule's shape templates ask for (see `_templates`), by variable name.
+        self.templates: Mapping[str, Shape] = templates or {}
+        self.output_names = output_names
         # Output types for ops onnx cannot infer (custom domains); None: onnx infers them.
         self.output_specs: list[TensorSpec] | None = None
 
@@ -189,21 +194,52 @@ class LineBuild:
             return self.slots[position]
         return None
 
+    # shape templates -----------------------------------------------------------------------
+    def template(self, slot: Slot) -> Shape | None:
+        """The shape the rule's templates ask of a slot's variable (None: no template).
+
+        A rank a repair forced wins over the template.
+        """
+        shape = self.templates.get(slot.key)
+        rank = self.choices.overrides.get(("rank", slot.key))
+        if shape is None or (rank is not None and int(rank) != len(shape)):
+            return None
+        return shape
+
+    def output_template(self, index: int = 0) -> Shape | None:
+        """The shape the templates ask of output `index` (None: no template)."""
+        if index >= len(self.output_names):
+            return None
+        name = self.output_names[index]
+        return None if name is None else self.templates.get(name)
+
     def shape_choice(self, slot: Slot, options: list[Shape]) -> Shape:
-        """One of `options` for the slot's shape (overridable under ("shape", key))."""
+        """One of `options` for the slot's shape (overridable under ("shape", key)).
+
+        The template's shape when it is one of the options.
+        """
         forced = self.choices.overrides.get(("shape", slot.key))
         if forced is not None:
             return tuple(int(d) for d in forced)
+        template = self.template(slot)
+        if template is not None and template in options:
+            return template
         rank = self.choices.overrides.get(("rank", slot.key))
         if rank is not None:
             options = [o for o in options if len(o) == rank] or options
         return self.choices.pick(("shape", slot.key), options)
 
     def draw_shape(self, slot: Slot, min_rank: int = 1, max_rank: int = 4) -> Shape:
-        """A fresh shape for a slot with nothing known (rank and dims small)."""
+        """A fresh shape for a slot with nothing known (rank and dims small).
+
+        The template's shape when it has a rank in `[min_rank, max_rank]`.
+        """
         forced = self.choices.overrides.get(("shape", slot.key))
         if forced is not None:
             return tuple(int(d) for d in forced)
+        template = self.template(slot)
+        if template is not None and min_rank <= len(template) <= max_rank:
+            return template
         rank_key = ("rank", slot.key)
         if rank_key in self.choices.overrides:
             rank = int(self.choices.overrides[rank_key])

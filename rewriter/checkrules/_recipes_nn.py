@@ -11,9 +11,12 @@ Gemm operands, batched MatMul, trailing-axes normalization.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
 
 import ir
-from rewriter.checkrules._line import LineBuild, RecipeError, Shape
+from rewriter.checkrules._line import LineBuild, RecipeError, Shape, Slot
 from rewriter.checkrules._recipes import axis_in, float_attr, open_attributes, recipe
 from rewriter.checkrules._values import EPSILONS
 
@@ -49,13 +52,14 @@ def _check_len(name: str, values: list[int], count: int) -> None:
         raise RecipeError(f"`{name}` has {len(values)} entries, the input has {count} spatial axes")
 
 
-@recipe("Conv")
-def conv(lb: LineBuild) -> None:
-    """Conv: x [N, C, spatial...], w [M, C / group, k...], optional b [M]."""
-    x, w, b = lb.slots[0], lb.slots[1], lb.present(2)
+def _conv_layout(lb: LineBuild, x: Slot, w: Slot, dtypes: tuple[ir.DataType, ir.DataType]) -> int:
+    """Decide a Conv-like node's x [N, C, spatial...], w [M, C / group, k...] and attributes.
+
+    Returns the output channels M.
+    """
     if x.shape is not None:
         if len(x.shape) < 3:
-            raise RecipeError("Conv needs an input of rank >= 3")
+            raise RecipeError(f"{lb.op_type} needs an input of rank >= 3")
         spatial = len(x.shape) - 2
         channels = x.shape[1]
     else:
@@ -86,12 +90,84 @@ def conv(lb: LineBuild) -> None:
             span = dilations[i] * (kernel[i] - 1) + 1
             needed = span - (pads[i] + pads[i + spatial] if auto_pad == "NOTSET" else 0)
             dims.append(max(needed, 1) + lb.choices.integer(lb.key("extra", i), 0, 2))
-        lb.set(x, lb.dtype_for(0), (batch, channels, *dims))
-    dtype = lb.dtype_for(0)
-    lb.set(w, dtype, (out_channels, channels // group, *kernel))
-    if b is not None:
-        lb.set(b, dtype, (out_channels,))
+        lb.set(x, dtypes[0], (batch, channels, *dims))
+    lb.set(w, dtypes[1], (out_channels, channels // group, *kernel))
     open_attributes(lb, spatial + 2)
+    return int(out_channels)
+
+
+@recipe("Conv")
+def conv(lb: LineBuild) -> None:
+    """Conv: x [N, C, spatial...], w [M, C / group, k...], optional b [M]."""
+    x, w, b = lb.slots[0], lb.slots[1], lb.present(2)
+    dtype = lb.dtype_for(0)
+    out_channels = _conv_layout(lb, x, w, (dtype, dtype))
+    if b is not None:
+        lb.set(b, lb.dtype_for(0), (out_channels,))
+
+
+# (x, w) element types onnxruntime's QLinearConv runs on the CPU.
+_QUANTIZED_PAIRS = (
+    (ir.DataType.UINT8, ir.DataType.UINT8),
+    (ir.DataType.UINT8, ir.DataType.INT8),
+    (ir.DataType.INT8, ir.DataType.INT8),
+)
+
+
+@recipe("QLinearConv")
+def qlinear_conv(lb: LineBuild) -> None:
+    """Quantized Conv: x, w as (u)int8 with float scales and zero points, int32 bias [M].
+
+    Scales are positive constants and zero points constants of the quantized types, per
+    tensor (w's per output channel half the time), so the node is one a quantizer writes.
+    """
+    if len(lb.slots) < 8:
+        raise RecipeError("QLinearConv needs its eight quantization inputs")
+    x, w = lb.slots[0], lb.slots[3]
+    known = x.resolved.dtype if x.resolved is not None else None
+    pairs = [p for p in _QUANTIZED_PAIRS if known is None or p[0] == known] or [
+        (known or ir.DataType.UINT8, ir.DataType.INT8)
+    ]
+    x_type, w_type = lb.choices.pick(lb.key("quantized"), pairs)
+    out_channels = _conv_layout(lb, x, w, (x_type, w_type))
+    y_type = x_type  # onnxruntime's kernels quantize the result like the input
+    per_channel = lb.choices.chance(lb.key("per_channel"), 50)
+    w_params: Shape = (out_channels,) if per_channel else ()
+    layout = (
+        (1, ir.DataType.FLOAT, ()),
+        (2, x_type, ()),
+        (4, ir.DataType.FLOAT, w_params),
+        (5, w_type, w_params),
+        (6, ir.DataType.FLOAT, ()),
+        (7, y_type, ()),
+    )
+    for position, dtype, shape in layout:
+        slot = lb.slots[position]
+        if dtype == ir.DataType.FLOAT:
+            values = _positive_scales(lb, slot.key, shape)
+        else:
+            values = _zero_points(lb, slot.key, dtype, shape)
+        lb.set(slot, dtype, shape, values=values)
+    bias = lb.present(8)
+    if bias is not None:
+        lb.set(bias, ir.DataType.INT32, (out_channels,))
+
+
+def _positive_scales(lb: LineBuild, key: Hashable, shape: Shape) -> np.ndarray[Any, Any]:
+    seed = lb.choices.integer(("seed", key), 0, 2**16)
+    return np.random.default_rng(seed).uniform(0.01, 0.5, shape).astype(np.float32)
+
+
+def _zero_points(
+    lb: LineBuild, key: Hashable, dtype: ir.DataType, shape: Shape
+) -> np.ndarray[Any, Any]:
+    """Zero points: 0 (symmetric) or a value inside the type's range."""
+    np_dtype = ir.numpy_dtype(dtype)
+    if lb.choices.chance(("symmetric", key), 40):
+        return np.zeros(shape, np_dtype)
+    seed = lb.choices.integer(("seed", key), 0, 2**16)
+    low, high = (0, 255) if dtype == ir.DataType.UINT8 else (-128, 127)
+    return np.random.default_rng(seed).integers(low, high + 1, shape).astype(np_dtype)
 
 
 @recipe("ConvTranspose")
@@ -199,13 +275,19 @@ def matmul(lb: LineBuild) -> None:
     if a.shape is None:
         if b.shape is not None:
             k = b.shape[-2] if len(b.shape) >= 2 else b.shape[0]
-            lb.set(a, lb.dtype_for(0), (lb.choices.integer(lb.key("m"), 1, 4), k))
+            template = lb.template(a)
+            if template is None or not template or template[-1] != k:
+                template = (lb.choices.integer(lb.key("m"), 1, 4), k)
+            lb.set(a, lb.dtype_for(0), template)
         else:
             lb.set(a, lb.dtype_for(0), lb.draw_shape(a, 1, 4))
     a_shape = a.shape
     assert a_shape is not None, "A was just decided"
     k = a_shape[-1]
     n = lb.choices.integer(lb.key("n"), 1, 4)
+    template = lb.template(b)
+    if template is not None and len(template) >= 2 and template[-2] == k:
+        n = template[-1]
     batch = a_shape[:-2]
     options: list[Shape] = [(k, n), (k,)]
     if batch:

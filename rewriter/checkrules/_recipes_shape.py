@@ -11,6 +11,8 @@ permutations and reshapes, full slices, zero padding, spatial-only padding.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +35,8 @@ def transpose(lb: LineBuild) -> None:
     """A permutation of the input's axes (or none: reversed)."""
     x = lb.slots[0]
     fixed = lb.fixed_attrs.get("perm")
-    if x.shape is None and ("rank", x.key) not in lb.choices.overrides:
+    template = lb.template(x)
+    if x.shape is None and template is None and ("rank", x.key) not in lb.choices.overrides:
         # Permutations of 1 or 2 axes all commute: prefer ranks where composing them can err.
         rank = len(fixed) if fixed else lb.choices.pick(lb.key("rank"), (3, 4, 3, 4, 5, 2))
         lb.choices.override(("rank", x.key), rank)
@@ -58,14 +61,28 @@ def reshape_targets(shape: Shape, allow_zero: bool) -> list[list[int]]:
     return targets
 
 
+def template_targets(shape: Shape, wanted: Shape, allow_zero: bool) -> list[list[int]]:
+    """Targets giving the `wanted` result: itself, with one -1, with 0 for copied dims."""
+    targets = [list(wanted)]
+    targets.extend([*wanted[:i], -1, *wanted[i + 1 :]] for i in range(len(wanted)))
+    copied = [0 if i < len(shape) and d == shape[i] else d for i, d in enumerate(wanted)]
+    if not allow_zero and copied != list(wanted):
+        targets.append(copied)
+    return targets
+
+
 @recipe("Reshape")
 def reshape(lb: LineBuild) -> None:
-    """A constant target shape that keeps the element count."""
+    """A constant target shape that keeps the element count (the template's when it has one)."""
     shape = _input_shape(lb, lb.slots[0], 0, 4)
     allow_zero = bool(lb.attr("allowzero", lambda key: lb.choices.pick(key, (0, 1))) or 0)
     target = lb.slots[1] if len(lb.slots) > 1 else None
     if target is not None and target.resolved is None:
-        options = reshape_targets(shape, allow_zero)
+        wanted = lb.output_template()
+        if wanted is not None and math.prod(wanted) == math.prod(shape):
+            options = template_targets(shape, wanted, allow_zero)
+        else:
+            options = reshape_targets(shape, allow_zero)
         lb.int_values(target, lb.choices.pick(("value", target.key, "form"), options))
     open_attributes(lb, len(shape))
 
@@ -232,11 +249,23 @@ def squeeze(lb: LineBuild) -> None:
 
 @recipe("Shape")
 def shape_op(lb: LineBuild) -> None:
-    """Shape, with start/end attributes from opset 15."""
-    shape = _input_shape(lb, lb.slots[0], 0, 4)
+    """Shape, with start/end attributes from opset 15 (of a 0-d tensor now and then)."""
+    scalar = lb.choices.chance(lb.key("scalar"), 10)
+    shape = _input_shape(lb, lb.slots[0], 0 if scalar else 1, 4)
     rank = len(shape)
-    lb.attr("start", lambda key: lb.choices.integer(key, -rank, rank), omit_percent=50)
-    lb.attr("end", lambda key: lb.choices.integer(key, -rank, rank), omit_percent=50)
+    start = lb.attr("start", lambda key: lb.choices.integer(key, -rank, rank), omit_percent=50)
+    first = min(max(int(start or 0) + (rank if int(start or 0) < 0 else 0), 0), rank)
+    lb.attr("end", lambda key: _shape_end(lb, key, first, rank), omit_percent=50)
+
+
+def _shape_end(lb: LineBuild, key: Hashable, first: int, rank: int) -> int:
+    """Shape's `end`: mostly past `first` (a non-empty slice), as either sign; any now and then."""
+    if first >= rank or lb.choices.chance((key, "any"), 10):
+        return lb.choices.integer(key, -rank, rank)
+    end = lb.choices.integer(key, first + 1, rank)
+    if end < rank and lb.choices.chance((key, "negative"), 40):
+        return end - rank
+    return end
 
 
 @recipe("Concat")
@@ -289,6 +318,8 @@ def gather(lb: LineBuild) -> None:
     rank = len(shape)
     axis = int(lb.attr("axis", lambda key: axis_in(lb, key, rank)) or 0)
     dim = shape[axis]
+    if dim == 0:
+        raise RecipeError("no index into an empty axis")
     if indices.resolved is None:
         idx_shape = lb.shape_choice(indices, [(), (2,), (2, 2)])
         if lb.op_type == "GatherElements":
@@ -337,3 +368,89 @@ def clip(lb: LineBuild) -> None:
         if slot.present:
             lb.set(slot, lb.dtype_for(0), ())
     open_attributes(lb, len(shape))
+
+
+@recipe("ScatterND")
+def scatter_nd(lb: LineBuild) -> None:
+    """Indices [k, q] naming k distinct slices of data's first q axes; updates to match.
+
+    Forms: every row of data in order (a full overwrite), every row permuted, some rows, or
+    single elements. Indices are distinct, as `reduction = "none"` needs.
+    """
+    data, indices, updates = lb.slots[0], lb.slots[1], lb.slots[2]
+    shape = _input_shape(lb, data, 1, 3)
+    lb.attr("reduction", lambda key: lb.choices.pick(key, ("none", "add", "mul", "max", "min")))
+    form = lb.choices.pick(lb.key("scatter_form"), ("rows", "rows", "permuted", "some", "elements"))
+    depth = len(shape) if form == "elements" else 1
+    positions = [list(p) for p in np.ndindex(*shape[:depth])]
+    seed = lb.choices.integer(("seed", indices.key), 0, 2**16)
+    rng = np.random.default_rng(seed)
+    if form in ("permuted", "some", "elements"):
+        positions = [positions[i] for i in rng.permutation(len(positions))]
+    if form in ("some", "elements"):
+        positions = positions[: lb.choices.integer(lb.key("count"), 1, len(positions))]
+    if indices.resolved is None:
+        values = np.asarray(positions, dtype=np.int64).reshape(len(positions), depth)
+        lb.set(indices, ir.DataType.INT64, values.shape, values=values)
+    index_shape = indices.shape
+    assert index_shape is not None, "the indices were just decided"
+    depth = index_shape[-1]
+    lb.set(updates, lb.dtype_for(0), (*index_shape[:-1], *shape[depth:]))
+
+
+@recipe("Constant")
+def constant(lb: LineBuild) -> None:
+    """A `value` tensor of the base dtype, or one of the scalar and list attributes."""
+    import onnx.numpy_helper
+
+    from rewriter.checkrules._values import draw_constant
+
+    form = lb.choices.pick(lb.key("constant_form"), ("value", "value", "value_float", "value_ints"))
+    if not lb.has_attr(form):
+        form = "value"
+    if form == "value_float":
+        lb.attrs[form] = float(lb.choices.pick(lb.key("float"), float_attr("value")))
+    elif form == "value_ints":
+        count = lb.choices.integer(lb.key("count"), 1, 3)
+        lb.attrs[form] = [lb.choices.integer(lb.key("int", i), -3, 4) for i in range(count)]
+    else:
+        spec = lb.output_template()
+        shape = spec if spec is not None else _constant_shape(lb)
+        array = draw_constant(lb.choices, lb.key("value"), lb.base_dtype, shape)
+        lb.attrs[form] = onnx.numpy_helper.from_array(array, "value")
+
+
+def _constant_shape(lb: LineBuild) -> Shape:
+    rank = lb.choices.integer(lb.key("rank"), 0, 3)
+    return tuple(lb.choices.integer(lb.key("dim", i), 1, 4) for i in range(rank))
+
+
+# Element types of ConstantOfShape's `value` (and of its output).
+_FILL_DTYPES = (
+    ir.DataType.FLOAT,
+    ir.DataType.INT64,
+    ir.DataType.FLOAT16,
+    ir.DataType.DOUBLE,
+    ir.DataType.INT32,
+    ir.DataType.UINT8,
+    ir.DataType.BOOL,
+)
+
+
+@recipe("ConstantOfShape")
+def constant_of_shape(lb: LineBuild) -> None:
+    """A 1-D int64 shape (the output's template when there is one) and a one-element value."""
+    import onnx.numpy_helper
+
+    shape_slot = lb.slots[0]
+    if shape_slot.resolved is None:
+        wanted = lb.output_template()
+        lb.int_values(shape_slot, list(wanted if wanted is not None else _constant_shape(lb)))
+
+    def draw(key: Hashable) -> Any:
+        dtype = lb.choices.pick((key, "dtype"), _FILL_DTYPES)
+        fill = lb.choices.pick((key, "fill"), (0.0, 1.0, -2.5, 3.0, 0.5))
+        array = np.asarray([fill]).astype(ir.numpy_dtype(dtype))
+        return onnx.numpy_helper.from_array(array, "value")
+
+    lb.attr("value", draw, omit_percent=25)

@@ -25,9 +25,12 @@ import ir
 from rewriter._eval import UNKNOWN, EvalContext, EvalError, evaluate, truth
 from rewriter.checkrules._analysis import RulePlan, names_in
 from rewriter.checkrules._choices import Choices
+from rewriter.checkrules._dynamic import SYMBOLIC
 from rewriter.dsl import _ast as ast
 
 _DTYPES_BY_NAME = {dtype.onnx_name: dtype for dtype in ir.DataType if dtype.onnx_name}
+# Built-ins that only convert their argument: `int(value(k)) == 3` sets `k`.
+_CONVERSIONS = frozenset({"int", "float"})
 
 
 class Repairer:
@@ -85,7 +88,9 @@ class Repairer:
 
     # comparisons -----------------------------------------------------------------------------
     def _compare(self, expr: ast.Compare, tag: object) -> None:
-        if expr.op == "==":
+        if _asks_unknown_dims(expr):
+            self._set(SYMBOLIC, True)
+        elif expr.op == "==":
             if self._assign(expr.left, expr.right) or self._assign(expr.right, expr.left):
                 return
             self._copy(expr.left, expr.right)
@@ -123,6 +128,10 @@ class Repairer:
             return done
         if isinstance(target, ast.Name):
             return self._set_variable(target.name, value)
+        if isinstance(target, ast.Call) and target.func in _CONVERSIONS and len(target.args) == 1:
+            return self._assign_value(target.args[0], value)
+        if isinstance(target, ast.Call) and target.func == "normalize_axis":
+            return self._assign_axis(target, value)
         if isinstance(target, ast.Call) and len(target.args) == 1:
             arg = target.args[0]
             if not isinstance(arg, ast.Name) or not self._free(arg.name):
@@ -146,6 +155,16 @@ class Repairer:
             if target.func == "value":
                 return self._set_variable(name, value)
         return False
+
+    def _assign_axis(self, target: ast.Call, value: Any) -> bool:
+        """`normalize_axis(a, r) == v`: `a` becomes `v` (or `v - r`, the same axis)."""
+        if len(target.args) != 2 or isinstance(value, bool) or not isinstance(value, int):
+            return False
+        rank = self.value(target.args[1])
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= value < rank:
+            return False
+        negative = self.choices.chance(("repair_axis", _expr_key(target.args[0])), 30)
+        return self._assign_value(target.args[0], value - rank if negative else value)
 
     def _set_variable(self, name: str, value: Any) -> bool:
         if not _is_data(value):
@@ -195,8 +214,16 @@ class Repairer:
                 self._fill(inner.left, self.value(inner.right))
 
     def _negation(self, operand: ast.Expr) -> None:
-        if isinstance(operand, ast.Call) and operand.func == "any" and operand.args:
+        if not isinstance(operand, ast.Call):
+            return
+        if operand.func == "any" and operand.args:
             self._fill(operand.args[0], 0)
+        elif operand.func == "is_const":
+            for arg in operand.args:
+                if isinstance(arg, ast.Name) and self._free(arg.name):
+                    self._set(("const", arg.name), False)
+        elif operand.func == "has_static_shape":
+            self._set(SYMBOLIC, True)
 
     def _fill(self, target: ast.Expr, fill: Any) -> None:
         if fill is UNKNOWN or fill is None:
@@ -253,3 +280,21 @@ def _value_target(expr: ast.Expr) -> str | None:
         if isinstance(arg, ast.Name):
             return arg.name
     return None
+
+
+def _expr_key(expr: ast.Expr) -> tuple[str, ...]:
+    """A choice key for an expression: the names it reads."""
+    return tuple(names_in(expr))
+
+
+def _asks_unknown_dims(expr: ast.Compare) -> bool:
+    """`count_unknown(...) > n` (or `>=`, or `n < count_unknown(...)`): symbolic dims wanted."""
+
+    def counts(side: ast.Expr) -> bool:
+        return isinstance(side, ast.Call) and side.func == "count_unknown"
+
+    if expr.op in (">", ">="):
+        return counts(expr.left)
+    if expr.op in ("<", "<="):
+        return counts(expr.right)
+    return False
