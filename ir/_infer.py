@@ -7,6 +7,7 @@ Inferred types are facts for rewriting, not part of the model: they are stored i
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -52,13 +53,29 @@ def fact_type(value: Value) -> Type | None:
         return declared
     if not isinstance(inferred, _TYPES):
         # Stored as onnx's TypeProto by `infer_types`; lifted on first use.
-        inferred = lift_type(inferred)  # type: ignore[arg-type]
+        inferred = lift_inferred_type(inferred)  # type: ignore[arg-type]
         value.meta[INFERRED] = inferred
         if inferred is None:
             return declared
     if declared is None:
         return inferred
     return merge_types(declared, inferred)
+
+
+def lift_inferred_type(proto: onnx.TypeProto) -> Type | None:
+    """Lift a type onnx's inference produced, with its negative dims made unknown.
+
+    onnx's inference can compute a negative dim (a Slice whose `ends` is near INT64_MIN gives
+    `[-3]` instead of `[0]`); no tensor has one, so it is no fact. A model's own value_info is
+    lifted as it is (round trip), only inference results are cleaned.
+    """
+    lifted = lift_type(proto)
+    if not isinstance(lifted, TensorType) or lifted.shape is None:
+        return lifted
+    if not any(isinstance(d, int) and d < 0 for d in lifted.shape):
+        return lifted
+    dims = tuple(None if isinstance(d, int) and d < 0 else d for d in lifted.shape)
+    return dataclasses.replace(lifted, shape=dims)
 
 
 _TYPES = (TensorType, SparseTensorType, SequenceType, MapType, OptionalType, OpaqueType, UnsetType)
@@ -206,7 +223,7 @@ def infer_node_types(
         TypeError,
     ) as exc:
         raise NodeInferenceError(f"{node.op_type}: {exc}") from exc
-    return [lift_type(result[v.name]) if v.name in result else None for v in node.outputs]
+    return [lift_inferred_type(result[v.name]) if v.name in result else None for v in node.outputs]
 
 
 class NodeInferenceError(IRError):
