@@ -182,10 +182,15 @@ def absolute(ctx: EvalContext, v: Any) -> Any:
 def _reduce(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     def reducer(ctx: EvalContext, *args: Any) -> Any:
         items = args[0] if len(args) == 1 else list(args)
-        x = numeric(items)
-        if x is UNKNOWN:
+        # Several arguments reduce over all their elements: tensors of different shapes (a
+        # [1] and a scalar constant) are not one array.
+        parts = [numeric(item) for item in args]
+        if any(part is UNKNOWN for part in parts):
             return UNKNOWN
-        array = np.asarray(x)
+        if len(parts) == 1:
+            array = np.asarray(parts[0])
+        else:
+            array = np.concatenate([np.asarray(part).reshape(-1) for part in parts])
         result = fn(array)
         if isinstance(items, list) and not any(isinstance(i, np.ndarray) for i in items):
             # Plain numbers and lists (dims, literals) give a plain number back.

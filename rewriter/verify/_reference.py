@@ -1,20 +1,22 @@
 """Running a model with `onnx.reference`, extended with the project's reference kernels.
 
 Used for models onnxruntime cannot load because they contain custom ops (a converter's
-`ExtractImagePatches`). Each `Kernel` of `rewriter.verify._kernels` becomes an `OpRun`
-subclass named after its op type, as `ReferenceEvaluator(new_ops=...)` requires. Importing
+`ExtractImagePatches`) or ops it has no kernel for at their dtype (a double ConvTranspose).
+Each `Kernel` of `rewriter.verify._kernels` becomes an `OpRun` subclass named after its op
+type, as `ReferenceEvaluator(new_ops=...)` requires. Importing
 this module imports `onnx.reference`, so only the runner imports it, and only when needed.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_conv_transpose import ConvTranspose as _OnnxConvTranspose
 
 from rewriter.verify._kernels import KERNELS, Array, Kernel
 
@@ -33,10 +35,56 @@ def _make_op_class(kernel: Kernel) -> type[OpRun]:
     return type(kernel.op_type, (OpRun,), namespace)
 
 
+class ConvTranspose(_OnnxConvTranspose):
+    """onnx's ConvTranspose with groups computed right.
+
+    onnx 1.23's kernel slices a grouped weight along the wrong axis, gives every group the
+    whole bias and writes one channel per group; each group is run here as an ungrouped
+    ConvTranspose of its own input channels, weight rows and bias entries.
+    """
+
+    def _run(
+        self,
+        X: Any,  # noqa: N803 (onnx's names)
+        W: Any,  # noqa: N803
+        B: Any = None,  # noqa: N803
+        auto_pad: Any = None,
+        dilations: Any = None,
+        group: Any = None,
+        kernel_shape: Any = None,
+        output_padding: Any = None,
+        output_shape: Any = None,
+        pads: Any = None,
+        strides: Any = None,
+    ) -> Any:
+        ungrouped: Callable[..., Any] = super()._run
+        attributes = {
+            "auto_pad": auto_pad,
+            "dilations": dilations,
+            "kernel_shape": kernel_shape,
+            "output_padding": output_padding,
+            "output_shape": output_shape,
+            "pads": pads,
+            "strides": strides,
+        }
+        groups = int(group or 1)
+        if groups == 1:
+            return ungrouped(X, W, B, group=group, **attributes)
+        rows = X.shape[1] // groups  # input channels per group: W is [C_in, C_out / group, k...]
+        columns = W.shape[1]
+        outputs = []
+        for index in range(groups):
+            weight = W[index * rows : (index + 1) * rows]
+            bias = None if B is None else B[index * columns : (index + 1) * columns]
+            inputs = X[:, index * rows : (index + 1) * rows]
+            outputs.append(ungrouped(inputs, weight, bias, group=1, **attributes)[0])
+        return (np.concatenate(outputs, axis=1),)
+
+
 @functools.cache
 def op_classes() -> tuple[type[OpRun], ...]:
-    """The `new_ops` classes for every registered kernel."""
-    return tuple(_make_op_class(kernel) for kernel in KERNELS.values())
+    """The `new_ops` classes: every registered kernel, and fixes of onnx's own kernels."""
+    return (*(_make_op_class(kernel) for kernel in KERNELS.values()), ConvTranspose)
 
 
 class ReferenceSession:
