@@ -31,7 +31,22 @@ def convert_version(model: Model, target: int) -> Model:
         raise ConversionError(
             f"cannot convert from opset {current} to {target}: {message}"
         ) from exc
+    _drop_added_value_info(proto.graph, converted.graph)
     return from_onnx(converted, base_dir=model.base_dir)
+
+
+def _drop_added_value_info(before: onnx.GraphProto, after: onnx.GraphProto) -> None:
+    """Keep only the value_info entries the model had: the converter adds its inference's.
+
+    Those would become declared types of the model, with onnx's invented symbols (`unk__5`)
+    fixed as if the user had written them.
+    """
+    kept = {info.name for info in before.value_info}
+    entries = [info for info in after.value_info if info.name in kept]
+    if len(entries) == len(after.value_info):
+        return
+    del after.value_info[:]
+    after.value_info.extend(entries)
 
 
 def check_model(model: Model) -> str | None:

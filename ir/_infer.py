@@ -123,7 +123,35 @@ def infer_types(model: Model, engines: Sequence[InferenceEngine] = (onnx_inferen
     When every engine fails, facts stay unknown (a rule never fires on an unknown fact).
     """
     proto = to_onnx(model)
-    inferred = None
+    declared_outputs = _open_output_symbols(proto)
+    try:
+        inferred = _run_engines(proto, engines)
+    finally:
+        _restore_outputs(proto, declared_outputs)
+    if inferred is None:
+        logger.warning("shape inference failed; continuing with declared types only")
+        return 0
+    found: dict[str, Any] = {}
+    _collect(inferred.graph, found)
+    for fn in inferred.functions:
+        for vi in fn.value_info:
+            found.setdefault(vi.name, vi.type)
+    aliases = _output_symbol_aliases(declared_outputs, inferred.graph, _declared_symbols(proto))
+    gained = 0
+    for graph in model.graphs():
+        for value in graph.values():
+            type_proto = found.get(value.name)
+            if type_proto is None or value._type is not None or value._type_proto is not None:
+                continue  # declared types are kept as they are
+            if aliases:
+                type_proto = _renamed(type_proto, aliases)
+            # Kept as a TypeProto; `fact_type` lifts it when a rule first asks.
+            value.meta[INFERRED] = type_proto
+            gained += 1
+    return gained
+
+
+def _run_engines(proto: Any, engines: Sequence[InferenceEngine]) -> Any:
     for engine in engines:
         try:
             inferred = engine(proto)
@@ -133,25 +161,84 @@ def infer_types(model: Model, engines: Sequence[InferenceEngine] = (onnx_inferen
             )
             continue
         if inferred is not None:
-            break
-    if inferred is None:
-        logger.warning("shape inference failed; continuing with declared types only")
-        return 0
-    found: dict[str, Any] = {}
-    _collect(inferred.graph, found)
-    for fn in inferred.functions:
-        for vi in fn.value_info:
-            found.setdefault(vi.name, vi.type)
-    gained = 0
-    for graph in model.graphs():
-        for value in graph.values():
-            type_proto = found.get(value.name)
-            if type_proto is None or value._type is not None or value._type_proto is not None:
-                continue  # declared types are kept as they are
-            # Kept as a TypeProto; `fact_type` lifts it when a rule first asks.
-            value.meta[INFERRED] = type_proto
-            gained += 1
-    return gained
+            return inferred
+    return None
+
+
+# Symbolic dims of the main graph's outputs. An exporter names them itself ("time_out"), and
+# onnx's inference keeps a declared output type as it is, so the output's dims never meet the
+# symbols inference gives the values that compute it ("unk__5"): `shape(y) == shape(x)` would
+# be unknown for the last node of every model. So inference runs with those dims open, and
+# where it invents a symbol for one (a name no declared type uses), the facts use the
+# declared name instead.
+
+
+def _open_output_symbols(proto: Any) -> dict[int, onnx.TypeProto]:
+    """Clear the symbolic dims of `proto`'s graph outputs; returns the declared types."""
+    saved: dict[int, onnx.TypeProto] = {}
+    for index, output in enumerate(proto.graph.output):
+        if not output.type.HasField("tensor_type"):
+            continue
+        dims = output.type.tensor_type.shape.dim
+        if not any(d.HasField("dim_param") for d in dims):
+            continue
+        saved[index] = onnx.TypeProto()
+        saved[index].CopyFrom(output.type)
+        for d in dims:
+            if d.HasField("dim_param"):
+                d.ClearField("dim_param")
+    return saved
+
+
+def _restore_outputs(proto: Any, saved: Mapping[int, onnx.TypeProto]) -> None:
+    for index, type_proto in saved.items():
+        proto.graph.output[index].type.CopyFrom(type_proto)
+
+
+def _declared_symbols(proto: Any) -> set[str]:
+    symbols: set[str] = set()
+    graph = proto.graph
+    for info in (*graph.input, *graph.output, *graph.value_info):
+        if info.type.HasField("tensor_type"):
+            symbols.update(d.dim_param for d in info.type.tensor_type.shape.dim if d.dim_param)
+    return symbols
+
+
+def _output_symbol_aliases(
+    declared: Mapping[int, onnx.TypeProto], inferred_graph: Any, taken: set[str]
+) -> dict[str, str]:
+    """Invented symbol -> declared output symbol, where inference met a declared output dim."""
+    aliases: dict[str, str] = {}
+    for index, declared_type in declared.items():
+        if index >= len(inferred_graph.output):
+            continue
+        found = inferred_graph.output[index].type
+        if not found.HasField("tensor_type"):
+            continue
+        mine = declared_type.tensor_type.shape.dim
+        theirs = found.tensor_type.shape.dim
+        if len(mine) != len(theirs):
+            continue
+        for d_mine, d_theirs in zip(mine, theirs, strict=True):
+            invented = d_theirs.dim_param
+            if d_mine.dim_param and invented and invented not in taken:
+                aliases.setdefault(invented, d_mine.dim_param)
+    return aliases
+
+
+def _renamed(type_proto: onnx.TypeProto, aliases: Mapping[str, str]) -> onnx.TypeProto:
+    """`type_proto` with its invented symbols renamed (a copy when anything changes)."""
+    if not type_proto.HasField("tensor_type"):
+        return type_proto
+    dims = type_proto.tensor_type.shape.dim
+    if not any(d.dim_param in aliases for d in dims):
+        return type_proto
+    renamed = onnx.TypeProto()
+    renamed.CopyFrom(type_proto)
+    for d in renamed.tensor_type.shape.dim:
+        if d.dim_param in aliases:
+            d.dim_param = aliases[d.dim_param]
+    return renamed
 
 
 def _collect(graph: Any, found: dict[str, Any]) -> None:

@@ -16,6 +16,10 @@ from typing import Any
 import numpy as np
 from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_batch_normalization import (
+    _batchnorm_test_mode,
+    _batchnorm_training_mode,
+)
 from onnx.reference.ops.op_conv_transpose import ConvTranspose as _OnnxConvTranspose
 
 from rewriter.verify._kernels import KERNELS, Array, Kernel
@@ -81,10 +85,52 @@ class ConvTranspose(_OnnxConvTranspose):
         return (np.concatenate(outputs, axis=1),)
 
 
+class BatchNormalization(OpRun):
+    """BatchNormalization in inference mode whenever the node is an inference node.
+
+    onnx 1.23's kernel for opsets 9 to 13 mixes the batch's own statistics in whenever the
+    node has a `momentum` attribute (every exporter writes one), although a node with one
+    output is in inference mode: what onnxruntime computes. Inference mode is: one output
+    (opsets 7 to 13), `is_test` (6), `training_mode = 0` (14 on).
+    """
+
+    def _run(
+        self,
+        x: Any,
+        scale: Any,
+        bias: Any,
+        mean: Any,
+        var: Any,
+        epsilon: Any = None,
+        momentum: Any = None,
+        training_mode: Any = None,
+        is_test: Any = None,
+        spatial: Any = None,
+    ) -> Any:
+        del spatial  # per-channel statistics either way for the inputs onnx accepts
+        eps = 1e-5 if epsilon is None else float(epsilon)
+        outputs = [name for name in self.onnx_node.output if name]
+        if training_mode is not None:
+            training = bool(training_mode)
+        elif is_test is not None:
+            training = not is_test
+        else:
+            training = len(outputs) > 1
+        if not training:
+            return (_batchnorm_test_mode(x, scale, bias, mean, var, epsilon=eps),)
+        y, saved_mean, saved_var, running_mean, running_var = _batchnorm_training_mode(
+            x, scale, bias, mean, var, 0.9 if momentum is None else float(momentum), eps
+        )
+        if training_mode is not None:  # opset 14: Y, running_mean, running_var
+            return (y, running_mean, running_var)[: len(outputs)]
+        return (y, running_mean, running_var, saved_mean, saved_var)[: len(outputs)]
+
+
 @functools.cache
 def op_classes() -> tuple[type[OpRun], ...]:
     """The `new_ops` classes: every registered kernel, and fixes of onnx's own kernels."""
-    return (*(_make_op_class(kernel) for kernel in KERNELS.values()), ConvTranspose)
+    kernels = (_make_op_class(kernel) for kernel in KERNELS.values())
+    return (*kernels, ConvTranspose, BatchNormalization)
 
 
 class ReferenceSession:

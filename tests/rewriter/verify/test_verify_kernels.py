@@ -247,7 +247,9 @@ def test_a_rewrite_that_leaves_onnxruntime_behind_is_warned_about(caplog):
     assert "ExtractImagePatches" in caplog.text
 
 
-def _conv_transpose_model(cin: int, cout: int, group: int, pads: list[int], elem_type: int, seed: int):
+def _conv_transpose_model(
+    cin: int, cout: int, group: int, pads: list[int], elem_type: int, seed: int
+):
     rng = np.random.default_rng(seed)
     dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
     weight = rng.standard_normal((cin, cout // group, 2, 3)).astype(dtype)
@@ -267,7 +269,12 @@ def _conv_transpose_model(cin: int, cout: int, group: int, pads: list[int], elem
 
 @pytest.mark.parametrize(
     ("cin", "cout", "group", "pads"),
-    [(2, 2, 1, [0, 0, 0, 0]), (2, 2, 2, [0, 1, 1, 0]), (4, 6, 2, [0, 0, 0, 0]), (3, 3, 3, [1, 0, 0, 1])],
+    [
+        (2, 2, 1, [0, 0, 0, 0]),
+        (2, 2, 2, [0, 1, 1, 0]),
+        (4, 6, 2, [0, 0, 0, 0]),
+        (3, 3, 3, [1, 0, 0, 1]),
+    ],
 )
 def test_grouped_conv_transpose_reference_matches_onnxruntime(cin, cout, group, pads) -> None:
     # onnx 1.23's reference ConvTranspose mixes up groups; onnxruntime has no double kernel, so
@@ -276,6 +283,45 @@ def test_grouped_conv_transpose_reference_matches_onnxruntime(cin, cout, group, 
 
     model = _conv_transpose_model(cin, cout, group, pads, onnx.TensorProto.FLOAT, seed=group)
     x = np.random.default_rng(7).standard_normal((2, cin, 2, 3)).astype(np.float32)
+    expected = run_model(model, {"x": x})["z"]
+    (actual,) = ReferenceSession(model).run({"x": x})
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("opset", "attributes"),
+    [
+        (7, {"momentum": 0.9}),
+        (9, {"momentum": 0.0}),
+        (9, {}),
+        (14, {"momentum": 0.9}),
+        (15, {"epsilon": 1e-3}),
+    ],
+)
+def test_batchnorm_reference_is_inference_mode_like_onnxruntime(opset, attributes) -> None:
+    # onnx 1.23's reference BatchNormalization-9 mixes in batch statistics whenever a
+    # momentum is given; a one-output node is an inference node.
+    from rewriter.verify._reference import ReferenceSession
+
+    rng = np.random.default_rng(opset)
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    stats = [
+        onnx.numpy_helper.from_array((rng.random(3) + 0.5).astype(np.float32), name)
+        for name in ("scale", "shift", "mean", "var")
+    ]
+    node = onnx.helper.make_node(
+        "BatchNormalization", ["x", "scale", "shift", "mean", "var"], ["z"], **attributes
+    )
+    graph = onnx.helper.make_graph(
+        [node],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3, 4, 4])],
+        [onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)],
+        stats,
+    )
+    model = onnx.helper.make_model(
+        graph, opset_imports=[onnx.helper.make_opsetid("", opset)], ir_version=7
+    )
     expected = run_model(model, {"x": x})["z"]
     (actual,) = ReferenceSession(model).run({"x": x})
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
