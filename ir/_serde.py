@@ -634,6 +634,11 @@ def lower_node(node: Node) -> onnx.NodeProto:
         del proto.input[:]
         del proto.output[:]
         del proto.attribute[:]
+    for index, value in enumerate(node._inputs):
+        if value is not None and not value.name:
+            # ONNX reads an empty input name as an absent input: lowering it would silently
+            # disconnect the node.
+            raise ValueError(f"{node!r} reads an unnamed value (input {index}): name it first")
     proto.input.extend([v.name if v is not None else "" for v in node._inputs])
     proto.output.extend([v.name for v in node._outputs])
     _assign(proto, "name", node._name)
@@ -699,6 +704,8 @@ def lower_graph(graph: Graph) -> onnx.GraphProto:
     orig_inputs = original.input if original is not None else None
     orig_outputs = original.output if original is not None else None
     proto.input.extend([_io_info(v, orig_inputs, i) for i, v in enumerate(graph._inputs)])
+    if any(not v.name for v in graph._outputs):
+        raise ValueError(f"graph {graph.name!r} has an unnamed output: name it first")
     proto.output.extend([_io_info(v, orig_outputs, i) for i, v in enumerate(graph._outputs)])
     proto.value_info.extend(_value_info_entries(graph, order))
     if graph.metadata_props or (original is not None and original.metadata_props):
@@ -836,7 +843,12 @@ def _lower_opsets(proto: Any, opsets: dict[str, int], original: Any) -> None:
 
 
 def to_onnx(model: Model) -> onnx.ModelProto:
-    """Lower an IR model to a new ModelProto (the IR model is not changed)."""
+    """Lower an IR model to a new ModelProto (the IR model is not changed).
+
+    Raises:
+        ValueError: a node reads, or a graph outputs, a value without a name (ONNX would
+            read the empty name as an absent value).
+    """
     proto = onnx.ModelProto()
     original: Any = model._proto
     if original is not None:

@@ -2,7 +2,9 @@
 
 Checked: node and value ownership, use-def symmetry in both directions, that every value a
 node reads is defined in its graph or an enclosing one (or is a graph input/initializer),
-that graph outputs are defined, that no value is defined twice, and that the graph is acyclic.
+that graph outputs are defined, that no value is defined twice, that every value a node reads
+or the graph outputs has a name (an empty name means an absent value in ONNX), and that the
+graph is acyclic.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ def _verify_graph(graph: Graph, outer: tuple[Graph, ...]) -> None:
         for i, read in enumerate(node.inputs):
             if read is None:
                 continue
+            if not read.name:
+                raise _fail(graph, f"{node!r} reads an unnamed value (input {i}): name it")
             if (node, i) not in read._uses:
                 raise _fail(graph, f"{node!r} reads {read.name!r} but is not in its uses")
             if read not in defined and not _defined_outside(read, outer):
@@ -85,6 +89,8 @@ def _verify_graph(graph: Graph, outer: tuple[Graph, ...]) -> None:
             if use.index >= len(node.inputs) or node.inputs[use.index] is not value:
                 raise _fail(graph, f"stale use of {value.name!r} by {node!r}")
     for value in graph.outputs:
+        if not value.name:
+            raise _fail(graph, "a graph output has no name")
         if value not in defined and not _defined_outside(value, outer):
             raise _fail(graph, f"output {value.name!r} is not defined")
     topological_order(graph)

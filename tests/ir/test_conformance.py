@@ -29,6 +29,7 @@ import dataclasses
 import glob
 import os
 import warnings
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -350,9 +351,21 @@ def _all_ops(model: onnx.ModelProto) -> Iterator[str]:
         yield from walk(onnx.helper.make_graph(fn.node, fn.name, [], []))
 
 
-def is_always_run(model: onnx.ModelProto) -> bool:
-    """Control flow, sequences, optionals and functions are always in the default sample."""
-    if model.functions:
+def _has_special_type(type_proto: onnx.TypeProto) -> bool:
+    """A sequence, optional or map type."""
+    return type_proto.WhichOneof("value") in ("sequence_type", "optional_type", "map_type")
+
+
+def is_always_run(model: onnx.ModelProto, *, functions_count: bool = True) -> bool:
+    """Control flow, sequences, optionals and functions are always in the default sample.
+
+    Sequences and optionals count as ops (SequenceMap, OptionalHasElement) and as the types of
+    graph inputs and outputs (`identity_opt` is one Identity of an optional).
+    """
+    if functions_count and model.functions:
+        return True
+    graph = model.graph
+    if any(_has_special_type(v.type) for v in (*graph.input, *graph.output)):
         return True
     for op in _all_ops(model):
         if op in _CONTROL_FLOW or op in _SEQUENCE_OPS:
@@ -373,15 +386,21 @@ def _build_cases() -> list[tuple[Case, bool]]:
     ]
     cases.sort(key=lambda c: c.case_id)
     selected = []
-    sampled_functions = 0
-    for index, case in enumerate(cases):
-        in_sample = index % _SAMPLE_EVERY == 0
+    for case in cases:
+        # By a hash of the case's own id, so adding or removing a case elsewhere leaves the
+        # sample as it was.
+        bucket = zlib.crc32(case.case_id.encode())
+        in_sample = bucket % _SAMPLE_EVERY == 0
         if not in_sample and case.case_id.startswith("function/"):
-            # The wrapped `_expanded` cases all have functions; keep every 4th of them and
-            # all hand-written ones, or the default run would be dominated by them.
-            in_sample = "_expanded" not in case.case_id or sampled_functions % 4 == 0
-            sampled_functions += 1
-        elif not in_sample and not case.case_id.startswith("function/"):
+            # The wrapped `_expanded` cases all have functions; keep a quarter of them, all
+            # hand-written ones and those with control flow, sequences or optionals, or the
+            # default run would be dominated by them.
+            in_sample = (
+                "_expanded" not in case.case_id
+                or bucket % 4 == 1
+                or is_always_run(case.load_model(), functions_count=False)
+            )
+        elif not in_sample:
             in_sample = is_always_run(case.load_model())
         selected.append((case, in_sample))
     return selected

@@ -326,8 +326,12 @@ def _attribute(draw: st.DrawFn, name: str, allow_graph: bool) -> onnx.AttributeP
 
 @st.composite
 def _subgraphs(draw: st.DrawFn) -> onnx.GraphProto:
-    """A small custom-domain subgraph with one input and one output."""
-    node = onnx.helper.make_node("Inner", ["sub_in"], ["sub_out"], domain="test.fuzz")
+    """A small custom-domain subgraph with one input and one output.
+
+    Half the time its node also reads `x` of the main graph (an outer-scope reference).
+    """
+    inputs = ["sub_in", "x"] if draw(st.booleans()) else ["sub_in"]
+    node = onnx.helper.make_node("Inner", inputs, ["sub_out"], domain="test.fuzz")
     if draw(st.booleans()):
         node.attribute.append(draw(_attribute("inner_attr", allow_graph=False)))
     return onnx.helper.make_graph(
@@ -407,7 +411,55 @@ def _models(draw: st.DrawFn) -> onnx.ModelProto:
         model_version=draw(st.integers(0, 5)),
     )
     onnx.helper.set_model_props(model, _metadata(draw))
+    if draw(st.booleans()):
+        _add_function(draw, model)
+    if draw(st.booleans()):
+        model.training_info.append(_training_info(draw))
     return model
+
+
+def _add_function(draw: st.DrawFn, model: onnx.ModelProto) -> None:
+    """A local function (with attributes, doc and metadata) and a call of it on `x`."""
+    body = [
+        onnx.helper.make_node(draw(st.sampled_from(_UNARY)), ["a"], ["t"]),
+        onnx.helper.make_node("Fuzz", ["t"], ["b"], domain="test.fuzz"),
+    ]
+    if draw(st.booleans()):
+        body[1].attribute.append(draw(_attribute("inner_attr", allow_graph=False)))
+    function = onnx.helper.make_function(
+        "test.local",
+        draw(st.sampled_from(["Block", "Layer"])),
+        ["a"],
+        ["b"],
+        body,
+        [onnx.helper.make_opsetid("", 18), onnx.helper.make_opsetid("test.fuzz", 1)],
+        attributes=draw(st.lists(_names, max_size=2, unique=True)),
+        doc_string=draw(_texts),
+    )
+    if draw(st.booleans()):
+        function.value_info.append(onnx.helper.make_value_info("t", draw(_type_protos())))
+    model.functions.append(function)
+    call = onnx.helper.make_node(function.name, ["x"], ["called"], domain="test.local")
+    model.graph.node.append(call)
+    model.opset_import.append(onnx.helper.make_opsetid("test.local", 1))
+
+
+def _training_info(draw: st.DrawFn) -> onnx.TrainingInfoProto:
+    """An algorithm graph updating an initializer of its own (training_info is kept as is)."""
+    step = onnx.helper.make_node(draw(st.sampled_from(_UNARY)), ["w"], ["w_new"])
+    algorithm = onnx.helper.make_graph(
+        [step],
+        draw(_names),
+        [],
+        [onnx.helper.make_tensor_value_info("w_new", onnx.TensorProto.FLOAT, [2])],
+        [onnx.numpy_helper.from_array(np.ones(2, np.float32), "w")],
+    )
+    info = onnx.TrainingInfoProto()
+    info.algorithm.CopyFrom(algorithm)
+    binding = info.update_binding.add()
+    binding.key = "w"
+    binding.value = "w_new"
+    return info
 
 
 @given(_models())

@@ -141,3 +141,27 @@ def test_verify_checks_functions_and_model_graphs() -> None:
     _stale_use(fn_graph, fx, frelu, fneg)
     with pytest.raises(ir.GraphStructureError, match="stale use"):
         ir.verify(model)
+
+
+def test_unnamed_value_read_by_a_node_is_refused_by_verify_and_lowering() -> None:
+    # ONNX reads an empty input name as an absent input: lowering it would disconnect Neg.
+    graph, x, relu, neg = _graph()
+    unnamed = ir.Node("Abs", [x], name="abs")  # outputs left unnamed
+    graph.insert_after(relu, [unnamed])
+    neg.replace_input_with(0, unnamed.outputs[0])
+    with pytest.raises(ir.GraphStructureError, match="reads an unnamed value"):
+        ir.verify(graph)
+    model = ir.Model(graph, opset_imports={"": 18}, ir_version=10)
+    with pytest.raises(ValueError, match="reads an unnamed value"):
+        ir.to_onnx(model)
+
+
+def test_unnamed_graph_output_is_refused_by_verify_and_lowering() -> None:
+    graph, x, _, _ = _graph()
+    unnamed = ir.Node("Abs", [x], name="abs")
+    graph.append(unnamed)
+    graph.add_output(unnamed.outputs[0])
+    with pytest.raises(ir.GraphStructureError, match="graph output has no name"):
+        ir.verify(graph)
+    with pytest.raises(ValueError, match="unnamed output"):
+        ir.to_onnx(ir.Model(graph, opset_imports={"": 18}, ir_version=10))
