@@ -10,9 +10,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import hashlib
 import importlib.resources
+import io
+import logging
+import os
 from collections.abc import Iterator
 
+import lark
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
@@ -31,25 +36,77 @@ from rewriter.dsl._source import diagnostic
 from rewriter.dsl._syntax_messages import describe_unexpected
 from rewriter.dsl._transform import AstBuilder
 
+logger = logging.getLogger(__name__)
+
+
+_GRAMMAR = "grammar.lark"
+_TABLES = "grammar.lalr"  # the built parser, shipped beside the grammar (see `lark_parser`)
+_OPTIONS = {
+    "parser": "lalr",
+    "lexer": "contextual",
+    "strict": True,
+    "propagate_positions": True,
+    "maybe_placeholders": False,
+}
+
+
+def grammar_text() -> str:
+    """The text of `grammar.lark`."""
+    return importlib.resources.files("rewriter.dsl").joinpath(_GRAMMAR).read_text()
+
+
+def grammar_digest(grammar: str) -> str:
+    """What the shipped tables were built from: the grammar text and the parser options."""
+    key = grammar + repr(sorted(_OPTIONS.items()))
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _tables_key(grammar: str) -> bytes:
+    # Lark's own version too: its pickled tables are only read by the version that wrote them.
+    return f"{grammar_digest(grammar)} lark {lark.__version__}\n".encode()
+
+
+def _build(grammar: str) -> Lark:
+    return Lark(grammar, postlex=StatementPostlexer(), **_OPTIONS)
+
 
 @functools.cache
 def lark_parser() -> Lark:
     """The process-wide LALR parser for `grammar.lark`, built on first use.
 
-    Building it (grammar analysis, strict-mode collision checks) takes about half a second.
-    Lark's on-disk cache (`cache=True`) would save that per process, but it writes to the
-    temporary folder non-atomically and logs a traceback when two processes race on it.
+    Building it (grammar analysis, strict-mode collision checks) takes about a second, so the
+    built parser ships beside the grammar (`grammar.lalr`, written by `write_tables`) and is
+    read instead when it was built from this grammar with this version of Lark; otherwise the
+    parser is built here (nothing is written at run time). Lark's own `cache=True` was not
+    used: it writes into the temporary folder, non-atomically.
     """
-    grammar = importlib.resources.files("rewriter.dsl").joinpath("grammar.lark").read_text()
-    return Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        strict=True,
-        propagate_positions=True,
-        maybe_placeholders=False,
-        postlex=StatementPostlexer(),
-    )
+    grammar = grammar_text()
+    tables = importlib.resources.files("rewriter.dsl").joinpath(_TABLES)
+    key = _tables_key(grammar)
+    try:
+        data = tables.read_bytes()
+    except OSError:
+        data = b""
+    if data.startswith(key):
+        with contextlib.suppress(Exception):  # a damaged file is rebuilt rather than trusted
+            return Lark.load(io.BytesIO(data[len(key) :]))
+    logger.debug("building the rule-language parser (%s is stale or missing)", _TABLES)
+    return _build(grammar)
+
+
+def write_tables(path: str | os.PathLike[str] | None = None) -> str:
+    """Build the parser and write it to `grammar.lalr` (or `path`); returns the path.
+
+    Run `python -c "from rewriter.dsl._parser import write_tables; write_tables()"` after
+    changing the grammar (a test checks that the shipped tables are current).
+    """
+    grammar = grammar_text()
+    target = path or str(importlib.resources.files("rewriter.dsl").joinpath(_TABLES))
+    buffer = io.BytesIO()
+    _build(grammar).save(buffer)
+    with open(target, "wb") as f:
+        f.write(_tables_key(grammar) + buffer.getvalue())
+    return str(target)
 
 
 def parse(text: str, filename: str = "<string>") -> ast.File:
