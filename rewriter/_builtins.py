@@ -203,12 +203,21 @@ def _reduce(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 
 
 def all_close(ctx: EvalContext, a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8) -> Any:
-    """`all_close(a, b, rtol, atol)`: numpy.allclose over constants."""
+    """`all_close(a, b, rtol, atol)`: numpy.allclose over constants, computed in double.
+
+    In the constants' own dtype, comparing a float16 value with a large float would overflow
+    to infinity on both sides of numpy's test and hold (`all_close(k, 3.4e38)` for k = -1).
+    """
     x = numeric(a)
     y = numeric(b)
     if x is UNKNOWN or y is UNKNOWN:
         return UNKNOWN
-    return bool(np.allclose(x, y, rtol=rtol, atol=atol))
+    return bool(np.allclose(_as_double(x), _as_double(y), rtol=rtol, atol=atol))
+
+
+def _as_double(x: Any) -> Any:
+    array = np.asarray(x)
+    return array.astype(np.float64) if array.dtype.kind in "fiub" else array
 
 
 def normalize_axis(ctx: EvalContext, axis: Any, rank_: Any) -> Any:
