@@ -41,9 +41,15 @@ class Name:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Const:
-    """A literal: int, float, string, `true`/`false` (bool) or `none` (None)."""
+    """A literal: int, float, string, `true`/`false` (bool) or `none` (None).
+
+    `spelling` is a number's digits as the source wrote them, without a sign (`1e-5`, `3.`),
+    so the formatter can keep them; None for other literals and for numbers built in code.
+    Like `span`, it is not compared.
+    """
 
     value: int | float | str | bool | None
+    spelling: str | None = dataclasses.field(default=None, compare=False, repr=False)
     span: Span = _span_field()
 
 

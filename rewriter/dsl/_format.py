@@ -7,11 +7,15 @@ The formatter prints the AST, so formatting never changes what a file means
   `=`, binary operators and `|`, `Op <attrs> (inputs)` as in ONNX's text format, minimal
   parentheses. One-line rules stay one line; block rules print their sections in the order
   match, where, rewrite; `priority` comes before `requires`.
+* Numbers keep the digits the source wrote (`1e-5`, `3.`); only the spacing changes.
 * A bracketed list whose items start on different lines is "exploded": one item per line,
   each followed by a comma, which keeps comments on those lines beside their items.
 * A comment alone on its line stays on its own line before the statement that follows it;
-  a comment after code stays after that statement. A comment inside a statement that is
-  printed on one line moves to its own line just before the statement.
+  a comment after code stays after the code it follows: the last statement, `}` or list
+  item on its line. A comment after an operator keeps the expression's line break there,
+  with the rest of the expression on continuation lines one level deeper. Any other
+  comment inside a statement printed on one line moves to its own line just before it.
+  Sections printed in canonical order take their comments along.
 * Blank lines between statements are kept (runs collapse to one).
 
 Formatting is idempotent: formatting its own output changes nothing.
@@ -28,6 +32,11 @@ from rewriter.dsl._print_expr import COALESCE, ExprPrinter, format_const
 from rewriter.dsl._transform import is_op_name
 
 _INDENT = "  "
+# What may stand between code and a comment after it that is still its own: separators,
+# and closing parentheses the code's span leaves out (`where { (a)  # c`). Before the
+# closer of a list, only separators: a comment after the closer follows what it closes.
+_AFTER_CODE = " \t\f\r;,)"
+_AFTER_ITEM = " \t\f\r,"
 
 
 def format_file(text: str, filename: str = "<string>") -> str:
@@ -49,7 +58,10 @@ class _Formatter:
         self.out: list[str] = []
         self.last_line = 0  # the last source line accounted for in the output
         self.block_just_opened = True  # no blank line right after `{` or at the top
-        self.printer = ExprPrinter(self._group)
+        # Comments on this line or before it are not flushed (they belong to a section that
+        # is printed later: sections are printed in canonical order, not source order).
+        self.floor = 0
+        self.printer = ExprPrinter(self._group, self._line_break)
 
     def run(self) -> str:
         for item in self.file.items:
@@ -61,16 +73,18 @@ class _Formatter:
 
     # -- emission ------------------------------------------------------------------------------
 
-    def _emit(self, first: int, last: int, depth: int, text: str) -> None:
-        """Emit one unit (text may hold several lines) written on source lines first..last.
+    def _emit(self, unit: Span, depth: int, text: str) -> None:
+        """Emit one unit (text may hold several lines) written at `unit` in the source.
 
-        Comments before `first` go before it; comments inside the unit that printing did
-        not place go before it too, except the one on its last line, which stays at its end.
+        Comments before the unit go before it; comments inside it that printing did not
+        place go before it too. A comment after its last token stays at its end, unless more
+        code follows on that line: then the comment belongs to that code (`a; b  # on b`).
         """
+        first, last = unit.line, unit.end_line
         self._flush_comments(first, depth)
         self._blank_line_before(first)
-        inner = self._unplaced_comments(first, last)
-        trailing = inner.pop() if inner and inner[-1].span.line == last else None
+        inner = self._unplaced_comments(first, last - 1)
+        trailing = self._trailing_comment(unit)
         for comment in inner:
             self.out.append(_INDENT * depth + comment.text)
         lines = text.split("\n")
@@ -81,15 +95,18 @@ class _Formatter:
         self.last_line = max(self.last_line, last)
         self.block_just_opened = text.endswith("{")
 
-    def _close(self, line: int, depth: int) -> None:
-        """Emit a block's `}` (source line `line`), after the comments left inside the block."""
+    def _close(self, block: Span, depth: int) -> None:
+        """Emit a block's `}` (the end of `block`), after the comments left inside the block."""
+        line = block.end_line
         self._flush_comments(line, depth + 1)
         self.block_just_opened = True  # no blank line before `}`
-        self._emit(line, line, depth, "}")
+        self._emit(Span(block.path, line, block.end_col - 1, line, block.end_col), depth, "}")
         self.block_just_opened = False
 
     def _flush_comments(self, before: int, depth: int) -> None:
         for line in sorted(self.comments):
+            if line <= self.floor:
+                continue
             if line >= before:
                 break
             comment = self.comments.pop(line)
@@ -102,8 +119,41 @@ class _Formatter:
         lines = [line for line in sorted(self.comments) if first <= line <= last]
         return [self.comments.pop(line) for line in lines]
 
-    def _take_comment(self, line: int) -> ast.Comment | None:
-        return self.comments.pop(line, None)
+    def _trailing_comment(self, code: Span, allowed: str = _AFTER_CODE) -> ast.Comment | None:
+        """Take the comment after `code` on its last line, unless other code comes between.
+
+        `allowed` are the characters that may come between and leave the comment to `code`.
+        """
+        comment = self.comments.get(code.end_line)
+        if comment is None:
+            return None
+        between = self.source_lines[code.end_line - 1][code.end_col - 1 : comment.span.col - 1]
+        if between.strip(allowed):
+            return None
+        return self.comments.pop(code.end_line)
+
+    def _line_break(self, before: Span, after: Span, depth: int) -> str | None:
+        """The line break to print between two operands, or None to print them on one line.
+
+        An expression is printed on one line, except where a comment was written between
+        `before` and `after` (after an operator, at the end of its line): there the break
+        stays, with the comment, and the rest continues at `depth`.
+        """
+        start = (before.end_line, before.end_col)
+        found = [
+            comment
+            for line, comment in sorted(self.comments.items())
+            if start <= (line, comment.span.col) and line < after.line
+        ]
+        if not found:
+            return None
+        indent = _INDENT * depth
+        text = ""
+        for comment in found:
+            del self.comments[comment.span.line]
+            own_line = not self.source_lines[comment.span.line - 1][: comment.span.col - 1].strip()
+            text += f"\n{indent}{comment.text}" if own_line or text else f"  {comment.text}"
+        return text + "\n" + indent
 
     def _blank_line_before(self, line: int) -> None:
         """Keep one blank line where the source had any between the last unit and `line`."""
@@ -133,8 +183,13 @@ class _Formatter:
         for position, (render, span) in enumerate(zip(renderers, spans, strict=True)):
             lines.extend(self._comment_lines(previous_end, span.line, depth + 1))
             text = _INDENT * (depth + 1) + render(depth + 1) + ","
-            next_line = spans[position + 1].line if position + 1 < len(spans) else None
-            trailing = self._take_comment(span.end_line) if next_line != span.end_line else None
+            next_line = spans[position + 1].line if position + 1 < len(spans) else closer_line
+            if next_line == span.end_line:
+                trailing = None
+            elif next_line is None:  # the closer's line is not known: it may be this one
+                trailing = self._trailing_comment(span, _AFTER_ITEM)
+            else:
+                trailing = self._trailing_comment(span)
             if trailing is not None:
                 text += "  " + trailing.text
             lines.append(text)
@@ -156,22 +211,23 @@ class _Formatter:
         elif isinstance(item, ast.PassDecl):
             self._pass(item)
         else:
-            self._emit(item.span.line, item.span.end_line, 0, f"use {format_const(item.module)}")
+            self._emit(item.span, 0, f"use {format_const(item.module)}")
 
     def _pass(self, decl: ast.PassDecl) -> None:
         text = f"pass {decl.name}"
         spans = decl.option_spans or tuple(value.span for _, value in decl.options)
         if not decl.options:
-            self._emit(decl.span.line, decl.span.end_line, 0, text)
+            self._emit(decl.span, 0, text)
             return
-        options = [f"{key} = {self.printer.expr(value, 1)}" for key, value in decl.options]
         if len({s.line for s in spans}) == 1:
-            self._emit(decl.span.line, decl.span.end_line, 0, f"{text} {{ {', '.join(options)} }}")
+            options = [f"{key} = {self.printer.expr(value, 1)}" for key, value in decl.options]
+            self._emit(decl.span, 0, f"{text} {{ {', '.join(options)} }}")
             return
-        self._emit(decl.span.line, decl.span.line, 0, text + " {")
-        for option, span, (_, value) in zip(options, spans, decl.options, strict=True):
-            self._emit(span.line, value.span.end_line, 1, option)
-        self._close(decl.span.end_line, 0)
+        self._emit(self._header_span(decl.span), 0, text + " {")
+        for span, (key, value) in zip(spans, decl.options, strict=True):
+            option = Span(span.path, span.line, span.col, value.span.end_line, value.span.end_col)
+            self._emit(option, 1, f"{key} = {self.printer.expr(value, 1)}")
+        self._close(decl.span, 0)
 
     def _rule(self, rule: ast.Rule) -> None:
         header = f"rule {rule.name}"
@@ -180,16 +236,38 @@ class _Formatter:
         if rule.requires:
             header += " requires " + ", ".join(_requirement(r) for r in rule.requires)
         if rule.one_line:
-            self._emit(
-                rule.span.line, rule.span.end_line, 0, header + ": " + self._one_line_body(rule)
-            )
+            self._emit(rule.span, 0, header + ": " + self._one_line_body(rule))
             return
-        self._emit(rule.span.line, rule.span.line, 0, header + " {")
-        self._match(rule.match, 1)
+        header_span = self._header_span(rule.span)
+        self._emit(header_span, 0, header + " {")
+        spans = {"match": rule.match.span, "rewrite": rule.rewrite.span}
         if rule.where:
-            self._where(rule, 1)
-        self._rewrite(rule.rewrite, 1)
-        self._close(rule.span.end_line, 0)
+            spans["where"] = rule.where_span
+        for kind in ("match", "where", "rewrite"):
+            if kind not in spans:
+                continue
+            # Sections print in this order whatever the source's. Each takes its comments
+            # and blank lines along: those between it and the section (or header) before
+            # it in the source.
+            earlier = [s.end_line for s in spans.values() if s.line < spans[kind].line]
+            self.floor = max(earlier, default=header_span.end_line)
+            self.last_line = self.floor
+            self._section(rule, kind)
+        self.floor = 0
+        self.last_line = max(s.end_line for s in spans.values())
+        self._close(rule.span, 0)
+
+    def _header_span(self, start: Span) -> Span:
+        """The span from `start` to the `{` that opens its block (comments skipped)."""
+        line, col = start.line, start.col
+        while line <= len(self.source_lines):
+            text = self.source_lines[line - 1]
+            comment = text.find("#", col - 1)
+            brace = text.find("{", col - 1, comment if comment >= 0 else len(text))
+            if brace >= 0:
+                return Span(start.path, start.line, start.col, line, brace + 2)
+            line, col = line + 1, 1
+        raise AssertionError("a block always has its `{`")
 
     def _one_line_body(self, rule: ast.Rule) -> str:
         pattern = rule.match.patterns[0]
@@ -200,6 +278,14 @@ class _Formatter:
         return text
 
     # -- sections ------------------------------------------------------------------------------
+
+    def _section(self, rule: ast.Rule, kind: str) -> None:
+        if kind == "match":
+            self._match(rule.match, 1)
+        elif kind == "where":
+            self._where(rule, 1)
+        else:
+            self._rewrite(rule.rewrite, 1)
 
     def _match(self, match: ast.MatchBlock, depth: int) -> None:
         patterns = match.patterns
@@ -220,7 +306,7 @@ class _Formatter:
 
     def _rewrite(self, rewrite: ast.RewriteBlock | ast.RewriteLoop, depth: int) -> None:
         if isinstance(rewrite, ast.RewriteLoop):
-            self._emit(rewrite.span.line, rewrite.span.end_line, depth, "rewrite loop")
+            self._emit(rewrite.span, depth, "rewrite loop")
             return
         units = [(s.span, self._bind_stmt(s)) for s in rewrite.stmts]
         self._block("rewrite {", rewrite.span, units, depth)
@@ -232,10 +318,10 @@ class _Formatter:
         units: Sequence[tuple[Span, Callable[[int], str]]],
         depth: int,
     ) -> None:
-        self._emit(span.line, span.line, depth, header)
+        self._emit(self._header_span(span), depth, header)
         for unit_span, render in units:
-            self._emit(unit_span.line, unit_span.end_line, depth + 1, render(depth + 1))
-        self._close(span.end_line, depth)
+            self._emit(unit_span, depth + 1, render(depth + 1))
+        self._close(span, depth)
 
     def _bind_pattern(self, pattern: ast.NodePattern) -> Callable[[int], str]:
         def render(depth: int) -> str:

@@ -124,7 +124,8 @@ class _Climber:
         if op != "not" and isinstance(operand, ast.Const) and _is_number(operand.value):
             number = operand.value
             assert isinstance(number, int | float), "checked by _is_number"
-            return ast.Const(-number if op == "-" else number, span=span)
+            value = -number if op == "-" else number
+            return ast.Const(value, operand.spelling, span=span)
         return self.register(ast.Unary(op, operand, span=span))
 
     def _binary_operator(self) -> tuple[str, int]:

@@ -1,8 +1,10 @@
 """Print expressions and literals in canonical `.rw` syntax, with minimal parentheses.
 
 Parentheses follow the grammar's precedence (`grammar.lark`), so printing then parsing
-gives back an equal AST. Exploded (one item per line) lists are the formatter's business:
-it passes a `group` callback that decides how a bracketed list is laid out.
+gives back an equal AST. Layout is the formatter's business: it passes a `group` callback
+that decides how a bracketed list is laid out (exploded one item per line or not), and a
+`line_break` callback that says where an expression keeps a line break (to keep a comment
+written after an operator).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ _STRING_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\
 GroupPrinter = Callable[
     [str, str, Sequence[Callable[[int], str]], Sequence[Span], int | None, int], str
 ]
+# line_break(left operand's span, right operand's span, continuation depth) -> the text to
+# print after the operator instead of a space (a comment and a line break), or None.
+LineBreaker = Callable[[Span, Span, int], str | None]
 
 
 def level(expr: ast.Expr) -> int:
@@ -72,6 +77,18 @@ def format_const(value: object) -> str:
     return str(value)
 
 
+def format_literal(const: ast.Const) -> str:
+    """A constant as written in a rule file; a number keeps its source digits (`1e-5`).
+
+    A number's sign comes from its value (`- -1` prints `1`); a constant without a source
+    spelling (every non-number, and numbers built in code) prints as `format_const` does.
+    """
+    if const.spelling is None:
+        return format_const(const.value)
+    sign = "-" if _is_negative_number(const.value) else ""
+    return sign + const.spelling
+
+
 def _is_negative_number(value: object) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
@@ -79,10 +96,11 @@ def _is_negative_number(value: object) -> bool:
 
 
 class ExprPrinter:
-    """Prints expressions; `group` lays out bracketed lists (inline or one item per line)."""
+    """Prints expressions; `group` lays out bracketed lists, `line_break` keeps comments."""
 
-    def __init__(self, group: GroupPrinter) -> None:
+    def __init__(self, group: GroupPrinter, line_break: LineBreaker | None = None) -> None:
         self.group = group
+        self.line_break = line_break
 
     def expr(self, expr: ast.Expr, indent: int, minimum: int = CONDITIONAL) -> str:
         """`expr` as text, parenthesized when it binds looser than `minimum`."""
@@ -104,7 +122,7 @@ class ExprPrinter:
         if isinstance(expr, ast.Name):
             return expr.name
         if isinstance(expr, ast.Const):
-            return format_const(expr.value)
+            return format_literal(expr)
         if isinstance(expr, ast.ListExpr):
             return self.items("[", "]", expr.items, indent, expr.span.end_line)
         if isinstance(expr, ast.Unary):
@@ -113,18 +131,20 @@ class ExprPrinter:
             return self._binary(expr, indent)
         if isinstance(expr, ast.Compare):
             left = self._clarified(expr.left, indent, COMPARISON, expr)
-            return f"{left} {expr.op} {self._clarified(expr.right, indent, COALESCE, expr)}"
+            space, inner = self._space(expr.left, expr.right, indent)
+            right = self._clarified(expr.right, inner, COALESCE, expr)
+            return f"{left} {expr.op}{space}{right}"
         if isinstance(expr, ast.BoolOp):
             own = OR if expr.op == "or" else AND
             left = self._clarified(expr.left, indent, own, expr)
-            return f"{left} {expr.op} {self._clarified(expr.right, indent, own + 1, expr)}"
+            space, inner = self._space(expr.left, expr.right, indent)
+            return f"{left} {expr.op}{space}{self._clarified(expr.right, inner, own + 1, expr)}"
         if isinstance(expr, ast.Coalesce):
             left = self.expr(expr.left, indent, SUM)
-            return f"{left} ?? {self.expr(expr.right, indent, COALESCE)}"
+            space, inner = self._space(expr.left, expr.right, indent)
+            return f"{left} ??{space}{self.expr(expr.right, inner, COALESCE)}"
         if isinstance(expr, ast.Conditional):
-            then = self.expr(expr.then, indent, OR)
-            cond = self.expr(expr.cond, indent, OR)
-            return f"{then} if {cond} else {self.expr(expr.otherwise, indent)}"
+            return self._conditional(expr, indent)
         if isinstance(expr, ast.Call):
             return self._call(expr, indent)
         if isinstance(expr, ast.Attribute):
@@ -140,6 +160,25 @@ class ExprPrinter:
         renderers = [_bind(self.expr, item) for item in items]
         return self.group(open_, close, renderers, [i.span for i in items], closer, indent)
 
+    def _space(self, left: ast.Expr, right: ast.Expr, indent: int) -> tuple[str, int]:
+        """What follows the operator between `left` and `right`, and the depth for `right`.
+
+        That is a space, or a kept line break (with its comments) and a continuation line.
+        """
+        if self.line_break is None:
+            return " ", indent
+        kept = self.line_break(left.span, right.span, indent + 1)
+        if kept is None:
+            return " ", indent
+        return kept, indent + 1
+
+    def _conditional(self, expr: ast.Conditional, indent: int) -> str:
+        then = self.expr(expr.then, indent, OR)
+        space, inner = self._space(expr.then, expr.cond, indent)
+        text = f"{then} if{space}{self.expr(expr.cond, inner, OR)}"
+        space, inner = self._space(expr.cond, expr.otherwise, indent)
+        return f"{text} else{space}{self.expr(expr.otherwise, inner)}"
+
     def _unary(self, expr: ast.Unary, indent: int) -> str:
         if expr.op == "not":
             return f"not {self._clarified(expr.operand, indent, NOT, expr)}"
@@ -152,9 +191,11 @@ class ExprPrinter:
         own = _BINARY_LEVELS.get(expr.op, SUM)
         if expr.op == "**":
             left = self.expr(expr.left, indent, POSTFIX)
-            return f"{left} ** {self.expr(expr.right, indent, UNARY)}"
+            space, inner = self._space(expr.left, expr.right, indent)
+            return f"{left} **{space}{self.expr(expr.right, inner, UNARY)}"
         left = self.expr(expr.left, indent, own)
-        return f"{left} {expr.op} {self.expr(expr.right, indent, own + 1)}"
+        space, inner = self._space(expr.left, expr.right, indent)
+        return f"{left} {expr.op}{space}{self.expr(expr.right, inner, own + 1)}"
 
     def _call(self, call: ast.Call, indent: int) -> str:
         renderers: list[Callable[[int], str]] = [_bind(self.expr, a) for a in call.args]

@@ -28,6 +28,10 @@ from rewriter.dsl._walk import children as walk_children
 MAX_EXPRESSION_DEPTH = 100
 """Deepest expression nesting accepted (evaluation and printing recurse over expressions)."""
 
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+"""Integer literals must fit in int64: ONNX stores integers (attributes, tensors) that way."""
+
 _E = TypeVar("_E", bound=ast.Expr | ast.Slice)
 
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r", "0": "\0"}
@@ -86,6 +90,8 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         }
         # Nesting depth of each expression built so far, by id (leaves are absent: depth 1).
         self._depths: dict[int, int] = {}
+        # Set when an unsigned literal is 2**63, which fits in int64 only after a `-`.
+        self._saw_int64_limit = False
 
     def transform(self, tree: Tree[Token]) -> tuple[ast.Item, ...]:
         """Build the AST bottom-up, without recursion (parse trees can be deep).
@@ -114,6 +120,8 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
             built.append(handlers[node.data](node.meta, children))
         (items,) = built
         assert isinstance(items, tuple), "the start rule builds a tuple of items"
+        if self._saw_int64_limit:
+            _check_int64_range(items)
         return items
 
     # -- helpers -------------------------------------------------------------------------------
@@ -188,8 +196,9 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         return ("priority", children[0], self._span(meta))
 
     def on_signed_int(self, meta: Meta, children: list[Token]) -> int:
-        value = int(children[-1])
-        return -value if len(children) == 2 else value
+        if len(children) == 2:
+            return -self._integer(children[-1], self._span(meta), sign="-", limit=-INT64_MIN)
+        return self._integer(children[-1], self._span(meta))
 
     def on_requires(self, meta: Meta, children: list[Any]) -> tuple[str, tuple[Any, ...], Span]:
         return ("requires", tuple(children), self._span(meta))
@@ -202,7 +211,8 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         op_span, op = children[-2]
         if op not in _REQUIRE_OPS:
             raise LocatedError(op_span, f"`requires` compares with >=, >, <=, < or ==, not `{op}`")
-        return ast.Requirement(domain, op, int(children[-1]), span=self._span(meta))
+        version = self._integer(children[-1], self._tok(children[-1]))
+        return ast.Requirement(domain, op, version, span=self._span(meta))
 
     def on_dotted_name(self, meta: Meta, children: list[Token]) -> str:
         return ".".join(str(c) for c in children)
@@ -267,7 +277,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         repeat = ast.RepeatPattern(
             str(count_var),
             count_op,
-            int(count),
+            self._integer(count, self._tok(count)),
             str(from_var),
             str(to_var),
             body,
@@ -390,8 +400,14 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
 
     def on_signed(self, meta: Meta, children: list[Token]) -> ast.Const:
         sign, digits = children
-        value: int | float = int(digits) if digits.type == "INT" else self._float(digits, meta)
-        return ast.Const(-value if str(sign) == "-" else value, span=self._span(meta))
+        negative = str(sign) == "-"
+        value: int | float
+        if digits.type == "INT":
+            limit = -INT64_MIN if negative else INT64_MAX
+            value = self._integer(digits, self._span(meta), sign=str(sign), limit=limit)
+        else:
+            value = self._float(digits, meta)
+        return ast.Const(-value if negative else value, str(digits), span=self._span(meta))
 
     # -- rewrite lines -------------------------------------------------------------------------
 
@@ -517,10 +533,29 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         return self._nested(ast.Slice(parts[0], parts[1], parts[2], span=self._span(meta)))
 
     def on_int(self, meta: Meta, children: list[Token]) -> ast.Const:
-        return ast.Const(int(children[0]), span=self._span(meta))
+        # A `-` in front may still make 2**63 fit (folded in `build_chain`); `transform`
+        # checks what is left of such literals once the whole file is built.
+        token = children[0]
+        value = self._integer(token, self._span(meta), limit=-INT64_MIN)
+        if value > INT64_MAX:
+            self._saw_int64_limit = True
+        return ast.Const(value, str(token), span=self._span(meta))
 
     def on_float(self, meta: Meta, children: list[Token]) -> ast.Const:
-        return ast.Const(self._float(children[0], meta), span=self._span(meta))
+        token = children[0]
+        return ast.Const(self._float(token, meta), str(token), span=self._span(meta))
+
+    def _integer(self, token: Token, span: Span, *, sign: str = "", limit: int = INT64_MAX) -> int:
+        """The value of the INT `token`, refused (at `span`) when it is above `limit`.
+
+        `sign` is the sign written in front, for the message. The digits are counted before
+        converting, so a huge literal costs nothing (and never meets Python's limit on
+        int-from-string conversion).
+        """
+        digits = str(token).lstrip("0") or "0"
+        if len(digits) > len(str(limit)) or int(digits) > limit:
+            raise LocatedError(span, _int64_message(sign + digits))
+        return int(digits)
 
     def _float(self, token: Token, meta: Meta) -> float:
         value = float(token)
@@ -546,6 +581,34 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
 
     def _string(self, token: Token) -> str:
         return decode_string(str(token), self._tok(token))
+
+
+def _int64_message(literal: str) -> str:
+    shown = literal if len(literal) <= 40 else literal[:20] + "..." + literal[-4:]
+    return f"integer `{shown}` is outside the int64 range [{INT64_MIN}, {INT64_MAX}]"
+
+
+def _check_int64_range(items: tuple[ast.Item, ...]) -> None:
+    """Refuse the first (in source order) integer constant outside int64.
+
+    Only 2**63 written without a sign (or with two) gets this far: every other literal out
+    of range is refused as it is read.
+    """
+    stack: list[object] = list(items)
+    bad: list[ast.Const] = []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, tuple):
+            stack.extend(node)
+        elif isinstance(node, ast.Const):
+            value = node.value
+            if isinstance(value, int) and not isinstance(value, bool) and value > INT64_MAX:
+                bad.append(node)
+        elif dataclasses.is_dataclass(node) and not isinstance(node, Span):
+            stack.extend(getattr(node, field.name) for field in dataclasses.fields(node))
+    if bad:
+        first = min(bad, key=lambda const: (const.span.line, const.span.col))
+        raise LocatedError(first.span, _int64_message(str(first.value)))
 
 
 def decode_string(literal: str, span: Span) -> str:

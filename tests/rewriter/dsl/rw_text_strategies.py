@@ -1,9 +1,11 @@
 """Hypothesis strategies: syntactically valid `.rw` text with varied layout, and edits of it.
 
 `rule_files()` draws whole files (rules in both forms, passes, uses) written with random
-spacing, redundant parentheses, lists and argument lists broken over lines, `;` separators,
-blank lines, and comments both on their own lines and after code. Every drawn text parses;
-the checker is not involved, so names and ops need not make sense.
+spacing, redundant parentheses, lists and argument lists broken over lines, expressions
+broken after an operator, blocks written on one line, `;` separators (also between
+declarations), blank lines, and comments: on their own lines, after code, and after an
+operator where an expression breaks. Every drawn text parses; the checker is not involved,
+so names and ops need not make sense.
 """
 
 from __future__ import annotations
@@ -34,6 +36,16 @@ def sep(draw: st.DrawFn, indent: str = "    ") -> str:
         return ", "
     comment = draw(COMMENT_TEXT) if draw(st.booleans()) else ""
     return "," + (" " + comment if comment else "") + "\n" + indent
+
+
+@st.composite
+def operator_break(draw: st.DrawFn) -> str:
+    """What follows a binary operator: a space, or a line break, maybe after a comment."""
+    kind = draw(st.sampled_from(["space", "space", "break", "comment"]))
+    if kind == "space":
+        return " "
+    comment = f"  {draw(COMMENT_TEXT)}" if kind == "comment" else ""
+    return comment + "\n      "
 
 
 def bracketed(draw: st.DrawFn, open_: str, close: str, items: list[str]) -> str:
@@ -104,7 +116,7 @@ def expression(draw: st.DrawFn, depth: int = 0) -> str:
         return draw(st.one_of(st.sampled_from(NAMES[:-1]), literal(), st.just("none")))
     if kind == "binary":
         op = draw(st.sampled_from(["+", "-", "*", "/", "//", "%", "**"]))
-        brk = draw(st.sampled_from([" ", "\n      "]))
+        brk = draw(operator_break())
         left, right = _atomic(sub()), _atomic(sub())
         return f"({left} {op}{brk}{right})" if draw(st.booleans()) else f"{left} {op} {right}"
     if kind == "compare":
@@ -112,7 +124,7 @@ def expression(draw: st.DrawFn, depth: int = 0) -> str:
         return f"({_atomic(sub())} {op} {_atomic(sub())})"
     if kind == "bool":
         op = draw(st.sampled_from(["and", "or"]))
-        return f"({sub()} {op} {sub()})"
+        return f"({sub()} {op}{draw(operator_break())}{sub()})"
     if kind == "not":
         return f"not {_atomic(sub())}"
     if kind == "unary":
@@ -246,20 +258,32 @@ def block_lines(draw: st.DrawFn, lines: list[str], indent: str) -> str:
 
 
 @st.composite
+def section(draw: st.DrawFn, header: str, lines: list[str]) -> str:
+    """`header {`, the lines and `}`: one statement per line, or all on one line."""
+    if draw(st.integers(0, 3)):
+        return f"  {header} {{\n" + draw(block_lines(lines, "    ")) + "  }\n"
+    # An empty `where` is dropped by the formatter, leaving a comment after it nothing to
+    # follow, so it gets none.
+    droppable = header == "where" and not lines
+    trailing = f"  {draw(COMMENT_TEXT)}" if draw(st.booleans()) and not droppable else ""
+    return f"  {header} {{ " + "; ".join(lines) + " }" + trailing + "\n"
+
+
+@st.composite
 def block_rule(draw: st.DrawFn, name: str) -> str:
     if draw(st.integers(0, 6)) == 0:
         count = f"n {draw(st.sampled_from(['>=', '>', '==']))} {draw(st.integers(1, 5))}"
-        match = f"match repeat ({count}) from x to y {{\n"
+        match = f"match repeat ({count}) from x to y"
         rewrite = "  rewrite loop\n"
     else:
-        match = "match {\n"
+        match = "match"
         rewrite_lines = [draw(rewrite_line()) for _ in range(draw(st.integers(0, 3)))]
-        rewrite = "  rewrite {\n" + draw(block_lines(rewrite_lines, "    ")) + "  }\n"
+        rewrite = draw(section("rewrite", rewrite_lines))
     match_lines = [draw(match_line()) for _ in range(draw(st.integers(0, 3)))]
-    sections = ["  " + match + draw(block_lines(match_lines, "    ")) + "  }\n", rewrite]
+    sections = [draw(section(match, match_lines)), rewrite]
     if draw(st.booleans()):
         where = [draw(expression()) for _ in range(draw(st.integers(0, 3)))]
-        sections.insert(1, "  where {\n" + draw(block_lines(where, "    ")) + "  }\n")
+        sections.insert(1, draw(section("where", where)))
     if draw(st.integers(0, 5)) == 0:
         sections.reverse()
     trailing = f"  {draw(COMMENT_TEXT)}" if draw(st.booleans()) else ""
@@ -300,7 +324,9 @@ def rule_files(draw: st.DrawFn) -> str:
     text = draw(st.sampled_from(["", "# header comment\n", "\n\n"]))
     for index in range(draw(st.integers(1, 4))):
         text += draw(declaration(index))
-        text += draw(st.sampled_from(["\n", "\n\n", f"  {draw(COMMENT_TEXT)}\n", "\n# between\n"]))
+        text += draw(
+            st.sampled_from(["\n", "\n\n", f"  {draw(COMMENT_TEXT)}\n", "\n# between\n", "; "])
+        )
     return text
 
 

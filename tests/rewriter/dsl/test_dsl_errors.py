@@ -125,6 +125,30 @@ CASES: list[tuple[str, str]] = [
         "<string>:1:29: error: number `1e999` is too large",
     ),
     (
+        "rule r2: y = Mul (x, c) => y = Reshape (x, [99999999999999999999999])\n",
+        "<string>:1:45: error: integer `99999999999999999999999` is outside the int64 range [-9223372036854775808, 9223372036854775807]",
+    ),
+    (
+        "rule r: y = Relu (x) => y = x where rank(x) == 9223372036854775808\n",
+        "<string>:1:48: error: integer `9223372036854775808` is outside the int64 range [-9223372036854775808, 9223372036854775807]",
+    ),
+    (
+        "rule r: y = Relu (x) => y = x where rank(x) == - -9223372036854775808\n",
+        "<string>:1:48: error: integer `9223372036854775808` is outside the int64 range [-9223372036854775808, 9223372036854775807]",
+    ),
+    (
+        "rule r: y = Add (x, -9223372036854775809) => y = x\n",
+        "<string>:1:21: error: integer `-9223372036854775809` is outside the int64 range [-9223372036854775808, 9223372036854775807]",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu <alpha = 18446744073709551616> (x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:3:23: error: integer `18446744073709551616` is outside the int64 range [-9223372036854775808, 9223372036854775807]",
+    ),
+    (
+        "rule r priority 9223372036854775808: y = Relu (x) => y = x\n",
+        "<string>:1:17: error: integer `9223372036854775808` is outside the int64 range [-9223372036854775808, 9223372036854775807]",
+    ),
+    (
         "rule r {\n  match {\n    y = Relu (x)\n  }\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
         "<string>:5:3: error: a rule has one `match` section; this is a second",
     ),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,13 +17,46 @@ ROOT = Path(__file__).resolve().parents[3]
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 
+def comment_anchors(text: str) -> Counter[tuple[str, str]]:
+    """Each comment with the code it follows on its line ("" when it is alone on its line).
+
+    The code is the last word or symbol before the comment, ignoring other comments,
+    separators and closing parentheses, which the formatter may add, drop or move to a line
+    of their own (`a; b  # c`, `(a)  # c`, `a,  # c`, `f(a,\\n b)  # c`).
+    """
+    lines = text.split("\n")
+    comments = parse(text).comments
+    for comment in comments:  # blank the comments out, keeping every column
+        row = lines[comment.span.line - 1]
+        start = comment.span.col - 1
+        lines[comment.span.line - 1] = row[:start] + " " * (len(row) - start)
+    anchors: Counter[tuple[str, str]] = Counter()
+    for comment in comments:
+        line = comment.span.line
+        code = ""
+        if lines[line - 1][: comment.span.col - 1].strip():
+            before = "\n".join([*lines[: line - 1], lines[line - 1][: comment.span.col - 1]])
+            found = re.search(r"[A-Za-z0-9_.]+$|\S$", before.rstrip(" \t\n;,)"))
+            assert found is not None, "code comes before the comment"
+            code = found.group()
+        anchors[comment.text, code] += 1
+    return anchors
+
+
 @PROPERTY
 @given(rule_files())
 def test_formatting_keeps_the_ast_and_every_comment(text: str) -> None:
     before = parse(text)
     after = parse(format_file(text))
     assert after.items == before.items
-    assert [c.text for c in after.comments] == [c.text for c in before.comments]
+    # As a multiset: sections move to canonical order with their comments.
+    assert Counter(c.text for c in after.comments) == Counter(c.text for c in before.comments)
+
+
+@PROPERTY
+@given(rule_files())
+def test_formatting_keeps_each_comment_after_the_code_it_followed(text: str) -> None:
+    assert comment_anchors(format_file(text)) == comment_anchors(text)
 
 
 @PROPERTY
@@ -144,3 +179,109 @@ def test_empty_file_and_comment_only_file() -> None:
     assert format_file("") == ""
     assert format_file("\n\n") == ""
     assert format_file("# only\n") == "# only\n"
+
+
+def test_numbers_keep_their_spelling() -> None:
+    text = (
+        "rule r: y = Mul (x, 1e10) => y = Mul (x, 1e-5)"
+        " where a == [1e20, -2.5E+3, .5, 3., 007, - 1.50, -0.0]\n"
+    )
+    assert format_file(text) == (
+        "rule r: y = Mul (x, 1e10) => y = Mul (x, 1e-5)"
+        " where a == [1e20, -2.5E+3, .5, 3., 007, -1.50, -0.0]\n"
+    )
+
+
+def test_a_trailing_comment_stays_on_the_last_statement_of_its_line() -> None:
+    text = "rule r: y = Relu (x) => y = x; rule s: y = Relu (x) => y = x  # two\n"
+    assert format_file(text) == (
+        "rule r: y = Relu (x) => y = x\nrule s: y = Relu (x) => y = x  # two\n"
+    )
+    block = "rule r {\n  match { y = Relu (x) }\n  rewrite { a = x; y = a  # on y\n  }\n}\n"
+    assert format_file(block) == (
+        "rule r {\n"
+        "  match {\n"
+        "    y = Relu (x)\n"
+        "  }\n"
+        "  rewrite {\n"
+        "    a = x\n"
+        "    y = a  # on y\n"
+        "  }\n"
+        "}\n"
+    )
+
+
+def test_a_comment_after_a_one_line_block_stays_after_its_brace() -> None:
+    text = "rule r {\n  match { y = Relu (x) }  # inline\n  rewrite {\n    y = x\n  }\n}\n"
+    assert format_file(text) == (
+        "rule r {\n  match {\n    y = Relu (x)\n  }  # inline\n  rewrite {\n    y = x\n  }\n}\n"
+    )
+
+
+def test_a_comment_after_a_list_stays_after_its_closer() -> None:
+    text = "rule r: y = Relu (x) => y = x where [x,\n  y] == z  # after\n"
+    assert format_file(text) == (
+        "rule r: y = Relu (x) => y = x where [\n  x,\n  y,\n] == z  # after\n"
+    )
+
+
+def test_a_comment_inside_a_multi_line_expression_keeps_its_line() -> None:
+    text = (
+        "rule r {\n"
+        "  match {\n"
+        "    y = Relu (x)\n"
+        "  }\n"
+        "  where {\n"
+        "    rank(x) == 3 and  # three dims\n"
+        '        dtype(x) == "float" or\n'
+        "        # or any rank\n"
+        "        (a  # a alone\n"
+        "        + b) > 1\n"
+        "  }\n"
+        "  rewrite {\n"
+        "    y = x\n"
+        "  }\n"
+        "}\n"
+    )
+    assert format_file(text) == (
+        "rule r {\n"
+        "  match {\n"
+        "    y = Relu (x)\n"
+        "  }\n"
+        "  where {\n"
+        "    (rank(x) == 3 and  # three dims\n"
+        '      dtype(x) == "float") or\n'
+        "      # or any rank\n"
+        "      a +  # a alone\n"
+        "        b > 1\n"
+        "  }\n"
+        "  rewrite {\n"
+        "    y = x\n"
+        "  }\n"
+        "}\n"
+    )
+
+
+def test_sections_move_with_their_comments() -> None:
+    text = (
+        "rule r {\n"
+        "  # the rewrite\n"
+        "  rewrite {\n"
+        "    y = x  # identity\n"
+        "  }  # end of rewrite\n"
+        "  match {\n"
+        "    y = Relu (x)  # relu\n"
+        "  }\n"
+        "}\n"
+    )
+    assert format_file(text) == (
+        "rule r {\n"
+        "  match {\n"
+        "    y = Relu (x)  # relu\n"
+        "  }\n"
+        "  # the rewrite\n"
+        "  rewrite {\n"
+        "    y = x  # identity\n"
+        "  }  # end of rewrite\n"
+        "}\n"
+    )

@@ -163,6 +163,9 @@ def test_keywords_work_as_keyword_arguments_and_pass_options() -> None:
         ("-2.5E+3", -2500.0),
         (".5", 0.5),
         ("3.", 3.0),
+        ("9223372036854775807", 2**63 - 1),
+        ("-9223372036854775808", -(2**63)),
+        ("-(9223372036854775808)", -(2**63)),
         ('"a\\"b\\\\c\\n"', 'a"b\\c\n'),
         ("true", True),
         ("false", False),
@@ -171,6 +174,15 @@ def test_keywords_work_as_keyword_arguments_and_pass_options() -> None:
 )
 def test_literals(text: str, value: object) -> None:
     assert _where(text) == Const(value)  # type: ignore[arg-type]
+
+
+def test_int64_bounds_are_accepted_in_match_literals_and_headers() -> None:
+    rule = _rule(
+        "rule r priority -9223372036854775808: "
+        "y = Mul (x, -9223372036854775808) => y = x where 9223372036854775807 > 0"
+    )
+    assert rule.priority == -(2**63)
+    assert dump(rule.match).count("-9223372036854775808") == 1
 
 
 def test_lists_nest_and_allow_a_trailing_comma() -> None:
