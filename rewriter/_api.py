@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,37 @@ def default_library_files() -> list[Path]:
     return rule_files(library_path())
 
 
+class PhaseClock:
+    """Wall time per phase of a run, in seconds, in the order the phases first ran.
+
+    A phase entered more than once accumulates.
+    """
+
+    __slots__ = ("seconds",)
+
+    def __init__(self) -> None:
+        """An empty clock."""
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Add the time spent in the `with` block to phase `name`."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
+
+
 @dataclasses.dataclass(frozen=True)
 class RewriteResult:
-    """The outcome of `rewrite`: the rewritten model (IR and ONNX), the trace, statistics."""
+    """The outcome of `rewrite`: the rewritten model (IR and ONNX), the trace, statistics.
+
+    `timings` holds seconds per phase: `load_rules` (only when `rewrite` loaded them),
+    `load_model`, `convert` (when the opset was converted), `rewrite` (type inference,
+    rules and passes, and any replay to roll a rule back) and `check` (onnx's checker).
+    """
 
     model: ir.Model
     trace: Trace
@@ -173,11 +202,15 @@ def rewrite(
     Returns:
         The rewritten model, its trace and statistics.
     """
-    t0 = time.perf_counter()
-    ruleset = load_ruleset(rules, allow_python=allow_python)
-    t1 = time.perf_counter()
-    ir_model = as_model(model, copy=copy)
-    t2 = time.perf_counter()
+    clock = PhaseClock()
+    if isinstance(rules, ast.RuleSet):
+        ruleset = rules  # loaded by the caller, who can time that itself
+    else:
+        with clock.phase("load_rules"):
+            ruleset = load_ruleset(rules, allow_python=allow_python)
+    with clock.phase("load_model"):
+        ir_model = as_model(model, copy=copy)
+    start = time.perf_counter()
     before = _trace.op_histogram(ir_model)
     options = RewriteOptions(
         max_rewrites=max_rewrites,
@@ -191,12 +224,20 @@ def rewrite(
     added = _add_opsets(ir_model, add_opsets or {})
     # Kept to replay the run if the final model fails onnx's checker (see _checked_run).
     snapshot = ir.to_onnx(ir_model)
-    ir_model, trace = _checked_run(ir_model, snapshot, ruleset, options)
+    ir_model, trace = _checked_run(ir_model, snapshot, ruleset, options, clock)
     _drop_unused_opsets(ir_model, added)
-    t3 = time.perf_counter()
     after = _trace.op_histogram(ir_model)
-    timings = {"load_rules": t1 - t0, "load_model": t2 - t1, "rewrite": t3 - t2}
-    return RewriteResult(ir_model, trace, before, after, timings, ruleset)
+    return RewriteResult(ir_model, trace, before, after, _timings(clock, start), ruleset)
+
+
+_PHASES = ("load_rules", "load_model", "convert", "rewrite", "check")
+
+
+def _timings(clock: PhaseClock, start: float) -> dict[str, float]:
+    """The clock's phases and `rewrite`: the time since `start` spent in no other phase."""
+    inner = clock.seconds.get("convert", 0.0) + clock.seconds.get("check", 0.0)
+    timed = {**clock.seconds, "rewrite": time.perf_counter() - start - inner}
+    return {phase: timed[phase] for phase in _PHASES if phase in timed}
 
 
 def _add_opsets(model: ir.Model, opsets: Mapping[str, int]) -> list[str]:
@@ -225,20 +266,26 @@ def _drop_unused_opsets(model: ir.Model, added: Sequence[str]) -> None:
 
 
 def _run(
-    ir_model: ir.Model, ruleset: ast.RuleSet, options: RewriteOptions
+    ir_model: ir.Model,
+    ruleset: ast.RuleSet,
+    options: RewriteOptions,
+    clock: PhaseClock | None = None,
 ) -> tuple[ir.Model, Trace]:
     """One run of the pass manager, with the opset conversions `target_opset` asks for."""
+    clock = clock or PhaseClock()
     manager = PassManager(ruleset, options)
     target = options.target_opset
     current = ir_model.opset_imports.get("", ir_model.opset_imports.get("ai.onnx"))
     if target is None or current is None or target == current:
         return ir_model, manager.run(ir_model)
     if target > current:
-        ir_model = ir.convert_version(ir_model, target)
+        with clock.phase("convert"):
+            ir_model = ir.convert_version(ir_model, target)
         return ir_model, Trace.conversion(current, target).followed_by(manager.run(ir_model))
     # Rules that decompose ops the target lacks run first; then convert and run again.
     trace = manager.run(ir_model)
-    ir_model = ir.convert_version(ir_model, target)
+    with clock.phase("convert"):
+        ir_model = ir.convert_version(ir_model, target)
     trace = trace.followed_by(Trace.conversion(current, target)).followed_by(manager.run(ir_model))
     return ir_model, trace
 
@@ -246,34 +293,51 @@ def _run(
 _MAX_CHECKER_RETRIES = 4
 
 
+def _checker_problem(model: ir.Model) -> str | None:
+    """Run onnx's checker on the lowered model: its whole message on one line, or None."""
+    import onnx
+
+    proto = ir.to_onnx(model)
+    if proto.ByteSize() > 2**31 - 1:
+        return None  # too big for the in-memory checker; the per-rewrite checks still ran
+    try:
+        onnx.checker.check_model(proto)
+    except (onnx.checker.ValidationError, RuntimeError, ValueError) as exc:
+        # onnx names the offending node on the lines after the first one.
+        return _trace.one_line(str(exc)) or type(exc).__name__
+    return None
+
+
 def _checked_run(
-    ir_model: ir.Model, snapshot: Any, ruleset: ast.RuleSet, options: RewriteOptions
+    ir_model: ir.Model,
+    snapshot: Any,
+    ruleset: ast.RuleSet,
+    options: RewriteOptions,
+    clock: PhaseClock | None = None,
 ) -> tuple[ir.Model, Trace]:
     """Run, then check the final model with onnx's checker.
 
     If the result fails the checker although the input passed, find the first rewrite that
-    broke it by replaying prefixes of the run, leave that rule out, and run again.
+    broke it by replaying prefixes of the run, leave the rule out at that one place (the whole
+    rule if that place breaks the model again), and run again.
     """
     base_dir = ir_model.base_dir
-    result, trace = _run(ir_model, ruleset, options)
-    problem = ir.check_model(result)
-    if problem is None or ir.check_model(ir.from_onnx(snapshot, base_dir)) is not None:
+    clock = clock or PhaseClock()
+    result, trace = _run(ir_model, ruleset, options, clock)
+    with clock.phase("check"):
+        problem = _checker_problem(result)
+    if problem is None or _checker_problem(ir.from_onnx(snapshot, base_dir)) is not None:
         return result, trace
     rejected: list[SkipEntry] = []
     for _ in range(_MAX_CHECKER_RETRIES):
-        culprit = _first_checker_failure(snapshot, base_dir, ruleset, options, trace)
-        if culprit is None:
+        found = _first_checker_failure(snapshot, base_dir, ruleset, options, trace, problem)
+        if found is None:
             break
-        rejected.append(
-            SkipEntry(
-                culprit.rule,
-                culprit.location,
-                f"rolled back: the model failed onnx's checker: {problem}",
-            )
-        )
-        options = dataclasses.replace(options, exclude_rules=options.exclude_rules | {culprit.rule})
+        culprit, culprit_problem = found
+        rejected.append(_checker_skip(culprit, culprit_problem))
+        options = _excluding(options, culprit)
         result, trace = _run(ir.from_onnx(snapshot, base_dir), ruleset, options)
-        problem = ir.check_model(result)
+        problem = _checker_problem(result)
         if problem is None:
             break
     if problem is not None:
@@ -281,18 +345,54 @@ def _checked_run(
     return result, dataclasses.replace(trace, skips=trace.skips + tuple(rejected))
 
 
+def _checker_skip(culprit: TraceEntry, problem: str) -> SkipEntry:
+    """The report of a rewrite left out because the model failed the checker after it."""
+    matched = ", ".join(culprit.matched) or culprit.anchor
+    where = f"{matched} in {culprit.graph}" if culprit.graph else matched
+    return SkipEntry(
+        culprit.rule,
+        culprit.location,
+        f"rolled back: the model failed onnx's checker: {_trace.one_line(problem)}",
+        where,
+    )
+
+
+def _excluding(options: RewriteOptions, culprit: TraceEntry) -> RewriteOptions:
+    """`options` leaving out the culprit rewrite: its rule at that site, or everywhere.
+
+    The whole rule is left out when the entry names no site (repeat rules) or when leaving
+    out the site did not help (the same site was found again).
+    """
+    site = (culprit.rule, culprit.graph, culprit.anchor)
+    if not culprit.anchor or site in options.exclude_sites:
+        return dataclasses.replace(options, exclude_rules=options.exclude_rules | {culprit.rule})
+    return dataclasses.replace(options, exclude_sites=options.exclude_sites | {site})
+
+
 def _first_checker_failure(
-    snapshot: Any, base_dir: str | None, ruleset: ast.RuleSet, options: RewriteOptions, trace: Trace
-) -> TraceEntry | None:
-    """Bisect over the applied rewrites for the first one after which the checker fails."""
+    snapshot: Any,
+    base_dir: str | None,
+    ruleset: ast.RuleSet,
+    options: RewriteOptions,
+    trace: Trace,
+    final_problem: str,
+) -> tuple[TraceEntry, str] | None:
+    """Bisect the applied rewrites for the first one after which the checker fails.
+
+    Returns that rewrite and the checker's message right after it (`final_problem` when it
+    is the last one).
+    """
     applied = [e for e in trace.entries if e.kind == "rule"]
     good, bad = 0, len(applied)
+    problem_at_bad = final_problem
     while bad - good > 1:
         middle = (good + bad) // 2
         replay = dataclasses.replace(options, replay_limit=middle)
         model, _ = _run(ir.from_onnx(snapshot, base_dir), ruleset, replay)
-        if ir.check_model(model) is None:
+        problem = _checker_problem(model)
+        if problem is None:
             good = middle
         else:
             bad = middle
-    return applied[bad - 1] if bad >= 1 else None
+            problem_at_bad = problem
+    return (applied[bad - 1], problem_at_bad) if bad >= 1 else None

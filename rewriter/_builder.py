@@ -5,6 +5,10 @@ check their ops against the model's opsets, infer their output types with onnx's
 and compare them with the values they replace. Only then is the graph changed: initializers
 added, nodes inserted, uses redirected, graph outputs kept under their names, dead matched
 nodes removed. A failure before mutation leaves the graph exactly as it was.
+
+A function body cannot hold initializers, so there a literal or `let` value becomes a
+`Constant` node instead; a rewrite that would only put back an equal Constant (or the same
+output Identity) is declined as "nothing to do", which is not a failure of the rule.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from typing import Any
 import numpy as np
 
 import ir
+from rewriter import _facts
 from rewriter._errors import RewriteError
 from rewriter._eval import UNKNOWN, EvalError, NodeRef, evaluate
 from rewriter._matcher import Match, Matcher
+from rewriter._pattern import CompiledRule
 from rewriter.dsl import _ast as ast
 
 RULE_TAG = "rewriter.rule"
@@ -29,6 +35,10 @@ _DEDUP_MAX_ELEMENTS = 4096
 
 class RewriteRejectedError(RewriteError):
     """A rewrite could not be applied; the graph was not changed."""
+
+
+class RewriteDeclinedError(RewriteRejectedError):
+    """A rewrite would change nothing (its message ends with "nothing to do"); not a failure."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,7 +54,8 @@ class Applied:
 class _Pending:
     """New objects built for one rewrite, not yet in the graph."""
 
-    def __init__(self) -> None:
+    def __init__(self, rule: CompiledRule) -> None:
+        self.rule = rule
         self.nodes: list[ir.Node] = []
         self.initializers: list[ir.Value] = []
         self.replacements: list[tuple[ir.Value, ir.Value]] = []
@@ -71,10 +82,26 @@ class Builder:
         Raises:
             RewriteRejectedError: the rewrite cannot be applied; nothing was changed.
         """
+        return self._commit(match, self._prepare(match))
+
+    def try_rewrite(self, match: Match) -> RewriteRejectedError | None:
+        """Why the rewrite of `match` would be declined or rejected (None: it would apply).
+
+        Builds and checks the rewrite like `apply`, then discards it: the graph is unchanged.
+        """
+        try:
+            pending = self._prepare(match)
+        except RewriteRejectedError as exc:
+            return exc
+        pending.discard()
+        return None
+
+    def _prepare(self, match: Match) -> _Pending:
+        """The new objects of the rewrite, built and checked but not in the graph yet."""
         rule = match.rule.rule
         if not isinstance(rule.rewrite, ast.RewriteBlock):
             raise RewriteRejectedError(f"rule `{rule.name}` has no node rewrite")
-        pending = _Pending()
+        pending = _Pending(match.rule)
         try:
             self._build(match, rule.rewrite, pending)
             self._check_types(match, pending)
@@ -84,7 +111,7 @@ class Builder:
         except (EvalError, ir.NodeInferenceError) as exc:
             pending.discard()
             raise RewriteRejectedError(str(exc)) from exc
-        return self._commit(match, pending)
+        return pending
 
     # building --------------------------------------------------------------------------------
     def _build(self, match: Match, block: ast.RewriteBlock, pending: _Pending) -> None:
@@ -107,20 +134,32 @@ class Builder:
                 if stmt.as_name:
                     env[stmt.as_name] = NodeRef(node, self.matcher.opset_of(node.domain))
             else:
-                source = evaluate(stmt.source, ctx)
-                old = match.bindings.get(stmt.target)
-                if not isinstance(old, ir.Value):
-                    raise RewriteRejectedError(f"`{stmt.target}` is not a value the match bound")
-                new = self._as_value(source, match, stmt.target, None, 0, [], pending)
-                if new is None:
-                    raise RewriteRejectedError(f"`{stmt.target}` cannot become an absent value")
-                if _is_output_copy_kept(match, old, new):
-                    raise RewriteRejectedError(
-                        f"graph output `{old.name}` must stay an Identity of `{new.name}`: "
-                        "nothing to do"
-                    )
-                pending.replacements.append((old, new))
-                env[stmt.target] = new
+                env[stmt.target] = self._build_replacement(match, stmt, ctx, pending)
+
+    def _build_replacement(
+        self, match: Match, stmt: ast.AliasStmt, ctx: Any, pending: _Pending
+    ) -> ir.Value:
+        """`y = expr`: the value that takes the place of the matched value `y`."""
+        source = evaluate(stmt.source, ctx)
+        old = match.bindings.get(stmt.target)
+        if not isinstance(old, ir.Value):
+            raise RewriteRejectedError(f"`{stmt.target}` is not a value the match bound")
+        new = self._as_value(source, match, stmt.target, None, 0, [], pending)
+        if new is None:
+            raise RewriteRejectedError(f"`{stmt.target}` cannot become an absent value")
+        if new is old:
+            raise RewriteDeclinedError(f"`{old.name}` would stay as it is: nothing to do")
+        if _is_output_copy_kept(match, old, new):
+            raise RewriteDeclinedError(
+                f"graph output `{old.name}` must stay an Identity of `{new.name}`: nothing to do"
+            )
+        if _is_equal_constant_put_back(match, old, new, pending):
+            raise RewriteDeclinedError(
+                f"`{old.name}` would become an equal Constant (a function body cannot hold "
+                "initializers): nothing to do"
+            )
+        pending.replacements.append((old, new))
+        return new
 
     def _build_node(self, match: Match, stmt: ast.NodeStmt, ctx: Any, pending: _Pending) -> ir.Node:
         domain = ir.schemas.normalize_domain(stmt.op.domain)
@@ -256,12 +295,32 @@ class Builder:
             key = (dtype.onnx_name, tuple(array.shape), digest)
         known = self._known_constants(graph)
         found = known.get(key)
-        if found is not None and (found.graph is graph or found in pending.initializers):
+        if found is not None and (found.graph is graph or _is_pending(found, pending)):
             return found
         name = self.names.fresh(stem)
-        value = ir.Value(name, const_value=ir.NumpyTensor(array, name, dtype))
-        pending.initializers.append(value)
+        tensor = ir.NumpyTensor(array, name, dtype)
+        if _facts.can_hold_initializers(graph):
+            value = ir.Value(name, const_value=tensor)
+            pending.initializers.append(value)
+        else:
+            value = self._constant_node(name, tensor, pending)
         known[key] = value
+        return value
+
+    def _constant_node(self, name: str, tensor: ir.Tensor, pending: _Pending) -> ir.Value:
+        """A `Constant` node computing `tensor` (where initializers are not allowed)."""
+        value = ir.Value(name)
+        node = ir.Node(
+            "Constant",
+            [],
+            [ir.attr_tensor("value", tensor)],
+            outputs=[value],
+            name=self.names.fresh(f"{name}/Constant"),
+        )
+        node.set_metadata(RULE_TAG, pending.rule.name)
+        node.set_metadata(SOURCE_TAG, pending.rule.location)
+        ir.record_inferred_type(value, ir.TensorType(tensor.dtype, tuple(tensor.shape)))
+        pending.nodes.append(node)
         return value
 
     def _known_constants(
@@ -391,6 +450,35 @@ def _is_output_copy_kept(match: Match, old: ir.Value, new: ir.Value) -> bool:
         and producer.domain in ("", "ai.onnx")
         and tuple(producer.inputs) == (new,)
     )
+
+
+def _is_equal_constant_put_back(
+    match: Match, old: ir.Value, new: ir.Value, pending: _Pending
+) -> bool:
+    """`y = value(y)` on a matched Constant where the new value is an equal new Constant.
+
+    In a function body a constant cannot become an initializer (see `Builder._constant`), so
+    `constant_to_initializer` would replace a Constant by the same Constant, forever.
+    """
+    made = new.producer()
+    kept = old.producer()
+    return (
+        made is not None
+        and made in pending.nodes
+        and made.op_type == "Constant"
+        and kept is not None
+        and kept in match.nodes
+        and kept.op_type == "Constant"
+        and _facts.same_constant(old, new)
+    )
+
+
+def _is_pending(value: ir.Value, pending: _Pending) -> bool:
+    """True when `value` was made for this rewrite (a new initializer or Constant output)."""
+    if value in pending.initializers:
+        return True
+    producer = value.producer()
+    return producer is not None and producer in pending.nodes
 
 
 def _anchor_label(match: Match) -> str:

@@ -127,3 +127,24 @@ def count_uses(value: ir.Value) -> int:
     if graph is not None:
         outputs = sum(1 for v in graph.outputs if v is value)
     return value.num_uses() + outputs
+
+
+def can_hold_initializers(graph: ir.Graph) -> bool:
+    """False for a function body: a FunctionProto has no initializers, only `Constant` nodes.
+
+    Subgraphs nested in a function body (If/Loop branches) are GraphProtos and may hold them.
+    """
+    return not isinstance(graph.owner, ir.Function)
+
+
+def same_constant(a: ir.Value, b: ir.Value) -> bool:
+    """True when both values are constants with the same dtype, shape and elements."""
+    left = const_array(a)
+    right = const_array(b)
+    if left is None or right is None:
+        return False
+    return (
+        left.dtype == right.dtype
+        and left.shape == right.shape
+        and bool(np.array_equal(left, right, equal_nan=left.dtype.kind in "fc"))
+    )

@@ -23,7 +23,7 @@ from typing import Any
 
 import ir
 from rewriter import _trace
-from rewriter._builder import Builder, RewriteRejectedError
+from rewriter._builder import Builder, RewriteDeclinedError, RewriteRejectedError
 from rewriter._errors import RewriteError
 from rewriter._eval import EvalContext, evaluate
 from rewriter._matcher import Match, Matcher, MatchFailure
@@ -45,13 +45,18 @@ ProgressCallback = Callable[[int, int], None]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RewriteOptions:
-    """Options of one run (all optional)."""
+    """Options of one run (all optional).
+
+    `exclude_sites` leaves a rule out at single places: (rule, graph label, anchor site) as
+    a `TraceEntry` records them (`graph`, `anchor`).
+    """
 
     max_rewrites: int | None = None
     max_iterations: int = 8
     infer_shapes: bool = True
     replay_limit: int | None = None
     exclude_rules: frozenset[str] = frozenset()
+    exclude_sites: frozenset[tuple[str, str, str]] = frozenset()
     progress: ProgressCallback | None = None
     target_opset: int | None = None
     record_subgraphs: bool = False
@@ -202,6 +207,7 @@ class PassManager:
             ir.infer_types(model, INFERENCE_ENGINES)
         skipped = applicability(rule, model.opset_imports) or ""
         matcher = Matcher(model.opset_imports, self.ruleset.functions)
+        builder = Builder(model, matcher, ir.NameAllocator(model))
         outcomes = []
         anchors = {(ir.schemas.normalize_domain(r.domain), r.op_type) for r in rule.anchor_ops}
         for graph in model.graphs():
@@ -211,14 +217,31 @@ class PassManager:
                     continue
                 result = matcher.match(rule, node)
                 if isinstance(result, Match):
-                    outcomes.append((_trace.node_label(node), "matches"))
+                    outcome = _describe_match(builder.try_rewrite(result))
                 else:
-                    outcomes.append((_trace.node_label(node), _describe_failure(result)))
+                    outcome = _describe_failure(result)
+                outcomes.append((_trace.distinct_label(node), outcome))
         return WhyNot(rule.name, rule.location, tuple(outcomes), skipped)
 
 
 def _describe_failure(failure: MatchFailure) -> str:
     return f"{failure.reason} (matched {max(failure.depth, 0)} line(s) first)"
+
+
+def _describe_match(problem: RewriteRejectedError | None) -> str:
+    """A match, and whether its rewrite would be declined or rolled back."""
+    if problem is None:
+        return "matches"
+    if isinstance(problem, RewriteDeclinedError):
+        return f"matches, but the rewrite is declined: {_trace.one_line(str(problem))}"
+    return f"matches, but the rewrite would be rolled back: {_trace.one_line(str(problem))}"
+
+
+def _skip_reason(problem: RewriteRejectedError) -> str:
+    """How a rewrite that was not applied is reported (a decline is not a rollback)."""
+    if isinstance(problem, RewriteDeclinedError):
+        return _trace.one_line(str(problem))
+    return f"rolled back: {_trace.one_line(str(problem))}"
 
 
 class _Run:
@@ -333,6 +356,7 @@ class _Run:
         matcher = self.matcher
         progress = self.options.progress
         replay_limit = self.options.replay_limit
+        excluded = self.options.exclude_sites
         tick = 0
         while worklist:
             node = worklist.pop()
@@ -346,6 +370,8 @@ class _Run:
                 result = matcher.match(rule, node)
                 self.timings[f"match {rule.name}"] += time.perf_counter() - t0
                 if not isinstance(result, Match):
+                    continue
+                if excluded and _site_key(result) in excluded:
                     continue
                 if replay_limit is not None and self.applied >= replay_limit:
                     return StopReason.REPLAY_LIMIT
@@ -369,7 +395,7 @@ class _Run:
         except RewriteRejectedError as exc:
             self.skips.append(
                 SkipEntry(
-                    rule.name, rule.location, f"rolled back: {exc}", _trace.node_label(match.anchor)
+                    rule.name, rule.location, _skip_reason(exc), _trace.node_label(match.anchor)
                 )
             )
             return False
@@ -381,11 +407,12 @@ class _Run:
             TraceEntry(
                 rule.name,
                 rule.location,
-                match.graph.name,
+                _trace.graph_label(match.graph),
                 _trace.labels(applied.matched),
                 _trace.labels(applied.created),
                 before=before,
                 after=_trace.snapshot_after(applied.created, applied.neighbours) if before else (),
+                anchor=_trace.site_of(match.anchor),
             )
         )
         worklist.extend(applied.created)
@@ -394,9 +421,29 @@ class _Run:
         return True
 
     def _record_pass(self, result: PassResult) -> None:
-        self.entries.append(
-            TraceEntry(result.name, "built-in pass", "", (f"{result.count} change(s)",), (), "pass")
-        )
+        """One trace entry per graph the pass changed, naming what it removed and added."""
+        for change in result.changes:
+            self.entries.append(
+                TraceEntry(
+                    result.name,
+                    "built-in pass",
+                    change.graph,
+                    change.removed,
+                    change.created,
+                    "pass",
+                )
+            )
+        if not result.changes:
+            # A pass that does not itemize its changes: its count, and the graph when one.
+            graphs = dict.fromkeys(
+                _trace.graph_label(n.graph) for n in result.touched if n.graph is not None
+            )
+            graph = next(iter(graphs)) if len(graphs) == 1 else ""
+            self.entries.append(
+                TraceEntry(
+                    result.name, "built-in pass", graph, (f"{result.count} change(s)",), (), "pass"
+                )
+            )
 
     def _warn_budget(self, budget: int) -> None:
         counts = collections.Counter(self.recent)
@@ -448,6 +495,11 @@ def _downstream(nodes: Iterable[ir.Node], radius: int) -> list[ir.Node]:
             break
         frontier = next_frontier
     return list(seen)
+
+
+def _site_key(match: Match) -> tuple[str, str, str]:
+    """(rule, graph label, anchor site): how `RewriteOptions.exclude_sites` names a place."""
+    return (match.rule.name, _trace.graph_label(match.graph), _trace.site_of(match.anchor))
 
 
 def _fingerprint(model: ir.Model) -> str:

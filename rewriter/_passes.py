@@ -1,8 +1,10 @@
 """Built-in passes: work that is not a local pattern (constant folding, dead code, CSE).
 
-Each pass takes the model and returns a `PassResult`: whether it changed anything and the
-nodes around its changes (for the rewrite worklist). Passes run only when a loaded rules file
-declares them (`pass fold_constants { max_output_bytes = 1048576 }`).
+Each pass takes the model and returns a `PassResult`: whether it changed anything, the
+nodes around its changes (for the rewrite worklist), and per graph what it removed, replaced
+and added (for the trace). Passes run only when a loaded rules file declares them
+(`pass fold_constants { max_output_bytes = 1048576 }`). A function body cannot hold
+initializers, so constants folded there become `Constant` nodes.
 """
 
 from __future__ import annotations
@@ -16,19 +18,61 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter import _facts
+from rewriter import _facts, _trace
 
 logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class PassChange:
+    """What a pass changed in one graph (trace labels, see `TraceEntry`)."""
+
+    graph: str
+    removed: tuple[str, ...]
+    created: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PassResult:
-    """What a pass did."""
+    """What a pass did; `changes` is empty for passes that do not itemize them."""
 
     name: str
     changed: bool
     touched: tuple[ir.Node, ...] = ()
     count: int = 0
+    changes: tuple[PassChange, ...] = ()
+
+
+class _ChangeLog:
+    """Collects, graph by graph in order of first change, what a pass removed and added."""
+
+    def __init__(self) -> None:
+        self._graphs: dict[ir.Graph, tuple[list[str], dict[str, None]]] = {}
+
+    def _entry(self, graph: ir.Graph) -> tuple[list[str], dict[str, None]]:
+        entry = self._graphs.get(graph)
+        if entry is None:
+            entry = ([], {})
+            self._graphs[graph] = entry
+        return entry
+
+    def removed(self, graph: ir.Graph, label: str) -> None:
+        """`label` (a node or `%initializer`) was removed or replaced."""
+        self._entry(graph)[0].append(label)
+
+    def created(self, graph: ir.Graph, label: str) -> None:
+        """`label` now stands where removed things were (new, or kept from duplicates).
+
+        Kept nodes are listed once however many duplicates they replaced.
+        """
+        self._entry(graph)[1][label] = None
+
+    def changes(self) -> tuple[PassChange, ...]:
+        """One `PassChange` per changed graph."""
+        return tuple(
+            PassChange(_trace.graph_label(graph), tuple(removed), tuple(created))
+            for graph, (removed, created) in self._graphs.items()
+        )
 
 
 # Ops whose result is not a function of their inputs, or that have effects: never folded or merged.
@@ -58,6 +102,7 @@ def eliminate_dead_code(model: ir.Model, options: Mapping[str, Any]) -> PassResu
     """Remove nodes whose outputs nothing reads, and initializers nothing reads."""
     removed = 0
     touched: dict[ir.Node, None] = {}
+    log = _ChangeLog()
     for graph in reversed(_graphs(model)):
         for node in reversed(ir.topological_order(graph)):
             if any(out.num_uses() or out.is_graph_output() for out in node.outputs):
@@ -67,13 +112,19 @@ def eliminate_dead_code(model: ir.Model, options: Mapping[str, Any]) -> PassResu
                     touched[value.producer()] = None  # type: ignore[index]
             graph.remove(node)
             touched.pop(node, None)
+            log.removed(graph, _trace.distinct_label(node))
             removed += 1
         for name, value in list(graph.initializers.items()):
             if not value.num_uses() and not value.is_graph_output() and not value.is_graph_input():
                 graph.remove_initializer(name)
+                log.removed(graph, _trace.value_label(value))
                 removed += 1
     return PassResult(
-        "eliminate_dead_code", removed > 0, tuple(n for n in touched if n.graph), removed
+        "eliminate_dead_code",
+        removed > 0,
+        tuple(n for n in touched if n.graph),
+        removed,
+        log.changes(),
     )
 
 
@@ -108,8 +159,9 @@ def eliminate_common_subexpressions(model: ir.Model, options: Mapping[str, Any])
     """Merge nodes with the same op, attributes and inputs, and initializers with equal contents."""
     merged = 0
     touched: dict[ir.Node, None] = {}
+    log = _ChangeLog()
     for graph in _graphs(model):
-        merged += _merge_initializers(graph, touched)
+        merged += _merge_initializers(graph, touched, log)
         seen: dict[object, ir.Node] = {}
         for node in ir.topological_order(graph):
             if node.op_type in _NONDETERMINISTIC or any(True for _ in node.subgraphs()):
@@ -134,13 +186,19 @@ def eliminate_common_subexpressions(model: ir.Model, options: Mapping[str, Any])
                     touched[use.node] = None
             graph.remove(node)
             touched.pop(node, None)
+            log.removed(graph, _trace.distinct_label(node))
+            log.created(graph, _trace.distinct_label(first))
             merged += 1
     return PassResult(
-        "eliminate_common_subexpressions", merged > 0, tuple(n for n in touched if n.graph), merged
+        "eliminate_common_subexpressions",
+        merged > 0,
+        tuple(n for n in touched if n.graph),
+        merged,
+        log.changes(),
     )
 
 
-def _merge_initializers(graph: ir.Graph, touched: dict[ir.Node, None]) -> int:
+def _merge_initializers(graph: ir.Graph, touched: dict[ir.Node, None], log: _ChangeLog) -> int:
     seen: dict[object, ir.Value] = {}
     merged = 0
     for name, value in list(graph.initializers.items()):
@@ -158,6 +216,8 @@ def _merge_initializers(graph: ir.Graph, touched: dict[ir.Node, None]) -> int:
             use.node.replace_input_with(use.index, first)
             touched[use.node] = None
         graph.remove_initializer(name)
+        log.removed(graph, _trace.value_label(value))
+        log.created(graph, _trace.value_label(first))
         merged += 1
     return merged
 
@@ -174,6 +234,7 @@ def fold_constants(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
     limit = int(options.get("max_output_bytes", 1 << 20))
     folded = 0
     touched: dict[ir.Node, None] = {}
+    log = _ChangeLog()
     opsets = model.opset_imports
     for graph in _graphs(model):
         for node in ir.topological_order(graph):
@@ -183,16 +244,50 @@ def fold_constants(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
             for out, array in zip(node.outputs, results, strict=False):
                 if not out.name:
                     continue
-                # The folded constant takes over the name; the node goes away just below.
-                constant = ir.Value(out.name, const_value=ir.NumpyTensor(array, out.name))
+                constant = _folded_constant(graph, node, out, array, log)
                 for use in out.uses:
                     use.node.replace_input_with(use.index, constant)
                     touched[use.node] = None
-                graph.add_initializer(constant)
             graph.remove(node)
             touched.pop(node, None)
+            log.removed(graph, _trace.distinct_label(node))
             folded += 1
-    return PassResult("fold_constants", folded > 0, tuple(n for n in touched if n.graph), folded)
+    return PassResult(
+        "fold_constants", folded > 0, tuple(n for n in touched if n.graph), folded, log.changes()
+    )
+
+
+def _folded_constant(
+    graph: ir.Graph, node: ir.Node, out: ir.Value, array: np.ndarray[Any, Any], log: _ChangeLog
+) -> ir.Value:
+    """The constant replacing `out` of the folded `node`: an initializer, or a Constant node.
+
+    The constant takes over the output's name (the node goes away once its uses moved).
+    """
+    tensor = ir.NumpyTensor(array, out.name)
+    if _facts.can_hold_initializers(graph):
+        value = ir.Value(out.name, const_value=tensor)
+        graph.add_initializer(value)
+        log.created(graph, _trace.value_label(value))
+        return value
+    value = ir.Value(out.name, type=ir.TensorType(tensor.dtype, tuple(tensor.shape)))
+    constant = ir.Node(
+        "Constant",
+        [],
+        [ir.attr_tensor("value", tensor)],
+        outputs=[value],
+        name=_constant_node_name(node, out),
+    )
+    graph.append(constant)
+    log.created(graph, _trace.distinct_label(constant))
+    return value
+
+
+def _constant_node_name(node: ir.Node, out: ir.Value) -> str:
+    """The folded node's name for the Constant replacing its only output, else a derived one."""
+    if node.name and len(node.outputs) == 1:
+        return node.name
+    return f"{out.name}/Constant"
 
 
 def _fold_node(

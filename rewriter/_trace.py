@@ -37,7 +37,14 @@ class SnapshotNode:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TraceEntry:
-    """One applied rewrite (or one change made by a built-in pass).
+    """One applied rewrite, or what one run of a built-in pass changed in one graph.
+
+    For a rule, `matched` and `created` are the matched and the new nodes. For a pass
+    (`kind` "pass"), `matched` names what it removed or replaced (nodes, and initializers as
+    `%name`) and `created` what took their place: new nodes or initializers, or the node kept
+    when duplicates were merged. `graph` is the graph's label (see `graph_label`); it is empty
+    for changes to the whole model (an opset conversion). `anchor` tells a rule application
+    apart within its graph (the anchor node's first output name, see `site_of`).
 
     `before` / `after` hold the matched subgraph and its replacement with their neighbours,
     recorded only when the run asks for them (`RewriteOptions.record_subgraphs`).
@@ -51,17 +58,34 @@ class TraceEntry:
     kind: str = "rule"
     before: tuple[SnapshotNode, ...] = ()
     after: tuple[SnapshotNode, ...] = ()
+    anchor: str = ""
 
     def describe(self) -> str:
-        """`rule (file:line) in graph: a, b -> c, d`."""
-        matched = ", ".join(self.matched) or "-"
-        created = ", ".join(self.created) or "(removed)"
-        return f"{self.rule} ({self.location}) in {self.graph or 'main'}: {matched} -> {created}"
+        """`rule (file:line) in graph: a, b -> c, d` (passes: long lists shortened)."""
+        limit = _DESCRIBE_LIMIT if self.kind == "pass" else None
+        matched = _listing(self.matched, limit) or "-"
+        created = _listing(self.created, limit) or "(removed)"
+        where = f" in {self.graph}" if self.graph else ""
+        return f"{self.rule} ({self.location}){where}: {matched} -> {created}"
+
+
+_DESCRIBE_LIMIT = 8
+
+
+def _listing(items: Sequence[str], limit: int | None) -> str:
+    """`a, b, c` or, past `limit` items, `a, b, +N more`."""
+    if limit is None or len(items) <= limit:
+        return ", ".join(items)
+    return ", ".join(items[:limit]) + f", +{len(items) - limit} more"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SkipEntry:
-    """A rule that was not applied: unmet requirement, unavailable op, or a rolled-back rewrite."""
+    """A rule that was not applied: unmet requirement, unavailable op, or a rewrite not made.
+
+    A rewrite that would have broken the model has a reason starting "rolled back"; one that
+    would have changed nothing (declined) has a reason ending "nothing to do".
+    """
 
     rule: str
     location: str
@@ -148,6 +172,50 @@ class Trace:
 def node_label(node: ir.Node) -> str:
     """How a node is named in traces: its name, or `<op>` when it has none."""
     return node.name or f"<{node.op_type}>"
+
+
+def distinct_label(node: ir.Node) -> str:
+    """A node's name, else `<op>(first output)`: unnamed nodes told apart.
+
+    Used where many nodes are listed at once (what a pass changed, `--why-not`), so `<op>`
+    alone would be ambiguous.
+    """
+    if node.name:
+        return node.name
+    for out in node.outputs:
+        if out.name:
+            return f"<{node.op_type}>({out.name})"
+    return node_label(node)
+
+
+def value_label(value: ir.Value) -> str:
+    """How a value (an initializer a pass added or removed) is named in traces: `%name`."""
+    return f"%{value.name}"
+
+
+def graph_label(graph: ir.Graph) -> str:
+    """How a graph is named in traces: its name, else where it sits (function or node)."""
+    if graph.name:
+        return graph.name
+    owner = graph.owner
+    if isinstance(owner, ir.Function):
+        return f"function {owner.name}"
+    if isinstance(owner, ir.Node):
+        return f"subgraph of {node_label(owner)}"
+    return "main graph"
+
+
+def site_of(node: ir.Node) -> str:
+    """What tells a rule application apart in its graph: the anchor's first output name."""
+    for out in node.outputs:
+        if out.name:
+            return out.name
+    return node_label(node)
+
+
+def one_line(text: str) -> str:
+    """A multi-line message (onnx's checker, inference errors) joined into one line."""
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def op_histogram(model: ir.Model) -> dict[str, int]:
