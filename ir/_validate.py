@@ -2,10 +2,11 @@
 
 Lifting already refuses values read but never defined and values defined twice. This module
 checks the rest of what makes a model unusable: cycles among nodes, nodes in a domain the
-model (or its function) does not import, names and model fields that are not UTF-8 text
-(protobuf hands those out as bytes), graph inputs and outputs of an unknown element type,
-and tensors whose data disagrees with their declared type and shape (raw byte count, count
-of typed values, external-data length and file size).
+model (or its function) does not import, nodes whose op a standard domain does not define at
+the imported opset (custom domains and model-local functions are not checked), names and
+model fields that are not UTF-8 text (protobuf hands those out as bytes), graph inputs and
+outputs of an unknown element type, and tensors whose data disagrees with their declared type
+and shape (raw byte count, count of typed values, external-data length and file size).
 
 Invariants: no external-data byte is ever read (only file sizes); an embedded tensor's
 `raw_data` is measured one tensor at a time, so at most one tensor's bytes are copied at once;
@@ -34,6 +35,7 @@ from ir._core import (
     topological_order,
 )
 from ir._enums import DataType
+from ir._schemas import find_schema, is_known_domain, normalize_domain, since_version
 from ir._serde_tensors import (
     ExternalTensor,
     ProtoTensor,
@@ -88,8 +90,9 @@ def validate_model(model: Model) -> None:
 
     Raises:
         ModelLoadError: a cycle (naming a node on it), a node whose domain is not imported
-            (naming the node and the domain), text that is not UTF-8, or a graph input or
-            output of an unknown element type.
+            (naming the node and the domain), a node whose op its standard domain does not
+            define at the imported opset (naming the node and the op), text that is not
+            UTF-8, or a graph input or output of an unknown element type.
         TensorDataError: a tensor's data disagrees with its type and shape (naming the
             tensor, and the node when it is an attribute).
         ExternalDataError: external data is unsafe, missing or shorter than declared.
@@ -104,13 +107,17 @@ def validate_model(model: Model) -> None:
                 # Checked here, a node domain that is not text is then never "imported".
                 raise ModelLoadError(f"opset_import domain {domain!r} is not UTF-8 text")
     imports = _domains(model.opset_imports)
+    ops = _OpCheck(model.opset_imports, model)
     for graph in model.graph.all_graphs():
         _check_graph(graph, imports, model.opset_imports, model.base_dir)
+        ops.check(graph)
     for fn in model.functions.values():
         fn_imports = imports | _domains(fn.opset_imports)
+        declared = {**model.opset_imports, **fn.opset_imports}
+        fn_ops = _OpCheck(declared, model)
         for graph in fn.graph.all_graphs():
-            declared = {**model.opset_imports, **fn.opset_imports}
             _check_graph(graph, fn_imports, declared, model.base_dir)
+            fn_ops.check(graph)
 
 
 def _domains(opset_imports: dict[str, int]) -> frozenset[str]:
@@ -120,6 +127,49 @@ def _domains(opset_imports: dict[str, int]) -> frozenset[str]:
         # an old one (IR version < 3) whose default opset is implied.
         domains.update(_DEFAULT_DOMAINS)
     return frozenset(domains)
+
+
+class _OpCheck:
+    """Refuses nodes whose op their standard domain does not define at the imported opset.
+
+    Answers are kept per (domain, op type), so each distinct op is looked up once per model.
+    """
+
+    __slots__ = ("_answers", "_functions", "_opsets")
+
+    def __init__(self, declared: dict[str, int], model: Model) -> None:
+        self._opsets = {normalize_domain(domain): version for domain, version in declared.items()}
+        self._functions = {(domain, name) for domain, name, _ in model.functions}
+        self._answers: dict[tuple[str, str], str | None] = {}
+
+    def check(self, graph: Graph) -> None:
+        """Raise for the first node of `graph` (not its subgraphs) whose op does not exist."""
+        answers = self._answers
+        for node in graph._nodes:
+            key = (node._domain, node._op_type)
+            if key in answers:
+                problem = answers[key]
+            else:
+                problem = answers[key] = self._problem(*key)
+            if problem is not None:
+                raise ModelLoadError(f"graph {graph.name!r}: node {_node_label(node)}: {problem}")
+
+    def _problem(self, domain: str, op_type: str) -> str | None:
+        """Why `op_type` cannot be used in `domain`, or None when it can (or is unchecked)."""
+        if (domain, op_type) in self._functions or not is_known_domain(domain):
+            return None
+        version = self._opsets.get(normalize_domain(domain))
+        if version is None:
+            return None  # no import (an old model): the implied opset is unknown
+        if find_schema(op_type, domain, version) is not None:
+            return None
+        opset = f"{normalize_domain(domain) or 'ai.onnx'} opset {version}"
+        first = since_version(op_type, domain)
+        if first is None:
+            return f"op {op_type!r} does not exist in {opset}"
+        if first > version:
+            return f"op {op_type!r} does not exist in {opset} (it first appears in opset {first})"
+        return f"op {op_type!r} is deprecated in {opset}"
 
 
 def _check_graph(

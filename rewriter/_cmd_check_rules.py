@@ -9,10 +9,12 @@ Exit codes: 0 no rule failed, 1 some rule failed, 2 bad usage or rules that do n
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import random
 import sys
 import time
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -67,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "do not depend on it",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     parser.add_argument(
         "--allow-python", action="store_true", help="permit `use` declarations in rule files"
     )
@@ -89,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the rules; 0 when none failed, 1 when some failed, 2 on bad usage."""
     from rich.console import Console
 
+    from rewriter._output import refuse_unsafe_targets, write_text_atomically
     from rewriter.checkrules import (
         CheckOptions,
         Status,
@@ -99,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
     from rewriter.checkrules import _report as report
     from rewriter.dsl import load_rules
 
+    if args.json:
+        # Checked before the (long) run, like the main command's side files.
+        protected = {Path(path): "a rules path" for path in args.paths}
+        refuse_unsafe_targets({"--json": args.json}, protected=protected, force=args.force)
     ruleset = load_rules(*args.paths, allow_python=args.allow_python)
     known = [rule.name for rule in ruleset.rules]
     unknown = [name for name in args.rules if name not in known]
@@ -133,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
     if details:
         sys.stdout.write("\n" + details + "\n")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as stream:
-            report.write_json(reports, stream, seed=args.seed)
+        stream = io.StringIO()
+        report.write_json(reports, stream, seed=args.seed)
+        write_text_atomically(args.json, stream.getvalue())
     failed = any(r.status is Status.FAILED for r in reports)
     return EXIT_FAILED if failed else EXIT_OK

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 import ir
 from rewriter import _output
-from rewriter._api import RewriteResult, as_model, load_ruleset, rewrite
+from rewriter._api import PhaseClock, RewriteResult, as_model, load_ruleset, rewrite
 from rewriter._errors import RewriteError
 from rewriter._manager import PassManager, RewriteOptions
 from rewriter._trace import SkipEntry
+from rewriter.dsl import _ast as ast
 
 if TYPE_CHECKING:
     from rewriter.verify import VerifyResult
@@ -109,16 +110,17 @@ def _output_path(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Run the main job; returns the exit code."""
-    source = Path(args.model)
-    if not source.is_file():
-        raise RewriteError(f"{source}: no such model file")
+    source = _output.input_model_path(args.model)
     out_path = _output_path(args)
+    if not args.why_not:
+        _output.check_output_folder("output model", out_path)
     if not args.in_place and out_path.exists() and not args.force and not args.why_not:
         raise RewriteError(f"{out_path} exists; pass --force to overwrite it")
     if not args.in_place and out_path.exists() and os.path.samefile(out_path, source):
         raise RewriteError("the output would overwrite the input; use --in-place to allow that")
-    _refuse_side_files_over_models(args, source, out_path)
-    ruleset = load_ruleset(args.rules, allow_python=args.allow_python)
+    clock = PhaseClock()
+    with clock.phase("load_rules"):
+        ruleset = load_ruleset(args.rules, allow_python=args.allow_python)
     if args.rules:
         # The shipped library is kept warning-free by its tests; show warnings for user rules.
         _output.print_warnings(ruleset.warnings)
@@ -127,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         report = PassManager(ruleset, RewriteOptions()).why_not(model, args.why_not)
         print(report.render())
         return 0
+    _refuse_unsafe_side_files(args, source, out_path, ruleset)
     args.opsets_to_add = _parse_opsets(args.add_opset)
     with _output.progress(enabled=not args.no_progress) as on_progress:
         result = rewrite(
@@ -146,35 +149,51 @@ def run(args: argparse.Namespace) -> int:
     exit_code = 0
     verification = None
     if args.verify:
-        verification = _output.verify_and_bisect(source, result, ruleset, args)
+        with clock.phase("verify"):
+            verification = _output.verify_and_bisect(source, result, ruleset, args)
         if not verification.ok:
             exit_code = 1
-    if args.json:
-        payload = result.to_json()
-        if verification is not None:
-            payload["verification"] = verification.to_json()
-        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
-    if args.report:
-        _write_report(args.report, source, result, verification)
     if exit_code == 0:
-        ir.save(result.model, out_path)
+        with clock.phase("save"):
+            ir.save(result.model, out_path)
         _output.print_summary(result, out_path)
     else:
         print(
             f"rewrite: not writing {out_path}: the rewritten model is not equivalent",
             file=sys.stderr,
         )
+    # Side files come last so that their timings cover every phase before them.
+    if args.report:
+        with clock.phase("report"):
+            _write_report(args.report, source, result, verification, _phases(clock, result))
+    if args.json:
+        payload = result.to_json()
+        times = _phases(clock, result)
+        payload["timings_seconds"] = {phase: round(t, 6) for phase, t in times.items()}
+        if verification is not None:
+            payload["verification"] = verification.to_json()
+        _output.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
     return exit_code
 
 
-def _refuse_side_files_over_models(args: argparse.Namespace, source: Path, out: Path) -> None:
-    """`--json` and `--report` must not name the input model or the output model."""
-    for option, value in (("--json", args.json), ("--report", args.report)):
-        if not value or not Path(value).exists():
-            continue
-        for role, model in (("input", source), ("output", out)):
-            if model.exists() and os.path.samefile(value, model):
-                raise RewriteError(f"{option} {value} would overwrite the {role} model")
+def _phases(clock: PhaseClock, result: RewriteResult) -> dict[str, float]:
+    """Seconds per phase of the command, in the order they ran (rules load before the model)."""
+    return {"load_rules": clock.seconds["load_rules"], **result.timings, **clock.seconds}
+
+
+def _refuse_unsafe_side_files(
+    args: argparse.Namespace, source: Path, out: Path, ruleset: ast.RuleSet
+) -> None:
+    """`--json` and `--report` never replace the models, the input's data or the rules in use."""
+    protected = {out: "the output model"}
+    protected.update({Path(path): f"the rules file {path}" for path in ruleset.sources})
+    protected[source] = "the input model"
+    _output.refuse_unsafe_targets(
+        {"--json": args.json, "--report": args.report},
+        protected=protected,
+        models=[source],
+        force=args.force,
+    )
 
 
 def _rolled_back(result: RewriteResult) -> list[str]:
@@ -194,12 +213,16 @@ def _rolled_back(result: RewriteResult) -> list[str]:
 
 
 def _write_report(
-    path: str, source: Path, result: RewriteResult, verification: VerifyResult | None
+    path: str,
+    source: Path,
+    result: RewriteResult,
+    verification: VerifyResult | None,
+    timings: dict[str, float],
 ) -> None:
     """`--report FILE`: the HTML report (written even when verification failed)."""
     from rewriter.report import write_rewrite_report
 
-    write_rewrite_report(path, result, source=source, verification=verification)
+    write_rewrite_report(path, result, source=source, verification=verification, timings=timings)
     print(f"wrote report {path}")
 
 

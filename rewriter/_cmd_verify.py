@@ -1,9 +1,10 @@
 """`rewrite verify ORIGINAL REWRITTEN`: compare two models on generated inputs.
 
 Prints the per-output table (with `rich` on a terminal, plain text otherwise) and the
-verdict. Exit codes: 0 the models agree, 1 they disagree (the shrunk counterexample is saved
-and its path printed), 2 bad usage or a model that cannot be loaded or compared (one line on
-stderr, from the CLI's error handler).
+verdict. `--counterexample` may not name either model or their external data files. Exit
+codes: 0 the models agree, 1 they disagree (the shrunk counterexample is saved and its path
+printed), 2 bad usage or a model that cannot be loaded or compared (one line on stderr, from
+the CLI's error handler).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -100,10 +102,25 @@ def _print_table(result: VerifyResult) -> None:
         sys.stdout.write(result.render_table() + "\n")
 
 
+def _refuse_unsafe_counterexample(path: Path, args: argparse.Namespace) -> None:
+    """`--counterexample` never replaces either model or their external data."""
+    from rewriter import _output
+
+    original, rewritten = Path(args.original), Path(args.rewritten)
+    _output.refuse_overwriting(
+        "--counterexample",
+        path,
+        protected={original: "the original model", rewritten: "the rewritten model"},
+        models=[original, rewritten],
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Compare the models; 0 when they agree, 1 when they do not."""
     from rewriter.verify import VerifyError, check_equivalence
 
+    if args.counterexample:
+        _refuse_unsafe_counterexample(Path(args.counterexample), args)
     ranges: dict[str, tuple[float, float]] = {}
     for name, bounds in args.inputs:
         if name in ranges:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import ir
 
@@ -79,7 +80,7 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, ir.IRError | RewriteError):
         return str(exc), 2
     if isinstance(exc, FileNotFoundError):
-        return f"{exc.filename}: no such file", 2
+        return _describe_missing(exc.filename), 2
     if isinstance(exc, PermissionError):
         return f"{exc.filename}: permission denied", 2
     if isinstance(exc, IsADirectoryError):
@@ -89,3 +90,12 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, MemoryError):
         return "out of memory", 2
     return f"internal error ({type(exc).__name__}: {exc}); please report it with -vv output", 2
+
+
+def _describe_missing(filename: object) -> str:
+    """Name the missing folder rather than a file (often a temporary one) inside it."""
+    if isinstance(filename, str):
+        folder = os.path.dirname(filename)
+        if folder and not os.path.isdir(folder):
+            return f"{folder}: no such folder"
+    return f"{filename}: no such file"

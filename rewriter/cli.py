@@ -83,10 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # the last line of defence: one line, never a traceback
-        from rewriter._errors import describe_error
+        from rewriter._errors import RuleError, describe_error
 
         message, code = describe_error(exc)
-        sys.stderr.write(f"rewrite: error: {message}\n")
+        if isinstance(exc, RuleError):
+            # Rendered diagnostics already read `path:line:col: error: ...`.
+            sys.stderr.write(f"{message}\n")
+        else:
+            sys.stderr.write(f"rewrite: error: {message}\n")
         if args.verbose >= 2:
             raise
         return code

@@ -95,7 +95,8 @@ header.page p { margin: 4px 0 0; color: #cfd8dc; }
 .overview { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1.25fr); gap: 28px; }
 .overview svg.chart { max-width: 100%; height: auto; }
 h2 { border-bottom: 1px solid var(--line); padding-bottom: 4px; margin-top: 32px; }
-h3 { margin: 24px 0 6px; }
+h3 { margin: 16px 0 6px; }
+h3 .where { font-size: 13px; font-weight: normal; color: var(--muted); margin-left: 8px; }
 section.rule { background: #fff; border: 1px solid var(--line); border-radius: 6px;
                padding: 4px 16px 12px; margin: 16px 0; }
 table { border-collapse: collapse; margin: 8px 0; background: #fff; }
@@ -106,12 +107,26 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 code, pre { font: 12px/1.4 ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; }
 pre { background: #f6f8fa; border: 1px solid var(--line); border-radius: 4px; padding: 8px;
       overflow-x: auto; margin: 6px 0; }
+pre.source { max-height: 13em; overflow-y: auto; }
 pre.source .ln { color: #aaa; user-select: none; }
 .meta { color: var(--muted); }
 .ok { color: var(--created); font-weight: 600; }
 .bad { color: var(--matched); font-weight: 600; }
 .note { background: #fff8e1; border: 1px solid #ffe082; border-radius: 4px; padding: 8px 12px; }
-.toc { columns: 2; }
+nav.contents { background: #fff; border: 1px solid var(--line); border-radius: 6px;
+                padding: 6px 12px; margin: 4px 0 0; }
+nav.contents ul { margin: 0; padding-left: 18px; }
+nav.contents > ul > li + li { margin-top: 2px; }
+.kind { font-size: 12px; font-weight: 600; padding: 0 6px; border-radius: 3px;
+        background: #eceff1; color: #455a64; vertical-align: middle; }
+.kind.fusion { background: #e3f4e4; color: #1b5e20; }
+.kind.cleanup { background: #f3f3f3; color: #777; }
+table.timings td { padding-top: 1px; padding-bottom: 1px; }
+table.timings td:last-child { width: 160px; }
+table.timings td:last-child span { display: block; height: 10px; margin-top: 5px;
+                                   background: #4c78a8; }
+.controls { display: flex; flex-wrap: wrap; align-items: center; gap: 4px 24px; }
+.controls p { margin: 6px 0; }
 details.app { border-top: 1px dashed var(--line); padding: 6px 0; }
 details.app > summary { cursor: pointer; }
 .pair { display: flex; align-items: flex-start; gap: 12px; flex-wrap: wrap; margin-top: 6px; }

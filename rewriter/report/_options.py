@@ -19,4 +19,4 @@ class ReportOptions:
     open_applications: int = 3
     pictures_per_rule: int = 10
     max_pictures: int = 300
-    chart_ops: int = 20
+    chart_ops: int = 16

@@ -1,14 +1,17 @@
 """The rewrite report: what a run changed, with before/after pictures rule by rule.
 
-Sections, in order: an overview (summary of nodes, parameters and rewrites, time per
-phase, and the op counts before/after as a chart with the full table folded below it),
-verification (when it ran), rules applied (see `_rule_sections`), built-in passes, skipped
-rules.
+Sections, in order: an overview (summary of nodes, parameters, rewrites and the verdict of
+verification; contents: every section below, each rule with its count; time per phase;
+the op counts before/after as a chart with the full table folded below it), rules applied
+(fusions first, see `_rule_sections`), verification (when it ran), built-in passes,
+skipped rules. The overview is kept short so that a 2000-pixel-high screenshot of the page
+shows the first fusion's before/after pictures.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,16 +67,40 @@ def _verification(verification: VerifyResult | None) -> Html:
     return section("verification", "Verification", body)
 
 
+# The phases a run can have, in the order `rewrite MODEL` runs them, with what each covers.
+PHASES = {
+    "load_rules": "parse and check the rule files",
+    "load_model": "read the ONNX model into the IR",
+    "convert": "convert the opset with onnx's version converter",
+    "rewrite": "infer types and shapes, apply rules and passes until nothing changes",
+    "check": "run onnx's checker on the result",
+    "verify": "run both models on generated inputs and compare the outputs",
+    "save": "write the rewritten model",
+    "report": "draw the pictures and render this page (writing it is not included)",
+}
+
+
+def _in_run_order(timings: Mapping[str, float]) -> dict[str, float]:
+    """Known phases in `PHASES` order, then any others in the order given."""
+    known = {phase: timings[phase] for phase in PHASES if phase in timings}
+    return {**known, **timings}
+
+
 def _timings(timings: Mapping[str, float]) -> Html:
-    total = sum(timings.values()) or 1.0
-    rows = [(phase, seconds(t), f"{t / total:.0%}") for phase, t in timings.items()]
-    chart = bar_chart(
-        list(timings),
-        [Series("seconds", tuple(timings.values()))],
-        title="time per phase",
-        fmt=seconds,
-    )
-    body = table(("phase", "time", "share"), rows, numeric=(1, 2)) + chart
+    ordered = _in_run_order(timings)
+    total = sum(ordered.values())
+    rows = [
+        (
+            Html(f'<span title="{esc(PHASES.get(phase, phase))}">{esc(phase)}</span>'),
+            seconds(t),
+            f"{t / (total or 1.0):.0%}",
+            Html(f'<span style="width: {100 * t / (total or 1.0):.1f}%"></span>'),
+        )
+        for phase, t in ordered.items()
+    ]
+    rows.append((Html("<b>total</b>"), seconds(total), "", Html("")))
+    # A phase's name carries what it covers as a tooltip.
+    body = table(("phase", "time", "share", ""), rows, numeric=(1, 2), css_class="timings")
     return section("timings", "Time per phase", body)
 
 
@@ -124,8 +151,22 @@ def _opsets(stats: Mapping[str, object] | None) -> str:
     return ", ".join(f"{domain or 'ai.onnx'} {version}" for domain, version in opsets.items())
 
 
+def _verdict(verification: VerifyResult | None) -> str:
+    """One line: the verification's outcome, linked to its table."""
+    if verification is None:
+        return ""
+    css = "ok" if verification.ok else "bad"
+    return (
+        f'<p class="{css}"><a href="#verification">verification</a>: '
+        f"{esc(verification.summary())}</p>"
+    )
+
+
 def _summary(
-    result: RewriteResult, before: Mapping[str, object] | None, after: Mapping[str, object]
+    result: RewriteResult,
+    before: Mapping[str, object] | None,
+    after: Mapping[str, object],
+    verification: VerifyResult | None,
 ) -> Html:
     trace = result.trace
     applied = sum(1 for e in trace.entries if e.kind == "rule")
@@ -145,9 +186,35 @@ def _summary(
     body = (
         table(("", "before", "after"), rows, numeric=(1, 2))
         + "".join(f"<p>{esc(line)}</p>" for line in lines)
+        + _verdict(verification)
         + warnings
     )
     return section("summary", "Summary", body)
+
+
+def _contents(result: RewriteResult, verification: VerifyResult | None) -> Html:
+    """Links to every section of the page, with counts; each rule is listed by kind."""
+    entries = result.trace.entries
+    groups = _rule_sections.rule_groups(entries)
+    applied = sum(len(g.indices) for g in groups)
+    links = [
+        '<a href="#summary">Summary</a>',
+        '<a href="#timings">Time per phase</a>',
+        '<a href="#ops">Nodes by op type</a>',
+    ]
+    if verification is not None:
+        outcome = "equivalent" if verification.ok else "NOT equivalent"
+        links.append(f'<a href="#verification">Verification</a>: {outcome}')
+    runs = sum(1 for e in entries if e.kind == "pass")
+    if runs:
+        links.append(f'<a href="#passes">Built-in passes</a> &times; {runs}')
+    links.append(f'<a href="#skipped">Skipped rules</a> &times; {len(result.trace.skips)}')
+    items = (
+        f"<li>{' · '.join(links)}</li>"
+        f'<li><a href="#rules">Rules applied</a>: {applied} rewrites by {len(groups)} rules'
+        f"{_rule_sections.rule_contents(groups)}</li>"
+    )
+    return Html(f'<nav id="contents" class="contents"><ul>{items}</ul></nav>')
 
 
 def _source_stats(source: str | os.PathLike[str] | ir.Model | None) -> dict[str, object] | None:
@@ -171,23 +238,27 @@ def render_rewrite_report(
         result: a rewrite run; run it with `record_subgraphs=True` to get pictures.
         source: the input model (a path or an IR model), for its parameter counts.
         verification: the verification of the result, if one ran.
-        timings: more phases to show after `result.timings` (e.g. verification).
+        timings: more phases (or better measures of them) than `result.timings`, e.g.
+            verification; the time to render this page is added as `report` unless given.
         options: how much to show (defaults: `ReportOptions()`).
     """
+    start = time.perf_counter()
     options = options or ReportOptions()
-    summary = _summary(result, _source_stats(source), collect(result.model))
-    overview = (
-        f'<div class="overview"><div>{summary}'
-        f"{_timings({**result.timings, **(timings or {})})}</div>"
-        f"<div>{_op_counts(result, options)}</div></div>"
-    )
-    parts = [
-        overview,
-        _verification(verification),
+    summary = _summary(result, _source_stats(source), collect(result.model), verification)
+    details = [
         _rule_sections.rules_applied(result, options),
+        _verification(verification),
         _rule_sections.passes(result),
         _rule_sections.skipped(result.trace.skips),
     ]
+    phases = {**result.timings, **(timings or {})}
+    # What remains after this (the overview, joining the strings) takes well under 1 ms.
+    phases.setdefault("report", time.perf_counter() - start)
+    overview = (
+        f'<div class="overview"><div>{summary}{_timings(phases)}</div>'
+        f"<div>{_op_counts(result, options)}</div></div>"
+    )
+    parts = [_contents(result, verification), overview, *details]
     name = Path(os.fspath(source)).name if isinstance(source, str | os.PathLike) else "model"
     applied = sum(1 for e in result.trace.entries if e.kind == "rule")
     subtitle = f"{result.nodes_before:,} → {result.nodes_after:,} nodes, {applied} rewrites"

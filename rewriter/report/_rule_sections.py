@@ -1,14 +1,18 @@
 """The per-rule part of the rewrite report: rules applied, built-in passes, skipped rules.
 
-Each rule that fired gets a section: its name and count, its source text with file:line,
-and one `<details>` block per application (the first `open_applications` expanded) with the
-before/after pictures. All pictures are drawn with one `dot` run; at most
-`pictures_per_rule` applications per rule (and `max_pictures` in all) get pictures, the
-others a text listing, so the page stays quick to make and to open.
+Each rule that fired gets a section: its name, kind and count, its source text with
+file:line, and one `<details>` block per application (the first `open_applications`
+expanded) with the before/after pictures. Sections come in order of kind (fusions, then
+other rewrites, then cleanups; see `rule_kind`), and within a kind in order of first
+application, so the page opens on what people look for; `contents` lists them all with
+their counts. All pictures are drawn with one `dot` run; at most `pictures_per_rule`
+applications per rule (and `max_pictures` in all, given to the first sections) get
+pictures, the others a text listing, so the page stays quick to make and to open.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
@@ -18,6 +22,28 @@ from rewriter.report import _dot, _pictures
 from rewriter.report._html import Html, esc, section, slug, table
 from rewriter.report._options import ReportOptions
 from rewriter.report._rule_source import RuleSource, find_rule_source
+
+# Kinds of rule, in the order their sections appear. A fusion changes the op types that
+# compute the result (seven ops -> LayerNormalization, a Mul absorbed into it): that is what
+# people open the report for. A cleanup creates no node that computes anything (Constant ->
+# initializer, a no-op Reshape removed). Other rewrites rearrange ops of the same types (two
+# Unsqueeze -> one); rules whose subgraphs were not recorded count as these too.
+FUSION = "fusion"
+OTHER = "other rewrite"
+CLEANUP = "cleanup"
+KINDS = {FUSION: "fusions", OTHER: "other rewrites", CLEANUP: "cleanups"}
+_RANK = {kind: rank for rank, kind in enumerate(KINDS)}
+# Op types that compute nothing: creating one is a cleanup, matching one is not a fusion.
+_NO_WORK = frozenset({"Constant", "Identity"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RuleGroup:
+    """The applications of one rule: its name, its kind and their indices in the trace."""
+
+    name: str
+    kind: str
+    indices: tuple[int, ...]
 
 
 def group_entries(entries: Sequence[TraceEntry], kind: str) -> dict[str, list[int]]:
@@ -29,15 +55,48 @@ def group_entries(entries: Sequence[TraceEntry], kind: str) -> dict[str, list[in
     return groups
 
 
+def application_kind(entry: TraceEntry) -> str | None:
+    """FUSION, OTHER or CLEANUP for one recorded rewrite; None when nothing was recorded."""
+    if not entry.before and not entry.after:
+        return None
+    matched = {node.op for node in entry.before if node.role == "matched"} - _NO_WORK
+    created = {node.op for node in entry.after if node.role == "created"} - _NO_WORK
+    if not created:
+        return CLEANUP
+    return OTHER if created == matched else FUSION
+
+
+def rule_kind(entries: Sequence[TraceEntry]) -> str:
+    """The kind of a rule: the first in `KINDS` order that any of its applications has."""
+    kinds = [kind for kind in map(application_kind, entries) if kind is not None]
+    return min(kinds, key=_RANK.__getitem__, default=OTHER)
+
+
+def rule_groups(entries: Sequence[TraceEntry]) -> tuple[RuleGroup, ...]:
+    """The rules that fired, fusions first, then other rewrites, then cleanups.
+
+    Within a kind, rules keep the order of their first application.
+    """
+    groups = [
+        RuleGroup(name, rule_kind([entries[i] for i in indices]), tuple(indices))
+        for name, indices in group_entries(entries, "rule").items()
+    ]
+    return tuple(sorted(groups, key=_section_rank))
+
+
+def _section_rank(group: RuleGroup) -> int:
+    return _RANK[group.kind]
+
+
 def _to_draw(
-    groups: Mapping[str, list[int]], entries: Sequence[TraceEntry], options: ReportOptions
+    groups: Sequence[RuleGroup], entries: Sequence[TraceEntry], options: ReportOptions
 ) -> list[int]:
-    """The entries that get pictures: the first few recorded ones of each rule."""
+    """The entries that get pictures: the first few recorded ones of each rule, in page order."""
     chosen: list[int] = []
-    for indices in groups.values():
-        recorded = [i for i in indices if entries[i].before or entries[i].after]
+    for group in groups:
+        recorded = [i for i in group.indices if entries[i].before or entries[i].after]
         chosen.extend(recorded[: options.pictures_per_rule])
-    return sorted(chosen)[: options.max_pictures]
+    return chosen[: options.max_pictures]
 
 
 def names(items: Sequence[str], limit: int = 4) -> str:
@@ -48,26 +107,33 @@ def names(items: Sequence[str], limit: int = 4) -> str:
     return shown or "-"
 
 
+def _short_names(labels: Sequence[str]) -> str:
+    """The first two node labels, shortened to their last path parts, and how many more."""
+    return names([_dot.short_name(label) for label in labels], limit=2)
+
+
 def _application(number: int, entry: TraceEntry, body: str, *, is_open: bool) -> str:
     where = entry.graph or "main"
-    created = names(entry.created) if entry.created else "(removed)"
+    created = _short_names(entry.created) if entry.created else "(removed)"
+    # The summary stays on one line; the full names are in its tooltip and the pictures.
+    full = f"{names(entry.matched, len(entry.matched))} → {names(entry.created, 99) or '-'}"
     summary = (
-        f"#{number} in <code>{esc(where)}</code>: <code>{esc(names(entry.matched))}</code> → "
-        f"<code>{esc(created)}</code>"
+        f'<summary title="{esc(full)}">#{number} in <code>{esc(where)}</code>: '
+        f"<code>{esc(_short_names(entry.matched))}</code> → <code>{esc(created)}</code></summary>"
     )
     state = " open" if is_open else ""
-    return f'<details class="app"{state}><summary>{summary}</summary>{body}</details>'
+    return f'<details class="app"{state}>{summary}{body}</details>'
 
 
-def _source_block(source: RuleSource | None, location: str) -> str:
+def _source_block(source: RuleSource | None) -> str:
     if source is None:
-        return f'<p class="meta">{esc(location)} (source not available)</p>'
+        return '<p class="meta">(source not available)</p>'
     width = len(str(source.first_line + source.text.count("\n")))
     numbered = "\n".join(
         f'<span class="ln">{source.first_line + i:>{width}}</span>  {esc(line)}'
         for i, line in enumerate(source.text.splitlines())
     )
-    return f'<p class="meta">{esc(location)}</p><pre class="source"><code>{numbered}</code></pre>'
+    return f'<pre class="source"><code>{numbered}</code></pre>'
 
 
 def _application_body(entry: TraceEntry, picture: Html | None, options: ReportOptions) -> str:
@@ -82,13 +148,10 @@ def _application_body(entry: TraceEntry, picture: Html | None, options: ReportOp
 
 
 def _rule_section(
-    name: str,
-    indices: Sequence[int],
-    result: RewriteResult,
-    drawn: Mapping[int, Html],
-    options: ReportOptions,
+    group: RuleGroup, result: RewriteResult, drawn: Mapping[int, Html], options: ReportOptions
 ) -> str:
     entries = result.trace.entries
+    name, indices = group.name, group.indices
     blocks = [
         _application(
             number,
@@ -99,10 +162,14 @@ def _rule_section(
         for number, index in enumerate(indices, 1)
     ]
     source = find_rule_source(result.ruleset, name)
-    heading = f'<h3>{esc(name)} <span class="meta">&times; {len(indices)}</span></h3>'
-    heading += _source_block(source, entries[indices[0]].location)
-    anchor = esc(slug(name))
-    return f'<section class="rule" id="rule-{anchor}">{heading}{"".join(blocks)}</section>'
+    heading = (
+        f'<h3>{esc(name)} <span class="kind {esc(slug(group.kind))}">{esc(group.kind)}</span> '
+        f'<span class="meta">&times; {len(indices)}</span> '
+        f'<span class="where">{esc(entries[indices[0]].location)}</span></h3>'
+    )
+    heading += _source_block(source)
+    attributes = f'id="rule-{esc(slug(name))}" data-kind="{esc(group.kind)}"'
+    return f'<section class="rule" {attributes}>{heading}{"".join(blocks)}</section>'
 
 
 _LEGEND = Html(
@@ -116,19 +183,37 @@ _TOOLBAR = Html(
 )
 
 
+def _rule_links(groups: Sequence[RuleGroup]) -> str:
+    return ", ".join(
+        f'<a href="#rule-{esc(slug(g.name))}">{esc(g.name)}</a> &times; {len(g.indices)}'
+        for g in groups
+    )
+
+
+def rule_contents(groups: Sequence[RuleGroup]) -> Html:
+    """Every rule section, linked with its count, one line per kind (for the contents)."""
+    lines = []
+    for kind, title in KINDS.items():
+        of_kind = [g for g in groups if g.kind == kind]
+        if not of_kind:
+            continue
+        rewrites = sum(len(g.indices) for g in of_kind)
+        lines.append(
+            f'<li><span class="kind {esc(slug(kind))}">{esc(title)}</span> '
+            f"({len(of_kind)} rules, {rewrites} rewrites): {_rule_links(of_kind)}</li>"
+        )
+    return Html(f"<ul>{''.join(lines)}</ul>" if lines else "")
+
+
 def rules_applied(result: RewriteResult, options: ReportOptions) -> Html:
-    """The "Rules applied" section: a table of contents, then one section per rule."""
+    """The "Rules applied" section: one section per rule, fusions first."""
     entries = result.trace.entries
-    groups = group_entries(entries, "rule")
+    groups = rule_groups(entries)
     if not groups:
         return section("rules", "Rules applied", '<p class="meta">no rule fired</p>')
     to_draw = _to_draw(groups, entries, options)
     pictures = _pictures.draw_pairs([entries[i] for i in to_draw])
     drawn = dict(zip(to_draw, pictures.fragments, strict=True))
-    toc = "".join(
-        f'<li><a href="#rule-{esc(slug(name))}">{esc(name)}</a> &times; {len(indices)}</li>'
-        for name, indices in groups.items()
-    )
     note = ""
     if pictures.problem is not None:
         note = (
@@ -136,8 +221,8 @@ def rules_applied(result: RewriteResult, options: ReportOptions) -> Html:
             f"{esc(pictures.problem)}. To get pictures, install Graphviz: "
             f"{esc(_dot.INSTALL_HINT)}.</p>"
         )
-    sections = "".join(_rule_section(n, ix, result, drawn, options) for n, ix in groups.items())
-    body = f'<ul class="toc">{toc}</ul>{note}{_LEGEND}{_TOOLBAR}{sections}'
+    sections = "".join(_rule_section(group, result, drawn, options) for group in groups)
+    body = f'{note}<div class="controls">{_LEGEND}{_TOOLBAR}</div>{sections}'
     return section("rules", "Rules applied", body)
 
 

@@ -121,6 +121,28 @@ def _unknown_domain() -> onnx.ModelProto:
     return model
 
 
+def _op_type(name: str) -> Callable[[], onnx.ModelProto]:
+    """The good model with `relu`'s op replaced by `name` (default domain, opset 18)."""
+
+    def build() -> onnx.ModelProto:
+        model = good_model()
+        model.graph.node[1].op_type = name
+        return model
+
+    return build
+
+
+def _unknown_op_in_function() -> onnx.ModelProto:
+    body = [onnx.helper.make_node("NoSuchOp", ["a"], ["b"], name="inner")]
+    function = onnx.helper.make_function("local.fns", "act", ["a"], ["b"], body, OPSET)
+    model = good_model()
+    model.graph.node[1].domain = "local.fns"
+    model.graph.node[1].op_type = "act"
+    model.opset_import.append(onnx.helper.make_opsetid("local.fns", 1))
+    model.functions.append(function)
+    return model
+
+
 def _function_domain_not_imported() -> onnx.ModelProto:
     body = [onnx.helper.make_node("Relu", ["a"], ["b"])]
     function = onnx.helper.make_function("local.fns", "act", ["a"], ["b"], body, OPSET)
@@ -251,6 +273,30 @@ CATALOGUE = (
         _proto(_function_domain_not_imported),
         ir.ModelLoadError,
         ("node 'relu' (local.fns.act)", "domain 'local.fns'", "not import"),
+    ),
+    BadModel(
+        "unknown_op",
+        _proto(_op_type("NoSuchOp")),
+        ir.ModelLoadError,
+        ("node 'relu' (NoSuchOp)", "op 'NoSuchOp' does not exist in ai.onnx opset 18"),
+    ),
+    BadModel(
+        "op_newer_than_the_opset",
+        _proto(_op_type("Gelu")),
+        ir.ModelLoadError,
+        ("node 'relu' (Gelu)", "op 'Gelu' does not exist in ai.onnx opset 18", "opset 20"),
+    ),
+    BadModel(
+        "deprecated_op",
+        _proto(_op_type("Upsample")),
+        ir.ModelLoadError,
+        ("node 'relu' (Upsample)", "op 'Upsample' is deprecated in ai.onnx opset 18"),
+    ),
+    BadModel(
+        "unknown_op_in_function",
+        _proto(_unknown_op_in_function),
+        ir.ModelLoadError,
+        ("node 'inner' (NoSuchOp)", "op 'NoSuchOp' does not exist in ai.onnx opset 18"),
     ),
     BadModel("unknown_dtype", _proto(_bad_dtype), ir.TensorDataError, ("tensor 'w'", "99")),
     BadModel(

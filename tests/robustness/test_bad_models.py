@@ -282,3 +282,71 @@ def test_inference_with_an_input_of_unknown_type_is_a_node_inference_error() -> 
     node = ir.Node("Relu", [x], outputs=["y"])
     with pytest.raises(ir.NodeInferenceError, match="the type of input 'x' is unknown"):
         ir.infer_node_types(node, {"": 18}, type_of=lambda value: None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops checked against onnx's schemas: standard domains only, at the imported opset
+
+
+def _with_op(domain: str, op_type: str, imports: dict[str, int]) -> onnx.ModelProto:
+    model = good_model()
+    model.graph.node[1].domain = domain
+    model.graph.node[1].op_type = op_type
+    del model.opset_import[:]
+    model.opset_import.extend(onnx.helper.make_opsetid(d, v) for d, v in imports.items())
+    return model
+
+
+@pytest.mark.parametrize(
+    ("domain", "op_type", "imports"),
+    [
+        pytest.param("com.example", "NoSuchOp", {"": 18, "com.example": 1}, id="custom_domain"),
+        pytest.param("", "Gelu", {"": 20}, id="op_at_its_first_opset"),
+        pytest.param("ai.onnx", "Relu", {"ai.onnx": 14}, id="default_domain_spelled_out"),
+        pytest.param("ai.onnx.ml", "Scaler", {"": 18, "ai.onnx.ml": 3}, id="ml_domain"),
+    ],
+)
+def test_ops_that_exist_at_the_imported_opset_load(
+    domain: str, op_type: str, imports: dict[str, int], tmp_path: Path
+) -> None:
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_with_op(domain, op_type, imports).SerializeToString())
+    assert [n.op_type for n in ir.load(path).graph.nodes] == ["Add", op_type]
+
+
+def test_unknown_op_in_a_subgraph_is_refused() -> None:
+    branch = onnx.helper.make_graph(
+        [onnx.helper.make_node("NoSuchOp", ["x"], ["b"], name="inner")], "then", [], [_float("b")]
+    )
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)],
+        "g",
+        [onnx.helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, []), _float("x")],
+        [_float("y")],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+    with pytest.raises(ir.ModelLoadError, match=r"graph 'then': node 'inner' \(NoSuchOp\)"):
+        ir.validate_model(ir.from_onnx(model))
+
+
+def test_model_local_function_may_share_a_standard_domain_name() -> None:
+    """A call of a model-local function is not looked up in onnx's schemas."""
+    body = [onnx.helper.make_node("Relu", ["a"], ["b"])]
+    function = onnx.helper.make_function("ai.onnx.ml", "MyAct", ["a"], ["b"], body, _OPSET_18)
+    model = _with_op("ai.onnx.ml", "MyAct", {"": 18, "ai.onnx.ml": 3})
+    model.functions.append(function)
+    ir.validate_model(ir.from_onnx(model))
+
+
+def test_shipped_models_pass_the_op_check() -> None:
+    models = sorted((Path(__file__).resolve().parents[1] / "models").glob("*.onnx"))
+    assert models
+    for path in models:
+        ir.load(path)
+
+
+_OPSET_18 = [onnx.helper.make_opsetid("", 18)]
+
+
+def _float(name: str) -> onnx.ValueInfoProto:
+    return onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, [2])

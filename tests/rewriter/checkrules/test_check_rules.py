@@ -193,6 +193,25 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert data["seed"] == 0
 
 
+def test_cli_json_never_overwrites_a_rules_file_or_an_existing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = tmp_path / "mine.rw"
+    rules.write_text(CORRECT.read_text())
+    assert main(["check-rules", str(rules), "--json", str(rules)]) == 2
+    assert "would overwrite a rules path" in capsys.readouterr().err
+    assert rules.read_text() == CORRECT.read_text()
+    existing = tmp_path / "results.json"
+    existing.write_text("keep")
+    assert main(["check-rules", str(rules), "--json", str(existing)]) == 2
+    assert "pass --force" in capsys.readouterr().err
+    assert existing.read_text() == "keep"
+    args = ["check-rules", str(rules), "--instances", "1", "--examples", "2"]
+    assert main([*args, "--json", str(existing), "--force"]) == 0
+    capsys.readouterr()
+    assert json.loads(existing.read_text())["seed"] == 0
+
+
 def test_cli_jobs_do_not_change_the_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

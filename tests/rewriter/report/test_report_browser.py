@@ -4,8 +4,11 @@
 shipped library (LayerNormalization fusions fire at opset 20), then Chromium loads the page
 from disk with the network switched off: the DOM after load must show every section, one
 inline SVG per subgraph picture, the script must have run (it marks `<body>`), and no
-console message may be logged. A screenshot is kept under the test's tmp dir and, when the
-environment variable REPORT_ARTIFACTS names a folder, copied there.
+console message may be logged. The layout is measured in the page itself (a copy with a
+probe script that records bounding boxes): in the 1280x2000 window of the screenshot, the
+first rule section must be a fusion whose before/after pictures lie inside the window. A
+screenshot is kept under the test's tmp dir and, when the environment variable
+REPORT_ARTIFACTS names a folder (`.ci/run` sets `.ci/artifacts`), copied there.
 
 Skipped when Chromium or Graphviz is not installed (`apt-get install -y chromium graphviz`,
 `pip install graphviz`).
@@ -13,7 +16,9 @@ Skipped when Chromium or Graphviz is not installed (`apt-get install -y chromium
 
 from __future__ import annotations
 
+import html
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -52,6 +57,25 @@ FLAGS = (
     "--enable-logging=stderr",
     "--v=0",
 )
+WINDOW = (1280, 2000)
+
+# Appended to a copy of the report: records the boxes (in page coordinates) of the first
+# rule section and of its first before/after pictures as JSON on <body data-probe>.
+PROBE = """<script>
+(function () {
+  function box(element) {
+    var rect = element.getBoundingClientRect();
+    return {top: rect.top + window.scrollY, bottom: rect.bottom + window.scrollY,
+            left: rect.left, right: rect.right};
+  }
+  var first = document.querySelector("section.rule");
+  var pair = first.querySelector("details.app[open] .pair");
+  var pictures = Array.prototype.map.call(pair.querySelectorAll("svg.subgraph"), box);
+  document.body.setAttribute("data-probe", JSON.stringify({
+    id: first.id, kind: first.getAttribute("data-kind"), section: box(first),
+    pictures: pictures, width: document.documentElement.clientWidth}));
+})();
+</script>"""
 
 
 def chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -116,6 +140,23 @@ def test_page_shows_every_section(bert_dom):
         assert f'id="{section_id}"' in dom, section_id
     assert "Rewrite report: bert_ts14.onnx" in dom
     assert "opset converted: opset 14 → opset 20" in dom
+    assert '<nav id="contents"' in dom
+    timings = dom[dom.index('id="timings"') : dom.index("</section>", dom.index('id="timings"'))]
+    phases = re.findall(
+        r'<td><span title="[^"]*">(\w+)</span></td><td class="num">([^<]*)<', timings
+    )
+    assert [phase for phase, _ in phases] == [
+        "load_rules",
+        "load_model",
+        "convert",
+        "rewrite",
+        "check",
+        "verify",
+        "save",
+        "report",
+    ]
+    # The CLI loads the shipped library itself: that takes time, and the report says so.
+    assert dict(phases)["load_rules"] != "0.0 ms"
     verification = dom[dom.index('id="verification"') :]
     assert '<p class="ok">equivalent' in verification
 
@@ -129,12 +170,48 @@ def test_page_shows_fusions_with_pictures(bert_report, bert_dom):
     assert 'id="no-pictures"' not in dom
     # A LayerNormalization fusion: its rule's section, source and a created node.
     section = re.search(
-        r'<section class="rule" id="rule-fuse_layer_normalization">.*?</section>', dom, re.DOTALL
+        r'<section class="rule" id="rule-fuse_layer_normalization" data-kind="fusion">.*?'
+        r"</section>",
+        dom,
+        re.DOTALL,
     )
     assert section is not None
     assert "rule fuse_layer_normalization" in section.group(0)
     assert ">LayerNormalization</text>" in section.group(0)
     assert section.group(0).count('<details class="app" open="">') == 3
+
+
+def test_rule_sections_come_fusions_first_and_are_all_in_the_contents(bert_dom):
+    dom, _ = bert_dom
+    kinds = re.findall(r'<section class="rule" id="rule-([^"]+)" data-kind="([^"]+)">', dom)
+    assert kinds[0] == ("fuse_layer_normalization", "fusion")
+    order = [kind for _, kind in kinds]
+    assert order == sorted(order, key=("fusion", "other rewrite", "cleanup").index)
+    assert ("constant_to_initializer", "cleanup") in kinds
+    contents = dom[dom.index('<nav id="contents"') : dom.index("</nav>")]
+    for name, _ in kinds:
+        assert f'href="#rule-{name}"' in contents, name
+    assert "constant_to_initializer</a> \u00d7 224" in contents
+
+
+def test_first_fusion_pictures_are_inside_the_screenshot(bert_report, tmp_path):
+    probed = tmp_path / "probed.html"
+    probed.write_text(bert_report.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"))
+    window = f"--window-size={WINDOW[0]},{WINDOW[1]}"
+    run = chromium(probed, tmp_path / "profile", window, "--dump-dom")
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = re.search(r'data-probe="([^"]*)"', run.stdout)
+    assert found is not None, "the probe script did not run"
+    probe = json.loads(html.unescape(found.group(1)))
+    assert probe["width"] <= WINDOW[0]
+    assert (probe["id"], probe["kind"]) == ("rule-fuse_layer_normalization", "fusion")
+    # The first application's before and after pictures, whole, within the window's height
+    # (the screenshot below is taken at the top of the page with the same window).
+    assert len(probe["pictures"]) == 2
+    for picture in probe["pictures"]:
+        assert picture["bottom"] - picture["top"] > 100
+        assert 0 < picture["top"] < picture["bottom"] <= WINDOW[1], picture
+        assert 0 <= picture["left"] < picture["right"] <= WINDOW[0], picture
 
 
 def test_page_fetches_nothing(bert_report):
@@ -146,15 +223,15 @@ def test_page_fetches_nothing(bert_report):
 
 def test_screenshot_shows_the_page(bert_report, tmp_path):
     shot = tmp_path / "bert_report.png"
-    run = chromium(
-        bert_report, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,2000"
-    )
+    window = f"--window-size={WINDOW[0]},{WINDOW[1]}"
+    run = chromium(bert_report, tmp_path / "profile", f"--screenshot={shot}", window)
     assert run.returncode == 0, run.stderr[-2000:]
     data = shot.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     width = int.from_bytes(data[16:20], "big")
     height = int.from_bytes(data[20:24], "big")
-    assert (width, height) == (1280, 2000)
+    # The window the layout was probed in (test_first_fusion_pictures_are_inside_the_screenshot).
+    assert (width, height) == WINDOW
     # A blank page compresses to a few kilobytes; charts, tables and pictures do not.
     assert len(data) > 100_000
     keep_artifact(shot)

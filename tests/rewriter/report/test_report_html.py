@@ -12,9 +12,11 @@ import pytest
 
 import rewriter
 from rewriter import SkipEntry
+from rewriter._trace import SnapshotNode, TraceEntry
 from rewriter.report import ReportOptions, render_rewrite_report, write_rewrite_report
 from rewriter.report._dot import short_name, snapshot_dot
 from rewriter.report._html import esc, slug
+from rewriter.report._rule_sections import application_kind, rule_kind
 from rewriter.report._rule_source import find_rule_source
 from tests.rewriter.report import _models as models
 
@@ -228,8 +230,6 @@ def test_write_is_atomic_and_readable(chain_run, tmp_path):
 
 
 def test_dot_source_quotes_names():
-    from rewriter._trace import SnapshotNode
-
     nodes = (
         SnapshotNode('a"b\\c', "Add", ("x",), ("y",), "matched"),
         SnapshotNode("n", "Relu", ("y",), ("z",), "context"),
@@ -248,3 +248,85 @@ def test_short_names_and_slugs():
     assert short_name("plain") == "plain"
     assert short_name("x" * 40).startswith("…")
     assert slug("fuse <a> & b") == "fuse--a----b"
+
+
+def _snap(*ops: str, role: str) -> tuple[SnapshotNode, ...]:
+    return tuple(SnapshotNode(f"n{i}", op, (), (), role) for i, op in enumerate(ops))
+
+
+@pytest.mark.parametrize(
+    ("matched", "created", "kind"),
+    [
+        (
+            ("ReduceMean", "Sub", "Pow", "ReduceMean", "Add", "Sqrt", "Div"),
+            ("LayerNormalization",),
+            "fusion",
+        ),
+        (("LayerNormalization", "Mul"), ("LayerNormalization",), "fusion"),
+        (("MatMul", "Add"), ("Gemm",), "fusion"),
+        (("Unsqueeze", "Unsqueeze"), ("Unsqueeze",), "other rewrite"),
+        (("Reshape", "Constant"), ("Reshape",), "other rewrite"),
+        (("Constant",), (), "cleanup"),
+        (("Reshape",), (), "cleanup"),
+        (("Shape",), ("Constant",), "cleanup"),
+        (("Identity",), ("Identity",), "cleanup"),
+    ],
+)
+def test_application_kind_compares_the_op_types_matched_and_created(matched, created, kind):
+    entry = TraceEntry(
+        "r",
+        "r.rw:1",
+        "",
+        (),
+        (),
+        before=_snap(*matched, role="matched"),
+        after=_snap(*created, role="created") + _snap("Relu", role="context"),
+    )
+    assert application_kind(entry) == kind
+
+
+def test_rule_kind_without_recorded_subgraphs_is_other_rewrite():
+    entry = TraceEntry("r", "r.rw:1", "", ("a",), ("b",))
+    assert application_kind(entry) is None
+    assert rule_kind([entry]) == "other rewrite"
+
+
+def test_fusions_come_first_whatever_fired_first(chain_run):
+    _, result = chain_run
+    # mul_one (a cleanup: no node is created) now fires before every fuse_linear.
+    trace = dataclasses.replace(result.trace, entries=result.trace.entries[::-1])
+    assert trace.entries[0].rule == "mul_one"
+    html = render_rewrite_report(dataclasses.replace(result, trace=trace))
+    fusion = html.index('<section class="rule" id="rule-fuse_linear" data-kind="fusion">')
+    cleanup = html.index('<section class="rule" id="rule-mul_one" data-kind="cleanup">')
+    assert fusion < cleanup
+
+
+def test_contents_link_every_section_with_counts(chain_run):
+    source, result = chain_run
+    html = render_rewrite_report(result, source=source)
+    contents = html[html.index('<nav id="contents"') : html.index("</nav>")]
+    # The contents come first, before the summary.
+    assert html.index('<nav id="contents"') < html.index('<section id="summary">')
+    for anchor in ("summary", "timings", "ops", "rules", "skipped"):
+        assert f'href="#{anchor}"' in contents
+    assert "6 rewrites by 2 rules" in contents
+    fusions = contents[contents.index(">fusions<") : contents.index(">cleanups<")]
+    assert '<a href="#rule-fuse_linear">fuse_linear</a> &times; 5' in fusions
+    cleanups = contents[contents.index(">cleanups<") :]
+    assert '<a href="#rule-mul_one">mul_one</a> &times; 1' in cleanups
+
+
+def test_rule_kind_is_the_most_telling_kind_of_its_applications():
+    cleanup = TraceEntry("r", "r.rw:1", "", (), (), before=_snap("Mul", role="matched"))
+    fusion = TraceEntry(
+        "r",
+        "r.rw:1",
+        "",
+        (),
+        (),
+        before=_snap("Mul", "Add", role="matched"),
+        after=_snap("Gemm", role="created"),
+    )
+    assert rule_kind([cleanup, fusion]) == "fusion"
+    assert rule_kind([cleanup]) == "cleanup"
