@@ -89,3 +89,55 @@ def test_value_made_by_a_custom_op_keeps_the_facts_of_the_value_it_replaces(tmp_
     assert [e.rule for e in result.trace.entries] == ["to_custom", "neg_2d"]
     assert op_types(result.proto) == ["MyRelu", "MyNeg"]
     ir.verify(result.model)
+
+
+def test_a_fold_that_overflows_the_dtype_is_declined_not_applied(tmp_path):
+    # float16 weights scaled by 1 / sqrt(var + eps) with var = 0 and a large scale exceed
+    # float16's range (inf - inf = NaN in the folded bias); the original stays as it is.
+    import numpy as np
+
+    from rewriter.verify import run_model
+
+    weights = np.full((3, 2), 2.0, np.float16)
+    stats = {
+        "scale": np.array([60.0, 1.0], np.float16),
+        "shift": np.zeros(2, np.float16),
+        "mean": np.array([70.0, 0.0], np.float16),
+        "var": np.zeros(2, np.float16),
+    }
+    inits = [onnx.numpy_helper.from_array(weights, "w")]
+    inits += [onnx.numpy_helper.from_array(v, k) for k, v in stats.items()]
+    nodes = [
+        onnx.helper.make_node("MatMul", ["x", "w"], ["y"]),
+        onnx.helper.make_node("BatchNormalization", ["y", "scale", "shift", "mean", "var"], ["z"]),
+    ]
+    graph = onnx.helper.make_graph(
+        nodes,
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT16, [1, 3])],
+        [onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT16, [1, 2])],
+        inits,
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 15)])
+    rules = """
+    # BN(x @ w) -> (x @ (w * k)) + (shift - mean * k), folded in the weights' dtype
+    rule fold {
+      match {
+        y = MatMul (x, w)
+        z = BatchNormalization <epsilon = eps> (y, scale, shift, mean, var)
+      }
+      rewrite {
+        let k = scale / sqrt(var + eps)
+        t = MatMul (x, w * reshape(k, [1, -1]))
+        z = Add (t, shift - mean * k)
+      }
+    }
+    """
+    result = run_rules(model, rules, tmp_path)
+    assert op_types(result.proto) == ["MatMul", "BatchNormalization"]
+    reasons = [s.reason for s in result.trace.skips if s.rule == "fold"]
+    assert reasons
+    assert "is not finite in float16" in reasons[0]
+    assert not reasons[0].startswith("rolled back")
+    x = np.array([[35.0, 0.0, 0.0]], np.float16)
+    assert np.isfinite(run_model(result.proto, {"x": x})["z"]).all()
