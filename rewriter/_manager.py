@@ -276,7 +276,6 @@ class _Run:
         if budget is None:
             budget = 1000 + 10 * _trace.count_nodes(self.model)
         passes = self._declared_passes()
-        self._apply_repeat_rules()
         worklist = _Worklist(n for g in self.model.graphs() for n in ir.topological_order(g))
         fingerprints: set[str] = set()
         stop = StopReason.SATURATED
@@ -286,6 +285,11 @@ class _Run:
                 break
             changed_nodes: dict[ir.Node, None] = {}
             changed = False
+            if iteration == 0 and self._apply_repeat_rules():
+                # Rolled once, after the local rules: a block rule names fused ops (Gelu,
+                # LayerNormalization) that the rules write first. The new bodies are visited.
+                changed = True
+                changed_nodes.update(dict.fromkeys(n for g in self.model.graphs() for n in g))
             for name, options in passes:
                 t0 = time.perf_counter()
                 result = PASSES[name](self.model, options)
@@ -310,15 +314,18 @@ class _Run:
                 )
         return Trace(tuple(self.entries), tuple(self.skips), stop, tuple(self.warnings))
 
-    def _apply_repeat_rules(self) -> None:
-        """`match repeat ... rewrite loop` rules roll their chains once, before the worklist."""
+    def _apply_repeat_rules(self) -> bool:
+        """`match repeat ... rewrite loop` rules roll their chains; True when one did.
+
+        They run once, when the local rules first saturate, before the built-in passes.
+        """
         rules = [
             rule
             for rule in self.manager.ruleset.rules
             if rule.match.repeat is not None and rule.name not in self.options.exclude_rules
         ]
         if not rules:
-            return
+            return False
         check = functools.partial(
             applicability, opsets=self.model.opset_imports, target=self.options.target_opset
         )
@@ -328,6 +335,7 @@ class _Run:
         self.entries.extend(result.entries)
         self.skips.extend(result.skips)
         self.applied += len(result.entries)
+        return bool(result.entries)
 
     def _applicable_rules(self) -> list[CompiledRule]:
         usable = []

@@ -87,3 +87,24 @@ def test_rolling_a_real_model_is_deterministic():
     roll_loops(first, {})
     roll_loops(second, {})
     assert ir.to_onnx(first).SerializeToString() == ir.to_onnx(second).SerializeToString()
+
+
+def test_the_shipped_conv_stack_repeat_rule_rolls_the_real_export():
+    # The explicit form on what PyTorch writes: Conv -> Transpose -> LayerNormalization ->
+    # Transpose -> Gelu, two layers a block (strides 1, 2 alternate). Gelu exists from opset
+    # 20, so the library fuses it first; the repeat rule runs after the local rules.
+    import rewriter
+
+    name = "conv1d_ln_gelu_x6_ts17"
+    original = onnx.load(MODELS / f"{name}.onnx")
+    rules = [MODELS.parents[1] / "patterns", MODELS.parents[1] / "patterns/loops/conv_stack.rw"]
+    result = rewriter.rewrite(original, rules, target_opset=20)
+    ir.verify(result.model)
+    assert ops(result.model.graph) == {"Loop": 1}
+    assert result.trace.counts()["roll_conv1d_layer_norm_gelu_pairs"] == 1
+    (loop,) = result.model.graph
+    (body,) = loop.subgraphs()
+    body_ops = collections.Counter(n.op_type for n in body)
+    assert body_ops["Conv"] == 2
+    assert body_ops["Gelu"] == 2
+    assert_same_on(original, result.proto, _feeds(name, original))
