@@ -25,7 +25,7 @@ Q = "float[B, 2, S, 4] q"
 KT = "float[B, 2, 4, T] kt"
 V = "float[B, 2, T, 4] v"
 OUT = "float[B, 2, S, 4] y"
-EXPAND_OPS = ["Transpose", "Shape", "Shape", "Concat", "Expand", "Attention"]
+EXPAND_OPS = ["Transpose", "Shape", "Shape", "Concat", "Equal", "Where", "Expand", "Attention"]
 
 
 def _attention_model(
@@ -90,7 +90,12 @@ def test_fuse_attention_with_full_mask():
         out="float[2, 2, 3, 4] y",
     )
     result = rewrite(model, ATTENTION)
-    check_fired(model, result, {"fuse_attention_with_full_mask": 1}, ["Transpose", "Attention"])
+    check_fired(
+        model,
+        result,
+        {"fuse_attention_with_full_mask": 1},
+        ["Transpose", "Equal", "Where", "Attention"],
+    )
 
 
 @pytest.mark.parametrize(
@@ -99,7 +104,11 @@ def test_fuse_attention_with_full_mask():
         ("float[B, 1, 1, T] mask", "fuse_attention_with_mask", EXPAND_OPS),
         ("float[T] mask", "fuse_attention_with_mask", EXPAND_OPS),
         ("float[1, 1, S, 1] mask", "fuse_attention_with_mask", EXPAND_OPS),
-        ("float[B, 1, S, T] mask", "fuse_attention_with_full_mask", ["Transpose", "Attention"]),
+        (
+            "float[B, 1, S, T] mask",
+            "fuse_attention_with_full_mask",
+            ["Transpose", "Equal", "Where", "Attention"],
+        ),
     ],
 )
 def test_fuse_attention_with_mask_expands_a_broadcast_mask(mask, rule, ops):
@@ -313,3 +322,40 @@ def test_fuse_attention_near_miss_mask_bigger_than_the_scores():
         out="float[2, 3, 3, 4] y",
     )
     assert not fired(rewrite(model, ATTENTION))
+
+
+@pytest.mark.parametrize("rule_mask", ["float[2, 1, 3, 5] mask", "float[2, 1, 1, 5] mask"])
+def test_fully_padded_rows_with_the_lowest_float_keep_their_average(rule_mask):
+    # transformers masks with torch.finfo(float32).min; onnxruntime's Attention kernel reads that
+    # exact value as -inf and returns zeros for a row with every key masked, where the
+    # written-out Softmax averages V (GPT-2 with --target-opset 23 failed --verify on this).
+    model = _attention_model(
+        f"""{_scores()}
+            a = Add (ss, mask)
+            p = Softmax (a)
+            y = MatMul (p, v)""",
+        inputs=f"float[2, 2, 3, 4] q, float[2, 2, 4, 5] kt, float[2, 2, 5, 4] v, {rule_mask}",
+        out="float[2, 2, 3, 4] y",
+    )
+    fused = rewrite(model, ATTENTION).proto
+    assert "Attention" in [n.op_type for n in fused.graph.node]
+    rng = np.random.default_rng(1)
+    shape = (2, 1, 3, 5) if "3, 5" in rule_mask else (2, 1, 1, 5)
+    lowest = np.finfo(np.float32).min
+    mask = np.where(rng.random(shape) > 0.5, 0.0, lowest).astype(np.float32)
+    mask[1] = lowest  # the second sequence is all padding
+    feeds = {
+        "q": rng.standard_normal((2, 2, 3, 4)).astype(np.float32),
+        "kt": rng.standard_normal((2, 2, 4, 5)).astype(np.float32),
+        "v": rng.standard_normal((2, 2, 5, 4)).astype(np.float32),
+        "mask": mask,
+    }
+    expected = session(model).run(None, feeds)[0]
+    got = session(fused).run(None, feeds)[0]
+    np.testing.assert_allclose(
+        expected[1],
+        np.broadcast_to(feeds["v"][1].mean(1, keepdims=True), (2, 3, 4)),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
