@@ -36,15 +36,21 @@ def is_known_domain(domain: str) -> bool:
 
 
 @functools.cache
+def _schema_index() -> dict[tuple[str, str], tuple[onnx.defs.OpSchema, ...]]:
+    """Every schema version by (op type, domain), oldest first.
+
+    Built in one pass: `get_all_schemas_with_history` makes ~2,000 Python objects per call.
+    """
+    table: dict[tuple[str, str], list[onnx.defs.OpSchema]] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        table.setdefault((schema.name, normalize_domain(schema.domain)), []).append(schema)
+    return {
+        key: tuple(sorted(found, key=lambda s: s.since_version)) for key, found in table.items()
+    }
+
+
 def _all_versions(op_type: str, domain: str) -> tuple[onnx.defs.OpSchema, ...]:
-    domain = normalize_domain(domain)
-    found = [
-        s
-        for s in onnx.defs.get_all_schemas_with_history()
-        if s.name == op_type and normalize_domain(s.domain) == domain
-    ]
-    found.sort(key=lambda s: s.since_version)
-    return tuple(found)
+    return _schema_index().get((op_type, normalize_domain(domain)), ())
 
 
 @functools.cache
@@ -217,11 +223,7 @@ def latest_opset(domain: str = "") -> int:
     domain = normalize_domain(domain)
     if domain == "":
         return int(onnx.defs.onnx_opset_version())
-    versions = [
-        s.since_version
-        for s in onnx.defs.get_all_schemas_with_history()
-        if normalize_domain(s.domain) == domain
-    ]
+    versions = [found[-1].since_version for (_, d), found in _schema_index().items() if d == domain]
     return max(versions) if versions else 1
 
 
