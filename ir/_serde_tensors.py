@@ -91,13 +91,21 @@ class SparseProtoTensor(Tensor):
         return tuple(self._proto.dims)
 
     def numpy(self) -> npt.NDArray[Any]:
-        values = onnx.numpy_helper.to_array(self._proto.values).reshape(-1)
-        indices = onnx.numpy_helper.to_array(self._proto.indices)
-        dense = np.zeros(self.shape, dtype=values.dtype)
-        if indices.ndim == 1:
-            dense.reshape(-1)[indices] = values
-        else:
-            dense[tuple(indices.T)] = values
+        try:
+            values = onnx.numpy_helper.to_array(self._proto.values).reshape(-1)
+            indices = onnx.numpy_helper.to_array(self._proto.indices)
+            dense = np.zeros(self.shape, dtype=values.dtype)
+            if indices.ndim == 1:
+                dense.reshape(-1)[indices] = values
+            else:
+                dense[tuple(indices.T)] = values
+        except (ValueError, TypeError, IndexError) as exc:
+            # Only tensors the loader reads are checked when loading (an attribute of an op
+            # that holds no tensors by its schema is lifted on first use).
+            raise TensorDataError(
+                f"sparse tensor {self.name!r}: values and indices do not make a tensor of "
+                f"shape {list(self.shape)}: {exc}"
+            ) from exc
         return dense
 
 

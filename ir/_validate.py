@@ -80,6 +80,7 @@ _FIELD_FOR: dict[int, str] = {
 }
 _BITS = {int(dtype): dtype.bitwidth for dtype in DataType}
 _STRING = int(DataType.STRING)
+_UNDEFINED = int(DataType.UNDEFINED)
 _COMPLEX = (int(DataType.COMPLEX64), int(DataType.COMPLEX128))
 
 
@@ -258,9 +259,12 @@ def _describe_non_text(graph: Graph) -> str:
 
 
 def _check_signature(graph: Graph) -> None:
-    """Graph inputs and outputs must have element types that onnx defines."""
+    """Graph inputs and outputs must be named and have element types that onnx defines."""
     for role, values in (("input", graph._inputs), ("output", graph._outputs)):
-        for value in values:
+        for index, value in enumerate(values):
+            if not value._name:
+                # ONNX reads an empty name as "absent": the graph would lose the value.
+                raise ModelLoadError(f"graph {graph.name!r}: {role} {index} has no name")
             info: Any = value._vi_proto
             if info is None or info.type.WhichOneof("value") != "tensor_type":
                 continue
@@ -350,8 +354,9 @@ def check_tensor_proto(proto: Any, name: str, part: str = "") -> None:
     """
     code = proto.data_type
     bits = _BITS.get(code)
-    if bits is None:
-        raise TensorDataError(f"tensor {name!r}{part}: unknown data type {code}")
+    if bits is None or code == _UNDEFINED:
+        what = "no data type (UNDEFINED)" if code == _UNDEFINED else f"unknown data type {code}"
+        raise TensorDataError(f"tensor {name!r}{part}: {what}")
     dims = proto.dims
     if dims and min(dims) < 0:
         raise TensorDataError(f"tensor {name!r}{part}: negative dimension in shape {list(dims)}")

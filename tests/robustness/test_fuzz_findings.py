@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnx.parser
 import pytest
 
@@ -99,3 +101,38 @@ def test_a_lazily_lifted_subgraph_with_an_op_type_that_is_not_text_is_an_ir_erro
     loaded = ir.load(path)  # attributes of Relu are lifted on first access
     with pytest.raises(ir.IRError, match=r"node op_type b'N\\xffg' is not UTF-8 text"):
         dict(loaded.graph.nodes[0].attributes)
+
+
+def test_a_graph_output_without_a_name_is_refused_at_load(tmp_path: Path) -> None:
+    # An output renamed to "" loaded, and lowering the rewritten model then refused it
+    # (ONNX reads an empty name as an absent value).
+    model = model_from_text(MODEL)
+    # An initializer named "" defines the empty name, and a second graph output names it.
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros(2, np.float32), ""))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("", onnx.TensorProto.FLOAT, [2]))
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    with pytest.raises(ir.ModelLoadError, match="output 1 has no name"):
+        ir.load(path)
+
+
+def test_a_sparse_attribute_without_an_element_type_is_a_tensor_error(tmp_path: Path) -> None:
+    # A mutation turned Conv's `dilations` into a sparse tensor whose values have no element
+    # type; the loader does not lift attributes of ops that hold no tensors, and the common
+    # subexpression pass read it with numpy_helper (TypeError).
+    model = model_from_text(MODEL)
+    relu = model.graph.node[1]
+    attr = relu.attribute.add()
+    attr.name = "bogus"
+    attr.type = onnx.AttributeProto.SPARSE_TENSOR
+    attr.sparse_tensor.dims.extend([2])
+    attr.sparse_tensor.values.dims.extend([1])
+    attr.sparse_tensor.indices.data_type = onnx.TensorProto.INT64
+    attr.sparse_tensor.indices.dims.extend([1])
+    attr.sparse_tensor.indices.int64_data.extend([0])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    loaded = ir.load(path)
+    (node,) = [n for n in loaded.graph if n.op_type == "Relu"]
+    with pytest.raises(ir.IRError, match="sparse tensor"):
+        node.attributes["bogus"].value.numpy()
