@@ -16,19 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+from rewriter._output import positive_int
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,27 +35,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="check only this rule (repeatable)",
     )
     parser.add_argument(
-        "--examples", type=_positive_int, default=10, help="inputs per instance (default 10)"
+        "--examples", type=positive_int, default=10, help="inputs per instance (default 10)"
     )
     parser.add_argument(
-        "--instances", type=_positive_int, default=4, help="instances per rule (default 4)"
+        "--instances", type=positive_int, default=4, help="instances per rule (default 4)"
     )
     parser.add_argument(
         "--attempts",
-        type=_positive_int,
+        type=positive_int,
         default=60,
         help="attempts at building instances per rule before giving up (default 60)",
     )
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
     parser.add_argument(
         "--sample",
-        type=_positive_int,
+        type=positive_int,
         metavar="K",
         help="check K rules drawn from the loaded ones (chosen by --seed)",
     )
     parser.add_argument(
         "--jobs",
-        type=_positive_int,
+        type=positive_int,
         default=min(4, os.cpu_count() or 1),
         help="check rules in this many processes (default: the CPUs, at most 4); the results "
         "do not depend on it",

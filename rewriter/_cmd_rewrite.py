@@ -14,6 +14,7 @@ from rewriter import _output
 from rewriter._api import PhaseClock, RewriteResult, as_model, load_ruleset, rewrite
 from rewriter._errors import RewriteError
 from rewriter._manager import PassManager, RewriteOptions
+from rewriter._output import non_negative_int, opset_version, positive_int
 from rewriter._trace import SkipEntry
 from rewriter.dsl import _ast as ast
 
@@ -49,14 +50,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="check the result against the input on generated inputs",
     )
     parser.add_argument(
-        "--examples", type=int, default=20, help="examples for --verify (default 20)"
+        "--examples", type=positive_int, default=20, help="examples for --verify (default 20)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for --verify")
     parser.add_argument(
         "--exclude-rule", action="append", default=[], metavar="RULE", help="do not apply RULE"
     )
     parser.add_argument(
-        "--max-rewrites", type=int, help="rewrite budget (default grows with the graph)"
+        "--max-rewrites",
+        type=non_negative_int,
+        help="rewrite budget (default grows with the graph)",
     )
     parser.add_argument(
         "--allow-python", action="store_true", help="permit `use` of Python helpers"
@@ -71,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--target-opset",
-        type=int,
+        type=opset_version,
         metavar="N",
         help="convert the default-domain opset to N (up: fusions into newer ops can fire; "
         "down: decompositions for older runtimes)",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import ir
 from rewriter import _output
+from rewriter._output import positive_int
 from rewriter._trace import op_histogram
 
 
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="the ONNX model")
     parser.add_argument("--json", metavar="FILE", help="also write the statistics as JSON")
     parser.add_argument(
-        "--top", type=int, default=10, help="how many of the largest tensors to list"
+        "--top", type=positive_int, default=10, help="how many of the largest tensors to list"
     )
     parser.add_argument(
         "--report", metavar="FILE", help="also write the statistics as a self-contained HTML page"

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rewriter._output import positive_int
+
 if TYPE_CHECKING:
     from rewriter.verify import VerifyResult
 
@@ -37,16 +39,6 @@ def _input_range(text: str) -> tuple[str, tuple[float, float]]:
     return name, (lo, hi)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def _tolerance(text: str) -> float:
     try:
         value = float(text)
@@ -62,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("original", help="the reference model (.onnx)")
     parser.add_argument("rewritten", help="the model to check against it (.onnx)")
     parser.add_argument(
-        "--examples", type=_positive_int, default=20, help="generated examples (default 20)"
+        "--examples", type=positive_int, default=20, help="generated examples (default 20)"
     )
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
     parser.add_argument(

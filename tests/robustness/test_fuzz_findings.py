@@ -136,3 +136,23 @@ def test_a_sparse_attribute_without_an_element_type_is_a_tensor_error(tmp_path: 
     (node,) = [n for n in loaded.graph if n.op_type == "Relu"]
     with pytest.raises(ir.IRError, match="sparse tensor"):
         node.attributes["bogus"].value.numpy()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--verify", "--examples", "0"], "--examples: expected a positive integer, got '0'"),
+        (["--max-rewrites", "-5"], "--max-rewrites: expected a non-negative integer, got '-5'"),
+        (["--target-opset", "999"], "defines opsets 1 to"),
+    ],
+)
+def test_numeric_options_are_checked_when_parsed(
+    tmp_path: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--verify --examples 0` was an internal error (found by the command-line fuzzer);
+    # `--max-rewrites -5` ran with a negative budget.
+    source = tmp_path / "m.onnx"
+    onnx.save(model_from_text(MODEL), source)
+    assert main([str(source), "-o", str(tmp_path / "o.onnx"), *args]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o.onnx").exists()
