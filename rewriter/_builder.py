@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -54,9 +54,8 @@ class Applied:
 class _Pending:
     """New objects built for one rewrite, not yet in the graph."""
 
-    def __init__(self, rule: CompiledRule, bindings: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, rule: CompiledRule) -> None:
         self.rule = rule
-        self.bindings: Mapping[str, Any] = bindings or {}
         self.nodes: list[ir.Node] = []
         self.initializers: list[ir.Value] = []
         self.replacements: list[tuple[ir.Value, ir.Value]] = []
@@ -102,10 +101,21 @@ class Builder:
         rule = match.rule.rule
         if not isinstance(rule.rewrite, ast.RewriteBlock):
             raise RewriteRejectedError(f"rule `{rule.name}` has no node rewrite")
-        pending = _Pending(match.rule, match.bindings)
+        pending = _Pending(match.rule)
         try:
-            self._build(match, rule.rewrite, pending)
+            # An overflow while computing new constants (a float16 BatchNorm fold with a zero
+            # variance) would put an inf the original never computed into the model; numpy's
+            # overflow flag turns it into a decline. Deliberate infinities (`log(0.0)` for a
+            # -inf mask) raise no overflow.
+            with np.errstate(over="raise"):
+                self._build(match, rule.rewrite, pending)
             self._check_types(match, pending)
+        except FloatingPointError as exc:
+            pending.discard()
+            raise RewriteDeclinedError(
+                f"computing the rewrite's constants overflows ({exc}): not representable,"
+                " nothing to do"
+            ) from exc
         except RewriteRejectedError:
             pending.discard()
             raise
@@ -288,11 +298,6 @@ class Builder:
         self, graph: ir.Graph, array: np.ndarray[Any, Any], stem: str, pending: _Pending
     ) -> ir.Value:
         dtype = ir.DataType.from_numpy(array.dtype)
-        if _overflows(array, pending.bindings):
-            raise RewriteDeclinedError(
-                f"a constant the rewrite computes (`{stem}`) is not finite in {dtype.onnx_name}"
-                " although the matched constants are: not representable, nothing to do"
-            )
         key = None
         if array.size <= _DEDUP_MAX_ELEMENTS and array.dtype != object:
             key = (dtype.onnx_name, tuple(array.shape), np.ascontiguousarray(array).tobytes())
@@ -477,23 +482,6 @@ def _is_equal_constant_put_back(
         and kept.op_type == "Constant"
         and _facts.same_constant(old, new)
     )
-
-
-def _overflows(array: np.ndarray[Any, Any], bindings: Mapping[str, Any]) -> bool:
-    """True when `array` has an inf or NaN that no matched constant has (a folding overflow).
-
-    Folding BatchNormalization into float16 weights, say, can exceed float16's range where
-    the original computed in range. The matched constants are read only in that case.
-    """
-    if array.dtype.kind != "f" or array.size == 0 or bool(np.isfinite(array).all()):
-        return False
-    for value in bindings.values():
-        if not isinstance(value, ir.Value):
-            continue
-        constant = _facts.const_array(value)
-        if constant is not None and constant.dtype.kind == "f" and not np.isfinite(constant).all():
-            return False  # the rule was given non-finite data: its results may be too
-    return True
 
 
 def _is_pending(value: ir.Value, pending: _Pending) -> bool:

@@ -15,7 +15,7 @@ import numpy as np
 
 import ir
 from rewriter import _facts
-from rewriter._eval import UNKNOWN, EvalContext, EvalError, equal, numeric
+from rewriter._eval import UNKNOWN, EvalContext, EvalError, equal, numeric, quiet_numpy
 
 
 def _value_arg(value: Any, fn: str) -> ir.Value | None:
@@ -284,7 +284,7 @@ def _unary_np(fn: Callable[[Any], Any], name: str) -> Callable[..., Any]:
         x = _array(v, name)
         if x is UNKNOWN:
             return UNKNOWN
-        with np.errstate(all="ignore"):
+        with quiet_numpy():
             return fn(x)
 
     apply.__name__ = name
@@ -402,7 +402,10 @@ def take(ctx: EvalContext, v: Any, indices: Any, axis: Any = None) -> Any:
 def cast(ctx: EvalContext, v: Any, dtype_: Any) -> Any:
     """`cast(x, "float16")`."""
     x = _array(v, "cast")
-    return UNKNOWN if x is UNKNOWN else x.astype(_np_dtype(dtype_))
+    if x is UNKNOWN:
+        return UNKNOWN
+    with quiet_numpy():
+        return x.astype(_np_dtype(dtype_))
 
 
 def const(ctx: EvalContext, v: Any, dtype_: Any) -> Any:
