@@ -9,9 +9,10 @@ value_info entry that was not changed since lifting is emitted as the original m
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from sys import intern
 from typing import Any
 
@@ -520,17 +521,27 @@ def lift_model(
     """
     if not isinstance(proto, onnx.ModelProto):
         raise TypeError(f"from_onnx expects an onnx.ModelProto, got {type(proto).__name__}")
-    # Lifting allocates many small objects that never form cycles; the cyclic collector's
-    # passes over them would cost as much as the lifting itself.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     lifter = _Lifter(base_dir)
+    with paused_gc():
+        try:
+            return lifter.model(proto), lifter.external
+        except GraphStructureError as exc:
+            raise ModelLoadError(str(exc)) from exc
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused while a model is lifted, validated or lowered.
+
+    These allocate many small objects that form no garbage cycles while they run; the
+    collector's passes over them would cost as much as the work itself.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
-        return lifter.model(proto), lifter.external
-    except GraphStructureError as exc:
-        raise ModelLoadError(str(exc)) from exc
+        yield
     finally:
-        if gc_was_enabled:
+        if was_enabled:
             gc.enable()
 
 
@@ -849,6 +860,11 @@ def to_onnx(model: Model) -> onnx.ModelProto:
         ValueError: a node reads, or a graph outputs, a value without a name (ONNX would
             read the empty name as an absent value).
     """
+    with paused_gc():
+        return _lower_model(model)
+
+
+def _lower_model(model: Model) -> onnx.ModelProto:
     proto = onnx.ModelProto()
     original: Any = model._proto
     if original is not None:
