@@ -599,7 +599,7 @@ class Value:
 
     def users(self) -> tuple[Node, ...]:
         """The distinct nodes that read this value, in order of first use."""
-        return tuple(dict.fromkeys(node for node, _ in self._uses))
+        return tuple({node: None for node, _ in self._uses})
 
     def replace_all_uses_with(self, new: Value, *, replace_graph_outputs: bool = False) -> None:
         """Make every node input that reads this value read `new` instead.

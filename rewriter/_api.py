@@ -136,7 +136,37 @@ def load_ruleset(rules: RulesLike, *, allow_python: bool = False) -> ast.RuleSet
             paths.extend(_readable(p) for p in found)
         else:
             paths.append(path)
-    return load_rules(*paths, allow_python=allow_python)
+    key = _cache_key(paths, allow_python)
+    if key is None:
+        return load_rules(*paths, allow_python=allow_python)
+    cached = _RULESET_CACHE.get(key)
+    if cached is None:
+        cached = load_rules(*paths, allow_python=allow_python)
+        if len(_RULESET_CACHE) >= _RULESET_CACHE_SIZE:
+            _RULESET_CACHE.pop(next(iter(_RULESET_CACHE)))
+        _RULESET_CACHE[key] = cached
+    return cached
+
+
+# Loaded rule sets by their files' names and stat (path, mtime, size): a program that rewrites
+# many models with the same rules parses them once. A RuleSet is immutable, so sharing it is
+# safe; an edited file has a new mtime or size and is loaded again.
+_RULESET_CACHE: dict[tuple[object, ...], ast.RuleSet] = {}
+_RULESET_CACHE_SIZE = 8
+
+
+def _cache_key(
+    paths: Sequence[str | os.PathLike[str]], allow_python: bool
+) -> tuple[object, ...] | None:
+    """The cache key of loading `paths`, or None when a file cannot be stat'ed (not cached)."""
+    key: list[object] = [allow_python]
+    for path in paths:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None  # load_rules reports it
+        key.append((os.fspath(path), stat.st_ino, stat.st_mtime_ns, stat.st_size))
+    return tuple(key)
 
 
 def _readable(path: Path) -> Path:

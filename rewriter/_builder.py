@@ -49,6 +49,9 @@ class Applied:
     created: tuple[ir.Node, ...]
     removed: tuple[ir.Node, ...]
     neighbours: tuple[ir.Node, ...]
+    # Producers of what the removed nodes read: those values lost a use, so a `uses(v) == 1`
+    # condition downstream may hold now (revisited, not drawn as neighbours in reports).
+    lost_uses: tuple[ir.Node, ...] = ()
 
 
 class _Pending:
@@ -394,6 +397,12 @@ class Builder:
             for old, new in pending.replacements
         ]
         removed = _remove_dead(graph, matched)
+        lost_uses: dict[ir.Node, None] = {}
+        for node in removed:
+            for read in node.inputs:
+                producer = read.producer() if read is not None else None
+                if producer is not None and producer.graph is graph:
+                    lost_uses[producer] = None
         for rename in renames:
             if rename is not None:
                 old, target, name = rename
@@ -408,7 +417,7 @@ class Builder:
             for out in node.outputs:
                 for user in out.users():
                     neighbours[user] = None
-        return Applied(matched, tuple(pending.nodes), removed, tuple(neighbours))
+        return Applied(matched, tuple(pending.nodes), removed, tuple(neighbours), tuple(lost_uses))
 
     def _move_graph_outputs(
         self, graph: ir.Graph, old: ir.Value, new: ir.Value, pending: _Pending, match: Match

@@ -343,9 +343,19 @@ def _conditional(expr: ast.Conditional, ctx: EvalContext) -> Any:
     return evaluate(expr.then if cond else expr.otherwise, ctx)
 
 
-def _call(expr: ast.Call, ctx: EvalContext) -> Any:
-    from rewriter._builtins import BUILTINS
+def _builtins() -> Mapping[str, Callable[..., Any]]:
+    """The built-in functions (`rewriter._builtins` imports this module, so looked up late)."""
+    if not _BUILTINS:
+        from rewriter._builtins import BUILTINS
 
+        _BUILTINS.update(BUILTINS)
+    return _BUILTINS
+
+
+_BUILTINS: dict[str, Callable[..., Any]] = {}
+
+
+def _call(expr: ast.Call, ctx: EvalContext) -> Any:
     args = [evaluate(a, ctx) for a in expr.args]
     kwargs = {k: evaluate(v, ctx) for k, v in expr.kwargs}
     plugin = ctx.functions.get(expr.func)
@@ -354,7 +364,7 @@ def _call(expr: ast.Call, ctx: EvalContext) -> Any:
             return plugin(*args, **kwargs)
         except Exception as exc:  # a plugin is user code: report, never crash
             raise EvalError(f"helper `{expr.func}` failed: {exc}", expr.span) from exc
-    builtin = BUILTINS.get(expr.func)
+    builtin = (_BUILTINS or _builtins()).get(expr.func)
     if builtin is None:
         raise EvalError(f"unknown function `{expr.func}`", expr.span)
     try:

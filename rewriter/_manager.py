@@ -153,6 +153,9 @@ class _RuleIndex:
             bucket.sort(key=key)
         self.wildcard.sort(key=key)
         self._merged: dict[tuple[str, str], list[CompiledRule]] = {}
+        self._reach: dict[tuple[str, str], int] = {}
+        every = [*self.wildcard, *(r for bucket in self.by_op.values() for r in bucket)]
+        self.max_reach = max((r.reach for r in every), default=0)
 
     def candidates(self, node: ir.Node) -> list[CompiledRule]:
         key = (ir.schemas.normalize_domain(node.domain), node.op_type)
@@ -160,6 +163,16 @@ class _RuleIndex:
         if found is None:
             found = sorted(self.by_op.get(key, []) + self.wildcard, key=_priority_key)
             self._merged[key] = found
+            self._reach[key] = max((r.reach for r in found), default=-1)
+        return found
+
+    def reach(self, node: ir.Node) -> int:
+        """How far upstream of `node` a change can complete a match anchored at it (-1: none)."""
+        key = (ir.schemas.normalize_domain(node.domain), node.op_type)
+        found = self._reach.get(key)
+        if found is None:
+            self.candidates(node)
+            found = self._reach[key]
         return found
 
 
@@ -169,12 +182,23 @@ def _priority_key(rule: CompiledRule) -> tuple[int, int]:
 
 def compile_rules(ruleset: ast.RuleSet) -> list[CompiledRule]:
     """Compile every node-rewriting rule of a rule set (in load order)."""
+    # The same RuleSet object compiles to the same plans: kept for the next run. The entry
+    # holds the RuleSet itself, so its id cannot be reused while it is cached.
+    cached = _COMPILED.get(id(ruleset))
+    if cached is not None and cached[0] is ruleset:
+        return list(cached[1])
     compiled = []
     for order, rule in enumerate(ruleset.rules):
         if rule.match.repeat is not None:
             continue  # loop rolling rules are applied by the loop pass
         compiled.append(compile_rule(rule, order))
+    if len(_COMPILED) >= 8:
+        _COMPILED.pop(next(iter(_COMPILED)))
+    _COMPILED[id(ruleset)] = (ruleset, tuple(compiled))
     return compiled
+
+
+_COMPILED: dict[int, tuple[ast.RuleSet, tuple[CompiledRule, ...]]] = {}
 
 
 class PassManager:
@@ -261,9 +285,6 @@ class _Run:
         self.matcher = Matcher(model.opset_imports, manager.ruleset.functions, targets)
         self.builder = Builder(model, self.matcher, self.names)
         self.timings: dict[str, float] = collections.defaultdict(float)
-        # A change can complete a match anchored this many nodes downstream (rules are
-        # anchored at their last line and walk up to producers).
-        self.radius = max((len(rule.lines) for rule in manager.rules), default=1) - 1
 
     def execute(self) -> Trace:
         start = time.perf_counter()
@@ -306,7 +327,7 @@ class _Run:
                 self.warnings.append("the passes keep undoing each other; stopped")
                 break
             fingerprints.add(fingerprint)
-            worklist.extend(_downstream(changed_nodes, self.radius))
+            worklist.extend(_downstream(changed_nodes, index))
             if iteration == self.options.max_iterations - 1:
                 stop = StopReason.ITERATION_LIMIT
                 self.warnings.append(
@@ -361,10 +382,25 @@ class _Run:
         return declared
 
     def _drain(self, worklist: _Worklist, index: _RuleIndex, budget: int) -> StopReason:
+        match_time: dict[str, float] = collections.defaultdict(float)
+        try:
+            return self._drain_timed(worklist, index, budget, match_time)
+        finally:
+            for name, seconds in match_time.items():
+                self.timings[f"match {name}"] += seconds
+
+    def _drain_timed(
+        self,
+        worklist: _Worklist,
+        index: _RuleIndex,
+        budget: int,
+        match_time: dict[str, float],
+    ) -> StopReason:
         matcher = self.matcher
         progress = self.options.progress
         replay_limit = self.options.replay_limit
         excluded = self.options.exclude_sites
+        perf_counter = time.perf_counter
         tick = 0
         while worklist:
             node = worklist.pop()
@@ -374,16 +410,16 @@ class _Run:
             if progress is not None and tick % 256 == 0:
                 progress(self.applied, len(worklist))
             for rule in index.candidates(node):
-                t0 = time.perf_counter()
-                result = matcher.match(rule, node)
-                self.timings[f"match {rule.name}"] += time.perf_counter() - t0
+                t0 = perf_counter()
+                result = matcher.match(rule, node, explain=False)
+                match_time[rule.name] += perf_counter() - t0
                 if not isinstance(result, Match):
                     continue
                 if excluded and _site_key(result) in excluded:
                     continue
                 if replay_limit is not None and self.applied >= replay_limit:
                     return StopReason.REPLAY_LIMIT
-                if self._apply(result, worklist):
+                if self._apply(result, worklist, index):
                     if self.applied >= budget:
                         self._warn_budget(budget)
                         return StopReason.BUDGET
@@ -392,7 +428,7 @@ class _Run:
             progress(self.applied, 0)
         return StopReason.SATURATED
 
-    def _apply(self, match: Match, worklist: _Worklist) -> bool:
+    def _apply(self, match: Match, worklist: _Worklist, index: _RuleIndex) -> bool:
         rule = match.rule
         t0 = time.perf_counter()
         before: tuple[_trace.SnapshotNode, ...] = ()
@@ -425,7 +461,9 @@ class _Run:
         )
         worklist.extend(applied.created)
         worklist.extend(applied.neighbours)
-        worklist.extend(_downstream([*applied.created, *applied.neighbours], self.radius))
+        worklist.extend(
+            _downstream([*applied.created, *applied.neighbours, *applied.lost_uses], index)
+        )
         return True
 
     def _record_pass(self, result: PassResult) -> None:
@@ -487,11 +525,16 @@ class _Worklist:
                 self._queue.append(node)
 
 
-def _downstream(nodes: Iterable[ir.Node], radius: int) -> list[ir.Node]:
-    """Nodes reachable from `nodes` through at most `radius` uses (the nodes included)."""
+def _downstream(nodes: Iterable[ir.Node], index: _RuleIndex) -> list[ir.Node]:
+    """Nodes downstream of `nodes` where a rule could now match (the nodes included).
+
+    A node `d` uses away is kept only when a rule anchored at its op reaches `d` lines up
+    (`CompiledRule.reach`); the walk stops at the longest reach of any rule.
+    """
     seen: dict[ir.Node, None] = dict.fromkeys(nodes)
+    found = list(seen)
     frontier = list(seen)
-    for _ in range(radius):
+    for distance in range(1, index.max_reach + 1):
         next_frontier = []
         for node in frontier:
             for out in node.outputs:
@@ -499,10 +542,12 @@ def _downstream(nodes: Iterable[ir.Node], radius: int) -> list[ir.Node]:
                     if user not in seen:
                         seen[user] = None
                         next_frontier.append(user)
+                        if index.reach(user) >= distance:
+                            found.append(user)
         if not next_frontier:
             break
         frontier = next_frontier
-    return list(seen)
+    return found
 
 
 def _site_key(match: Match) -> tuple[str, str, str]:

@@ -26,6 +26,9 @@ from rewriter.dsl import _ast as ast
 LITERAL_SIZE_LIMIT = 1 << 16
 _FLOAT_RTOL = 1e-6
 
+# A failure reason: a str.format template and its arguments (see `_Tracker`).
+_Reason = tuple[Any, ...]
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Match:
@@ -61,16 +64,46 @@ class _State:
 
 
 class _Tracker:
-    """Remembers the deepest failure seen during one search."""
+    """Remembers the deepest failure seen during one search.
 
-    __slots__ = ("best",)
+    Reasons are given as a template and its arguments and formatted only when asked for:
+    the pass manager tries tens of thousands of anchors and reads no reason, `--why-not`
+    reads every one. Node arguments are shown as `name (OpType)`.
+    """
+
+    __slots__ = ("args", "depth", "node", "template")
 
     def __init__(self) -> None:
-        self.best = MatchFailure("no candidate", None, -1)
+        self.depth = -1
+        self.node: ir.Node | None = None
+        self.template = "no candidate"
+        self.args: tuple[Any, ...] = ()
 
-    def fail(self, reason: str, node: ir.Node | None, depth: int) -> None:
-        if depth >= self.best.depth:
-            self.best = MatchFailure(reason, node, depth)
+    def fail(self, depth: int, node: ir.Node | None, template: str, *args: Any) -> None:
+        if depth >= self.depth:
+            self.depth = depth
+            self.node = node
+            self.template = template
+            self.args = args
+
+    def result(self) -> MatchFailure:
+        args = tuple(_node_label(a) if isinstance(a, ir.Node) else a for a in self.args)
+        return MatchFailure(self.template.format(*args), self.node, self.depth)
+
+
+class _QuietTracker(_Tracker):
+    """A tracker that keeps no reasons (the pass manager only needs yes or no)."""
+
+    __slots__ = ()
+
+    def fail(self, depth: int, node: ir.Node | None, template: str, *args: Any) -> None:
+        return None
+
+    def result(self) -> MatchFailure:
+        return _NO_MATCH
+
+
+_NO_MATCH = MatchFailure("no match (reasons not recorded)", None, -1)
 
 
 @functools.cache
@@ -113,12 +146,19 @@ class Matcher:
         return EvalContext(dict(bindings), self.opset_imports, self.functions, self.target_opsets)
 
     # entry point -----------------------------------------------------------------------------
-    def match(self, rule: CompiledRule, node: ir.Node) -> Match | MatchFailure:
-        """Try `rule` with its anchor line at `node`."""
+    def match(
+        self, rule: CompiledRule, node: ir.Node, *, explain: bool = True
+    ) -> Match | MatchFailure:
+        """Try `rule` with its anchor line at `node`.
+
+        With `explain=False` a failure carries no reason (cheaper; the pass manager's mode).
+        """
         graph = node.graph
         if graph is None:
             return MatchFailure("node is no longer in a graph", node, 0)
-        tracker = _Tracker()
+        if not explain and not _may_match(rule, node, graph):
+            return _NO_MATCH
+        tracker = _Tracker() if explain else _QuietTracker()
         start = _State({}, [None] * len(rule.lines))
         anchor_line = rule.lines[rule.anchor]
         for state in self._match_line(rule, anchor_line, rule.anchor, node, start, tracker, 0):
@@ -126,7 +166,7 @@ class Matcher:
                 found = self._finish(rule, complete, tracker, graph)
                 if found is not None:
                     return found
-        return tracker.best
+        return tracker.result()
 
     def _search(
         self, rule: CompiledRule, step_index: int, state: _State, tracker: _Tracker, graph: ir.Graph
@@ -139,22 +179,25 @@ class Matcher:
         depth = step_index + 1
         value = state.bindings.get(step.var)
         if not isinstance(value, ir.Value):
-            tracker.fail(f"`{step.var}` is not a computed value", None, depth)
+            tracker.fail(depth, None, "`{}` is not a computed value", step.var)
             return
         if step.access == "producer":
             producer = value.producer()
             if producer is None or producer.graph is not graph:
                 where = "a graph input or initializer" if producer is None else "outside the graph"
                 tracker.fail(
-                    f"`{step.var}` ({value.name}) is {where}, not a node output", None, depth
+                    depth, None, "`{}` ({}) is {}, not a node output", step.var, value.name, where
                 )
                 return
             if value.index != step.position:
                 tracker.fail(
-                    f"`{step.var}` is output {value.index} of {_node_label(producer)}, "
-                    f"not output {step.position}",
-                    producer,
                     depth,
+                    producer,
+                    "`{}` is output {} of {}, not output {}",
+                    step.var,
+                    value.index,
+                    producer,
+                    step.position,
                 )
                 return
             candidates: tuple[ir.Node, ...] = (producer,)
@@ -163,7 +206,9 @@ class Matcher:
                 n for n in value.users() if n.graph is graph and n not in state.nodes
             )
             if not candidates:
-                tracker.fail(f"`{step.var}` ({value.name}) has no other user to match", None, depth)
+                tracker.fail(
+                    depth, None, "`{}` ({}) has no other user to match", step.var, value.name
+                )
                 return
         for candidate in candidates:
             for next_state in self._match_line(
@@ -183,17 +228,14 @@ class Matcher:
         depth: int,
     ) -> Iterator[_State]:
         if node in state.nodes:
-            tracker.fail(f"{_node_label(node)} is already matched by another line", node, depth)
+            tracker.fail(depth, node, "{} is already matched by another line", node)
             return
-        if not line.op.is_wildcard and not any(
-            ref.op_type == node.op_type
-            and ir.schemas.normalize_domain(ref.domain) == ir.schemas.normalize_domain(node.domain)
-            for ref in line.op.alternatives
-        ):
+        ops = rule.line_ops[line_index]
+        if ops is not None and (ir.schemas.normalize_domain(node.domain), node.op_type) not in ops:
             expected = " | ".join(
                 f"{r.domain}.{r.op_type}" if r.domain else r.op_type for r in line.op.alternatives
             )
-            tracker.fail(f"{_node_label(node)} is not {expected}", node, depth)
+            tracker.fail(depth, node, "{} is not {}", node, expected)
             return
         state = state.copy()
         state.nodes[line_index] = node
@@ -203,48 +245,51 @@ class Matcher:
         if reason is None and line.as_name is not None:
             state.bindings[line.as_name] = NodeRef(node, self.opset_of(node.domain))
         if reason is not None:
-            tracker.fail(reason, node, depth)
+            tracker.fail(depth, node, *reason)
             return
         inputs = list(node.inputs)
         while inputs and inputs[-1] is None:
             inputs.pop()
-        orders = [inputs]
-        if (
+        swappable = (
             len(inputs) == 2
             and len(line.inputs) == 2
             and ir.schemas.is_commutative(node.op_type, node.domain)
-        ):
-            orders.append([inputs[1], inputs[0]])
-        for ordered in orders:
-            branch = state.copy()
+        )
+        orders = [inputs, [inputs[1], inputs[0]]] if swappable else [inputs]
+        for i, ordered in enumerate(orders):
+            # The last order may bind into `state` itself: nothing else reads it afterwards.
+            branch = state if i == len(orders) - 1 else state.copy()
             reason = self._bind_inputs(line, ordered, branch)
             if reason is None:
                 yield branch
             else:
-                tracker.fail(f"{_node_label(node)}: {reason}", node, depth)
+                template, *args = reason
+                tracker.fail(depth, node, "{}: " + template, node, *args)
 
-    def _bind_outputs(self, line: ast.NodePattern, node: ir.Node, state: _State) -> str | None:
+    def _bind_outputs(self, line: ast.NodePattern, node: ir.Node, state: _State) -> _Reason | None:
         outputs = list(node.outputs)
         while outputs and not outputs[-1].name:
             outputs.pop()
         expected = len(line.outputs)
         if line.outputs_open:
             if len(outputs) < expected:
-                return (
-                    f"{_node_label(node)} has {len(outputs)} outputs, at least {expected} expected"
-                )
+                return ("{} has {} outputs, at least {} expected", node, len(outputs), expected)
         elif len(outputs) != expected:
-            return f"{_node_label(node)} has {len(outputs)} outputs, {expected} expected"
+            return ("{} has {} outputs, {} expected", node, len(outputs), expected)
         for pattern, value in zip(line.outputs, outputs, strict=False):
             if isinstance(pattern, ast.Wildcard):
                 continue
             if not value.name:
-                return f"output `{pattern.name}` of {_node_label(node)} is absent"
+                return ("output `{}` of {} is absent", pattern.name, node)
             if not _bind(state.bindings, pattern.name, value):
-                return f"output `{pattern.name}` is bound to a different value"
+                return ("output `{}` is bound to a different value", pattern.name)
         return None
 
-    def _bind_attributes(self, line: ast.NodePattern, node: ir.Node, state: _State) -> str | None:
+    def _bind_attributes(
+        self, line: ast.NodePattern, node: ir.Node, state: _State
+    ) -> _Reason | None:
+        if not line.attrs:
+            return None
         opset = self.opset_of(node.domain)
         for entry in line.attrs:
             if isinstance(entry, ast.AttrCopy):
@@ -256,24 +301,27 @@ class Matcher:
             if isinstance(entry.value, ast.Name):
                 if not _bind(state.bindings, entry.value.name, actual):
                     return (
-                        f"attribute `{entry.name}` = {actual!r} differs from `{entry.value.name}`"
+                        "attribute `{}` = {!r} differs from `{}`",
+                        entry.name,
+                        actual,
+                        entry.value.name,
                     )
                 continue
             expected = self._literal(entry.value)
             if actual is None or not _values_match(actual, expected):
-                return f"attribute `{entry.name}` is {actual!r}, not {expected!r}"
+                return ("attribute `{}` is {!r}, not {!r}", entry.name, actual, expected)
         return None
 
     def _bind_inputs(
         self, line: ast.NodePattern, inputs: list[ir.Value | None], state: _State
-    ) -> str | None:
+    ) -> _Reason | None:
         patterns = line.inputs
         variadic = (
             bool(patterns) and isinstance(patterns[-1], ast.InputVar) and patterns[-1].variadic
         )
         fixed = patterns[:-1] if variadic else patterns
         if len(inputs) > len(fixed) and not variadic:
-            return f"has {len(inputs)} inputs, the pattern has {len(fixed)}"
+            return ("has {} inputs, the pattern has {}", len(inputs), len(fixed))
         for i, pattern in enumerate(fixed):
             value = inputs[i] if i < len(inputs) else None
             reason = self._bind_input(pattern, value, i, state)
@@ -283,25 +331,25 @@ class Matcher:
             rest = tuple(inputs[len(fixed) :])
             name = patterns[-1].name  # type: ignore[union-attr]
             if not _bind(state.bindings, name, rest):
-                return f"variadic `{name}...` is bound to different values"
+                return ("variadic `{}...` is bound to different values", name)
         return None
 
     def _bind_input(
         self, pattern: ast.InputPattern, value: ir.Value | None, index: int, state: _State
-    ) -> str | None:
+    ) -> _Reason | None:
         if isinstance(pattern, ast.Wildcard):
             return None
         if isinstance(pattern, ast.InputLiteral):
             if value is None:
-                return f"input {index} is absent, a constant is expected"
+                return ("input {} is absent, a constant is expected", index)
             expected = self._literal(pattern.value)
             if not _constant_equals(value, expected):
-                return f"input {index} ({value.name}) is not the constant {_show(expected)}"
+                return ("input {} ({}) is not the constant {!r}", index, value.name, expected)
             return None
         if value is None and not pattern.optional:
-            return f"input {index} (`{pattern.name}`) is absent"
+            return ("input {} (`{}`) is absent", index, pattern.name)
         if not _bind(state.bindings, pattern.name, value):
-            return f"input {index} is not the value already bound to `{pattern.name}`"
+            return ("input {} is not the value already bound to `{}`", index, pattern.name)
         return None
 
     def _literal(self, expr: ast.Expr) -> Any:
@@ -316,43 +364,94 @@ class Matcher:
     ) -> Match | None:
         depth = len(rule.lines)
         nodes = tuple(n for n in state.nodes if n is not None)
-        matched = set(nodes)
-        var_of = {id(v): k for k, v in state.bindings.items() if isinstance(v, ir.Value)}
+        var_of: dict[int, str] | None = None
         for node in nodes:
             for out in node.outputs:
                 if not out.name:
                     continue
-                outside = out.is_graph_output() or any(user not in matched for user in out.users())
+                outside = out.is_graph_output() or any(user not in nodes for user in out.users())
                 if not outside:
                     continue
+                if var_of is None:
+                    var_of = {
+                        id(v): k for k, v in state.bindings.items() if isinstance(v, ir.Value)
+                    }
                 var = var_of.get(id(out))
                 if var is None or var not in rule.redefined:
                     what = f"`{var}`" if var is not None else "an unbound output"
                     tracker.fail(
-                        f"{what} ({out.name}) of {_node_label(node)} is used outside the match "
-                        "and the rewrite does not redefine it",
-                        node,
                         depth,
+                        node,
+                        "{} ({}) of {} is used outside the match and the rewrite does not "
+                        "redefine it",
+                        what,
+                        out.name,
+                        node,
                     )
                     return None
-        ctx = self.eval_context(state.bindings)
-        for condition in rule.rule.where:
-            try:
-                result = truth(evaluate(condition, ctx))
-            except EvalError as exc:
-                tracker.fail(
-                    f"where line {condition.span.line}: {exc.bare_message}", None, depth + 1
-                )
-                return None
-            if result is not True:
-                verdict = "unknown (a fact is not known)" if result is not False else "false"
-                tracker.fail(
-                    f"where line {condition.span.line} is {verdict}",
-                    nodes[-1] if nodes else None,
-                    depth + 1,
-                )
-                return None
+        if rule.rule.where:
+            ctx = self.eval_context(state.bindings)
+            for condition in rule.rule.where:
+                try:
+                    result = truth(evaluate(condition, ctx))
+                except EvalError as exc:
+                    tracker.fail(
+                        depth + 1, None, "where line {}: {}", condition.span.line, exc.bare_message
+                    )
+                    return None
+                if result is not True:
+                    verdict = "unknown (a fact is not known)" if result is not False else "false"
+                    tracker.fail(
+                        depth + 1,
+                        nodes[-1] if nodes else None,
+                        "where line {} is {}",
+                        condition.span.line,
+                        verdict,
+                    )
+                    return None
         return Match(rule, graph, dict(state.bindings), tuple(state.nodes))  # type: ignore[arg-type]
+
+
+def _may_match(rule: CompiledRule, node: ir.Node, graph: ir.Graph) -> bool:
+    """False when the anchor's inputs cannot come from the producers the rule names.
+
+    A necessary condition only (`CompiledRule.anchor_producers`), checked in both operand
+    orders where the matcher would try both; most anchors fail here, without a search.
+    """
+    checks = rule.anchor_producers
+    if not checks:
+        return True
+    inputs = node.inputs
+    if _producers_fit(checks, inputs, graph):
+        return True
+    count = len(inputs)
+    while count and inputs[count - 1] is None:
+        count -= 1
+    return (
+        count == 2
+        and len(rule.lines[rule.anchor].inputs) == 2
+        and ir.schemas.is_commutative(node.op_type, node.domain)
+        and _producers_fit(checks, (inputs[1], inputs[0]), graph)
+    )
+
+
+def _producers_fit(
+    checks: tuple[tuple[int, frozenset[tuple[str, str]] | None, int], ...],
+    inputs: tuple[ir.Value | None, ...],
+    graph: ir.Graph,
+) -> bool:
+    for position, ops, output in checks:
+        value = inputs[position] if position < len(inputs) else None
+        if value is None or value.index != output:
+            return False
+        producer = value.producer()
+        if producer is None or producer.graph is not graph:
+            return False
+        if ops is not None and (
+            (ir.schemas.normalize_domain(producer.domain), producer.op_type) not in ops
+        ):
+            return False
+    return True
 
 
 def _bind(bindings: dict[str, Any], name: str, value: Any) -> bool:
@@ -402,7 +501,3 @@ def _constant_equals(value: ir.Value, expected: Any) -> bool:
     if isinstance(expected, float) and not float(expected).is_integer():
         return False
     return bool(np.all(array == int(expected)))
-
-
-def _show(value: Any) -> str:
-    return repr(value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+import ir
 from rewriter._errors import Diagnostic, RuleCheckError, Span
 from rewriter.dsl import _ast as ast
 
@@ -38,6 +39,15 @@ class CompiledRule:
     redefined: frozenset[str]
     defined_by_match: frozenset[str]
     emitted_ops: tuple[ast.OpRef, ...]
+    # Per match line, the (normalized domain, op type) pairs it accepts; None for `_`.
+    line_ops: tuple[frozenset[tuple[str, str]] | None, ...] = ()
+    # The longest chain of uses from a matched node to the anchor: a change further upstream
+    # of a node cannot complete a match of this rule anchored there.
+    reach: int = 0
+    # Necessary conditions on the anchor node, checked before the full search: (input
+    # position, ops accepted for that input's producer, output index there) for every anchor
+    # input that another match line defines.
+    anchor_producers: tuple[tuple[int, frozenset[tuple[str, str]] | None, int], ...] = ()
     functions_source: str = ""
 
     @property
@@ -125,6 +135,58 @@ def _plan(lines: tuple[ast.NodePattern, ...], anchor: int, rule: ast.Rule) -> tu
     return tuple(steps)
 
 
+def _line_ops(line: ast.NodePattern) -> frozenset[tuple[str, str]] | None:
+    if line.op.is_wildcard:
+        return None
+    return frozenset(
+        (ir.schemas.normalize_domain(r.domain), r.op_type) for r in line.op.alternatives
+    )
+
+
+def _anchor_producers(
+    lines: tuple[ast.NodePattern, ...], anchor: int
+) -> tuple[tuple[int, frozenset[tuple[str, str]] | None, int], ...]:
+    defined_at: dict[str, tuple[int, int]] = {}
+    for i, line in enumerate(lines):
+        if i == anchor:
+            continue
+        for position, out in enumerate(line.outputs):
+            if isinstance(out, ast.OutputVar):
+                defined_at[out.name] = (i, position)
+    found = []
+    for position, pattern in enumerate(lines[anchor].inputs):
+        if not isinstance(pattern, ast.InputVar) or pattern.variadic:
+            continue
+        if pattern.name in defined_at:
+            producer_line, output = defined_at[pattern.name]
+            found.append((position, _line_ops(lines[producer_line]), output))
+    return tuple(found)
+
+
+def _reach(lines: tuple[ast.NodePattern, ...], anchor: int) -> int:
+    """Longest producer-to-user path, in match lines, from any line to the anchor line.
+
+    Match lines form a DAG (each value has one defining line), so a memoized walk suffices;
+    a line none of whose outputs leads to the anchor counts as 0.
+    """
+    readers: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        for _, name in _input_names(line):
+            readers.setdefault(name, []).append(i)
+    longest: dict[int, int] = {anchor: 0}
+
+    def to_anchor(i: int) -> int:
+        if i not in longest:
+            longest[i] = -1  # guards against a malformed cyclic pattern
+            downstream = [
+                to_anchor(j) for name in _output_names(lines[i]) for j in readers.get(name, ())
+            ]
+            longest[i] = max((d + 1 for d in downstream if d >= 0), default=-1)
+        return longest[i]
+
+    return max((to_anchor(i) for i in range(len(lines))), default=0)
+
+
 def compile_rule(rule: ast.Rule, order: int) -> CompiledRule:
     """Build the matching plan of one rule.
 
@@ -157,4 +219,7 @@ def compile_rule(rule: ast.Rule, order: int) -> CompiledRule:
         redefined=frozenset(redefined & defined),
         defined_by_match=frozenset(defined),
         emitted_ops=tuple(emitted),
+        line_ops=tuple(_line_ops(line) for line in lines),
+        reach=max(_reach(lines, anchor), 0),
+        anchor_producers=_anchor_producers(lines, anchor),
     )
