@@ -1547,7 +1547,9 @@ class Model:
     ) -> None:
         self.graph = graph
         self.ir_version = ir_version
-        self.opset_imports: dict[str, int] = dict(opset_imports or {"": 21})
+        self.opset_imports: dict[str, int] = (
+            dict(opset_imports) if opset_imports is not None else {"": 21}
+        )
         self.producer_name = producer_name
         self.producer_version = producer_version
         self.domain = domain

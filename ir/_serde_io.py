@@ -139,6 +139,10 @@ def save(
             os.replace(model_temp, filename)
         else:
             _replace_pair(data_temp, plan.data_path, model_temp, filename, temporaries)
+    except OSError as exc:
+        if exc.filename is None:  # a failed write (a full disk) names no file: name ours
+            raise OSError(exc.errno, f"cannot write: {exc.strerror or exc}", filename) from exc
+        raise
     finally:
         for temp in temporaries:
             with contextlib.suppress(FileNotFoundError):
@@ -259,7 +263,7 @@ class _DataPlan:
                     length = len(payload)
                     tensor.ClearField("raw_data")
                 else:
-                    length = _copy_range(tensor, source, out)
+                    length = _copy_range(tensor, source, out, self.data_path)
                 _set_external(tensor, self.data_name, offset, length)
                 # Keep each tensor 64-byte aligned so it can be memory-mapped efficiently.
                 pad = (-out.tell()) % 64
@@ -334,26 +338,42 @@ def _external_fields(tensor: Any) -> dict[str, str]:
     return {e.key: e.value for e in tensor.external_data}
 
 
-def _copy_range(tensor: Any, source: str, out: Any) -> int:
+def _copy_range(tensor: Any, source: str, out: Any, data_path: str) -> int:
+    """Stream one tensor's bytes from `source` into `out` (the new `data_path`).
+
+    Raises:
+        ExternalDataError: the source cannot be read or is too short.
+        OSError: writing failed (a full disk), naming `data_path`.
+    """
     info = _external_fields(tensor)
     offset = int(info.get("offset", "0"))
     length = int(info["length"]) if "length" in info else os.path.getsize(source) - offset
     try:
-        with open(source, "rb") as f:
-            f.seek(offset)
-            remaining = length
-            while remaining:
-                chunk = f.read(min(_COPY_CHUNK, remaining))
-                if not chunk:
-                    raise ExternalDataError(
-                        f"tensor {tensor.name!r}: external data file {source} is too short"
-                    )
-                out.write(chunk)
-                remaining -= len(chunk)
+        f = open(source, "rb")  # noqa: SIM115 (closed below; reads and writes fail apart)
     except OSError as exc:
         raise ExternalDataError(
             f"tensor {tensor.name!r}: cannot read external data {source}: {exc.strerror}"
         ) from exc
+    with f:
+        remaining = length
+        while remaining:
+            try:
+                if remaining == length:
+                    f.seek(offset)
+                chunk = f.read(min(_COPY_CHUNK, remaining))
+            except OSError as exc:
+                raise ExternalDataError(
+                    f"tensor {tensor.name!r}: cannot read external data {source}: {exc.strerror}"
+                ) from exc
+            if not chunk:
+                raise ExternalDataError(
+                    f"tensor {tensor.name!r}: external data file {source} is too short"
+                )
+            try:
+                out.write(chunk)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot write: {exc.strerror or exc}", data_path) from exc
+            remaining -= len(chunk)
     return length
 
 

@@ -3,7 +3,9 @@
 Lifting already refuses values read but never defined and values defined twice. This module
 checks the rest of what makes a model unusable: cycles among nodes, nodes in a domain the
 model (or its function) does not import, nodes whose op a standard domain does not define in
-any opset (custom domains and model-local functions are not checked), names and
+any opset (custom domains and model-local functions are not checked), nodes without an
+attribute their op requires (a Loop without `body`), a model of IR version 3 or later that
+imports no opset, names and
 model fields that are not UTF-8 text (protobuf hands those out as bytes), graph inputs and
 outputs of an unknown element type, and tensors whose data disagrees with their declared type
 and shape (raw byte count, count of typed values, external-data length and file size).
@@ -92,8 +94,9 @@ def validate_model(model: Model) -> None:
     Raises:
         ModelLoadError: a cycle (naming a node on it), a node whose domain is not imported
             (naming the node and the domain), a node whose op its standard domain does not
-            define at the imported opset (naming the node and the op), text that is not
-            UTF-8, or a graph input or output of an unknown element type.
+            define at the imported opset (naming the node and the op), a node without an
+            attribute its schema requires, no opset import at all (IR version 3 or later),
+            text that is not UTF-8, or a graph input or output of an unknown element type.
         TensorDataError: a tensor's data disagrees with its type and shape (naming the
             tensor, and the node when it is an attribute).
         ExternalDataError: external data is unsafe, missing or shorter than declared.
@@ -107,6 +110,12 @@ def validate_model(model: Model) -> None:
             if not isinstance(domain, str):
                 # Checked here, a node domain that is not text is then never "imported".
                 raise ModelLoadError(f"opset_import domain {domain!r} is not UTF-8 text")
+    if model.ir_version >= 3 and not model.opset_imports:
+        # onnx's checker and onnxruntime refuse it too: with no import the opset of every
+        # node is unknown (writing one out would invent a version).
+        raise ModelLoadError(
+            f"the model (IR version {model.ir_version}) imports no opset: opset_import is empty"
+        )
     imports = _domains(model.opset_imports)
     ops = _OpCheck(model.opset_imports, model)
     for graph in model.graph.all_graphs():
@@ -131,29 +140,52 @@ def _domains(opset_imports: dict[str, int]) -> frozenset[str]:
 
 
 class _OpCheck:
-    """Refuses nodes whose op their standard domain does not define in any version.
+    """Refuses nodes of ops their domain does not define, or without a required attribute.
 
+    An op is refused when no version of its standard domain defines it; a node when it lacks
+    an attribute its op's schema requires at the imported opset (a Loop without `body`).
     Answers are kept per (domain, op type), so each distinct op is looked up once per model.
     """
 
-    __slots__ = ("_answers", "_functions", "_opsets")
+    __slots__ = ("_answers", "_functions", "_opsets", "_required")
 
     def __init__(self, declared: dict[str, int], model: Model) -> None:
         self._opsets = {normalize_domain(domain): version for domain, version in declared.items()}
         self._functions = {(domain, name) for domain, name, _ in model.functions}
         self._answers: dict[tuple[str, str], str | None] = {}
+        self._required: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def check(self, graph: Graph) -> None:
         """Raise for the first node of `graph` (not its subgraphs) whose op does not exist."""
         answers = self._answers
+        required = self._required
         for node in graph._nodes:
             key = (node._domain, node._op_type)
             if key in answers:
                 problem = answers[key]
             else:
                 problem = answers[key] = self._problem(*key)
+                required[key] = self._required_attributes(*key)
             if problem is not None:
                 raise ModelLoadError(f"graph {graph.name!r}: node {_node_label(node)}: {problem}")
+            if required[key]:
+                present = _attribute_names(node)
+                missing = [name for name in required[key] if name not in present]
+                if missing:
+                    raise ModelLoadError(
+                        f"graph {graph.name!r}: node {_node_label(node)}: required attribute "
+                        f"{missing[0]!r} is missing"
+                    )
+
+    def _required_attributes(self, domain: str, op_type: str) -> tuple[str, ...]:
+        """Attributes the op's schema at the imported opset marks required."""
+        if (domain, op_type) in self._functions or not is_known_domain(domain):
+            return ()
+        version = self._opsets.get(normalize_domain(domain))
+        schema = find_schema(op_type, domain, version) if version is not None else None
+        if schema is None:
+            return ()
+        return tuple(name for name, attr in schema.attributes.items() if attr.required)
 
     def _problem(self, domain: str, op_type: str) -> str | None:
         """Why `op_type` cannot be used in `domain`, or None when it can (or is unchecked).
@@ -175,6 +207,14 @@ class _OpCheck:
             opset = f"{normalize_domain(domain) or 'ai.onnx'} opset {version}"
             return f"op {op_type!r} does not exist in {opset}"
         return None
+
+
+def _attribute_names(node: Node) -> frozenset[str]:
+    """The node's attribute names, without lifting attributes lifting left for later."""
+    if node._attributes is not None:
+        return frozenset(node._attributes)
+    proto: Any = node._proto
+    return frozenset(a.name for a in proto.attribute) if proto is not None else frozenset()
 
 
 def _check_graph(

@@ -86,7 +86,8 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, IsADirectoryError):
         return f"{exc.filename}: is a directory", 2
     if isinstance(exc, OSError):
-        return f"{exc.filename or ''}: {exc.strerror or exc}", 2
+        reason = exc.strerror or str(exc)
+        return (f"{exc.filename}: {reason}" if exc.filename else reason), 2
     if isinstance(exc, MemoryError):
         return "out of memory", 2
     return f"internal error ({type(exc).__name__}: {exc}); please report it with -vv output", 2

@@ -300,12 +300,19 @@ class _Run:
         worklist = _Worklist(n for g in self.model.graphs() for n in ir.topological_order(g))
         fingerprints: set[str] = set()
         stop = StopReason.SATURATED
+        # Which passes (and whether rules) changed the model, per round: named when the
+        # rounds do not settle.
+        changers: dict[str, None] = {}
         for iteration in range(self.options.max_iterations):
+            applied_before = self.applied
             stop = self._drain(worklist, index, budget)
             if stop is not StopReason.SATURATED:
                 break
             changed_nodes: dict[ir.Node, None] = {}
             changed = False
+            round_changers: dict[str, None] = {}
+            if self.applied > applied_before:
+                round_changers["the rules"] = None
             if iteration == 0 and self._apply_repeat_rules():
                 # Rolled once, after the local rules: a block rule names fused ops (Gelu,
                 # LayerNormalization) that the rules write first. The new bodies are visited.
@@ -317,21 +324,27 @@ class _Run:
                 self.timings[f"pass {name}"] += time.perf_counter() - t0
                 if result.changed:
                     changed = True
+                    round_changers[f"pass `{name}`"] = None
                     self._record_pass(result)
                     changed_nodes.update(dict.fromkeys(result.touched))
             if not changed:
                 break
+            changers = round_changers
             fingerprint = _fingerprint(self.model)
             if fingerprint in fingerprints:
                 stop = StopReason.OSCILLATION
-                self.warnings.append("the passes keep undoing each other; stopped")
+                self.warnings.append(
+                    "the passes keep undoing each other; stopped (changing the model in the "
+                    f"last round: {', '.join(changers)})"
+                )
                 break
             fingerprints.add(fingerprint)
             worklist.extend(_downstream(changed_nodes, index))
             if iteration == self.options.max_iterations - 1:
                 stop = StopReason.ITERATION_LIMIT
                 self.warnings.append(
-                    f"stopped after {self.options.max_iterations} rounds of passes and rules"
+                    f"stopped after {self.options.max_iterations} rounds of passes and rules "
+                    f"(still changing the model in the last round: {', '.join(changers)})"
                 )
         return Trace(tuple(self.entries), tuple(self.skips), stop, tuple(self.warnings))
 

@@ -235,6 +235,11 @@ def write_text_atomically(path: str | os.PathLike[str], text: str) -> None:
         os.umask(umask)
         Path(temporary).chmod(0o666 & ~umask)
         os.replace(temporary, target)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        if exc.filename is None:  # a failed write (a full disk) names no file: name ours
+            raise OSError(exc.errno, f"cannot write: {exc.strerror or exc}", str(target)) from exc
+        raise
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

@@ -14,7 +14,7 @@ from rewriter.dsl import _ast as ast
 from rewriter.dsl._check_rules import check_rule
 from rewriter.dsl._plugins import Functions, import_uses, refuse_uses
 from rewriter.dsl._reporter import Reporter, head
-from rewriter.dsl.builtins import PASS_OPTIONS
+from rewriter.dsl.builtins import PASS_OPTION_MINIMUMS, PASS_OPTIONS
 
 
 def check(files: Sequence[ast.File], *, allow_python: bool = False) -> list[Diagnostic]:
@@ -98,6 +98,15 @@ def _check_pass(decl: ast.PassDecl, first: dict[str, ast.PassDecl], report: Repo
             report.error(span, f"option `{option}` is given twice")
         elif not _is_count(value):
             report.error(value.span, f"option `{option}` takes a non-negative integer")
+        elif isinstance(value, ast.Const) and isinstance(value.value, int):
+            minimum = PASS_OPTION_MINIMUMS.get((decl.name, option), 0)
+            given = value.value
+            if given < minimum:
+                report.error(
+                    value.span,
+                    f"option `{option}` of pass `{decl.name}` must be at least {minimum}, "
+                    f"not {given}",
+                )
         seen[option] = None
 
 

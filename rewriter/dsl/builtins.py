@@ -155,10 +155,19 @@ PASS_OPTIONS: Mapping[str, Mapping[str, str]] = {
 }
 """Built-in passes and their options (each option takes a non-negative integer)."""
 
+PASS_OPTION_MINIMUMS: Mapping[tuple[str, str], int] = {
+    ("roll_loops", "min_repeats"): 2,
+    ("roll_loops", "min_block_nodes"): 1,
+    ("unroll_loops", "max_trip_count"): 1,
+    ("outline_functions", "min_repeats"): 2,
+}
+"""The smallest value a pass option takes where 0 is not meaningful (others: 0)."""
+
 __all__ = [
     "LET_BUILTINS",
     "LET_ONLY",
     "PASS_OPTIONS",
+    "PASS_OPTION_MINIMUMS",
     "SIGNATURES",
     "WHERE_BUILTINS",
     "Signature",

@@ -132,6 +132,27 @@ def _op_type(name: str) -> Callable[[], onnx.ModelProto]:
     return build
 
 
+def _no_opset_import() -> onnx.ModelProto:
+    model = good_model()
+    del model.opset_import[:]
+    return model
+
+
+def _required_attribute_missing() -> onnx.ModelProto:
+    """relu becomes a Cast without its required `to`."""
+    model = good_model()
+    model.graph.node[1].op_type = "Cast"
+    return model
+
+
+def _loop_without_body() -> onnx.ModelProto:
+    model = good_model()
+    model.graph.node[1].op_type = "Loop"
+    del model.graph.node[1].input[:]
+    model.graph.node[1].input.extend(["", ""])
+    return model
+
+
 def _unknown_op_in_function() -> onnx.ModelProto:
     body = [onnx.helper.make_node("NoSuchOp", ["a"], ["b"], name="inner")]
     function = onnx.helper.make_function("local.fns", "act", ["a"], ["b"], body, OPSET)
@@ -279,6 +300,24 @@ CATALOGUE = (
         _proto(_op_type("NoSuchOp")),
         ir.ModelLoadError,
         ("node 'relu' (NoSuchOp)", "op 'NoSuchOp' does not exist in ai.onnx opset 18"),
+    ),
+    BadModel(
+        "no_opset_import",
+        _proto(_no_opset_import),
+        ir.ModelLoadError,
+        ("imports no opset", "IR version"),
+    ),
+    BadModel(
+        "required_attribute_missing",
+        _proto(_required_attribute_missing),
+        ir.ModelLoadError,
+        ("node 'relu' (Cast)", "required attribute 'to' is missing"),
+    ),
+    BadModel(
+        "loop_without_body",
+        _proto(_loop_without_body),
+        ir.ModelLoadError,
+        ("node 'relu' (Loop)", "required attribute 'body' is missing"),
     ),
     BadModel(
         "unknown_op_in_function",

@@ -249,6 +249,14 @@ CASES: list[tuple[str, str]] = [
         "<string>:1:33: error: option `min_repeats` takes a non-negative integer",
     ),
     (
+        "pass roll_loops { min_repeats = 1 }\n",
+        "<string>:1:33: error: option `min_repeats` of pass `roll_loops` must be at least 2, not 1",
+    ),
+    (
+        "pass unroll_loops { max_trip_count = 0 }\n",
+        "<string>:1:38: error: option `max_trip_count` of pass `unroll_loops` must be at least 1, not 0",
+    ),
+    (
         "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite loop\n}\n",
         "<string>:5:3: error: `rewrite loop` needs a `match repeat (...)` block",
     ),

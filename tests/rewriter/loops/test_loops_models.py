@@ -108,3 +108,16 @@ def test_the_shipped_conv_stack_repeat_rule_rolls_the_real_export():
     assert body_ops["Conv"] == 2
     assert body_ops["Gelu"] == 2
     assert_same_on(original, result.proto, _feeds(name, original))
+
+
+def test_roll_and_unroll_together_stop_at_the_round_limit_naming_both_passes(tmp_path):
+    import rewriter
+
+    rules = tmp_path / "both.rw"
+    rules.write_text("pass roll_loops\npass unroll_loops\n")
+    result = rewriter.rewrite(MODELS / "conv1d_ln_gelu_x6_ts17.onnx", rules=[rules])
+    assert result.trace.stop_reason.name == "ITERATION_LIMIT"
+    (warning,) = result.trace.warnings
+    assert "pass `roll_loops`" in warning
+    assert "pass `unroll_loops`" in warning
+    assert result.nodes_after == result.nodes_before  # the unrolled model is what is kept
