@@ -551,6 +551,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "exp": _unary_np(np.exp, "exp"),
     "log": _unary_np(np.log, "log"),
     "sign": _unary_np(np.sign, "sign"),
+    "signbit": _unary_np(np.signbit, "signbit"),
     "tanh": _unary_np(np.tanh, "tanh"),
     "erf": _unary_np(_erf, "erf"),
     "reciprocal": _unary_np(reciprocal, "reciprocal"),

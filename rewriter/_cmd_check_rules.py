@@ -3,7 +3,8 @@
 For each rule, instances (small models the rule's match and where accept) are generated,
 rewritten by the rule alone and compared with the originals on generated inputs. Prints one
 table row per rule (verified, failed, not instantiable), then each failure's counterexample.
-Exit codes: 0 no rule failed, 1 some rule failed, 2 bad usage or rules that do not load.
+Exit codes: 0 no rule failed, 1 some rule failed (with `--strict`, or could not be
+instantiated), 2 bad usage or rules that do not load.
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=min(4, os.cpu_count() or 1),
         help="check rules in this many processes (default: the CPUs, at most 4); the results "
         "do not depend on it",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="also exit 1 when a rule could not be instantiated (nothing about it was checked; "
+        "loop rules and passes, which their own tests verify, excepted)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
@@ -137,4 +144,16 @@ def run(args: argparse.Namespace) -> int:
         report.write_json(reports, stream, seed=args.seed)
         write_text_atomically(args.json, stream.getvalue())
     failed = any(r.status is Status.FAILED for r in reports)
+    if args.strict:
+        loop_rules = {rule.name for rule in ruleset.rules if rule.match.repeat is not None}
+        unchecked = [
+            r.name
+            for r in reports
+            if r.status is Status.NOT_INSTANTIABLE and r.kind == "rule" and r.name not in loop_rules
+        ]
+        if unchecked:
+            sys.stderr.write(
+                f"rewrite check-rules: --strict: not instantiated: {', '.join(unchecked)}\n"
+            )
+            failed = True
     return EXIT_FAILED if failed else EXIT_OK

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import ir
 from rewriter import _output
 from rewriter._api import PhaseClock, RewriteResult, as_model, load_ruleset, rewrite
+from rewriter._cmd_verify import add_comparison_options, counterexample_target
 from rewriter._errors import RewriteError
 from rewriter._manager import PassManager, RewriteOptions
 from rewriter._output import non_negative_int, opset_version, positive_int
@@ -53,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--examples", type=positive_int, default=20, help="examples for --verify (default 20)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for --verify")
+    add_comparison_options(
+        parser, "with --verify; default: <OUT>.counterexample.npz beside the output"
+    )
     parser.add_argument(
         "--exclude-rule", action="append", default=[], metavar="RULE", help="do not apply RULE"
     )
@@ -127,12 +131,16 @@ def run(args: argparse.Namespace) -> int:
     if args.rules:
         # The shipped library is kept warning-free by its tests; show warnings for user rules.
         _output.print_warnings(ruleset.warnings)
+    unknown = [name for name in args.exclude_rule if ruleset.rule(name) is None]
+    if unknown:
+        raise RewriteError(f"--exclude-rule: no rule named `{unknown[0]}` is loaded")
     if args.why_not:
         model = as_model(source)
         report = PassManager(ruleset, RewriteOptions()).why_not(model, args.why_not)
         print(report.render())
         return 0
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
+    counterexample = _counterexample_target(args, source, out_path, ruleset)
     args.opsets_to_add = _parse_opsets(args.add_opset)
     with _output.progress(enabled=not args.no_progress) as on_progress:
         result = rewrite(
@@ -153,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     verification = None
     if args.verify:
         with clock.phase("verify"):
-            verification = _output.verify_and_bisect(source, result, ruleset, args)
+            verification = _output.verify_and_bisect(source, result, ruleset, args, counterexample)
         if not verification.ok:
             exit_code = 1
     if exit_code == 0:
@@ -196,6 +204,42 @@ def _refuse_unsafe_side_files(
         protected=protected,
         models=[source],
         force=args.force,
+    )
+
+
+_VERIFY_ONLY = {
+    "rtol": "--rtol",
+    "atol": "--atol",
+    "inputs": "--input",
+    "special_values": "--special-values",
+    "counterexample": "--counterexample",
+}
+
+
+def _counterexample_target(
+    args: argparse.Namespace, source: Path, out: Path, ruleset: ast.RuleSet
+) -> Path | None:
+    """Where `--verify` saves a counterexample (None without --verify), checked up front.
+
+    Raises:
+        RewriteError: a comparison option without --verify, or a refused path.
+    """
+    if not args.verify:
+        for attribute, option in _VERIFY_ONLY.items():
+            if getattr(args, attribute):
+                raise RewriteError(f"{option} applies to --verify; add --verify")
+        return None
+    protected = {out: "the output model", source: "the input model"}
+    protected.update({Path(path): f"the rules file {path}" for path in ruleset.sources})
+    for option in ("json", "report"):
+        if getattr(args, option):
+            protected[Path(getattr(args, option))] = f"the --{option} file"
+    return counterexample_target(
+        args.counterexample,
+        out.with_name(out.stem + ".counterexample.npz"),
+        force=args.force,
+        protected=protected,
+        models=[source],
     )
 
 

@@ -4,7 +4,8 @@ Prints the per-output table (with `rich` on a terminal, plain text otherwise) an
 verdict. `--counterexample` may not name either model or their external data files. Exit
 codes: 0 the models agree, 1 they disagree (the shrunk counterexample is saved and its path
 printed), 2 bad usage or a model that cannot be loaded or compared (one line on stderr, from
-the CLI's error handler).
+the CLI's error handler). An existing `--counterexample` file is replaced only with `--force`;
+the default `<rewritten>.counterexample.npz` replaces only an earlier counterexample.
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--examples", type=positive_int, default=20, help="generated examples (default 20)"
     )
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
+    add_comparison_options(
+        parser, "default: <rewritten>.counterexample.npz beside it, replacing an earlier one"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="let --counterexample replace an existing file"
+    )
+
+
+def add_comparison_options(parser: argparse.ArgumentParser, counterexample_default: str) -> None:
+    """Tolerances, input ranges, special values and the counterexample path (both commands)."""
     parser.add_argument(
         "--rtol", type=_tolerance, help="relative tolerance for float outputs (default per dtype)"
     )
@@ -78,8 +89,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--counterexample",
         metavar="PATH",
-        help="where to save a counterexample (default: <rewritten>.counterexample.npz beside it)",
+        help=f"where to save a counterexample ({counterexample_default})",
     )
+
+
+def input_ranges(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
+    """The `--input NAME=LO:HI` ranges by input name.
+
+    Raises:
+        VerifyError: an input is given twice.
+    """
+    from rewriter.verify import VerifyError
+
+    ranges: dict[str, tuple[float, float]] = {}
+    for name, bounds in args.inputs:
+        if name in ranges:
+            raise VerifyError(f"--input {name} given twice")
+        ranges[name] = bounds
+    return ranges
+
+
+def counterexample_target(
+    explicit: str | None,
+    default: Path,
+    *,
+    force: bool,
+    protected: dict[Path, str],
+    models: list[Path],
+) -> Path:
+    """Where a counterexample goes: `explicit` (checked like every side file) or `default`.
+
+    An explicit path never replaces a model, its data or an existing file without `force`,
+    and its folder must exist. The default, named after the model, replaces only an earlier
+    counterexample (an `.npz` archive).
+
+    Raises:
+        RewriteError: the path is refused, naming the option and the reason.
+    """
+    import zipfile
+
+    from rewriter import _output
+    from rewriter._errors import RewriteError
+
+    if explicit is not None:
+        path = Path(explicit)
+        _output.refuse_unsafe_targets(
+            {"--counterexample": explicit}, protected=protected, models=models, force=force
+        )
+        return path
+    if default.exists() and not (default.is_file() and zipfile.is_zipfile(default)):
+        raise RewriteError(
+            f"{default} exists and is not an earlier counterexample; name another file with "
+            "--counterexample"
+        )
+    return default
 
 
 def _print_table(result: VerifyResult) -> None:
@@ -94,30 +157,20 @@ def _print_table(result: VerifyResult) -> None:
         sys.stdout.write(result.render_table() + "\n")
 
 
-def _refuse_unsafe_counterexample(path: Path, args: argparse.Namespace) -> None:
-    """`--counterexample` never replaces either model or their external data."""
-    from rewriter import _output
+def run(args: argparse.Namespace) -> int:
+    """Compare the models; 0 when they agree, 1 when they do not."""
+    from rewriter.verify import check_equivalence
+    from rewriter.verify._counterexample import default_counterexample_path
 
     original, rewritten = Path(args.original), Path(args.rewritten)
-    _output.refuse_overwriting(
-        "--counterexample",
-        path,
+    target = counterexample_target(
+        args.counterexample,
+        Path(default_counterexample_path(args.rewritten)),
+        force=args.force,
         protected={original: "the original model", rewritten: "the rewritten model"},
         models=[original, rewritten],
     )
-
-
-def run(args: argparse.Namespace) -> int:
-    """Compare the models; 0 when they agree, 1 when they do not."""
-    from rewriter.verify import VerifyError, check_equivalence
-
-    if args.counterexample:
-        _refuse_unsafe_counterexample(Path(args.counterexample), args)
-    ranges: dict[str, tuple[float, float]] = {}
-    for name, bounds in args.inputs:
-        if name in ranges:
-            raise VerifyError(f"--input {name} given twice")
-        ranges[name] = bounds
+    ranges = input_ranges(args)
     result = check_equivalence(
         args.original,
         args.rewritten,
@@ -127,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         atol=args.atol,
         input_ranges=ranges,
         special_values=args.special_values,
-        counterexample_path=args.counterexample,
+        counterexample_path=target,
     )
     _print_table(result)
     if result.ok:

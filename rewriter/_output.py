@@ -68,15 +68,37 @@ def print_summary(result: RewriteResult, out_path: Path) -> None:
 
 
 def verify_and_bisect(
-    source: Path, result: RewriteResult, ruleset: ast.RuleSet, args: argparse.Namespace
+    source: Path,
+    result: RewriteResult,
+    ruleset: ast.RuleSet,
+    args: argparse.Namespace,
+    counterexample: Path | None = None,
 ) -> Any:
-    """Check the result against the source; on a mismatch, name the first guilty rewrite."""
+    """Check the result against the source; on a mismatch, name the first guilty rewrite.
+
+    The counterexample is saved to `counterexample` (kept in memory when None) and its path
+    printed.
+    """
+    from rewriter._cmd_verify import input_ranges
     from rewriter.verify import check_equivalence, find_first_bad
 
-    verdict = check_equivalence(source, result.model, examples=args.examples, seed=args.seed)
+    verdict = check_equivalence(
+        source,
+        result.model,
+        examples=args.examples,
+        seed=args.seed,
+        rtol=args.rtol,
+        atol=args.atol,
+        input_ranges=input_ranges(args),
+        special_values=args.special_values,
+        counterexample_path=counterexample,
+        save_counterexample=counterexample is not None,
+    )
     print(verdict.render_table())
     if verdict.ok:
         return verdict
+    if verdict.counterexample_path is not None:
+        print(f"counterexample saved to {verdict.counterexample_path}")
     rule_entries = [e for e in result.trace.entries if e.kind == "rule"]
     if verdict.counterexample is None or not rule_entries:
         return verdict

@@ -9,6 +9,7 @@ For a line that is false, a few shapes of condition name a choice directly:
 * `v == u` for a free `v` and a defined `u`: `v` becomes the same value (non-linear use);
 * `f(a) == f(b)` with one choosable variable on each side: `b` takes `a`'s value;
 * `all(value(v) == E)`, `not any(value(v))`, `all_close(value(v), E)`: `v` is filled;
+  `all(signbit(value(v)))` fills it with -0.0, `not any(signbit(value(v)))` with +0.0;
 * `is_scalar(v)`: `v` gets shape `[]`; `is_const(v)`: `v` becomes a constant.
 
 `and` repairs each false operand; `or` repairs one drawn operand. Repairs only set choices;
@@ -212,6 +213,8 @@ class Repairer:
             inner = args[0]
             if inner.op == "==":
                 self._fill(inner.left, self.value(inner.right))
+        elif func == "all" and len(args) == 1 and _is_signbit(args[0]):
+            self._fill(args[0], True)
 
     def _negation(self, operand: ast.Expr) -> None:
         if not isinstance(operand, ast.Call):
@@ -228,6 +231,9 @@ class Repairer:
     def _fill(self, target: ast.Expr, fill: Any) -> None:
         if fill is UNKNOWN or fill is None:
             return
+        if isinstance(target, ast.Call) and _is_signbit(target):
+            # all(signbit(value(v))) wants -0.0, not any(signbit(value(v))) wants +0.0
+            target, fill = target.args[0], (-0.0 if fill else 0.0)
         if isinstance(target, ast.Coalesce):
             first = self.value(target.left)
             target = target.left if first is not None else target.right
@@ -270,6 +276,10 @@ def _is_data(value: Any) -> bool:
         return np.asarray(value).dtype.kind in "biufcU"
     except (TypeError, ValueError):
         return False
+
+
+def _is_signbit(expr: ast.Expr) -> bool:
+    return isinstance(expr, ast.Call) and expr.func == "signbit" and len(expr.args) == 1
 
 
 def _value_target(expr: ast.Expr) -> str | None:

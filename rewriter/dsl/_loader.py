@@ -42,7 +42,7 @@ def find_rule_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 
 def read_rule_file(path: Path) -> str:
-    """The text of a rule file.
+    """The text of a rule file (a leading UTF-8 byte-order mark dropped).
 
     Raises:
         RuleSyntaxError: the file is not UTF-8 (the diagnostic points at the first bad byte).
@@ -50,7 +50,7 @@ def read_rule_file(path: Path) -> str:
     """
     data = path.read_bytes()
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         before = data[: exc.start].decode("utf-8", errors="replace")
         line = before.count("\n") + 1
@@ -59,6 +59,8 @@ def read_rule_file(path: Path) -> str:
         message = f"this file is not UTF-8 text (byte 0x{data[exc.start]:02x})"
         text = data.decode("utf-8", errors="replace")
         raise RuleSyntaxError([diagnostic("error", span, message, text)]) from exc
+    # A byte-order mark (some Windows editors write one) is not part of the text.
+    return text.removeprefix("\ufeff")
 
 
 def parse_files(files: Iterable[Path]) -> tuple[list[ast.File], list[Diagnostic]]:

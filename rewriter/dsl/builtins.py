@@ -101,6 +101,7 @@ _ALL = (
     _sig("exp(x)", 1, "e ** x, elementwise"),
     _sig("log(x)", 1, "natural logarithm, elementwise"),
     _sig("sign(x)", 1, "-1, 0 or 1, elementwise"),
+    _sig("signbit(x)", 1, "true where the sign bit is set (negatives and -0.0), elementwise"),
     _sig("tanh(x)", 1, "hyperbolic tangent, elementwise"),
     _sig("erf(x)", 1, "error function, elementwise"),
     _sig("reciprocal(x)", 1, "1 / x, keeping the dtype"),

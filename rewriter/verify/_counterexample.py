@@ -33,7 +33,7 @@ def save_counterexample(
     """Write `inputs` to `path` (an `.npz`) atomically; returns the absolute path written."""
     target = os.path.abspath(os.fspath(path))
     folder = os.path.dirname(target)
-    os.makedirs(folder, exist_ok=True)
+    # The folder must exist (a typo in it is reported, not silently created).
     fd, temp = tempfile.mkstemp(prefix=".counterexample.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w") as archive:

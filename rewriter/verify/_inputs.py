@@ -27,7 +27,9 @@ uniform in [-3, 3], small-variance (`c + 0.1 * N(0, 1)` with one `c` in [-0.5, 0
 tensor: rows with a variance near 0.01 expose a wrong epsilon in a normalization), small
 scale (`1e-3 * N(0, 1)`). Special elements: +0.0, -0.0, +-1, +-tiny (1e-30 where the dtype
 has it), +-subnormal, +-large (1e4; 100 for float16 and float8), and NaN, +-inf only when
-`special_values` is set.
+`special_values` is set. Besides up to four placed ones, a drawn share of the elements
+(none, 10% or 50%, and then at least one of each where the input has room) holds the exact
+special values: +-0.0, +-1, and NaN, +-inf with `special_values`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ logger = logging.getLogger(__name__)
 DIM_MIN = 1
 DIM_MAX = 6
 MAX_SPECIALS = 4
+# Shares of a float input's elements replaced by special values (NaN and infinities among
+# them with `special_values`): a few placed elements are easily missed by a difference that
+# only one special value shows (a rule that zeroes NaNs, or flips the sign of -0.0).
+SPECIAL_SHARES = (0.0, 0.1, 0.5)
 
 DimKey: TypeAlias = tuple[str, str]
 """A sampled dim: `("sym", name)` for a named symbolic dim, `("axis", "i")` for unknown ones."""
@@ -459,6 +465,9 @@ class Recipe:
     seed: int
     specials: tuple[tuple[int, int], ...]
     free_dims: tuple[int, ...] = ()
+    # Index into SPECIAL_SHARES: the fraction of a float input's elements (drawn by the seed)
+    # that hold special values, besides the placed ones.
+    special_share: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -490,12 +499,14 @@ def _recipe_strategy(spec: InputSpec, special_values: bool) -> SearchStrategy[Re
     free_dims: SearchStrategy[tuple[int, ...]] = st.just(())
     if spec.dims is None:
         free_dims = st.lists(st.integers(DIM_MIN, DIM_MAX), min_size=1, max_size=3).map(tuple)
+    shares = st.integers(0, len(SPECIAL_SHARES) - 1) if spec.role == "float" else st.just(0)
     return st.builds(
         Recipe,
         kind=st.integers(0, len(spec.kinds) - 1),
         seed=st.integers(0, 2**32 - 1),
         specials=specials,
         free_dims=free_dims,
+        special_share=shares,
     )
 
 
@@ -551,6 +562,21 @@ def _specials(spec: InputSpec, special_values: bool) -> tuple[object, ...]:
     if spec.role == "string":
         return ()
     return ("lo", "hi")  # resolved per example: the ends of the integer interval
+
+
+def _shared_specials(spec: InputSpec, special_values: bool) -> tuple[float, ...]:
+    """The special values a share of a float input's elements takes: exact values only.
+
+    Zeros of both signs and +-1 (NaN and infinities with `special_values`); the extreme
+    magnitudes stay a few placed elements, so that a share does not turn every example into
+    an ill-conditioned one (1e4 beside 1e-30 in one reduction).
+    """
+    if spec.role != "float" or spec.user_range is not None:
+        return ()
+    values: tuple[float, ...] = (0.0, -0.0, 1.0, -1.0)
+    if special_values:
+        values += (math.nan, math.inf, -math.inf)
+    return values
 
 
 def _int_interval(spec: InputSpec, dims: Mapping[DimKey, int]) -> tuple[int, int]:
@@ -633,6 +659,15 @@ def _fill(
         base = _int_base(kind, shape, rng, lo, hi)
         specials = [lo, hi]
     flat = base.reshape(-1)
+    share = SPECIAL_SHARES[recipe.special_share % len(SPECIAL_SHARES)]
+    shared = _shared_specials(spec, special_values)
+    if flat.size and share and shared:
+        # At least one element of every such value where the input is big enough, so a
+        # difference that one value alone shows is seen in any example with a share.
+        count = min(flat.size, max(round(share * flat.size), len(shared)))
+        chosen = rng.permutation(flat.size)[:count]
+        picks = (rng.integers(len(shared)) + np.arange(count)) % len(shared)
+        flat[chosen] = np.asarray(shared, dtype=flat.dtype)[picks]
     if flat.size:
         for position, which in recipe.specials:
             flat[position % flat.size] = specials[which % len(specials)]
@@ -658,5 +693,5 @@ def materialize(
 
 def example_size(example: Example) -> tuple[int, int]:
     """(number of special elements, total of sampled dims): what shrinking minimizes."""
-    specials = sum(len(r.specials) for r in example.recipes)
+    specials = sum(len(r.specials) + r.special_share for r in example.recipes)
     return specials, sum(size for _, size in example.dims)

@@ -44,8 +44,25 @@ def _model(
 CASES = [
     (
         "add_zero",
-        _model("z = Constant <value = float {0}> ()\n t = Add (z, x)\n y = Relu (t)"),
+        _model("z = Constant <value = float {-0.0}> ()\n t = Add (z, x)\n y = Relu (t)"),
         ["Relu"],
+        True,
+    ),
+    (
+        # x + (+0.0) turns x = -0.0 into +0.0: removing it is not exact for floats
+        "add_zero",
+        _model("z = Constant <value = float {0}> ()\n t = Add (z, x)\n y = Relu (t)"),
+        None,
+        False,
+    ),
+    (
+        "add_zero",
+        _model(
+            "z = Constant <value = int64 {0}> ()\n t = Add (x, z)\n y = Abs (t)",
+            inputs="int64[N, 4] x",
+            outputs="int64[N, 4] y",
+        ),
+        ["Abs"],
         True,
     ),
     (
@@ -406,10 +423,22 @@ CASES = [
             "y = Conv (x, w, b)",
             inputs="float[1, 2, 4, 4] x",
             outputs="float[1, 3, 4, 4] y",
-            inits="float[3, 2, 1, 1] w = {1, 2, 3, 4, 5, 6}, float[3] b = {0, 0, 0}",
+            inits="float[3, 2, 1, 1] w = {1, 2, 3, 4, 5, 6}, float[3] b = {-0.0, -0.0, -0.0}",
         ),
         ["Conv"],
         True,
+    ),
+    (
+        # a +0.0 bias turns a -0.0 sum into +0.0: dropping it is not exact
+        "remove_zero_bias_from_conv",
+        _model(
+            "y = Conv (x, w, b)",
+            inputs="float[1, 2, 4, 4] x",
+            outputs="float[1, 3, 4, 4] y",
+            inits="float[3, 2, 1, 1] w = {1, 2, 3, 4, 5, 6}, float[3] b = {0, 0, 0}",
+        ),
+        None,
+        False,
     ),
     (
         "remove_zero_bias_from_conv",
@@ -428,7 +457,7 @@ CASES = [
             "y = Gemm (x, w, b)",
             inputs="float[N, 2] x",
             outputs="float[N, 3] y",
-            inits="float[2, 3] w = {1, 2, 3, 4, 5, 6}, float[3] b = {0, 0, 0}",
+            inits="float[2, 3] w = {1, 2, 3, 4, 5, 6}, float[3] b = {-0.0, -0.0, -0.0}",
         ),
         ["Gemm"],
         True,
@@ -439,7 +468,7 @@ CASES = [
             "y = ConvTranspose (x, w, b)",
             inputs="float[1, 2, 4, 4] x",
             outputs="float[1, 3, 4, 4] y",
-            inits="float[2, 3, 1, 1] w = {1, 2, 3, 4, 5, 6}, float[3] b = {0, 0, 0}",
+            inits="float[2, 3, 1, 1] w = {1, 2, 3, 4, 5, 6}, float[3] b = {-0.0, -0.0, -0.0}",
         ),
         ["ConvTranspose"],
         True,

@@ -226,3 +226,10 @@ def test_add_opset_enables_contrib_fusions_and_is_dropped_when_unused(tmp_path, 
     assert "com.microsoft" not in {o.domain for o in onnx.load(out).opset_import}
     assert main([str(plain), "-o", str(out), "--force", "--add-opset", "com.microsoft"]) == 2
     assert "DOMAIN=VERSION" in capsys.readouterr().err
+
+
+def test_excluding_a_rule_that_is_not_loaded_is_an_error(model_path, tmp_path, capsys):
+    out = tmp_path / "out.onnx"
+    assert main([str(model_path), "-o", str(out), "--exclude-rule", "no_such_rule"]) == 2
+    assert "--exclude-rule: no rule named `no_such_rule` is loaded" in capsys.readouterr().err
+    assert not out.exists()

@@ -252,3 +252,13 @@ def test_cli_sample_checks_a_subset(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert code == 1
     assert "2 rules:" in out
+
+
+def test_strict_fails_a_rule_that_could_not_be_instantiated(tmp_path, capsys):
+    rules = tmp_path / "never.rw"
+    rules.write_text(
+        '# relu of a string is never built\nrule never: y = Relu (x) => y = x where dtype(x) == "string"\n'
+    )
+    assert main(["check-rules", str(rules), "--attempts", "5", "--jobs", "1"]) == 0
+    assert main(["check-rules", str(rules), "--attempts", "5", "--jobs", "1", "--strict"]) == 1
+    assert "--strict: not instantiated: never" in capsys.readouterr().err

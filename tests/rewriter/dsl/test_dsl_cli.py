@@ -241,3 +241,10 @@ def test_extract_rule_errors_name_the_value(
     err = capsys.readouterr().err
     assert message in err
     assert "Traceback" not in err
+
+
+def test_a_file_starting_with_a_byte_order_mark_lints_clean(tmp_path, capsys):
+    path = tmp_path / "bom.rw"
+    path.write_bytes("\ufeff# x*1 -> x\nrule mul_one: y = Mul (x, 1.0) => y = x\n".encode())
+    assert main(["lint", str(path)]) == 0
+    assert "no problems" in capsys.readouterr().err

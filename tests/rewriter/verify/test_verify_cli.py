@@ -66,11 +66,89 @@ def test_mismatch_exits_1_names_the_output_and_saves_the_counterexample(files, c
 
 
 def test_counterexample_path_option(files, tmp_path, capsys):
-    target = tmp_path / "sub" / "ce.npz"
+    target = tmp_path / "ce.npz"
     code = main(["verify", files["relu"], files["abs"], "--counterexample", str(target)])
     assert code == 1
     assert target.exists()
     assert str(target) in capsys.readouterr().out
+
+
+def test_counterexample_in_a_missing_folder_is_refused_before_comparing(files, tmp_path, capsys):
+    target = tmp_path / "sub" / "ce.npz"
+    assert main(["verify", files["relu"], files["abs"], "--counterexample", str(target)]) == 2
+    assert f"the folder {tmp_path / 'sub'} does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "sub").exists()
+
+
+def test_an_existing_file_is_replaced_by_a_counterexample_only_with_force(files, tmp_path, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me")
+    args = ["verify", files["relu"], files["abs"], "--counterexample", str(target)]
+    assert main(args) == 2
+    assert "exists; pass --force" in capsys.readouterr().err
+    assert target.read_text() == "keep me"
+    assert main([*args, "--force"]) == 1
+    with np.load(target) as data:
+        assert np.any(data["x"] < 0)
+
+
+def test_the_default_counterexample_replaces_only_an_earlier_one(files, capsys):
+    saved = os.path.join(os.path.dirname(files["abs"]), "abs.counterexample.npz")
+    assert main(["verify", files["relu"], files["abs"]]) == 1
+    assert main(["verify", files["relu"], files["abs"]]) == 1  # replaces its own
+    with open(saved, "w") as stream:
+        stream.write("not a counterexample")
+    capsys.readouterr()
+    assert main(["verify", files["relu"], files["abs"]]) == 2
+    assert "is not an earlier counterexample" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_special_values_expose_a_difference_only_nan_shows(tmp_path, capsys, seed):
+    # Where(IsNaN(x), 0, x) equals x on every finite input.
+    zero_nans = models.parse(
+        "(float[N, 4] x) => (float[N, 4] y)",
+        "n = IsNaN(x)\n zero = Constant <value = float {0}> ()\n y = Where(n, zero, x)",
+    )
+    paths = []
+    for name, model in {"zero_nans": zero_nans, "ident": models.unary("Identity")}.items():
+        paths.append(str(tmp_path / f"{name}.onnx"))
+        onnx.save(model, paths[-1])
+    assert main(["verify", *paths, "--seed", str(seed)]) == 0
+    assert main(["verify", *paths, "--seed", str(seed), "--special-values"]) == 1
+
+
+def test_main_command_saves_the_counterexample_beside_the_output(files, tmp_path, capsys):
+    rules = tmp_path / "wrong.rw"
+    rules.write_text(
+        "# wrong on purpose: relu(x) -> abs(x)\nrule bad: y = Relu (x) => y = Abs (x)\n"
+    )
+    out = tmp_path / "out.onnx"
+    code = main([files["relu"], "--rules", str(rules), "-o", str(out), "--verify"])
+    assert code == 1
+    saved = tmp_path / "out.counterexample.npz"
+    assert f"counterexample saved to {saved}" in capsys.readouterr().out
+    assert not out.exists()
+    with np.load(saved) as data:
+        assert np.any(data["x"] < 0)
+
+
+def test_main_command_takes_the_comparison_options(files, tmp_path, capsys):
+    rules = tmp_path / "wrong.rw"
+    rules.write_text(
+        "# wrong off x >= 0: relu(x) -> abs(x)\nrule bad: y = Relu (x) => y = Abs (x)\n"
+    )
+    out = tmp_path / "out.onnx"
+    args = [files["relu"], "--rules", str(rules), "-o", str(out), "--verify", "--input", "x=0:5"]
+    assert main([*args, "--rtol", "1e-3", "--special-values"]) == 0
+    assert out.exists()
+
+
+def test_main_command_refuses_comparison_options_without_verify(files, tmp_path, capsys):
+    out = tmp_path / "out.onnx"
+    assert main([files["relu"], "-o", str(out), "--rtol", "1e-3"]) == 2
+    assert "--rtol applies to --verify" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_examples_and_seed_options(files, capsys):
