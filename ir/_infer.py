@@ -122,7 +122,8 @@ def infer_types(model: Model, engines: Sequence[InferenceEngine] = (onnx_inferen
     stronger symbolic engine before onnx's). Returns the number of values that gained a fact.
     When every engine fails, facts stay unknown (a rule never fires on an unknown fact).
     """
-    proto = to_onnx(model)
+    # Weights as typed inputs: inference needs their shapes, not their bytes.
+    proto = to_onnx(model, weights=False)
     declared_outputs = _open_output_symbols(proto)
     try:
         inferred = _run_engines(proto, engines)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from sys import intern
@@ -724,6 +725,73 @@ def lower_graph(graph: Graph) -> onnx.GraphProto:
     return proto
 
 
+def _lower_structure(target: onnx.GraphProto, graph: Graph) -> None:
+    """`lower_graph(graph)` into `target` with large initializers as typed inputs (see to_onnx).
+
+    An unchanged graph copies its original message field by field, leaving out the large
+    initializers, so their bytes are never copied.
+    """
+    original: Any = graph._proto
+    if original is not None and not graph._dirty:
+        source = original
+        for field in ("name", "doc_string"):
+            if source.HasField(field):
+                setattr(target, field, getattr(source, field))
+        for field in (
+            "node",
+            "input",
+            "output",
+            "value_info",
+            "sparse_initializer",
+            "quantization_annotation",
+            "metadata_props",
+        ):
+            getattr(target, field).extend(getattr(source, field))
+        tensors = list(source.initializer)
+    else:
+        # Build it with every initializer but the large ones (their protos are not made).
+        large = {
+            name
+            for name, value in graph._initializers.items()
+            if value.const_value is not None and value.const_value.size > STRUCTURE_ONLY_ELEMENTS
+        }
+        target.CopyFrom(_lower_graph_without(graph, large))
+        declared = {info.name for info in target.input}
+        for name in sorted(large, key=list(graph._initializers).index):
+            tensor = graph._initializers[name].const_value
+            assert tensor is not None, f"initializer {name!r} lost its tensor"
+            _add_typed_input(target, declared, name, int(tensor.dtype), list(tensor.shape))
+        return
+    declared = {info.name for info in target.input}
+    for tensor in tensors:
+        if math.prod(tensor.dims) <= STRUCTURE_ONLY_ELEMENTS:
+            target.initializer.append(tensor)
+        else:
+            _add_typed_input(target, declared, tensor.name, tensor.data_type, list(tensor.dims))
+
+
+def _add_typed_input(
+    target: onnx.GraphProto, declared: set[str], name: str, dtype: int, dims: list[int]
+) -> None:
+    if name in declared:
+        return  # an IR-3 initializer is already an input
+    declared.add(name)
+    target.input.append(onnx.helper.make_tensor_value_info(name, dtype, dims))
+
+
+def _lower_graph_without(graph: Graph, left_out: set[str]) -> onnx.GraphProto:
+    """`lower_graph` of a changed graph, leaving out the initializers named in `left_out`."""
+    if not left_out:
+        return lower_graph(graph)
+    kept = {n: v for n, v in graph._initializers.items() if n not in left_out}
+    everything = graph._initializers
+    graph._initializers = kept
+    try:
+        return lower_graph(graph)
+    finally:
+        graph._initializers = everything
+
+
 def _emission_order(graph: Graph) -> list[Node]:
     """The current node order when it is topological, else a minimally changed valid one."""
     nodes = graph._nodes
@@ -853,18 +921,30 @@ def _lower_opsets(proto: Any, opsets: dict[str, int], original: Any) -> None:
         entry.version = version
 
 
-def to_onnx(model: Model) -> onnx.ModelProto:
+def to_onnx(model: Model, *, weights: bool = True) -> onnx.ModelProto:
     """Lower an IR model to a new ModelProto (the IR model is not changed).
+
+    Args:
+        model: the model.
+        weights: False to leave out the bytes of the main graph's initializers of more than
+            `STRUCTURE_ONLY_ELEMENTS` elements: they become graph inputs of their type and
+            shape (nothing of theirs is read or copied). What shape inference and onnx's
+            checker need; such a model is not meant to be saved.
 
     Raises:
         ValueError: a node reads, or a graph outputs, a value without a name (ONNX would
             read the empty name as an absent value).
     """
     with paused_gc():
-        return _lower_model(model)
+        return _lower_model(model, weights=weights)
 
 
-def _lower_model(model: Model) -> onnx.ModelProto:
+# Initializers up to this many elements keep their data in a structure-only lowering: shape
+# inference reads such constants as values (Reshape shapes, axes, Slice bounds).
+STRUCTURE_ONLY_ELEMENTS = 64
+
+
+def _lower_model(model: Model, *, weights: bool = True) -> onnx.ModelProto:
     proto = onnx.ModelProto()
     original: Any = model._proto
     if original is not None:
@@ -888,7 +968,10 @@ def _lower_model(model: Model) -> onnx.ModelProto:
     _assign(proto, "model_version", model.model_version)
     _assign(proto, "doc_string", model.doc_string)
     _lower_opsets(proto, model.opset_imports, original)
-    proto.graph.CopyFrom(lower_graph(model.graph))
+    if weights:
+        proto.graph.CopyFrom(lower_graph(model.graph))
+    else:
+        _lower_structure(proto.graph, model.graph)
     if model.metadata_props or (original is not None and original.metadata_props):
         _lower_metadata(proto, model.metadata_props, original)
     proto.functions.extend([lower_function(f) for f in model.functions.values()])

@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -252,12 +252,39 @@ def rewrite(
         record_subgraphs=record_subgraphs,
     )
     added = _add_opsets(ir_model, add_opsets or {})
-    # Kept to replay the run if the final model fails onnx's checker (see _checked_run).
-    snapshot = ir.to_onnx(ir_model)
-    ir_model, trace = _checked_run(ir_model, snapshot, ruleset, options, clock)
+    # To replay the run if the final model fails onnx's checker (see _checked_run).
+    fresh = _fresh_copies(model, ir_model, copy=copy, add_opsets=add_opsets or {})
+    ir_model, trace = _checked_run(ir_model, fresh, ruleset, options, clock)
     _drop_unused_opsets(ir_model, added)
     after = _trace.op_histogram(ir_model)
     return RewriteResult(ir_model, trace, before, after, _timings(clock, start), ruleset)
+
+
+FreshModel = Callable[[], ir.Model]
+"""Makes a new IR model equal to the one a run started from."""
+
+
+def _fresh_copies(
+    given: ModelLike, lifted: ir.Model, *, copy: bool, add_opsets: Mapping[str, int]
+) -> FreshModel:
+    """How to get the model a run starts from again, without copying it up front.
+
+    A path is loaded again, a ModelProto lifted again, a copied ir.Model copied again (the
+    caller's objects are never changed); only a model rewritten in place (`copy=False`) is
+    lowered now, before the run changes it. Replays are rare (the checker refused the
+    result), and lowering a model of large weights up front cost a copy of all of them.
+    """
+    if isinstance(given, ir.Model) and not copy:
+        snapshot = ir.to_onnx(lifted)
+        base_dir = lifted.base_dir
+        return lambda: ir.from_onnx(snapshot, base_dir=base_dir)
+
+    def again() -> ir.Model:
+        model = as_model(given, copy=True)
+        _add_opsets(model, add_opsets)
+        return model
+
+    return again
 
 
 _PHASES = ("load_rules", "load_model", "convert", "rewrite", "check")
@@ -327,7 +354,9 @@ def _checker_problem(model: ir.Model) -> str | None:
     """Run onnx's checker on the lowered model: its whole message on one line, or None."""
     import onnx
 
-    proto = ir.to_onnx(model)
+    # The weights' bytes are not what a rewrite can break (lifting checked them): the checker
+    # sees them as typed inputs, and a model of gigabytes checks like a small one.
+    proto = ir.to_onnx(model, weights=False)
     if proto.ByteSize() > 2**31 - 1:
         return None  # too big for the in-memory checker; the per-rewrite checks still ran
     try:
@@ -340,7 +369,7 @@ def _checker_problem(model: ir.Model) -> str | None:
 
 def _checked_run(
     ir_model: ir.Model,
-    snapshot: Any,
+    fresh: FreshModel,
     ruleset: ast.RuleSet,
     options: RewriteOptions,
     clock: PhaseClock | None = None,
@@ -351,22 +380,21 @@ def _checked_run(
     broke it by replaying prefixes of the run, leave the rule out at that one place (the whole
     rule if that place breaks the model again), and run again.
     """
-    base_dir = ir_model.base_dir
     clock = clock or PhaseClock()
     result, trace = _run(ir_model, ruleset, options, clock)
     with clock.phase("check"):
         problem = _checker_problem(result)
-    if problem is None or _checker_problem(ir.from_onnx(snapshot, base_dir)) is not None:
+    if problem is None or _checker_problem(fresh()) is not None:
         return result, trace
     rejected: list[SkipEntry] = []
     for _ in range(_MAX_CHECKER_RETRIES):
-        found = _first_checker_failure(snapshot, base_dir, ruleset, options, trace, problem)
+        found = _first_checker_failure(fresh, ruleset, options, trace, problem)
         if found is None:
             break
         culprit, culprit_problem = found
         rejected.append(_checker_skip(culprit, culprit_problem))
         options = _excluding(options, culprit)
-        result, trace = _run(ir.from_onnx(snapshot, base_dir), ruleset, options)
+        result, trace = _run(fresh(), ruleset, options)
         problem = _checker_problem(result)
         if problem is None:
             break
@@ -400,8 +428,7 @@ def _excluding(options: RewriteOptions, culprit: TraceEntry) -> RewriteOptions:
 
 
 def _first_checker_failure(
-    snapshot: Any,
-    base_dir: str | None,
+    fresh: FreshModel,
     ruleset: ast.RuleSet,
     options: RewriteOptions,
     trace: Trace,
@@ -418,7 +445,7 @@ def _first_checker_failure(
     while bad - good > 1:
         middle = (good + bad) // 2
         replay = dataclasses.replace(options, replay_limit=middle)
-        model, _ = _run(ir.from_onnx(snapshot, base_dir), ruleset, replay)
+        model, _ = _run(fresh(), ruleset, replay)
         problem = _checker_problem(model)
         if problem is None:
             good = middle

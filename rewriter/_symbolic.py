@@ -10,8 +10,12 @@ lets shape conditions of fusion rules hold on TorchScript exports. It runs witho
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import io
 import logging
+import os
+import sys
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -61,6 +65,36 @@ def _static(type_proto: Any) -> bool:
     return tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim)
 
 
+@functools.cache
+def _engine_class() -> Any:
+    """The `SymbolicShapeInference` class of onnxruntime, imported without `onnxruntime.tools`.
+
+    The package `onnxruntime.tools` imports torch in its `__init__` whenever torch is
+    installed (for an unrelated export helper): 1.4 s added to every rewrite on a machine
+    that has torch. The module itself needs only onnx, numpy, sympy and packaging, so it is
+    loaded from its file under a private name; if that fails, the normal import is used.
+    """
+    try:
+        spec = importlib.util.find_spec("onnxruntime")
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        path = os.path.join(folders[0], "tools", "symbolic_shape_infer.py") if folders else ""
+        module_spec = importlib.util.spec_from_file_location(_PRIVATE_NAME, path)
+        if module_spec is None or module_spec.loader is None or not os.path.isfile(path):
+            raise ImportError(path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[_PRIVATE_NAME] = module
+        module_spec.loader.exec_module(module)
+        return module.SymbolicShapeInference
+    except Exception:  # a layout this does not know: the ordinary import
+        sys.modules.pop(_PRIVATE_NAME, None)
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        return SymbolicShapeInference
+
+
+_PRIVATE_NAME = "rewriter._ort_symbolic_shape_infer"
+
+
 def ort_symbolic_inference(proto: Any) -> Any:
     """Infer shapes with onnxruntime's SymbolicShapeInference (no assumed merges).
 
@@ -76,16 +110,15 @@ def ort_symbolic_inference(proto: Any) -> Any:
         plain = ir.onnx_inference(proto)
         if _fully_static(plain):
             return plain
-    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
+    engine = _engine_class()
     # The engine prints and logs its complaints; keep them out of the tool's output.
     chatter = io.StringIO()
-    engine_logger = logging.getLogger(SymbolicShapeInference.__module__)
+    engine_logger = logging.getLogger(engine.__module__)
     level = engine_logger.level
     engine_logger.setLevel(logging.CRITICAL)
     with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
         try:
-            return _infer(SymbolicShapeInference, proto)
+            return _infer(engine, proto)
         finally:
             engine_logger.setLevel(level)
             if chatter.getvalue():

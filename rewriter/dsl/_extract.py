@@ -67,6 +67,9 @@ def extract_rule(
     input_values = [_find(values, n, "input") for n in inputs]
     output_values = [_find(values, n, "output") for n in outputs]
     nodes, constants = _subgraph(graph, input_values, output_values)
+    if not nodes:
+        raise ExtractError("no node lies between the inputs and the outputs")
+    _refuse_outside_uses(nodes, output_values)
     names = _VariableNames()
     for value in [*input_values, *constants]:
         names.of(value)
@@ -123,6 +126,35 @@ def _subgraph(
     order = [n for n in ir.topological_order(graph) if n in needed]
     ordered_constants = sorted(constants, key=_first_use(order))
     return order, ordered_constants
+
+
+def _refuse_outside_uses(nodes: list[ir.Node], outputs: Sequence[ir.Value]) -> None:
+    """Refuse a subgraph with an inner value that something outside it reads.
+
+    The rule's match would define that value without its rewrite redefining it, so the
+    matcher would never accept it (DSL.md's outside-uses rule).
+
+    Raises:
+        ExtractError: naming the value and a reader, and what to do.
+    """
+    inside = dict.fromkeys(nodes)
+    chosen = dict.fromkeys(outputs)
+    for node in nodes:
+        for value in node.outputs:
+            if not value.name or value in chosen:
+                continue
+            readers = [u for u in value.users() if u not in inside]
+            if readers or value.is_graph_output():
+                reader = (
+                    f"node `{readers[0].name or readers[0].op_type}`"
+                    if readers
+                    else "a graph output"
+                )
+                raise ExtractError(
+                    f"`{value.name}`, computed inside the subgraph, is also read by {reader}: "
+                    "a rule matching it would never fire unless its rewrite redefines it; add "
+                    "it to --outputs"
+                )
 
 
 def _first_use(order: list[ir.Node]) -> _UseOrder:

@@ -10,7 +10,10 @@ Semantics (DSL.md leaves them to loop rolling):
 * Blocks form a chain when a block's `h` is the previous block's `out`. Each maximal chain
   (blocks taken in topological order of their anchors, a node in at most one block) whose
   length `n` satisfies the count condition is rolled, all of it (`n == K` rolls only chains
-  of exactly K blocks).
+  of exactly K blocks). When its blocks cannot be rolled together (one block's stride or
+  weight shape differs), the longest contiguous run that can, and whose length satisfies the
+  count, is rolled instead (earliest first); the blocks left out are named in a skip entry
+  and may form a chain of their own.
 * The blocks are then validated and rolled exactly like the blocks `roll_loops` finds:
   pattern variables bound to constants are stacked when they differ and shared when equal;
   every other value read from outside must be the same value in every block; `out` must be
@@ -163,6 +166,36 @@ def _plan_chain(graph: ir.Graph, chain: list[_Block]) -> ChainPlan | str:
     return stacking_refusal(plan) or plan
 
 
+def _longest_run(
+    graph: ir.Graph, chain: list[_Block], repeat: ast.RepeatPattern
+) -> tuple[list[_Block], ChainPlan, str] | str:
+    """The longest run of the chain's blocks that rolls, with its plan.
+
+    The whole chain first; when its blocks differ (one strided block in a stack), the longest
+    contiguous run of at least two blocks whose count the rule accepts, earliest first.
+    Returns (run, plan, why the whole chain did not roll or "") or the whole chain's refusal.
+    """
+    whole = _plan_chain(graph, chain)
+    if isinstance(whole, ChainPlan):
+        return chain, whole, ""
+    if len(chain) > _MAX_RUN_SEARCH:
+        return whole
+    for length in range(len(chain) - 1, 1, -1):
+        if not count_holds(repeat, length):
+            continue
+        for start in range(len(chain) - length + 1):
+            run = chain[start : start + length]
+            plan = _plan_chain(graph, run)
+            if isinstance(plan, ChainPlan):
+                return run, plan, whole
+    return whole
+
+
+# Chains longer than this are rolled whole or not at all (the search for a run that rolls
+# plans O(n^2) candidate runs).
+_MAX_RUN_SEARCH = 64
+
+
 def _apply_rule(
     model: ir.Model,
     compiled: CompiledRule,
@@ -174,22 +207,41 @@ def _apply_rule(
     entries: list[TraceEntry] = []
     skips: list[SkipEntry] = []
     for graph in list(model.graph.all_graphs()):
-        for chain in _chains(_find_blocks(graph, compiled, matcher)):
-            if len(chain) < 2 or not count_holds(repeat, len(chain)):
-                continue
-            label = _trace.node_label(chain[0].nodes[-1])
-            plan = _plan_chain(graph, chain)
-            if isinstance(plan, str):
-                skips.append(SkipEntry(compiled.name, compiled.location, plan, label))
-                continue
-            matched = _trace.labels(plan.nodes())
-            loop = roll_chain(plan, names, tag=compiled.name)
-            loop.set_metadata(SOURCE_TAG, compiled.location)
-            entries.append(
-                TraceEntry(
-                    compiled.name, compiled.location, graph.name, matched, (loop.name,), "rule"
+        rolled = True
+        while rolled:
+            # Rolling changes the graph: blocks are found again after each roll, so the
+            # blocks a run left out can form a chain of their own.
+            rolled = False
+            for chain in _chains(_find_blocks(graph, compiled, matcher)):
+                if len(chain) < 2 or not count_holds(repeat, len(chain)):
+                    continue
+                label = _trace.node_label(chain[0].nodes[-1])
+                found = _longest_run(graph, chain, repeat)
+                if isinstance(found, str):
+                    skips.append(SkipEntry(compiled.name, compiled.location, found, label))
+                    continue
+                run, plan, why_not_all = found
+                if why_not_all:
+                    left = len(chain) - len(run)
+                    skips.append(
+                        SkipEntry(
+                            compiled.name,
+                            compiled.location,
+                            f"rolled {len(run)} of {len(chain)} blocks; {left} left out: "
+                            f"{why_not_all}",
+                            label,
+                        )
+                    )
+                matched = _trace.labels(plan.nodes())
+                loop = roll_chain(plan, names, tag=compiled.name)
+                loop.set_metadata(SOURCE_TAG, compiled.location)
+                entries.append(
+                    TraceEntry(
+                        compiled.name, compiled.location, graph.name, matched, (loop.name,), "rule"
+                    )
                 )
-            )
+                rolled = True
+                break
     return entries, skips
 
 

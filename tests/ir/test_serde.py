@@ -624,3 +624,51 @@ def test_renaming_a_function_input_reaches_its_signature_and_nodes() -> None:
     lowered = ir.to_onnx(model).functions[1]
     assert list(lowered.input) == ["renamed"]
     assert list(lowered.node[0].input) == ["renamed"]
+
+
+# -- structure-only lowering (shape inference and the checker) ---------------------------------
+
+
+def _weights_model(ir_version: int = 8) -> onnx.ModelProto:
+    big = onnx.numpy_helper.from_array(np.ones((16, 8), np.float32), "big")
+    small = onnx.numpy_helper.from_array(np.array([-1, 8], np.int64), "shape")
+    inputs = [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 16])]
+    if ir_version < 4:
+        inputs.append(onnx.helper.make_tensor_value_info("big", onnx.TensorProto.FLOAT, [16, 8]))
+        inputs.append(onnx.helper.make_tensor_value_info("shape", onnx.TensorProto.INT64, [2]))
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("MatMul", ["x", "big"], ["m"], name="mm"),
+            onnx.helper.make_node("Reshape", ["m", "shape"], ["y"], name="rs"),
+        ],
+        "g",
+        inputs,
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 8])],
+        [big, small],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = ir_version
+    return model
+
+
+@pytest.mark.parametrize("changed", [False, True])
+@pytest.mark.parametrize("ir_version", [3, 8])
+def test_structure_only_lowering_turns_large_weights_into_typed_inputs(changed, ir_version):
+    model = ir.from_onnx(_weights_model(ir_version))
+    if changed:
+        next(iter(model.graph)).name = "mm_renamed"  # the graph is lowered anew, not copied
+    proto = ir.to_onnx(model, weights=False)
+    assert [t.name for t in proto.graph.initializer] == ["shape"]
+    inputs = {i.name: i for i in proto.graph.input}
+    assert list(inputs).count("big") == 1
+    big = inputs["big"].type.tensor_type
+    assert big.elem_type == onnx.TensorProto.FLOAT
+    assert [d.dim_value for d in big.shape.dim] == [16, 8]
+    onnx.checker.check_model(proto)
+    inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    shapes = {vi.name: vi for vi in inferred.graph.value_info}
+    assert [d.dim_value for d in shapes["m"].type.tensor_type.shape.dim][1] == 8
+    # The model itself keeps its weights; a full lowering has them all.
+    full = ir.to_onnx(model)
+    assert [t.name for t in full.graph.initializer] == ["big", "shape"]
+    assert len(full.graph.input) == (3 if ir_version < 4 else 1)

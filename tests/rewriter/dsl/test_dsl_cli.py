@@ -232,6 +232,7 @@ def test_extract_rule_of_an_inner_subgraph(
         ("nope", "out", "input `nope` is not a value of the model's main graph"),
         ("add_out", "mm_out,out", "the outputs depend on `input.1`, which is neither an input"),
         ("input.1,lr", "out", "input `input.1` does not feed the outputs"),
+        ("lr", "lr", "no node lies between the inputs and the outputs"),
     ],
 )
 def test_extract_rule_errors_name_the_value(
@@ -248,3 +249,17 @@ def test_a_file_starting_with_a_byte_order_mark_lints_clean(tmp_path, capsys):
     path.write_bytes("\ufeff# x*1 -> x\nrule mul_one: y = Mul (x, 1.0) => y = x\n".encode())
     assert main(["lint", str(path)]) == 0
     assert "no problems" in capsys.readouterr().err
+
+
+def test_extract_rule_refuses_a_subgraph_whose_inner_value_is_read_outside(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # LayerNorm's centered value (Sub) feeds both the variance (inside) and the Div (outside):
+    # a rule matching up to the Sqrt would never fire.
+    model = Path(__file__).parents[2] / "models" / "bert_ts14.onnx"
+    args = ["--inputs", "/model/embeddings/Add_1_output_0"]
+    args += ["--outputs", "/model/embeddings/LayerNorm/Sqrt_output_0"]
+    assert main(["extract-rule", str(model), *args]) == 2
+    err = capsys.readouterr().err
+    assert "`/model/embeddings/LayerNorm/Sub_output_0`, computed inside the subgraph" in err
+    assert "add it to --outputs" in err

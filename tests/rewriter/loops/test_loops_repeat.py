@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import ir
 from rewriter._matcher import Matcher
 from rewriter.dsl import _ast as ast
@@ -79,6 +81,24 @@ def test_blocks_that_differ_are_skipped_with_a_reason():
     assert len(result.skips) == 1
     assert "differs" in result.skips[0].reason
     assert result.skips[0].location == "dense.rw:3"
+
+
+@pytest.mark.parametrize("odd", [0, 4])
+def test_the_longest_run_of_equal_blocks_rolls_when_one_block_differs(odd):
+    # A strided first (or last) block in a stack: the four equal blocks still make a Loop.
+    text = _DENSE.replace("out = Relu (a)", "out = LeakyRelu (a)")
+    alphas = [0.2 if k == odd else 0.1 for k in range(5)]
+    proto = dense_chain(5, alphas=alphas)
+    model = lift(proto)
+    result = _apply(model, _rule(text))
+    ir.verify(model)
+    assert len(result.entries) == 1
+    assert len(result.entries[0].matched) == 12  # four blocks of three nodes
+    assert ops(model.graph) == {"Loop": 1, "MatMul": 1, "Add": 1, "LeakyRelu": 1}
+    (skip,) = result.skips
+    assert skip.reason.startswith("rolled 4 of 5 blocks; 1 left out: ")
+    assert "differs" in skip.reason
+    assert_same_on(proto, model, random_feeds(proto))
 
 
 def test_a_block_leaking_an_intermediate_does_not_match():
