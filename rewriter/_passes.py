@@ -155,6 +155,15 @@ def _tensor_key(tensor: ir.Tensor) -> object:
     return (tensor.dtype.onnx_name, array.shape, hashlib.sha256(array.tobytes()).hexdigest())
 
 
+def _cheap_tensor_key(tensor: ir.Tensor) -> object:
+    """dtype, shape and the first and last few elements: equal tensors have equal keys."""
+    array = np.asarray(tensor.numpy()).reshape(-1)
+    if array.dtype == object:
+        return ("strings", tensor.shape, tuple(array[:4].tolist()))
+    edges = np.concatenate([array[:8], array[-8:]]) if array.size > 16 else array
+    return (tensor.dtype.onnx_name, tuple(tensor.shape), edges.tobytes())
+
+
 def eliminate_common_subexpressions(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
     """Merge nodes with the same op, attributes and inputs, and initializers with equal contents."""
     merged = 0
@@ -199,7 +208,10 @@ def eliminate_common_subexpressions(model: ir.Model, options: Mapping[str, Any])
 
 
 def _merge_initializers(graph: ir.Graph, touched: dict[ir.Node, None], log: _ChangeLog) -> int:
+    # Tensors are first told apart by a cheap key (dtype, shape, a few elements); only those
+    # that share it are hashed in full, so weights that differ are not read twice over.
     seen: dict[object, ir.Value] = {}
+    candidates: dict[object, list[ir.Value]] = {}
     merged = 0
     for name, value in list(graph.initializers.items()):
         tensor = value.const_value
@@ -207,6 +219,14 @@ def _merge_initializers(graph: ir.Graph, touched: dict[ir.Node, None], log: _Cha
             continue
         if tensor.is_external or tensor.size > 1 << 20:
             continue
+        rivals = candidates.setdefault(_cheap_tensor_key(tensor), [])
+        rivals.append(value)
+        if len(rivals) == 1:
+            continue
+        if len(rivals) == 2:
+            first_tensor = rivals[0].const_value
+            assert first_tensor is not None, "candidates hold initializers"
+            seen.setdefault(_tensor_key(first_tensor), rivals[0])
         key = _tensor_key(tensor)
         first = seen.get(key)
         if first is None:
