@@ -55,7 +55,7 @@ def _commit() -> str:
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "ir", "rewriter", "patterns", "benchmarks"],
+            ["git", "status", "--porcelain", "ir", "rewriter", "patterns"],
             cwd=ROOT,
             capture_output=True,
             text=True,

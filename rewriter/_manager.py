@@ -364,7 +364,14 @@ class _Run:
             applicability, opsets=self.model.opset_imports, target=self.options.target_opset
         )
         t0 = time.perf_counter()
-        result = apply_repeat_rules(self.model, rules, self.matcher, self.names, check)
+        result = apply_repeat_rules(
+            self.model,
+            rules,
+            self.matcher,
+            self.names,
+            check,
+            record_subgraphs=self.options.record_subgraphs,
+        )
         self.timings["repeat rules"] += time.perf_counter() - t0
         self.entries.extend(result.entries)
         self.skips.extend(result.skips)

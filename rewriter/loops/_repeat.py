@@ -196,11 +196,25 @@ def _longest_run(
 _MAX_RUN_SEARCH = 64
 
 
+def _picture_of_blocks(plan: ChainPlan) -> tuple[_trace.SnapshotNode, ...]:
+    """The first two blocks of a chain, as the report draws a matched subgraph.
+
+    Two show the threading from one block to the next; all of them (12 transformer layers)
+    would make a picture nobody can read.
+    """
+    shown = [node for block in plan.blocks[:_BLOCKS_PICTURED] for node in block]
+    return _trace.snapshot(shown, "matched")
+
+
+_BLOCKS_PICTURED = 2
+
+
 def _apply_rule(
     model: ir.Model,
     compiled: CompiledRule,
     matcher: Matcher,
     names: ir.NameAllocator,
+    record: bool = False,
 ) -> tuple[list[TraceEntry], list[SkipEntry]]:
     repeat = compiled.rule.match.repeat
     assert repeat is not None, "only repeat rules are applied here"
@@ -233,11 +247,20 @@ def _apply_rule(
                         )
                     )
                 matched = _trace.labels(plan.nodes())
+                before = _picture_of_blocks(plan) if record else ()
                 loop = roll_chain(plan, names, tag=compiled.name)
                 loop.set_metadata(SOURCE_TAG, compiled.location)
+                after = _trace.snapshot([loop], "created") if record else ()
                 entries.append(
                     TraceEntry(
-                        compiled.name, compiled.location, graph.name, matched, (loop.name,), "rule"
+                        compiled.name,
+                        compiled.location,
+                        graph.name,
+                        matched,
+                        (loop.name,),
+                        "rule",
+                        before=before,
+                        after=after,
                     )
                 )
                 rolled = True
@@ -251,6 +274,7 @@ def apply_repeat_rules(
     matcher: Matcher,
     names: ir.NameAllocator | None = None,
     applicability: Applicability | None = None,
+    record_subgraphs: bool = False,
 ) -> RepeatResult:
     """Apply `repeat` rules once each, in order; returns trace entries and skips.
 
@@ -261,6 +285,8 @@ def apply_repeat_rules(
         matcher: the engine's matcher for this model.
         names: the run's name allocator (a new one when omitted).
         applicability: why a compiled rule cannot apply to this model (`requires`), or None.
+        record_subgraphs: keep pictures (the first two blocks before, the Loop after) in the
+            trace entries, for reports.
     """
     names = names or ir.NameAllocator(model)
     entries: list[TraceEntry] = []
@@ -277,7 +303,7 @@ def apply_repeat_rules(
         if reason is not None:
             skips.append(SkipEntry(rule.name, location, reason))
             continue
-        applied, skipped = _apply_rule(model, compiled, matcher, names)
+        applied, skipped = _apply_rule(model, compiled, matcher, names, record_subgraphs)
         entries.extend(applied)
         skips.extend(skipped)
     return RepeatResult(tuple(entries), tuple(skips))

@@ -330,3 +330,34 @@ def test_rule_kind_is_the_most_telling_kind_of_its_applications():
     )
     assert rule_kind([cleanup, fusion]) == "fusion"
     assert rule_kind([cleanup]) == "cleanup"
+
+
+def test_a_rolled_chain_has_pictures_of_its_first_blocks_and_the_loop(tmp_path):
+    import onnx
+
+    from tests.rewriter.loops.loop_models import dense_chain
+
+    source = tmp_path / "dense.onnx"
+    onnx.save(dense_chain(4), source)
+    rules = tmp_path / "roll.rw"
+    rules.write_text(
+        "# roll y_k = relu(y_{k-1} @ W_k + b_k)\n"
+        "rule roll_dense {\n"
+        "  match repeat (n >= 3) from h to out {\n"
+        "    m = MatMul (h, w)\n"
+        "    a = Add (m, b)\n"
+        "    out = Relu (a)\n"
+        "  }\n"
+        "  rewrite loop\n"
+        "}\n"
+    )
+    result = rewriter.rewrite(source, rules=[rules], record_subgraphs=True)
+    (entry,) = [e for e in result.trace.entries if e.rule == "roll_dense"]
+    matched = [n for n in entry.before if n.role == "matched"]
+    assert [n.op for n in matched] == ["MatMul", "Add", "Relu"] * 2  # the first two blocks
+    assert [n.op for n in entry.after if n.role == "created"] == ["Loop"]
+    html = render_rewrite_report(result, source=source)
+    section = html[html.index('id="rule-roll_dense"') :]
+    assert "no subgraph was recorded" not in section
+    if HAS_GRAPHVIZ:
+        assert section.count('<svg class="subgraph"') == 2
