@@ -155,6 +155,78 @@ def _tensor_key(tensor: ir.Tensor) -> object:
     return (tensor.dtype.onnx_name, array.shape, hashlib.sha256(array.tobytes()).hexdigest())
 
 
+def _merge_equal_dims(graph: ir.Graph, touched: dict[ir.Node, None], log: _ChangeLog) -> int:
+    """`Gather(Shape(a), i)` and `Gather(Shape(b), j)` reading the same symbolic dim: one.
+
+    Exporters read the batch and sequence sizes back from many tensors (every attention layer
+    of an SDPA export); when the facts give those dims one symbol they are one value, so the
+    later computations read the first. Symbols are facts here (declared, or related by
+    onnxruntime's inference without assumed merges); invented ones (`unk__7`) are unique.
+    """
+    first: dict[object, ir.Value] = {}
+    merged = 0
+    for node in ir.topological_order(graph):
+        key = _dim_key(node)
+        if key is None:
+            continue
+        out = node.outputs[0]
+        kept = first.setdefault(key, out)
+        if kept is out or out.is_graph_output():
+            continue
+        for use in out.uses:
+            use.node.replace_input_with(use.index, kept)
+            touched[use.node] = None
+        shape_node = node.inputs[0].producer() if node.inputs[0] is not None else None
+        graph.remove(node)
+        log.removed(graph, _trace.distinct_label(node))
+        producer = kept.producer()
+        if producer is not None:
+            log.created(graph, _trace.distinct_label(producer))
+        if shape_node is not None and not any(
+            o.num_uses() or o.is_graph_output() for o in shape_node.outputs
+        ):
+            graph.remove(shape_node)
+            log.removed(graph, _trace.distinct_label(shape_node))
+        merged += 1
+    return merged
+
+
+def _dim_key(node: ir.Node) -> object | None:
+    """What a `Gather(Shape(x), i)` computes, when it is symbolic dims of `x` (else None)."""
+    if node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or len(node.inputs) != 2:
+        return None
+    shape_value, index = node.inputs
+    if shape_value is None or index is None or _int_attribute(node, "axis", 0) != 0:
+        return None
+    shape_node = shape_value.producer()
+    if (
+        shape_node is None
+        or shape_node.op_type != "Shape"
+        or shape_node.domain not in ("", "ai.onnx")
+    ):
+        return None
+    source = shape_node.inputs[0] if shape_node.inputs else None
+    dims = _facts.shape_of(source) if source is not None else None
+    picked = _facts.const_array(index)
+    if dims is None or picked is None or picked.dtype.kind not in "iu" or picked.size != 1:
+        return None
+    start = _int_attribute(shape_node, "start", 0)
+    end = _int_attribute(shape_node, "end", None)
+    window = list(dims)[start:end]
+    position = int(picked.reshape(-1)[0])
+    if not -len(window) <= position < len(window):
+        return None
+    dim = window[position]
+    if not isinstance(dim, str):
+        return None  # a static dim is folded by a rule; an unknown one is nothing to compare
+    return ("dim", dim, picked.ndim)
+
+
+def _int_attribute(node: ir.Node, name: str, default: int | None) -> Any:
+    value = node.attribute(name, default)
+    return int(value) if isinstance(value, int | np.integer) else default
+
+
 def _cheap_tensor_key(tensor: ir.Tensor) -> object:
     """dtype, shape and the first and last few elements: equal tensors have equal keys."""
     array = np.asarray(tensor.numpy()).reshape(-1)
@@ -171,6 +243,7 @@ def eliminate_common_subexpressions(model: ir.Model, options: Mapping[str, Any])
     log = _ChangeLog()
     for graph in _graphs(model):
         merged += _merge_initializers(graph, touched, log)
+        merged += _merge_equal_dims(graph, touched, log)
         seen: dict[object, ir.Node] = {}
         for node in ir.topological_order(graph):
             if node.op_type in _NONDETERMINISTIC or any(True for _ in node.subgraphs()):

@@ -323,6 +323,26 @@ class _Build:
         self.values[out] = Realized(out, self.values[name].spec)
         return out
 
+    def extra_readers(self) -> list[str]:
+        """Graph outputs that read interior values a `uses(v) > k` hint asked readers for."""
+        import onnx.helper
+
+        added = []
+        for key, count in self.choices.overrides.items():
+            if not (isinstance(key, tuple) and len(key) == 2 and key[0] == "extra_uses"):
+                continue
+            name = self.var_names.get(key[1], key[1])
+            if name not in self.values:
+                continue
+            for k in range(int(count)):
+                out = f"{name}_reader{k}"
+                self.nodes.append(
+                    onnx.helper.make_node("Identity", [name], [out], name=f"reader{k}_{name}")
+                )
+                self.values[out] = Realized(out, self.values[name].spec)
+                added.append(out)
+        return added
+
     # models ----------------------------------------------------------------------------------
     def model(self, outputs: list[str]) -> Any:
         """The ModelProto of the lines built so far, with `outputs` as graph outputs."""
@@ -456,6 +476,7 @@ def build_instance(plan: RulePlan, choices: Choices) -> Instance:
     for index in plan.order:
         build.build_line(index)
     outputs = [build.sink(name) for name in _graph_outputs(plan)]
+    outputs += build.extra_readers()
     proto = build.model(outputs)
     if choices.overrides.get(SYMBOLIC):
         try:

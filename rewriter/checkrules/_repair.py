@@ -10,7 +10,9 @@ For a line that is false, a few shapes of condition name a choice directly:
 * `f(a) == f(b)` with one choosable variable on each side: `b` takes `a`'s value;
 * `all(value(v) == E)`, `not any(value(v))`, `all_close(value(v), E)`: `v` is filled;
   `all(signbit(value(v)))` fills it with -0.0, `not any(signbit(value(v)))` with +0.0;
-* `is_scalar(v)`: `v` gets shape `[]`; `is_const(v)`: `v` becomes a constant.
+* `is_scalar(v)`: `v` gets shape `[]`; `is_const(v)`: `v` becomes a constant;
+* `uses(v) > k` (or `>=`): `v` also becomes a graph output (through as many Identity
+  readers as needed), so something outside the match reads it.
 
 `and` repairs each false operand; `or` repairs one drawn operand. Repairs only set choices;
 the instance is then rebuilt from the same draws, so the search stays deterministic.
@@ -89,8 +91,11 @@ class Repairer:
 
     # comparisons -----------------------------------------------------------------------------
     def _compare(self, expr: ast.Compare, tag: object) -> None:
+        readers = _wants_more_uses(expr)
         if _asks_unknown_dims(expr):
             self._set(SYMBOLIC, True)
+        elif readers is not None:
+            self._set(("extra_uses", readers[0]), readers[1])
         elif expr.op == "==":
             if self._assign(expr.left, expr.right) or self._assign(expr.right, expr.left):
                 return
@@ -295,6 +300,20 @@ def _value_target(expr: ast.Expr) -> str | None:
 def _expr_key(expr: ast.Expr) -> tuple[str, ...]:
     """A choice key for an expression: the names it reads."""
     return tuple(names_in(expr))
+
+
+def _wants_more_uses(expr: ast.Compare) -> tuple[str, int] | None:
+    """`uses(v) > k` or `uses(v) >= k`: (v, readers the instance must add), else None."""
+    left, right = expr.left, expr.right
+    if not (isinstance(left, ast.Call) and left.func == "uses" and len(left.args) == 1):
+        return None
+    target = left.args[0]
+    if not isinstance(target, ast.Name) or not isinstance(right, ast.Const):
+        return None
+    if not isinstance(right.value, int) or isinstance(right.value, bool):
+        return None
+    wanted = {">": right.value + 1, ">=": right.value}.get(expr.op)
+    return None if wanted is None else (target.name, max(wanted - 1, 1))
 
 
 def _asks_unknown_dims(expr: ast.Compare) -> bool:

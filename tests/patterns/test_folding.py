@@ -406,6 +406,28 @@ CASES = [
         False,
     ),
     (
+        # Shape(x)[1] where dim 1 is static, dim 0 symbolic: the Gather becomes 4
+        "fold_static_dims_of_shape",
+        _model(
+            "s = Shape (x)\n i = Constant <value = int64 {1}> ()\n d = Gather <axis = 0> (s, i)\n y = Cast <to = 1> (d)",
+            inputs="float[N, 4] x",
+            outputs="float y",
+        ),
+        ["Cast"],
+        True,
+    ),
+    (
+        # dim 0 is symbolic: nothing to fold
+        "fold_static_dims_of_shape",
+        _model(
+            "s = Shape (x)\n i = Constant <value = int64[1] {0}> ()\n d = Gather <axis = 0> (s, i)\n y = Cast <to = 1> (d)",
+            inputs="float[N, 4] x",
+            outputs="float[1] y",
+        ),
+        None,
+        False,
+    ),
+    (
         "fold_static_size",
         _model("s = Size (x)\n y = Cast <to = 1> (s)", inputs="float[2, 3] x", outputs="float y"),
         ["Cast"],
@@ -602,6 +624,28 @@ CASES = [
             "s = Constant <value = int64[1] {-1}> ()\n t = Squeeze (x)\n u = Reshape (t, s)\n y = Relu (u)",
             inputs="float[1, 4] x",
             outputs="float[4] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        # the squeezed scalar is also read by the Cast: the Squeeze stays for it
+        "squeeze_then_flatten_1d_shared",
+        _model(
+            "s = Constant <value = int64[1] {-1}> ()\n t = Squeeze (x)\n u = Reshape (t, s)\n y = Relu (u)\n c = Cast <to = 1> (t)",
+            inputs="float[1] x",
+            outputs="float[1] y, float c",
+        ),
+        ["Relu", "Squeeze", "Cast"],
+        True,
+    ),
+    (
+        # only one reader: the plain rule's job, not this one's
+        "squeeze_then_flatten_1d_shared",
+        _model(
+            "s = Constant <value = int64[1] {-1}> ()\n t = Squeeze (x)\n u = Reshape (t, s)\n y = Relu (u)",
+            inputs="float[1] x",
+            outputs="float[1] y",
         ),
         None,
         False,

@@ -6,6 +6,7 @@ import numpy as np
 import onnx
 import onnx.helper
 import onnx.numpy_helper
+import onnx.parser
 
 import ir
 from rewriter._passes import eliminate_common_subexpressions
@@ -68,3 +69,49 @@ def test_three_equal_initializers_merge_into_the_first():
     proto.graph.node[-1].input[1] = "y3"
     model, _ = _run_pass(proto)
     assert list(model.graph.initializers) == ["a"]
+
+
+def _dims_model(second_batch: str) -> onnx.ModelProto:
+    """Shape(a)[0] and Shape(b)[0] as the first dim of two Reshape shapes."""
+    return onnx.parser.parse_model(
+        f"""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[batch, 4] a, float[{second_batch}, 4] b) => (float[batch, 2, 2] y, float[{second_batch}, 2, 2] z)
+          <int64[2] tail = {{2, 2}}, int64 zero = {{0}}, int64[1] axes = {{0}}> {{
+            sa = Shape (a)
+            da = Gather <axis = 0> (sa, zero)
+            ua = Unsqueeze (da, axes)
+            ca = Concat <axis = 0> (ua, tail)
+            y = Reshape (a, ca)
+            sb = Shape (b)
+            db = Gather <axis = 0> (sb, zero)
+            ub = Unsqueeze (db, axes)
+            cb = Concat <axis = 0> (ub, tail)
+            z = Reshape (b, cb)
+        }}"""
+    )
+
+
+def test_gathers_of_the_same_symbolic_dim_merge_and_their_shape_chains_follow():
+    proto = _dims_model("batch")
+    model = ir.from_onnx(proto)
+    ir.infer_types(model)
+    result = eliminate_common_subexpressions(model, {})
+    ir.verify(model)
+    ops = [n.op_type for n in model.graph]
+    assert ops.count("Shape") == 1
+    assert ops.count("Gather") == 1
+    assert ops.count("Concat") == 1  # Unsqueeze and Concat of the same value merged after
+    assert result.count >= 3
+    feeds = random_feeds(proto)
+    expected = session(proto).run(None, feeds)
+    actual = session(ir.to_onnx(model)).run(None, feeds)
+    for want, got in zip(expected, actual, strict=True):
+        np.testing.assert_array_equal(want, got)
+
+
+def test_gathers_of_different_symbols_stay_apart():
+    model = ir.from_onnx(_dims_model("other"))
+    ir.infer_types(model)
+    result = eliminate_common_subexpressions(model, {})
+    assert result.count == 0
+    assert [n.op_type for n in model.graph].count("Shape") == 2
