@@ -65,7 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--strict",
         action="store_true",
         help="also exit 1 when a rule could not be instantiated (nothing about it was checked; "
-        "loop rules and passes, which their own tests verify, excepted)",
+        "loop rules, rules over sequence values and passes, which their own tests verify, "
+        "excepted)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
@@ -145,11 +146,10 @@ def run(args: argparse.Namespace) -> int:
         write_text_atomically(args.json, stream.getvalue())
     failed = any(r.status is Status.FAILED for r in reports)
     if args.strict:
-        loop_rules = {rule.name for rule in ruleset.rules if rule.match.repeat is not None}
         unchecked = [
             r.name
             for r in reports
-            if r.status is Status.NOT_INSTANTIABLE and r.kind == "rule" and r.name not in loop_rules
+            if r.status is Status.NOT_INSTANTIABLE and r.kind == "rule" and not r.by_tests
         ]
         if unchecked:
             sys.stderr.write(

@@ -55,6 +55,7 @@ def check_passes(
                     location,
                     Status.NOT_INSTANTIABLE,
                     detail=f"{reason} (verified by its own tests)",
+                    by_tests=True,
                     kind="pass",
                 )
             )
@@ -93,6 +94,7 @@ def check_rules(
                 f"{rule.span.path}:{rule.span.line}",
                 Status.NOT_INSTANTIABLE,
                 detail="a loop (repeat) rule (verified by its own tests)",
+                by_tests=True,
                 seconds=time.perf_counter() - start,
             )
         else:

@@ -62,7 +62,15 @@ class RulePlan:
 
 
 class NotInstantiableError(Exception):
-    """The rule cannot be instantiated at all (the message says why)."""
+    """The rule cannot be instantiated at all (the message says why).
+
+    `by_tests` marks kinds of rule that check-rules never builds and the project's own tests
+    verify instead (loop rules, rules over sequence values): `--strict` lets them pass.
+    """
+
+    def __init__(self, message: str, *, by_tests: bool = False) -> None:
+        super().__init__(message)
+        self.by_tests = by_tests
 
 
 _EXPR_TYPES = (
@@ -265,6 +273,18 @@ def _opsets(compiled: CompiledRule, lines: tuple[ast.NodePattern, ...]) -> tuple
     return tuple(found)
 
 
+def _uses_sequences(ref: ast.OpRef) -> bool:
+    """True when some version of the op has a sequence-typed input or output."""
+    for schema in ir.schemas.schema_versions(ref.op_type, ref.domain):
+        formals = [*schema.inputs, *schema.outputs]
+        constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+        for formal in formals:
+            allowed = constraints.get(formal.type_str, [formal.type_str])
+            if allowed and all(t.startswith("seq(") for t in allowed):
+                return True
+    return False
+
+
 def analyze(compiled: CompiledRule) -> RulePlan:
     """The plan of one compiled rule.
 
@@ -273,10 +293,21 @@ def analyze(compiled: CompiledRule) -> RulePlan:
     """
     rule = compiled.rule
     if rule.match.repeat is not None or not isinstance(rule.rewrite, ast.RewriteBlock):
-        raise NotInstantiableError("a loop (repeat) rule (verified by its own tests)")
+        raise NotInstantiableError(
+            "a loop (repeat) rule (verified by its own tests)", by_tests=True
+        )
     lines = compiled.lines
     if any(line.op.is_wildcard for line in lines):
         raise NotInstantiableError("a match line with any op (`_`) has no model to build")
+    sequence_ops = [
+        ref.op_type for line in lines for ref in line.op.alternatives if _uses_sequences(ref)
+    ]
+    if sequence_ops:
+        raise NotInstantiableError(
+            f"`{sequence_ops[0]}` reads or makes sequence values, which check-rules does not "
+            "build (verified by its own tests)",
+            by_tests=True,
+        )
     defined: dict[str, None] = {}
     for line in lines:
         for out in line.outputs:

@@ -343,7 +343,7 @@ def _check_rule(
     try:
         plan = analyze(compiled_rule)
     except NotInstantiableError as exc:
-        return report(Status.NOT_INSTANTIABLE, detail=str(exc))
+        return report(Status.NOT_INSTANTIABLE, detail=str(exc), by_tests=exc.by_tests)
     search = _search(plan, options, ruleset.functions, ruleset.sources)
     if not search.accepted:
         detail = f"{search.furthest()} ({search.attempts} attempts)"

@@ -454,3 +454,25 @@ def constant_of_shape(lb: LineBuild) -> None:
         return onnx.numpy_helper.from_array(array, "value")
 
     lb.attr("value", draw, omit_percent=25)
+
+
+@recipe("SplitToSequence")
+def split_to_sequence(lb: LineBuild) -> None:
+    """Pieces along an axis: a chunk size (a scalar) or sizes summing to the dim (a 1-D)."""
+    shape = _input_shape(lb, lb.slots[0])
+    rank = len(shape)
+    axis = int(lb.attr("axis", lambda key: axis_in(lb, key, rank)) or 0)
+    axis = axis + rank if axis < 0 else axis
+    sizes_slot = lb.present(1)
+    if sizes_slot is None:
+        return  # one piece per element along the axis
+    dim = shape[axis]
+    pieces = lb.choices.integer(lb.key("pieces"), 2, 3)
+    if dim < pieces:
+        raise RecipeError(f"cannot split {dim} into {pieces}")
+    if dim % pieces == 0 and lb.choices.chance(lb.key("chunk"), 50):
+        lb.set(sizes_slot, ir.DataType.INT64, (), values=np.asarray(dim // pieces, np.int64))
+        return
+    sizes = [1] * pieces
+    sizes[-1] += dim - pieces
+    lb.int_values(sizes_slot, sizes)

@@ -651,6 +651,71 @@ CASES = [
         False,
     ),
     (
+        # a chunk size of 2 on a dim of 6: three pieces, read back in order
+        "split_to_sequence_three",
+        _model(
+            "k = Constant <value = int64 {2}> ()\n i0 = Constant <value = int64 {0}> ()\n i1 = Constant <value = int64 {1}> ()\n i2 = Constant <value = int64 {2}> ()\n"
+            " s = SplitToSequence <axis = 1> (x, k)\n a = SequenceAt (s, i0)\n b = SequenceAt (s, i1)\n c = SequenceAt (s, i2)\n y = Sub (a, c)\n z = Mul (b, y)",
+            inputs="float[N, 6] x",
+            outputs="float[N, 2] z",
+            opset=18,
+        ),
+        ["Split", "Sub", "Mul"],
+        True,
+    ),
+    (
+        # four pieces, three read back: the sequence is not split into those three
+        "split_to_sequence_three",
+        _model(
+            "k = Constant <value = int64 {2}> ()\n i0 = Constant <value = int64 {0}> ()\n i1 = Constant <value = int64 {1}> ()\n i2 = Constant <value = int64 {2}> ()\n"
+            " s = SplitToSequence <axis = 1> (x, k)\n a = SequenceAt (s, i0)\n b = SequenceAt (s, i1)\n c = SequenceAt (s, i2)\n y = Sub (a, c)\n z = Mul (b, y)",
+            inputs="float[N, 8] x",
+            outputs="float[N, 2] z",
+            opset=18,
+        ),
+        None,
+        False,
+    ),
+    (
+        # explicit sizes [1, 3]
+        "split_to_sequence_two",
+        _model(
+            "k = Constant <value = int64[2] {1, 3}> ()\n i0 = Constant <value = int64 {0}> ()\n i1 = Constant <value = int64 {1}> ()\n"
+            " s = SplitToSequence <axis = 1> (x, k)\n a = SequenceAt (s, i0)\n b = SequenceAt (s, i1)\n y = Mul (b, a)",
+            inputs="float[N, 4] x",
+            outputs="float[N, 3] y",
+            opset=18,
+        ),
+        ["Split", "Mul"],
+        True,
+    ),
+    (
+        # read back in the other order (a is piece 1): Split's outputs follow the indices
+        "split_to_sequence_two",
+        _model(
+            "k = Constant <value = int64[2] {2, 2}> ()\n i0 = Constant <value = int64 {1}> ()\n i1 = Constant <value = int64 {0}> ()\n"
+            " s = SplitToSequence <axis = 1> (x, k)\n a = SequenceAt (s, i0)\n b = SequenceAt (s, i1)\n y = Sub (b, a)",
+            inputs="float[N, 4] x",
+            outputs="float[N, 2] y",
+            opset=18,
+        ),
+        ["Split", "Sub"],
+        True,
+    ),
+    (
+        # three pieces, two read back: no Split of two
+        "split_to_sequence_two",
+        _model(
+            "k = Constant <value = int64[3] {1, 1, 2}> ()\n i0 = Constant <value = int64 {0}> ()\n i1 = Constant <value = int64 {1}> ()\n"
+            " s = SplitToSequence <axis = 1> (x, k)\n a = SequenceAt (s, i0)\n b = SequenceAt (s, i1)\n y = Mul (b, a)",
+            inputs="float[N, 4] x",
+            outputs="float[N, 1] y",
+            opset=18,
+        ),
+        None,
+        False,
+    ),
+    (
         "slices_to_split",
         _model(
             "z = Constant <value = int64[1] {0}> ()\n k = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n ax = Constant <value = int64[1] {1}> ()\n"

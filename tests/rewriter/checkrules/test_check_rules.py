@@ -262,3 +262,12 @@ def test_strict_fails_a_rule_that_could_not_be_instantiated(tmp_path, capsys):
     assert main(["check-rules", str(rules), "--attempts", "5", "--jobs", "1"]) == 0
     assert main(["check-rules", str(rules), "--attempts", "5", "--jobs", "1", "--strict"]) == 1
     assert "--strict: not instantiated: never" in capsys.readouterr().err
+
+
+def test_rules_over_sequence_values_are_left_to_their_tests_and_pass_strict(capsys):
+    library = Path(__file__).parents[3] / "patterns" / "folding" / "compose.rw"
+    args = ["check-rules", str(library), "--rule", "split_to_sequence_three", "--jobs", "1"]
+    assert main([*args, "--strict"]) == 0
+    out = capsys.readouterr().out
+    assert "not instantiable" in out
+    assert "sequence values" in out
