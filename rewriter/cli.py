@@ -68,7 +68,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `rewrite` console script; returns the process exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     name = args_list[0] if args_list and args_list[0] in SUBCOMMANDS else None
-    parser, module = _build_parser(name)
+    try:
+        parser, module = _build_parser(name)  # imports onnx, numpy, ...: a second or so
+    except KeyboardInterrupt:
+        sys.stderr.write("rewrite: interrupted\n")
+        return 130
     try:
         args = parser.parse_args(args_list[1:] if name else args_list)
     except SystemExit as exc:

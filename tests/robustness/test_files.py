@@ -341,3 +341,31 @@ def test_outputs_get_ordinary_permissions_and_in_place_keeps_them(
     source.chmod(0o604)
     assert run(source, None, "--in-place") == 0
     assert source.stat().st_mode & 0o777 == 0o604
+
+
+@pytest.mark.parametrize("delay", [0.4, 0.9])
+def test_ctrl_c_while_the_command_starts_is_one_line(tmp_path: Path, delay: float) -> None:
+    # The interrupt lands while onnx and numpy are still being imported (or just after;
+    # the interpreter's own start, before the command is running, is not covered):
+    # "rewrite: interrupted" and exit 130, never a KeyboardInterrupt traceback.
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    model = MODELS / "bert_ts14.onnx"
+    code = "from rewriter.cli import main; raise SystemExit(main())"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(model), "-o", str(tmp_path / "out.onnx")],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    time.sleep(delay)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert "Traceback" not in err
+    if child.returncode != 0:  # a very fast machine may have finished already
+        assert child.returncode == 130
+        assert err.strip().endswith("rewrite: interrupted")
+    assert not [p for p in tmp_path.iterdir() if p.name != "out.onnx"]
