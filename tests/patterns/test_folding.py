@@ -716,6 +716,30 @@ CASES = [
         False,
     ),
     (
+        # a generated weight reshaped: one ConstantOfShape of the new shape
+        "reshape_constant_of_shape",
+        _model(
+            "s = Constant <value = int64[4] {1, 1, 3, 4}> ()\n c = ConstantOfShape <value = float[1] {0.5}> (s)\n"
+            " t = Constant <value = int64[2] {3, 4}> ()\n w = Reshape (c, t)\n y = MatMul (x, w)",
+            inputs="float[N, 3] x",
+            outputs="float[N, 4] y",
+        ),
+        ["ConstantOfShape", "MatMul"],
+        True,
+    ),
+    (
+        # the ConstantOfShape has another reader: left as it is
+        "reshape_constant_of_shape",
+        _model(
+            "s = Constant <value = int64[2] {3, 4}> ()\n c = ConstantOfShape <value = float[1] {0.5}> (s)\n"
+            " t = Constant <value = int64[2] {4, 3}> ()\n w = Reshape (c, t)\n u = MatMul (c, w)\n y = MatMul (x, u)",
+            inputs="float[N, 3] x",
+            outputs="float[N, 3] y",
+        ),
+        None,
+        False,
+    ),
+    (
         "slices_to_split",
         _model(
             "z = Constant <value = int64[1] {0}> ()\n k = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n ax = Constant <value = int64[1] {1}> ()\n"
