@@ -91,6 +91,106 @@ def check_attributes(
             message = f"{ops} has no attribute `{entry.name}`" + _suggestion(entry.name, known)
             report.error(head(entry.span, len(entry.name)), message)
             known.add(entry.name)  # report each unknown name once
+        elif isinstance(entry, ast.AttrEntry):
+            _check_literal_kind(refs, entry, report)
+
+
+# What a literal may be for each attribute kind (ints are fine where floats are expected).
+_LITERAL_KINDS: dict[ir.AttrType, tuple[str, tuple[type, ...]]] = {
+    ir.AttrType.INT: ("an integer", (int,)),
+    ir.AttrType.FLOAT: ("a number", (int, float)),
+    ir.AttrType.STRING: ("a string", (str,)),
+    ir.AttrType.INTS: ("a list of integers", (int,)),
+    ir.AttrType.FLOATS: ("a list of numbers", (int, float)),
+    ir.AttrType.STRINGS: ("a list of strings", (str,)),
+}
+
+
+def _check_literal_kind(
+    refs: tuple[ast.OpRef, ...], entry: ast.AttrEntry, report: Reporter
+) -> None:
+    """Report a literal attribute value of the wrong kind (a string for a float attribute).
+
+    Only plain literals are judged (expressions are checked when they are evaluated); an
+    attribute that different listed ops declare differently is left alone.
+    """
+    kinds = {
+        ir.schemas.attribute_type(r.op_type, entry.name, ir.schemas.normalize_domain(r.domain))
+        for r in refs
+    }
+    if len(kinds) != 1:
+        return
+    (kind,) = kinds
+    if kind is None:
+        return
+    expected = _LITERAL_KINDS.get(kind)
+    literal = _literal(entry.value)
+    if expected is None or literal is _NOT_LITERAL or literal is None:
+        return
+    noun, types = expected
+    listed = kind in (ir.AttrType.INTS, ir.AttrType.FLOATS, ir.AttrType.STRINGS)
+    items = literal if isinstance(literal, list) else None
+    if listed:
+        # A single value where a list is expected is accepted (ONNX text does the same).
+        items = items if items is not None else [literal]
+        fits = all(_is_kind(v, types) for v in items)
+    else:
+        fits = items is None and (_is_kind(literal, types) or _is_dtype_name(literal, kind))
+    if not fits:
+        if kind == ir.AttrType.INT:
+            noun = 'an integer or a dtype name ("float", "int64", ...)'
+        found = _describe_literal(literal)
+        if listed and items is not None:
+            wrong = next(v for v in items if not _is_kind(v, types))
+            found = f"a list holding {_describe_literal(wrong)}"
+        report.error(entry.value.span, f"attribute `{entry.name}` takes {noun}, not {found}")
+
+
+_NOT_LITERAL = object()
+
+
+def _literal(expr: ast.Expr) -> object:
+    """The Python value of a literal (a constant, a negated number, a list of them)."""
+    if isinstance(expr, ast.Const):
+        return expr.value
+    if isinstance(expr, ast.Unary) and expr.op == "-" and isinstance(expr.operand, ast.Const):
+        value = expr.operand.value
+        return (
+            -value
+            if isinstance(value, int | float) and not isinstance(value, bool)
+            else _NOT_LITERAL
+        )
+    if isinstance(expr, ast.ListExpr):
+        items = [_literal(item) for item in expr.items]
+        return _NOT_LITERAL if any(i is _NOT_LITERAL for i in items) else items
+    return _NOT_LITERAL
+
+
+def _is_dtype_name(value: object, kind: ir.AttrType) -> bool:
+    """A dtype name ("float") for an INT attribute (Cast's `to`): the builder converts it."""
+    if kind != ir.AttrType.INT or not isinstance(value, str):
+        return False
+    try:
+        ir.DataType.from_name(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_kind(value: object, types: tuple[type, ...]) -> bool:
+    return isinstance(value, types) and not isinstance(value, bool)
+
+
+def _describe_literal(value: object) -> str:
+    if isinstance(value, list):
+        return "a list" if value else "an empty list"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, float):
+        return "a float"
+    return "an integer" if isinstance(value, int) else repr(value)
 
 
 def check_arity(ref: ast.OpRef, inputs: Count, outputs: Count, report: Reporter) -> None:

@@ -249,6 +249,18 @@ CASES: list[tuple[str, str]] = [
         "<string>:1:33: error: option `min_repeats` takes a non-negative integer",
     ),
     (
+        '# x\nrule a: y = LeakyRelu <alpha = "0.1"> (x) => y = Relu (x)\n',
+        "<string>:2:32: error: attribute `alpha` takes a number, not the string '0.1'",
+    ),
+    (
+        '# x\nrule a: y = Transpose <perm = [1, "a"]> (x) => y = x\n',
+        "<string>:2:31: error: attribute `perm` takes a list of integers, not a list holding the string 'a'",
+    ),
+    (
+        '# x\nrule a: y = Cast <to = "floaty"> (x) => y = x\n',
+        '<string>:2:24: error: attribute `to` takes an integer or a dtype name ("float", "int64", ...), not the string \'floaty\'',
+    ),
+    (
         "pass roll_loops { min_repeats = 1 }\n",
         "<string>:1:33: error: option `min_repeats` of pass `roll_loops` must be at least 2, not 1",
     ),
