@@ -269,6 +269,26 @@ def all_(ctx: EvalContext, v: Any) -> Any:
     return UNKNOWN if x is UNKNOWN else bool(np.all(x))
 
 
+def sort(ctx: EvalContext, x: Any) -> Any:
+    """`sort(x)`: the elements ascending, as a list (ints stay ints)."""
+    if x is UNKNOWN:
+        return UNKNOWN
+    return _plain_list(np.sort(np.asarray(numeric(x)).reshape(-1)))
+
+
+def setdiff(ctx: EvalContext, a: Any, b: Any) -> Any:
+    """`setdiff(a, b)`: the elements of a that are not in b, ascending, as a list."""
+    if a is UNKNOWN or b is UNKNOWN:
+        return UNKNOWN
+    left = np.asarray(numeric(a)).reshape(-1)
+    right = np.asarray(numeric(b)).reshape(-1)
+    return _plain_list(np.setdiff1d(left, right))
+
+
+def _plain_list(array: np.ndarray[Any, Any]) -> list[Any]:
+    return [int(v) if array.dtype.kind in "iub" else float(v) for v in array.tolist()]
+
+
 def range_(ctx: EvalContext, *args: Any) -> Any:
     """`range(stop)` / `range(start, stop[, step])`: a list of ints."""
     if any(a is UNKNOWN for a in args):
@@ -542,6 +562,8 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "any": any_,
     "all": all_,
     "range": range_,
+    "sort": sort,
+    "setdiff": setdiff,
     "same": same,
     "static_or": static_or,
     "count_unknown": count_unknown,

@@ -87,6 +87,8 @@ _ALL = (
     _sig("any(x)", 1, "some element is true"),
     _sig("all(x)", 1, "every element is true"),
     _sig("range(start, stop, step)", 1, "range(stop) or range(start, stop[, step]): int list"),
+    _sig("sort(x)", 1, "the elements of a list or 1-D tensor, ascending, as a list"),
+    _sig("setdiff(a, b)", 2, "the elements of a not in b, ascending, as a list"),
     _sig("same(a, b)", 2, "three-valued equality as a function"),
     _sig("static_or(dims, fill)", 2, "a shape with every unknown or symbolic dim replaced by fill"),
     _sig("count_unknown(dims)", 1, "how many dims of a shape are unknown or symbolic"),

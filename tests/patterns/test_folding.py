@@ -338,10 +338,32 @@ CASES = [
         True,
     ),
     (
+        # a negative axis, counted in the final rank
         "compose_unsqueezes",
         _model(
             "a = Constant <value = int64 {0}> ()\n b = Constant <value = int64 {-1}> ()\n t = Unsqueeze (x, a)\n y = Unsqueeze (t, b)",
             outputs="float[1, N, 4, 1] y",
+        ),
+        ["Unsqueeze"],
+        True,
+    ),
+    (
+        # lists of axes (dynamo writes [1, 2] then [3]): one Unsqueeze with [1, 2, 3]
+        "compose_unsqueezes",
+        _model(
+            "a = Constant <value = int64[2] {1, 2}> ()\n b = Constant <value = int64[1] {0}> ()\n t = Unsqueeze (x, a)\n y = Unsqueeze (t, b)",
+            inputs="float[N] x",
+            outputs="float[1, N, 1, 1] y",
+        ),
+        ["Unsqueeze"],
+        True,
+    ),
+    (
+        # the middle value has another reader
+        "compose_unsqueezes",
+        _model(
+            "a = Constant <value = int64 {0}> ()\n b = Constant <value = int64 {-1}> ()\n t = Unsqueeze (x, a)\n y = Unsqueeze (t, b)\n z = Relu (t)",
+            outputs="float[1, N, 4, 1] y, float[1, N, 4] z",
         ),
         None,
         False,
@@ -735,6 +757,48 @@ CASES = [
             " t = Constant <value = int64[2] {4, 3}> ()\n w = Reshape (c, t)\n u = MatMul (c, w)\n y = MatMul (x, u)",
             inputs="float[N, 3] x",
             outputs="float[N, 3] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "and_true",
+        _model(
+            "t = Constant <value = bool {1}> ()\n y = And (t, x)",
+            inputs="bool[N, 4] x",
+            outputs="bool[N, 4] y",
+        ),
+        ["Identity"],
+        True,
+    ),
+    (
+        # And with false is not x
+        "and_true",
+        _model(
+            "t = Constant <value = bool {0}> ()\n a = And (t, x)\n y = Not (a)",
+            inputs="bool[N, 4] x",
+            outputs="bool[N, 4] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "or_false",
+        _model(
+            "f = Constant <value = bool {0}> ()\n o = Or (x, f)\n y = Not (o)",
+            inputs="bool[N, 4] x",
+            outputs="bool[N, 4] y",
+        ),
+        ["Not"],
+        True,
+    ),
+    (
+        # Or with true is not x
+        "or_false",
+        _model(
+            "f = Constant <value = bool {1}> ()\n o = Or (x, f)\n y = Not (o)",
+            inputs="bool[N, 4] x",
+            outputs="bool[N, 4] y",
         ),
         None,
         False,

@@ -24,3 +24,11 @@ def test_min_max_of_several_tensors_of_different_shapes() -> None:
     assert result.dtype == np.float32
     assert reducer(None, [1, 5, 3]) == 1
     assert reducer(None, 4, 2) == 2
+
+
+def test_sort_and_setdiff_give_plain_int_lists() -> None:
+    assert builtins.sort(None, np.array([3, 1, 2])) == [1, 2, 3]
+    assert builtins.sort(None, [2.5, -1.0]) == [-1.0, 2.5]
+    assert builtins.setdiff(None, [0, 1, 2, 3, 4], np.array([3, 1])) == [0, 2, 4]
+    assert builtins.setdiff(None, [0, 1], [0, 1]) == []
+    assert all(type(v) is int for v in builtins.setdiff(None, np.arange(4), [2]))
