@@ -83,6 +83,18 @@ def uses(ctx: EvalContext, v: Any) -> Any:
     return 0 if val is None else _facts.count_uses(val)
 
 
+def lower_bound(ctx: EvalContext, v: Any) -> Any:
+    """`lower_bound(v)`: the smallest element v can hold, from its producers (or unknown)."""
+    if isinstance(v, np.ndarray | list | int | float):
+        array = np.asarray(v)
+        return UNKNOWN if array.size == 0 else float(np.min(array))
+    val = _value_arg(v, "lower_bound")
+    if val is None:
+        return UNKNOWN
+    found = _facts.lower_bound(val)
+    return UNKNOWN if found is None else found
+
+
 def rank(ctx: EvalContext, v: Any) -> Any:
     """`rank(v)`: number of dimensions (unknown when the rank is unknown)."""
     if isinstance(v, np.ndarray):
@@ -540,6 +552,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "value": value,
     "is_scalar": is_scalar,
     "uses": uses,
+    "lower_bound": lower_bound,
     "rank": rank,
     "shape": shape,
     "has_static_shape": has_static_shape,

@@ -148,3 +148,41 @@ def same_constant(a: ir.Value, b: ir.Value) -> bool:
         and left.shape == right.shape
         and bool(np.array_equal(left, right, equal_nan=left.dtype.kind in "fc"))
     )
+
+
+# Ops whose every output element is one of their first input's elements (or, for Concat, one
+# of any input's): an element bound carries through them.
+_BOUND_PASSING = frozenset(
+    {"Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Expand", "Transpose", "Slice"}
+)
+_BOUND_DEPTH = 16
+_BOUND_ELEMENTS = 1 << 16  # larger constants (weights) are not read for a bound
+
+
+def lower_bound(value: ir.Value, depth: int = 0) -> float | None:
+    """The smallest element `value` can hold, from its producers (None when not known).
+
+    Shape and Size give sizes (never negative); Gather from such a value and the ops that only
+    move elements keep the bound; Concat takes the smallest of its inputs'; a constant's is
+    its minimum. Enough to know that a shape an exporter assembles holds no -1 outside the
+    entries it wrote as -1 constants.
+    """
+    size = const_size(value)
+    array = const_array(value) if size is not None and size <= _BOUND_ELEMENTS else None
+    if array is not None:
+        if array.size == 0 or array.dtype.kind not in "iuf":
+            return None
+        return float(np.min(array))
+    node = value.producer()
+    if node is None or depth > _BOUND_DEPTH or node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type in ("Shape", "Size"):
+        return 0.0
+    if node.op_type in _BOUND_PASSING or node.op_type in ("Gather", "GatherElements"):
+        first = node.inputs[0] if node.inputs else None
+        return lower_bound(first, depth + 1) if first is not None else None
+    if node.op_type == "Concat":
+        bounds = [lower_bound(v, depth + 1) if v is not None else None for v in node.inputs]
+        known = [b for b in bounds if b is not None]
+        return min(known) if known and len(known) == len(bounds) else None
+    return None

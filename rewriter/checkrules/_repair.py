@@ -12,7 +12,8 @@ For a line that is false, a few shapes of condition name a choice directly:
   `all(signbit(value(v)))` fills it with -0.0, `not any(signbit(value(v)))` with +0.0;
 * `is_scalar(v)`: `v` gets shape `[]`; `is_const(v)`: `v` becomes a constant;
 * `uses(v) > k` (or `>=`): `v` also becomes a graph output (through as many Identity
-  readers as needed), so something outside the match reads it.
+  readers as needed), so something outside the match reads it;
+* `lower_bound(v) >= k` (or `>`): `v` becomes a constant filled with k, k + 1 or k + 3.
 
 `and` repairs each false operand; `or` repairs one drawn operand. Repairs only set choices;
 the instance is then rebuilt from the same draws, so the search stays deterministic.
@@ -92,10 +93,17 @@ class Repairer:
     # comparisons -----------------------------------------------------------------------------
     def _compare(self, expr: ast.Compare, tag: object) -> None:
         readers = _wants_more_uses(expr)
+        bound = _wants_lower_bound(expr)
         if _asks_unknown_dims(expr):
             self._set(SYMBOLIC, True)
         elif readers is not None:
             self._set(("extra_uses", readers[0]), readers[1])
+        elif bound is not None and self._free(bound[0]):
+            name, low = bound
+            self._set(("const", name), True)
+            self._set(
+                ("value", name), self.choices.pick(("bound", name, tag), (low, low + 1, low + 3))
+            )
         elif expr.op == "==":
             if self._assign(expr.left, expr.right) or self._assign(expr.right, expr.left):
                 return
@@ -300,6 +308,31 @@ def _value_target(expr: ast.Expr) -> str | None:
 def _expr_key(expr: ast.Expr) -> tuple[str, ...]:
     """A choice key for an expression: the names it reads."""
     return tuple(names_in(expr))
+
+
+def _wants_lower_bound(expr: ast.Compare) -> tuple[str, int] | None:
+    """`lower_bound(v) >= k` (or `> k`): (v, the smallest value that holds), else None."""
+    left, right = expr.left, expr.right
+    if not (isinstance(left, ast.Call) and left.func == "lower_bound" and len(left.args) == 1):
+        return None
+    target = left.args[0]
+    low = _int_literal(right)
+    if not isinstance(target, ast.Name) or low is None or expr.op not in (">=", ">"):
+        return None
+    return target.name, low + (1 if expr.op == ">" else 0)
+
+
+def _int_literal(expr: ast.Expr) -> int | None:
+    if (
+        isinstance(expr, ast.Const)
+        and isinstance(expr.value, int)
+        and not isinstance(expr.value, bool)
+    ):
+        return expr.value
+    if isinstance(expr, ast.Unary) and expr.op == "-":
+        inner = _int_literal(expr.operand)
+        return None if inner is None else -inner
+    return None
 
 
 def _wants_more_uses(expr: ast.Compare) -> tuple[str, int] | None:

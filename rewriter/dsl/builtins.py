@@ -56,6 +56,11 @@ _ALL = (
     _sig("value(v)", 1, "a constant's contents as a tensor"),
     _sig("is_scalar(v)", 1, "a constant with exactly one element, any rank"),
     _sig("uses(v)", 1, "how many node inputs and graph outputs use a value"),
+    _sig(
+        "lower_bound(v)",
+        1,
+        "the smallest element v can hold, from its producers (sizes from Shape/Size are >= 0)",
+    ),
     _sig("rank(v)", 1, "number of dimensions"),
     _sig("shape(v)", 1, "list of dims: ints, symbol strings, or none when unknown"),
     _sig("has_static_shape(v)", 1, "every dim is a known int"),

@@ -450,6 +450,42 @@ CASES = [
         False,
     ),
     (
+        # torch's expand(n, -1): Concat(size of x, -1); Equal/Where replace -1 by 1 -> Abs
+        "where_minus_one_to_abs",
+        _model(
+            "s = Shape (x)\n i = Constant <value = int64 {0}> ()\n d = Gather <axis = 0> (s, i)\n"
+            " a = Constant <value = int64[1] {0}> ()\n u = Unsqueeze (d, a)\n m1 = Constant <value = int64[1] {-1}> ()\n"
+            " c = Concat <axis = 0> (u, m1)\n m = Constant <value = int64[2] {-1, -1}> ()\n e = Equal (c, m)\n"
+            " o = Constant <value = int64[2] {1, 1}> ()\n w = Where (e, o, c)\n y = Expand (x, w)",
+            inputs="float[N, 4] x",
+            outputs="float[N, 4] y",
+        ),
+        [
+            "Shape",
+            "Constant",
+            "Gather",
+            "Constant",
+            "Unsqueeze",
+            "Constant",
+            "Concat",
+            "Abs",
+            "Expand",
+        ],
+        True,
+    ),
+    (
+        # a shape from a graph input may hold -2: the Where stays
+        "where_minus_one_to_abs",
+        _model(
+            "m = Constant <value = int64[2] {-1, -1}> ()\n e = Equal (c, m)\n"
+            " o = Constant <value = int64[2] {1, 1}> ()\n y = Where (e, o, c)",
+            inputs="int64[2] c",
+            outputs="int64[2] y",
+        ),
+        None,
+        False,
+    ),
+    (
         "fold_static_size",
         _model("s = Size (x)\n y = Cast <to = 1> (s)", inputs="float[2, 3] x", outputs="float y"),
         ["Cast"],
