@@ -46,14 +46,19 @@ def _infer(engine: Any, proto: Any) -> Any:
 
 
 def _fully_static(proto: Any) -> bool:
-    """True when every value of the main graph has a tensor type with all dims known."""
+    """True when every value of the main graph that something reads has all dims known.
+
+    An output nothing reads (Dropout's mask, often untyped) asks no question of the engine.
+    """
     graph = proto.graph
     infos = (*graph.input, *graph.value_info, *graph.output)
     known = {info.name for info in infos if _static(info.type)}
+    read = {name for node in graph.node for name in node.input}
+    read.update(output.name for output in graph.output)
     for node in graph.node:
         if node.op_type in ("If", "Loop", "Scan") or any(a.HasField("g") for a in node.attribute):
             return False  # subgraph values are not listed here; let the stronger engine run
-        if any(name and name not in known for name in node.output):
+        if any(name and name in read and name not in known for name in node.output):
             return False
     return True
 
