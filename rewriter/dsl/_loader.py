@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from rewriter._errors import Diagnostic, RuleCheckError, RuleError, RuleSyntaxError, Span
 from rewriter.dsl import _ast as ast
@@ -91,18 +92,47 @@ def load_rules(*paths: str | os.PathLike[str], allow_python: bool = False) -> as
         RuleCheckError: the files parse but break semantic rules (every error found).
         FileNotFoundError: a path does not exist.
     """
-    parsed, syntax_errors = parse_files(find_rule_files(paths))
+    files = find_rule_files(paths)
+    cached = _from_cache(files)
+    if cached is not None:
+        # The shipped library, parsed and checked when its cache was built (no `use`, no
+        # warnings there).
+        return _ruleset(cached, {}, ())
+    parsed, syntax_errors = parse_files(files)
     diagnostics, functions = check_and_collect(parsed, allow_python=allow_python)
     errors = [d for d in diagnostics if d.severity == "error"]
     if syntax_errors:
         raise RuleSyntaxError([*syntax_errors, *errors])
     if errors:
         raise RuleCheckError(errors)
+    return _ruleset(parsed, functions, tuple(d for d in diagnostics if d.severity == "warning"))
+
+
+def _ruleset(
+    parsed: list[ast.File], functions: Any, warnings: tuple[Diagnostic, ...]
+) -> ast.RuleSet:
     return ast.RuleSet(
         rules=tuple(item for f in parsed for item in f.items if isinstance(item, ast.Rule)),
         passes=tuple(item for f in parsed for item in f.items if isinstance(item, ast.PassDecl)),
         files=tuple(parsed),
         functions=functions,
-        warnings=tuple(d for d in diagnostics if d.severity == "warning"),
+        warnings=warnings,
         sources={f.path: f.source for f in parsed},
     )
+
+
+def _from_cache(files: list[Path]) -> list[ast.File] | None:
+    """The files' ASTs from the shipped library cache, when these are the library's texts."""
+    from rewriter.dsl._library_cache import cached_files
+
+    if not files:
+        return None
+    try:
+        data = [path.read_bytes() for path in files]
+    except OSError:
+        return None  # parsing reports it
+    try:
+        texts = [raw.decode("utf-8").removeprefix("\ufeff") for raw in data]
+    except UnicodeDecodeError:
+        return None
+    return cached_files([str(path) for path in files], texts)
