@@ -313,7 +313,7 @@ class Builder:
             return found
         name = self.names.fresh(stem)
         tensor = ir.NumpyTensor(array, name, dtype)
-        if _facts.can_hold_initializers(graph):
+        if _facts.can_hold_initializers(graph, self.model):
             value = ir.Value(name, const_value=tensor)
             pending.initializers.append(value)
         else:

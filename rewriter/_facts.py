@@ -129,12 +129,14 @@ def count_uses(value: ir.Value) -> int:
     return value.num_uses() + outputs
 
 
-def can_hold_initializers(graph: ir.Graph) -> bool:
+def can_hold_initializers(graph: ir.Graph, model: ir.Model) -> bool:
     """False for a function body: a FunctionProto has no initializers, only `Constant` nodes.
 
     Subgraphs nested in a function body (If/Loop branches) are GraphProtos and may hold them.
+    Nor before IR version 4, where every initializer must also be a graph input: a new
+    constant there would change the model's inputs, so it becomes a `Constant` node.
     """
-    return not isinstance(graph.owner, ir.Function)
+    return not isinstance(graph.owner, ir.Function) and not 0 < model.ir_version < 4
 
 
 def same_constant(a: ir.Value, b: ir.Value) -> bool:

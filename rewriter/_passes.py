@@ -337,7 +337,7 @@ def fold_constants(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
             for out, array in zip(node.outputs, results, strict=False):
                 if not out.name:
                     continue
-                constant = _folded_constant(graph, node, out, array, log)
+                constant = _folded_constant(model, graph, node, out, array, log)
                 for use in out.uses:
                     use.node.replace_input_with(use.index, constant)
                     touched[use.node] = None
@@ -351,14 +351,19 @@ def fold_constants(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
 
 
 def _folded_constant(
-    graph: ir.Graph, node: ir.Node, out: ir.Value, array: np.ndarray[Any, Any], log: _ChangeLog
+    model: ir.Model,
+    graph: ir.Graph,
+    node: ir.Node,
+    out: ir.Value,
+    array: np.ndarray[Any, Any],
+    log: _ChangeLog,
 ) -> ir.Value:
     """The constant replacing `out` of the folded `node`: an initializer, or a Constant node.
 
     The constant takes over the output's name (the node goes away once its uses moved).
     """
     tensor = ir.NumpyTensor(array, out.name)
-    if _facts.can_hold_initializers(graph):
+    if _facts.can_hold_initializers(graph, model):
         value = ir.Value(out.name, const_value=tensor)
         graph.add_initializer(value)
         log.created(graph, _trace.value_label(value))

@@ -204,6 +204,99 @@ def test_fold_batchnorm_into_matmul_near_miss_on_3d_activation():
     assert not fired(rewrite(model, BN))
 
 
+# -- Mul / Add into BatchNormalization -------------------------------------------------------------
+
+
+def _shared_conv_bn_then(op: str, const_shape: tuple[int, ...], opset: int = 14) -> object:
+    """Conv -> BN -> op(const), the Conv also read by a Relu (so BN cannot fold into it)."""
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : {opset}]>
+        g (float[N, 4, 8, 8] x) => (float[N, 6, 6, 6] z, float[N, 6, 6, 6] r) {{
+            y = Conv <kernel_shape = [3, 3]> (x, w)
+            n = BatchNormalization <epsilon = 0.001> (y, scale, shift, mean, var)
+            z = {op} (n, c)
+            r = Relu (y)
+        }}""",
+        w=((6, 4, 3, 3), -1.0, 1.0),
+        c=(const_shape, -1.5, 1.5),
+        **_bn_arrays(6),
+    )
+
+
+@pytest.mark.parametrize("const_shape", [(1, 6, 1, 1), (6, 1, 1), (), (1,)])
+@pytest.mark.parametrize("op", ["Mul", "Add"])
+def test_fold_mul_and_add_into_batchnorm(op, const_shape):
+    model = _shared_conv_bn_then(op, const_shape)
+    rule = "fold_mul_into_batchnorm" if op == "Mul" else "fold_add_into_batchnorm"
+    check_fired(model, rewrite(model, BN), {rule: 1}, ["Conv", "Relu", "BatchNormalization"])
+
+
+def test_batchnorm_scale_layer_folds_whole():
+    """Caffe's BatchNorm + Scale (Mul then Add) after a Conv with other readers: one BN left."""
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 9]>
+        g (float[N, 4, 8, 8] x) => (float[N, 6, 6, 6] z, float[N, 6, 6, 6] r) {
+            y = Conv <kernel_shape = [3, 3]> (x, w)
+            n = BatchNormalization <epsilon = 0.00001> (y, scale, shift, mean, var)
+            m = Mul (n, s)
+            z = Add (m, c)
+            r = Relu (y)
+        }""",
+        w=((6, 4, 3, 3), -1.0, 1.0),
+        s=((6, 1, 1), -2.0, 2.0),
+        c=((6, 1, 1), -1.0, 1.0),
+        **_bn_arrays(6),
+    )
+    result = rewrite(model, BN)
+    check_fired(
+        model,
+        result,
+        {"fold_mul_into_batchnorm": 1, "fold_add_into_batchnorm": 1},
+        ["Conv", "Relu", "BatchNormalization"],
+    )
+
+
+@pytest.mark.parametrize("op", ["Mul", "Add"])
+@pytest.mark.parametrize("const_shape", [(1, 6, 6, 1), (1, 1, 1, 6), (6,), (1, 1, 6, 1, 1)])
+def test_mul_add_into_batchnorm_near_misses_broadcast_along_other_axes(op, const_shape):
+    out = "float[N, 6, 6, 6] z" if len(const_shape) <= 4 else "float[1, N, 6, 6, 6] z"
+    model = build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 6, 6, 6] x) => ({out}) {{
+            n = BatchNormalization (x, scale, shift, mean, var)
+            z = {op} (n, c)
+        }}""",
+        c=(const_shape, 0.5, 1.5),
+        **_bn_arrays(6),
+    )
+    assert not fired(rewrite(model, BN))
+
+
+def test_mul_into_batchnorm_near_miss_when_the_bn_output_has_another_use():
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 6, 6, 6] x) => (float[N, 6, 6, 6] z, float[N, 6, 6, 6] n) {
+            n = BatchNormalization (x, scale, shift, mean, var)
+            z = Mul (n, c)
+        }""",
+        c=((6, 1, 1), 0.5, 1.5),
+        **_bn_arrays(6),
+    )
+    assert not fired(rewrite(model, BN))
+
+
+def test_mul_into_batchnorm_near_miss_on_a_non_constant_scale():
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 6, 6, 6] x, float[6, 1, 1] c) => (float[N, 6, 6, 6] z) {
+            n = BatchNormalization (x, scale, shift, mean, var)
+            z = Mul (n, c)
+        }""",
+        **_bn_arrays(6),
+    )
+    assert not fired(rewrite(model, BN))
+
+
 # -- Conv + Add / Mul ------------------------------------------------------------------------------
 
 

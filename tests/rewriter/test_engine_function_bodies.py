@@ -1,4 +1,5 @@
-"""Rewrites inside local function bodies, which hold no initializers, only Constant nodes.
+"""Rewrites inside local function bodies, which hold no initializers, only Constant nodes;
+the same for models of IR version 3, where every initializer must also be a graph input.
 
 Also the final-check fallback: a rewrite after which onnx's checker fails is left out at that
 one place, not everywhere, and reported with the graph and the checker's whole message.
@@ -6,6 +7,7 @@ one place, not everywhere, and reported with the graph and the checker's whole m
 
 from __future__ import annotations
 
+import collections
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +149,43 @@ def test_fold_constants_in_a_function_body_makes_a_constant_node(tmp_path: Path)
     fold = [e for e in result.trace.entries if e.rule == "fold_constants"]
     assert [(e.graph, e.matched) for e in fold] == [("MyFun", ("<Add>(kk)",))]
     ir.verify(result.model)
+    assert_same_outputs(model, proto)
+
+
+# IR 3: an initializer must be a graph input too (onnx's checker refuses it otherwise), so a
+# new constant would add an input; it becomes a Constant node instead.
+IR3_MODEL = """<ir_version: 3, opset_import: ["" : 8]>
+main_graph (float[2] x) => (float[2] y) {
+    r = Relu (x)
+    y = Add (r, r)
+}"""
+
+
+def test_literal_of_a_rewrite_in_an_ir3_model_becomes_a_constant_node(tmp_path: Path) -> None:
+    model = model_from_text(IR3_MODEL)
+    result = run_rules(model, RELU_RULE, tmp_path)
+    assert dict(collections.Counter(e.rule for e in result.trace.entries)) == {"relu_to_max": 1}
+    proto = result.proto
+    assert [n.op_type for n in proto.graph.node] == ["Constant", "Max", "Add"]
+    assert not proto.graph.initializer
+    assert [i.name for i in proto.graph.input] == ["x"]
+    assert_same_outputs(model, proto)
+
+
+def test_fold_constants_in_an_ir3_model_makes_a_constant_node(tmp_path: Path) -> None:
+    model = model_from_text(
+        """<ir_version: 3, opset_import: ["" : 8]>
+        main_graph (float[2] x) => (float[2] y) {
+            k = Constant <value = float[2] {3.0, 4.0}> ()
+            k2 = Constant <value = float[2] {1.0, 1.0}> ()
+            kk = Add (k, k2)
+            y = Mul (x, kk)
+        }"""
+    )
+    result = run_rules(model, "pass fold_constants\npass eliminate_dead_code\n", tmp_path)
+    proto = result.proto
+    assert [n.op_type for n in proto.graph.node] == ["Constant", "Mul"]
+    assert not proto.graph.initializer
     assert_same_outputs(model, proto)
 
 
