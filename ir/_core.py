@@ -1151,8 +1151,12 @@ class Graph:
         self._touch()
 
     def remove_input(self, value: Value) -> None:
-        """Remove a graph input that nothing uses any more."""
-        if value._uses:
+        """Remove a graph input that nothing uses any more.
+
+        An input that an initializer of this graph also defines (as IR 3 lists every weight)
+        may have uses: they read the initializer from then on.
+        """
+        if value._uses and self._initializers.get(value.name) is not value:
             raise ValueError(f"graph input {value.name!r} still has uses")
         self._inputs.remove(value)
         if not self._is_defined_here(value):

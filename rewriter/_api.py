@@ -208,6 +208,7 @@ def rewrite(
     target_opset: int | None = None,
     record_subgraphs: bool = False,
     add_opsets: Mapping[str, int] | None = None,
+    freeze_initializer_inputs: bool = False,
 ) -> RewriteResult:
     """Apply `rules` (default: the shipped library) to `model` until nothing changes.
 
@@ -228,6 +229,10 @@ def rewrite(
             neighbours) in the trace, for reports.
         add_opsets: opset imports to add before rewriting (e.g. {"com.microsoft": 1} so the
             opt-in onnxruntime fusions can apply); an added import nothing uses is dropped.
+        freeze_initializer_inputs: main-graph inputs that an initializer also defines (IR 3
+            models list every weight so) stop being inputs, so rules and folding may treat
+            them as the constants they are (IR version raised to 4, which allows it). A
+            caller can then no longer feed other values for them.
 
     Returns:
         The rewritten model, its trace and statistics.
@@ -252,8 +257,16 @@ def rewrite(
         record_subgraphs=record_subgraphs,
     )
     added = _add_opsets(ir_model, add_opsets or {})
+    if freeze_initializer_inputs:
+        freeze_inputs_with_initializers(ir_model)
     # To replay the run if the final model fails onnx's checker (see _checked_run).
-    fresh = _fresh_copies(model, ir_model, copy=copy, add_opsets=add_opsets or {})
+    fresh = _fresh_copies(
+        model,
+        ir_model,
+        copy=copy,
+        add_opsets=add_opsets or {},
+        freeze=freeze_initializer_inputs,
+    )
     ir_model, trace = _checked_run(ir_model, fresh, ruleset, options, clock)
     _drop_unused_opsets(ir_model, added)
     after = _trace.op_histogram(ir_model)
@@ -265,7 +278,12 @@ FreshModel = Callable[[], ir.Model]
 
 
 def _fresh_copies(
-    given: ModelLike, lifted: ir.Model, *, copy: bool, add_opsets: Mapping[str, int]
+    given: ModelLike,
+    lifted: ir.Model,
+    *,
+    copy: bool,
+    add_opsets: Mapping[str, int],
+    freeze: bool = False,
 ) -> FreshModel:
     """How to get the model a run starts from again, without copying it up front.
 
@@ -282,6 +300,8 @@ def _fresh_copies(
     def again() -> ir.Model:
         model = as_model(given, copy=True)
         _add_opsets(model, add_opsets)
+        if freeze:
+            freeze_inputs_with_initializers(model)
         return model
 
     return again
@@ -306,6 +326,23 @@ def _add_opsets(model: ir.Model, opsets: Mapping[str, int]) -> list[str]:
             model.opset_imports[key] = int(version)
             added.append(key)
     return added
+
+
+def freeze_inputs_with_initializers(model: ir.Model) -> list[str]:
+    """Make main-graph inputs that an initializer defines plain initializers; their names.
+
+    Before IR version 4 every initializer had to be a graph input too, so such a value is a
+    weight a caller may override; onnxruntime does not fold it for that reason, and neither
+    do the rules (`is_const` is false for it). Removing the input makes it a constant; the
+    IR version becomes 4, the first that allows an initializer without an input.
+    """
+    graph = model.graph
+    frozen = [v for v in graph.inputs if v.is_initializer()]
+    for value in frozen:
+        graph.remove_input(value)
+    if frozen and 0 < model.ir_version < 4:
+        model.ir_version = 4
+    return [v.name for v in frozen]
 
 
 def _drop_unused_opsets(model: ir.Model, added: Sequence[str]) -> None:

@@ -83,6 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="convert the default-domain opset to N (up: fusions into newer ops can fire; "
         "down: decompositions for older runtimes)",
     )
+    parser.add_argument(
+        "--freeze-initializer-inputs",
+        action="store_true",
+        help="graph inputs that an initializer also defines (IR 3 models list every weight "
+        "so) become constants that rules and folding can use; they can no longer be fed",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     parser.add_argument(
         "--report",
@@ -152,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
             target_opset=args.target_opset,
             record_subgraphs=bool(args.report),
             add_opsets=args.opsets_to_add,
+            freeze_initializer_inputs=args.freeze_initializer_inputs,
         )
     for warning in (*result.trace.warnings, *_rolled_back(result)):
         print(f"rewrite: warning: {warning}", file=sys.stderr)

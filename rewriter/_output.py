@@ -111,6 +111,7 @@ def verify_and_bisect(
             exclude_rules=args.exclude_rule,
             target_opset=args.target_opset,
             add_opsets=getattr(args, "opsets_to_add", None),
+            freeze_initializer_inputs=getattr(args, "freeze_initializer_inputs", False),
         ).model
 
     bad = find_first_bad(len(rule_entries), prefix, source, verdict.counterexample)
