@@ -127,6 +127,13 @@ def test_literal_of_a_rewrite_in_a_function_body_becomes_a_constant_node(tmp_pat
     assert_same_outputs(model, proto)
 
 
+FOLDING = "pass fold_constants\npass eliminate_dead_code\n"
+# kk = [4, 5], computed from two Constant nodes: what fold_constants folds.
+SUM_OF_CONSTANTS = """k = Constant <value = float[2] {3.0, 4.0}> ()
+            k2 = Constant <value = float[2] {1.0, 1.0}> ()
+            kk = Add (k, k2)"""
+
+
 def test_fold_constants_in_a_function_body_makes_a_constant_node(tmp_path: Path) -> None:
     model = model_from_text(
         """<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
@@ -135,13 +142,11 @@ def test_fold_constants_in_a_function_body_makes_a_constant_node(tmp_path: Path)
         }
         <domain: "local", opset_import: ["" : 17]>
         MyFun (a) => (b) {
-            k = Constant <value = float[2] {3.0, 4.0}> ()
-            k2 = Constant <value = float[2] {1.0, 1.0}> ()
-            kk = Add (k, k2)
+            SUM_OF_CONSTANTS
             b = Mul (a, kk)
-        }"""
+        }""".replace("SUM_OF_CONSTANTS", SUM_OF_CONSTANTS)
     )
-    result = run_rules(model, "pass fold_constants\npass eliminate_dead_code\n", tmp_path)
+    result = run_rules(model, FOLDING, tmp_path)
     proto = result.proto
     assert _function_ops(proto) == ["Constant", "Mul"]
     folded = onnx.numpy_helper.to_array(proto.functions[0].node[0].attribute[0].t)
@@ -176,13 +181,11 @@ def test_fold_constants_in_an_ir3_model_makes_a_constant_node(tmp_path: Path) ->
     model = model_from_text(
         """<ir_version: 3, opset_import: ["" : 8]>
         main_graph (float[2] x) => (float[2] y) {
-            k = Constant <value = float[2] {3.0, 4.0}> ()
-            k2 = Constant <value = float[2] {1.0, 1.0}> ()
-            kk = Add (k, k2)
+            SUM_OF_CONSTANTS
             y = Mul (x, kk)
-        }"""
+        }""".replace("SUM_OF_CONSTANTS", SUM_OF_CONSTANTS)
     )
-    result = run_rules(model, "pass fold_constants\npass eliminate_dead_code\n", tmp_path)
+    result = run_rules(model, FOLDING, tmp_path)
     proto = result.proto
     assert [n.op_type for n in proto.graph.node] == ["Constant", "Mul"]
     assert not proto.graph.initializer
