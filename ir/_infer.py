@@ -124,6 +124,7 @@ def infer_types(model: Model, engines: Sequence[InferenceEngine] = (onnx_inferen
     """
     # Weights as typed inputs: inference needs their shapes, not their bytes.
     proto = to_onnx(model, weights=False)
+    _hide_overridable_values(proto.graph)
     declared_outputs = _open_output_symbols(proto)
     try:
         inferred = _run_engines(proto, engines)
@@ -150,6 +151,20 @@ def infer_types(model: Model, engines: Sequence[InferenceEngine] = (onnx_inferen
             value.meta[INFERRED] = type_proto
             gained += 1
     return gained
+
+
+def _hide_overridable_values(graph: Any) -> None:
+    """Leave out the data of initializers that are also graph inputs (IR 3 lists every one).
+
+    Such an initializer is only a default a caller may override, so a fact must hold for
+    whatever is fed there: inference gets its type, not its value (a Reshape whose shape is
+    such an input has an output shape of unknown dims, not the default's).
+    """
+    inputs = {info.name for info in graph.input}
+    kept = [t for t in graph.initializer if t.name not in inputs]
+    if len(kept) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
 
 
 def _run_engines(proto: Any, engines: Sequence[InferenceEngine]) -> Any:

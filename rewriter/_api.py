@@ -229,10 +229,13 @@ def rewrite(
             neighbours) in the trace, for reports.
         add_opsets: opset imports to add before rewriting (e.g. {"com.microsoft": 1} so the
             opt-in onnxruntime fusions can apply); an added import nothing uses is dropped.
-        freeze_initializer_inputs: main-graph inputs that an initializer also defines (IR 3
-            models list every weight so) stop being inputs, so rules and folding may treat
-            them as the constants they are (IR version raised to 4, which allows it). A
-            caller can then no longer feed other values for them.
+        freeze_initializer_inputs: main-graph inputs that an initializer also defines stop
+            being inputs, so rules and folding may treat them as constants; a caller can no
+            longer feed other values for them. Always done for models before IR version 4,
+            which had to list every initializer as an input and whose initializers
+            onnxruntime treats as constants (such a model becomes IR 4). From IR 4 on the
+            input is an overridable default (as `keep_initializers_as_inputs=True` exports
+            write every weight), kept unless this is set.
 
     Returns:
         The rewritten model, its trace and statistics.
@@ -257,7 +260,8 @@ def rewrite(
         record_subgraphs=record_subgraphs,
     )
     added = _add_opsets(ir_model, add_opsets or {})
-    if freeze_initializer_inputs:
+    freeze = freeze_initializer_inputs or 0 < ir_model.ir_version < 4
+    if freeze:
         freeze_inputs_with_initializers(ir_model)
     # To replay the run if the final model fails onnx's checker (see _checked_run).
     fresh = _fresh_copies(
@@ -265,7 +269,7 @@ def rewrite(
         ir_model,
         copy=copy,
         add_opsets=add_opsets or {},
-        freeze=freeze_initializer_inputs,
+        freeze=freeze,
     )
     ir_model, trace = _checked_run(ir_model, fresh, ruleset, options, clock)
     _drop_unused_opsets(ir_model, added)
@@ -331,10 +335,10 @@ def _add_opsets(model: ir.Model, opsets: Mapping[str, int]) -> list[str]:
 def freeze_inputs_with_initializers(model: ir.Model) -> list[str]:
     """Make main-graph inputs that an initializer defines plain initializers; their names.
 
-    Before IR version 4 every initializer had to be a graph input too, so such a value is a
-    weight a caller may override; onnxruntime does not fold it for that reason, and neither
-    do the rules (`is_const` is false for it). Removing the input makes it a constant; the
-    IR version becomes 4, the first that allows an initializer without an input.
+    Such a value is, from IR version 4 on, a default a caller may override, so no rule treats
+    it as a constant (`is_const` is false for it). Removing the input makes it one. Before IR
+    4 every initializer had to be an input too (onnxruntime treats them all as constants);
+    the IR version becomes 4, the first that allows an initializer without an input.
     """
     graph = model.graph
     frozen = [v for v in graph.inputs if v.is_initializer()]

@@ -86,8 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--freeze-initializer-inputs",
         action="store_true",
-        help="graph inputs that an initializer also defines (IR 3 models list every weight "
-        "so) become constants that rules and folding can use; they can no longer be fed",
+        help="graph inputs that an initializer also defines become constants that rules "
+        "and folding can use (they can no longer be fed); always so before IR version 4",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     parser.add_argument(

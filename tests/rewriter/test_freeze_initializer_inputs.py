@@ -1,8 +1,11 @@
-"""`--freeze-initializer-inputs`: weights that IR 3 models list as graph inputs become constants.
+"""Initializers that are also graph inputs: constants in IR 3, overridable defaults after.
 
-Without the flag such a weight is an input a caller may override, so no rule treats it as a
-constant (as onnxruntime does not fold it); with it, the input goes, the IR version becomes 4
-and the rules see the constant.
+Before IR version 4 every initializer had to be listed as an input, and onnxruntime treats
+them as constants (it refuses a feed for one), so the rewriter does too: they stop being
+inputs and the model becomes IR 4. From IR 4 on such an input is a default a caller may
+override (onnxruntime accepts the feed), so no rule may rest on its value unless the user
+says so with `--freeze-initializer-inputs` (what `keep_initializers_as_inputs=True` exports
+want).
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ import pytest
 import ir
 import rewriter
 from rewriter.cli import main
-from tests.rewriter.engine_helpers import assert_same_outputs
+from tests.rewriter.engine_helpers import assert_same_outputs, session
 
 
-def _ir3_model() -> onnx.ModelProto:
+def _weights_as_inputs(ir_version: int = 3) -> onnx.ModelProto:
     """y = Relu(x * w + b) with w all ones and b all -0.0 (x + -0.0 is x, exactly), both initializers and inputs."""
     x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 4])
     w = onnx.helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [4])
@@ -42,22 +45,14 @@ def _ir3_model() -> onnx.ModelProto:
         ],
     )
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 8)])
-    model.ir_version = 3
+    model.ir_version = ir_version
     onnx.checker.check_model(model, full_check=True)
     return model
 
 
-def test_without_the_flag_weights_listed_as_inputs_stay_overridable() -> None:
-    model = _ir3_model()
+def test_ir3_weights_listed_as_inputs_are_constants() -> None:
+    model = _weights_as_inputs(ir_version=3)
     result = rewriter.rewrite(model)
-    assert [n.op_type for n in result.proto.graph.node] == ["Mul", "Add", "Relu"]
-    assert [i.name for i in result.proto.graph.input] == ["x", "w", "b"]
-    assert result.proto.ir_version == 3
-
-
-def test_frozen_weights_are_constants_for_the_rules() -> None:
-    model = _ir3_model()
-    result = rewriter.rewrite(model, freeze_initializer_inputs=True)
     proto = result.proto
     assert [n.op_type for n in proto.graph.node] == ["Relu"]
     assert [i.name for i in proto.graph.input] == ["x"]
@@ -66,9 +61,26 @@ def test_frozen_weights_are_constants_for_the_rules() -> None:
     assert_same_outputs(model, proto)
 
 
+def test_later_initializer_inputs_stay_overridable_without_the_flag() -> None:
+    model = _weights_as_inputs(ir_version=8)
+    result = rewriter.rewrite(model)
+    assert [n.op_type for n in result.proto.graph.node] == ["Mul", "Add", "Relu"]
+    assert [i.name for i in result.proto.graph.input] == ["x", "w", "b"]
+
+
+def test_the_flag_makes_them_constants() -> None:
+    model = _weights_as_inputs(ir_version=8)
+    result = rewriter.rewrite(model, freeze_initializer_inputs=True)
+    proto = result.proto
+    assert [n.op_type for n in proto.graph.node] == ["Relu"]
+    assert [i.name for i in proto.graph.input] == ["x"]
+    assert proto.ir_version == 8
+    assert_same_outputs(model, proto)
+
+
 def test_the_cli_flag_verifies_and_keeps_the_input_file(tmp_path: Path, capsys) -> None:
     source = tmp_path / "old.onnx"
-    onnx.save(_ir3_model(), source)
+    onnx.save(_weights_as_inputs(ir_version=8), source)
     before = source.read_bytes()
     out = tmp_path / "new.onnx"
     code = main([str(source), "-o", str(out), "--freeze-initializer-inputs", "--verify"])
@@ -79,7 +91,7 @@ def test_the_cli_flag_verifies_and_keeps_the_input_file(tmp_path: Path, capsys) 
 
 
 def test_remove_input_keeps_the_uses_of_an_input_an_initializer_defines() -> None:
-    model = ir.from_onnx(_ir3_model())
+    model = ir.from_onnx(_weights_as_inputs())
     graph = model.graph
     w = next(v for v in graph.inputs if v.name == "w")
     x = next(v for v in graph.inputs if v.name == "x")
@@ -89,3 +101,33 @@ def test_remove_input_keeps_the_uses_of_an_input_an_initializer_defines() -> Non
     assert not w.is_graph_input()
     with pytest.raises(ValueError, match="'x' still has uses"):
         graph.remove_input(x)
+
+
+def _reshape_by_overridable_shape() -> onnx.ModelProto:
+    """y = Reshape(x, s), s an initializer [3, 4] that is also an input (IR 8)."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 6])
+    s = onnx.helper.make_tensor_value_info("s", onnx.TensorProto.INT64, [2])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["a", "b"])
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Reshape", ["x", "s"], ["y"])],
+        "g",
+        [x, s],
+        [y],
+        [onnx.numpy_helper.from_array(np.array([3, 4], np.int64), "s")],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 8)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def test_facts_do_not_rest_on_the_default_of_an_overridable_input() -> None:
+    # With the default's value, inference would give y the shape [3, 4] and
+    # materialize_reshape_shape would bake it in; feeding s = [4, 3] would then differ.
+    model = _reshape_by_overridable_shape()
+    result = rewriter.rewrite(model)
+    assert not [e for e in result.trace.entries if e.kind == "rule"]
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(2, 6), "s": np.array([4, 3])}
+    original = session(model).run(None, feeds)[0]
+    rewritten = session(result.proto).run(None, feeds)[0]
+    assert original.shape == rewritten.shape == (4, 3)
