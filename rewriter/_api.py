@@ -423,6 +423,7 @@ def _checked_run(
     """
     clock = clock or PhaseClock()
     result, trace = _run(ir_model, ruleset, options, clock)
+    _raise_ir_version_for_initializers(result)
     with clock.phase("check"):
         problem = _checker_problem(result)
     if problem is None or _checker_problem(fresh()) is not None:
@@ -436,12 +437,28 @@ def _checked_run(
         rejected.append(_checker_skip(culprit, culprit_problem))
         options = _excluding(options, culprit)
         result, trace = _run(fresh(), ruleset, options)
+        _raise_ir_version_for_initializers(result)
         problem = _checker_problem(result)
         if problem is None:
             break
     if problem is not None:
         raise RewriteError(f"the rewritten model fails onnx's checker: {problem}")
     return result, dataclasses.replace(trace, skips=trace.skips + tuple(rejected))
+
+
+def _raise_ir_version_for_initializers(model: ir.Model) -> None:
+    """IR 4 for an IR 3 model that a pass gave an initializer which is not also an input.
+
+    Rules and folding make `Constant` nodes in such a model; a pass that adds an initializer
+    (a Loop's trip count) would otherwise leave a model onnx's checker refuses.
+    """
+    if not 0 < model.ir_version < 4:
+        return
+    for graph in model.graphs():
+        inputs = {value.name for value in graph.inputs}
+        if any(name not in inputs for name in graph.initializers):
+            model.ir_version = 4
+            return
 
 
 def _checker_skip(culprit: TraceEntry, problem: str) -> SkipEntry:

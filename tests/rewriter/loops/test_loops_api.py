@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import onnx
+import onnx.helper
+
 import ir
 import rewriter
 from rewriter import StopReason
@@ -80,4 +83,29 @@ def test_rolling_and_unrolling_together_is_stopped(tmp_path):
     # repeated state); either way it says so and the model is still right.
     assert result.trace.stop_reason in (StopReason.OSCILLATION, StopReason.ITERATION_LIMIT)
     assert result.trace.warnings
+    assert_same_on(proto, result.proto, random_feeds(proto))
+
+
+def test_rolling_an_ir3_model_makes_it_ir4():
+    # IR 3 wants every initializer listed as an input; the Loop's trip count is one, so the
+    # result is IR 4 (which allows that) rather than a model onnx's checker refuses.
+    nodes, h = [], "x"
+    for k in range(4):
+        nodes.append(onnx.helper.make_node("Relu", [h], [f"r{k}"]))
+        nodes.append(onnx.helper.make_node("Neg", [f"r{k}"], [f"h{k}"]))
+        h = f"h{k}"
+    nodes.append(onnx.helper.make_node("Identity", [h], ["y"]))
+    graph = onnx.helper.make_graph(
+        nodes,
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 3])],
+    )
+    proto = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 8)])
+    proto.ir_version = 3
+    onnx.checker.check_model(proto, full_check=True)
+    result = rewriter.rewrite(proto, [PATTERNS / "roll.rw"])
+    assert ops(result.model.graph)["Loop"] == 1
+    assert result.proto.ir_version == 4
+    onnx.checker.check_model(result.proto, full_check=True)
     assert_same_on(proto, result.proto, random_feeds(proto))
