@@ -48,7 +48,10 @@ def _infer(engine: Any, proto: Any) -> Any:
 def _fully_static(proto: Any) -> bool:
     """True when every value of the main graph that something reads has all dims known.
 
-    An output nothing reads (Dropout's mask, often untyped) asks no question of the engine.
+    Known: a number, or a symbol onnx's inference did not have to invent (`unk__N`), which
+    is a symbol the model declares (a dynamo export's value_info names every dim `s0`,
+    `s0*s1`...); the engine could only relate dims that are already related by name. An
+    output nothing reads (Dropout's mask, often untyped) asks no question of the engine.
     """
     graph = proto.graph
     infos = (*graph.input, *graph.value_info, *graph.output)
@@ -67,7 +70,10 @@ def _static(type_proto: Any) -> bool:
     if type_proto.WhichOneof("value") != "tensor_type":
         return False
     tensor = type_proto.tensor_type
-    return tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim)
+    return tensor.HasField("shape") and all(
+        d.HasField("dim_value") or (d.dim_param and not d.dim_param.startswith("unk__"))
+        for d in tensor.shape.dim
+    )
 
 
 @functools.cache
