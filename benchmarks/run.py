@@ -88,7 +88,7 @@ def _import_tool(tool: str) -> None:
 
     if tool == OURS:
         import ir  # noqa: F401
-        import rewriter  # noqa: F401
+        import rewriter._api  # noqa: F401  (`rewriter` itself imports its modules on first use)
     elif tool == "onnxscript":
         import onnxscript.optimizer
         import onnxscript.rewriter  # noqa: F401
@@ -258,10 +258,9 @@ def prepare_light() -> list[dict[str, Any]]:
 
     onnx's runner feeds each non-initializer input `arange(n).reshape(shape) / n` (float32)
     and compares with `light_<name>_output_0.pb`; the same input is used here. The models are
-    IR 3: every initializer is also a graph input, i.e. a default the caller may override, so
-    a tool that respects that cannot treat the weights as constants. `light_<name>_ir4` is the
-    same model with the initializers removed from the inputs (what exporters have written
-    since IR 4), which measures what the tools do when the weights are constants.
+    IR 3, where every initializer had to be a graph input too (onnxruntime treats them as
+    constants: it refuses a feed for one). `light_<name>_ir4` is the same model with the
+    initializers removed from the inputs (what exporters have written since IR 4).
     """
     import numpy as np
     import onnx
