@@ -65,6 +65,7 @@ def _rss_bytes() -> int:
 def worker(task: str, model: str, folder: str) -> dict[str, Any]:
     """Run one task in this (fresh) process; returns peak RSS, baseline RSS and wall time."""
     import rewriter
+    import rewriter._api
     from rewriter.cli import main
 
     rewriter.load_rules(*rewriter._api.default_library_files())  # part of the baseline

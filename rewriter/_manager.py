@@ -27,7 +27,8 @@ from rewriter._builder import Builder, RewriteDeclinedError, RewriteRejectedErro
 from rewriter._errors import RewriteError
 from rewriter._eval import EvalContext, evaluate
 from rewriter._matcher import Match, Matcher, MatchFailure
-from rewriter._passes import PASSES, PassResult
+from rewriter._pass_result import PassResult
+from rewriter._passes import PASSES
 from rewriter._pattern import CompiledRule, compile_rule
 from rewriter._symbolic import ort_symbolic_inference
 from rewriter._trace import SkipEntry, StopReason, Trace, TraceEntry

@@ -9,7 +9,6 @@ initializers, so constants folded there become `Constant` nodes.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 from collections.abc import Callable, Mapping
@@ -19,28 +18,9 @@ import numpy as np
 
 import ir
 from rewriter import _facts, _trace
+from rewriter._pass_result import PassChange, PassResult
 
 logger = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PassChange:
-    """What a pass changed in one graph (trace labels, see `TraceEntry`)."""
-
-    graph: str
-    removed: tuple[str, ...]
-    created: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PassResult:
-    """What a pass did; `changes` is empty for passes that do not itemize them."""
-
-    name: str
-    changed: bool
-    touched: tuple[ir.Node, ...] = ()
-    count: int = 0
-    changes: tuple[PassChange, ...] = ()
 
 
 class _ChangeLog:
@@ -448,7 +428,8 @@ PASSES: dict[str, Callable[[ir.Model, Mapping[str, Any]], PassResult]] = {
     "eliminate_common_subexpressions": eliminate_common_subexpressions,
 }
 
-# The loop passes live in rewriter.loops, which imports PassResult from this module.
+# The loop passes live in rewriter.loops (which imports PassResult from _pass_result, not
+# from here, so either package can be imported first).
 from rewriter.loops import outline_functions, roll_loops, unroll_loops  # noqa: E402
 
 PASSES.update(roll_loops=roll_loops, unroll_loops=unroll_loops, outline_functions=outline_functions)

@@ -21,7 +21,7 @@ from typing import Any
 
 import ir
 from rewriter._builder import RULE_TAG
-from rewriter._passes import PassResult
+from rewriter._pass_result import PassResult
 from rewriter.loops._body import copy_block, copy_constant
 from rewriter.loops._chain import (
     Carried,

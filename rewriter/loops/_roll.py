@@ -29,7 +29,7 @@ import numpy as np
 import ir
 from rewriter import _facts
 from rewriter._builder import RULE_TAG
-from rewriter._passes import PassResult
+from rewriter._pass_result import PassResult
 from rewriter.loops._body import copy_block, copy_constant
 from rewriter.loops._chain import (
     Carried,

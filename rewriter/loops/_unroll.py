@@ -25,7 +25,7 @@ import numpy as np
 
 import ir
 from rewriter import _facts
-from rewriter._passes import PassResult
+from rewriter._pass_result import PassResult
 from rewriter.loops._body import copy_node
 from rewriter.loops._options import count_option
 from rewriter.loops._roll import ITERATION0_KEY, UNSTACK_KEY, remove_dead_constants

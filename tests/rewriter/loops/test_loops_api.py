@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import onnx
@@ -109,3 +111,12 @@ def test_rolling_an_ir3_model_makes_it_ir4():
     assert result.proto.ir_version == 4
     onnx.checker.check_model(result.proto, full_check=True)
     assert_same_on(proto, result.proto, random_feeds(proto))
+
+
+def test_the_loops_package_can_be_imported_first():
+    # The README's `rewriter.loops.roll_loops`: a fresh interpreter importing it before
+    # anything else of the rewriter (the pass registry imports this package back).
+    code = "from rewriter.loops import outline_functions, roll_loops, unroll_loops; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
