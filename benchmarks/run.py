@@ -1246,8 +1246,11 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
         "",
         *(
             f"Updated by `{u['command']}` on {u['date']} (commit `{u['commit']}`): "
-            + ", ".join(u["models"])
-            + (" and the scaling" if u["scaling"] else "")
+            + " and ".join(
+                part
+                for part in (", ".join(u["models"]), "the scaling" if u["scaling"] else "")
+                if part
+            )
             + "."
             for u in data.get("updates", [])
         ),
@@ -1258,7 +1261,8 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
         f"interpreter per run, imports timed separately (`import` column) and left out; median "
         f"of {settings['repeats']} runs, the runs of all tools interleaved. CPU counts every "
         "thread. onnxruntime's time includes building the session (it optimizes while doing "
-        "so). This project's time includes parsing its rule library.",
+        "so). This project's time includes loading its rule library (the shipped library's "
+        "parse is cached with the package).",
         "- **nodes**: after the tool, subgraphs included (`original`: before).",
         "- **latency**: onnxruntime on the model's first sample, one intra-op thread, "
         "ORT_DISABLE_ALL and ORT_ENABLE_ALL; median of timed runs after 2 warm-up runs, the "
