@@ -332,8 +332,8 @@ def _add_opsets(model: ir.Model, opsets: Mapping[str, int]) -> list[str]:
     return added
 
 
-def freeze_inputs_with_initializers(model: ir.Model) -> list[str]:
-    """Make main-graph inputs that an initializer defines plain initializers; their names.
+def freeze_inputs_with_initializers(model: ir.Model) -> None:
+    """Make main-graph inputs that an initializer defines plain initializers.
 
     Such a value is, from IR version 4 on, a default a caller may override, so no rule treats
     it as a constant (`is_const` is false for it). Removing the input makes it one. Before IR
@@ -346,7 +346,6 @@ def freeze_inputs_with_initializers(model: ir.Model) -> list[str]:
         graph.remove_input(value)
     if frozen and 0 < model.ir_version < 4:
         model.ir_version = 4
-    return [v.name for v in frozen]
 
 
 def _drop_unused_opsets(model: ir.Model, added: Sequence[str]) -> None:

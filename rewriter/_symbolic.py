@@ -45,7 +45,7 @@ def _infer(engine: Any, proto: Any) -> Any:
     return inference.out_mp_
 
 
-def _fully_static(proto: Any) -> bool:
+def _dims_all_known(proto: Any) -> bool:
     """True when every value of the main graph that something reads has all dims known.
 
     Known: a number, or a symbol onnx's inference did not have to invent (`unk__N`), which
@@ -55,7 +55,7 @@ def _fully_static(proto: Any) -> bool:
     """
     graph = proto.graph
     infos = (*graph.input, *graph.value_info, *graph.output)
-    known = {info.name for info in infos if _static(info.type)}
+    known = {info.name for info in infos if _known_dims(info.type)}
     read = {name for node in graph.node for name in node.input}
     read.update(output.name for output in graph.output)
     for node in graph.node:
@@ -66,7 +66,7 @@ def _fully_static(proto: Any) -> bool:
     return True
 
 
-def _static(type_proto: Any) -> bool:
+def _known_dims(type_proto: Any) -> bool:
     if type_proto.WhichOneof("value") != "tensor_type":
         return False
     tensor = type_proto.tensor_type
@@ -110,8 +110,9 @@ def ort_symbolic_inference(proto: Any) -> Any:
     """Infer shapes with onnxruntime's SymbolicShapeInference (no assumed merges).
 
     onnx's C++ inference (with data propagation) runs first; when it already gives every value
-    a static shape there is nothing to relate and its result is returned, at a fraction of
-    the cost of the pure-Python engine (a static 8k-node chain: 0.6 s less).
+    read a shape of numbers and declared symbols there is nothing to relate and its result is
+    returned, at a fraction of the cost of the pure-Python engine (a static 8k-node chain:
+    0.6 s less; no sympy import for a dynamo export).
     """
     if len(proto.graph.node) > MAX_NODES:
         raise ValueError(f"more than {MAX_NODES} nodes; left to onnx's inference")
@@ -119,7 +120,7 @@ def ort_symbolic_inference(proto: Any) -> Any:
 
     with contextlib.suppress(Exception):  # any failure leaves the question to the engine
         plain = ir.onnx_inference(proto)
-        if _fully_static(plain):
+        if _dims_all_known(plain):
             return plain
     engine = _engine_class()
     # The engine prints and logs its complaints; keep them out of the tool's output.

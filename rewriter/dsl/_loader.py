@@ -128,11 +128,7 @@ def _from_cache(files: list[Path]) -> list[ast.File] | None:
     if not files:
         return None
     try:
-        data = [path.read_bytes() for path in files]
-    except OSError:
+        texts = [read_rule_file(path) for path in files]
+    except (OSError, RuleError):
         return None  # parsing reports it
-    try:
-        texts = [raw.decode("utf-8").removeprefix("\ufeff") for raw in data]
-    except UnicodeDecodeError:
-        return None
     return cached_files([str(path) for path in files], texts)
