@@ -65,10 +65,10 @@ def _rss_bytes() -> int:
 def worker(task: str, model: str, folder: str) -> dict[str, Any]:
     """Run one task in this (fresh) process; returns peak RSS, baseline RSS and wall time."""
     import rewriter
-    import rewriter._api
+    import rewriter.api._rewrite
     from rewriter.cli import main
 
-    rewriter.load_rules(*rewriter._api.default_library_files())  # part of the baseline
+    rewriter.load_rules(*rewriter.api.default_library_files())  # part of the baseline
     baseline = _rss_bytes()
     same = str(Path(model).parent / "out.onnx")
     other = str(Path(folder) / "out.onnx")

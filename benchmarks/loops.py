@@ -294,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     scale = scaling(args.sizes)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(markdown(rows, scale, args))
-    print(f"wrote {args.out}")
+    shown = args.out.resolve()
+    print(f"wrote {shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown}")
     return 0
 
 

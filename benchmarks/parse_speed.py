@@ -21,7 +21,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rewriter.dsl import check, load_rules, parse
+from rewriter.api import check_files as check
+from rewriter.api import load_rules
+from rewriter.dsl import parse
 
 _UNARY = ["Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Sqrt", "Exp", "Erf", "Identity"]
 _BINARY = ["Add", "Mul", "Sub", "Div", "Pow", "Max", "Min"]

@@ -17,7 +17,7 @@ Per model and tool:
   all tools are interleaved). CPU seconds (all threads) too: this machine is shared.
 * peak RSS of that interpreter (VmHWM), node count after (subgraphs included), op types;
 * outputs against the original's on the model's samples (onnxruntime, the tolerances of
-  `rewriter.verify`: rtol 1e-4, atol 1e-5 scaled by the largest |expected| for float32);
+  `rewriter.verification`: rtol 1e-4, atol 1e-5 scaled by the largest |expected| for float32);
 * onnxruntime latency of the result with ORT_DISABLE_ALL and ORT_ENABLE_ALL, one thread,
   median over many runs after warm-up, runs alternating between the tools' results.
 
@@ -88,7 +88,7 @@ def _import_tool(tool: str) -> None:
 
     if tool == OURS:
         import ir  # noqa: F401
-        import rewriter._api  # noqa: F401  (`rewriter` itself imports its modules on first use)
+        import rewriter.api._rewrite  # noqa: F401  (`rewriter` itself imports its modules on first use)
     elif tool == "onnxscript":
         import onnxscript.optimizer
         import onnxscript.rewriter  # noqa: F401
@@ -463,7 +463,7 @@ def verify_main(spec_path: str) -> None:
         worst = 0.0
         try:
             for feeds in samples:
-                res = rewriter.verify.check_on_inputs(spec["entry"]["path"], path, feeds)
+                res = rewriter.verification.check_on_inputs(spec["entry"]["path"], path, feeds)
                 errs = [s.max_abs_err for s in res.outputs if s.max_abs_err is not None]
                 worst = max([worst, *errs])
                 if not res.ok:
@@ -1273,7 +1273,7 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
         "wall-clock medians, IQRs and minima are in the JSON, and the headline has both. "
         "Under each table, `spread` is the largest IQR / median among the variants.",
         "- **outputs match**: every sample of the model through the original and the result "
-        "with `rewriter.verify.check_on_inputs` (onnxruntime; float32: |a - e| <= 1e-5 * "
+        "with `rewriter.verification.check_on_inputs` (onnxruntime; float32: |a - e| <= 1e-5 * "
         "max(1, max|e|) + 1e-4 * |e|); the worst absolute error is in brackets.",
         "- **ratios** are ours / tool: below 1 this project is faster or smaller.",
         "- Corpus: PyTorch exports from `benchmarks/corpus/make_torch_models.py --size bench` "

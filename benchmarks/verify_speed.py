@@ -22,7 +22,7 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
-from rewriter.verify import check_equivalence
+from rewriter.verification import check_equivalence
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"

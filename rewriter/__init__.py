@@ -3,8 +3,13 @@
 `rewrite(model, rules)` applies `.rw` rules (default: the shipped library) to a fixed point;
 `parse` / `load_rules` read rule files; `verify` checks two models agree on generated inputs.
 
-The names below are imported when first used: `import rewriter.cli` (the `rewrite` command)
-stays cheap, so the command can answer Ctrl-C while onnx and numpy are still loading.
+The package is layered, each layer importing only the ones before it:
+`rewriter.dsl` (the rule language) -> `rewriter.engine` (matching, building, the pass
+manager) -> `rewriter.loops`, `rewriter.verification` (clients of the engine) ->
+`rewriter.api` -> `rewriter.checkrules`, `rewriter.report` -> `rewriter.cli`.
+
+The names below are imported when first used (PEP 562): `import rewriter.cli` (the `rewrite`
+command) stays cheap, so the command can answer Ctrl-C while onnx and numpy are still loading.
 """
 
 from __future__ import annotations
@@ -13,10 +18,6 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    # `rewriter.verify` is a callable module: `rewriter.verify(original, rewritten, ...)`
-    # checks equivalence; `rewriter.verify.check_equivalence` and friends are its members.
-    from rewriter import verify
-    from rewriter._api import RewriteResult, library_path, rewrite
     from rewriter._errors import (
         Diagnostic,
         RewriteError,
@@ -25,37 +26,45 @@ if TYPE_CHECKING:
         RuleSyntaxError,
         Span,
     )
-    from rewriter._manager import PassManager, RewriteOptions, WhyNot
-    from rewriter._trace import SkipEntry, StopReason, Trace, TraceEntry
-    from rewriter.dsl import load_rules, parse
+    from rewriter.api import RewriteResult, library_path, load_rules, rewrite
+    from rewriter.dsl import parse
+    from rewriter.engine import (
+        PassManager,
+        RewriteOptions,
+        SkipEntry,
+        StopReason,
+        Trace,
+        TraceEntry,
+        WhyNot,
+    )
+    from rewriter.verification import verify
 
 # Public name -> the module that defines it.
 _EXPORTS = {
     "Diagnostic": "rewriter._errors",
-    "PassManager": "rewriter._manager",
+    "PassManager": "rewriter.engine",
     "RewriteError": "rewriter._errors",
-    "RewriteOptions": "rewriter._manager",
-    "RewriteResult": "rewriter._api",
+    "RewriteOptions": "rewriter.engine",
+    "RewriteResult": "rewriter.api",
     "RuleCheckError": "rewriter._errors",
     "RuleError": "rewriter._errors",
     "RuleSyntaxError": "rewriter._errors",
-    "SkipEntry": "rewriter._trace",
+    "SkipEntry": "rewriter.engine",
     "Span": "rewriter._errors",
-    "StopReason": "rewriter._trace",
-    "Trace": "rewriter._trace",
-    "TraceEntry": "rewriter._trace",
-    "WhyNot": "rewriter._manager",
-    "library_path": "rewriter._api",
-    "load_rules": "rewriter.dsl",
+    "StopReason": "rewriter.engine",
+    "Trace": "rewriter.engine",
+    "TraceEntry": "rewriter.engine",
+    "WhyNot": "rewriter.engine",
+    "library_path": "rewriter.api",
+    "load_rules": "rewriter.api",
     "parse": "rewriter.dsl",
-    "rewrite": "rewriter._api",
+    "rewrite": "rewriter.api",
+    "verify": "rewriter.verification",
 }
 
 
 def __getattr__(name: str) -> object:
     """Import a public name on first use (PEP 562)."""
-    if name == "verify":
-        return importlib.import_module("rewriter.verify")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'rewriter' has no attribute {name!r}")

@@ -4,7 +4,7 @@ Instances are searched by a hypothesis run (`st.data()` draws every choice, `@se
 the search reproducible, no example database): an attempt that yields no instance is
 rejected, up to a budget of attempts. Each instance is then rewritten by the engine with a
 rule set holding only this rule (`max_rewrites=1`, no passes), and the original and the
-rewritten model are compared by `rewriter.verify.check_equivalence` on generated inputs.
+rewritten model are compared by `rewriter.verification.check_equivalence` on generated inputs.
 
 Tolerances are the verifier's per-dtype defaults, except for float64 outputs: a rule may
 treat a constant as its literal when they agree within the matcher's 1e-6 relative tolerance
@@ -165,7 +165,7 @@ def _text(proto: Any) -> str:
 
 def _rewrite_alone(rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance) -> Any:
     """The engine's rewrite of the instance with only `rule` (one rewrite at most)."""
-    from rewriter._api import rewrite
+    from rewriter.api._rewrite import rewrite
 
     single = dataclasses.replace(ruleset, rules=(rule,), passes=())
     return rewrite(instance.proto, single, max_rewrites=1, target_opset=instance.target)
@@ -174,7 +174,7 @@ def _rewrite_alone(rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance) -> 
 def _check_instance(
     rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance, examples: int, seed: int
 ) -> _Outcome:
-    from rewriter.verify import VerifyError, check_equivalence
+    from rewriter.verification import VerifyError, check_equivalence
 
     model_text = _text(instance.proto)
     try:
@@ -234,7 +234,7 @@ def _widened_examples(original: Any, rewritten: Any, examples: int, seed: int) -
     """
     import numpy as np
 
-    from rewriter.verify import VerifyError, check_equivalence, default_tolerance
+    from rewriter.verification import VerifyError, check_equivalence, default_tolerance
 
     if not narrow_outputs(original):
         return 0
@@ -264,8 +264,8 @@ def _ill_conditioned(original: Any, inputs: Mapping[str, Any]) -> str:
     """
     import numpy as np
 
-    from rewriter.verify import VerifyError, default_tolerance, run_model
-    from rewriter.verify._compare import compare_arrays
+    from rewriter.verification import VerifyError, default_tolerance, run_model
+    from rewriter.verification._compare import compare_arrays
 
     types = {o.type.tensor_type.elem_type for o in original.graph.output}
     if not inputs or types != {_FLOAT}:

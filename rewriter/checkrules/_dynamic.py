@@ -127,7 +127,7 @@ def make_symbolic(proto: Any, choices: Choices) -> Any:
 
 def _check_runs(model: Any, sizes: dict[str, int]) -> None:
     """Run `model` with its symbolic dims at `sizes` (zeros as inputs)."""
-    from rewriter.verify import VerifyError, run_model
+    from rewriter.verification import VerifyError, run_model
 
     feeds = {}
     for value in model.graph.input:

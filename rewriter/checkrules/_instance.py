@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter._eval import EvalContext, NodeRef, attr_to_python, evaluate
 from rewriter.checkrules import _recipes_custom, _recipes_nn, _recipes_shape
 from rewriter.checkrules._analysis import RulePlan
 from rewriter.checkrules._choices import Choices
@@ -33,6 +32,7 @@ from rewriter.checkrules._line import (
 from rewriter.checkrules._recipes import find_recipe
 from rewriter.checkrules._values import draw_constant
 from rewriter.dsl import _ast as ast
+from rewriter.engine import EvalContext, NodeRef, attr_to_python, evaluate
 
 # Registered by import (the registry is filled as a side effect of these modules).
 _RECIPE_MODULES = (_recipes_nn, _recipes_shape, _recipes_custom)

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter._eval import attr_to_python
 from rewriter.checkrules._choices import Choices
+from rewriter.engine import attr_to_python
 
 Shape = tuple[int, ...]
 Array = np.ndarray[Any, Any]

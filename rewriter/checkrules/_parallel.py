@@ -22,8 +22,8 @@ _LOADED: dict[tuple[tuple[str, ...], bool], ast.RuleSet] = {}
 def _worker(
     paths: tuple[str, ...], allow_python: bool, name: str, options: CheckOptions
 ) -> RuleReport:
+    from rewriter.api import load_rules
     from rewriter.checkrules import check_rules
-    from rewriter.dsl import load_rules
 
     key = (paths, allow_python)
     if key not in _LOADED:

@@ -34,8 +34,8 @@ def check_pass(
     seed: int,
 ) -> RuleReport:
     """Run the pass alone on each model; verify the models it changed."""
-    from rewriter._api import rewrite
-    from rewriter.verify import VerifyError, check_equivalence
+    from rewriter.api._rewrite import rewrite
+    from rewriter.verification import VerifyError, check_equivalence
 
     start = time.perf_counter()
     location = f"{decl.span.path}:{decl.span.line}"

@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter._eval import UNKNOWN, EvalContext, EvalError, evaluate, truth
 from rewriter.checkrules._analysis import RulePlan, names_in
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._dynamic import SYMBOLIC
 from rewriter.dsl import _ast as ast
+from rewriter.engine import UNKNOWN, EvalContext, EvalError, evaluate, truth
 
 _DTYPES_BY_NAME = {dtype.onnx_name: dtype for dtype in ir.DataType if dtype.onnx_name}
 # Built-ins that only convert their argument: `int(value(k)) == 3` sets `k`.

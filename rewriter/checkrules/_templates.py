@@ -34,8 +34,8 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from rewriter._eval import EvalContext, EvalError, evaluate
 from rewriter.dsl import _ast as ast
+from rewriter.engine import EvalContext, EvalError, evaluate
 
 MAX_ROUNDS = 32
 

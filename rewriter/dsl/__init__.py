@@ -54,11 +54,13 @@ from rewriter.dsl._ast import (
     UseDecl,
     Wildcard,
 )
+from rewriter.dsl._cache import CacheFolder, user_cache
 from rewriter.dsl._check import check
 from rewriter.dsl._dump import dump
 from rewriter.dsl._format import format_file
 from rewriter.dsl._loader import load_rules
 from rewriter.dsl._parser import parse
+from rewriter.dsl._vocabulary import PassOption, PassSignature, Signature, Vocabulary
 
 __all__ = [
     "AliasStmt",
@@ -67,6 +69,7 @@ __all__ = [
     "Attribute",
     "Binary",
     "BoolOp",
+    "CacheFolder",
     "Call",
     "Coalesce",
     "Comment",
@@ -91,6 +94,8 @@ __all__ = [
     "OutputPattern",
     "OutputVar",
     "PassDecl",
+    "PassOption",
+    "PassSignature",
     "RepeatPattern",
     "Requirement",
     "RewriteBlock",
@@ -98,13 +103,16 @@ __all__ = [
     "RewriteStmt",
     "Rule",
     "RuleSet",
+    "Signature",
     "Slice",
     "Unary",
     "UseDecl",
+    "Vocabulary",
     "Wildcard",
     "check",
     "dump",
     "format_file",
     "load_rules",
     "parse",
+    "user_cache",
 ]

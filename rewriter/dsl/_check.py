@@ -7,46 +7,51 @@ modules named by `use` declarations.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rewriter._errors import Diagnostic
 from rewriter.dsl import _ast as ast
+from rewriter.dsl._check_calls import KnownFunctions
 from rewriter.dsl._check_rules import check_rule
 from rewriter.dsl._plugins import Functions, import_uses, refuse_uses
 from rewriter.dsl._reporter import Reporter, head
-from rewriter.dsl.builtins import PASS_OPTION_MINIMUMS, PASS_OPTIONS
+from rewriter.dsl._vocabulary import PassSignature, Vocabulary
 
 
-def check(files: Sequence[ast.File], *, allow_python: bool = False) -> list[Diagnostic]:
+def check(
+    files: Sequence[ast.File], vocabulary: Vocabulary, *, allow_python: bool = False
+) -> list[Diagnostic]:
     """Check parsed rule files together; return their errors and warnings.
 
     Args:
         files: parsed files, in load order (duplicate rule names are found across them).
+        vocabulary: the functions and passes the rules may name.
         allow_python: permit `use` declarations (imports the named modules).
 
     Returns:
         Diagnostics ordered by file (in `files` order), then position.
     """
-    diagnostics, _ = check_and_collect(files, allow_python=allow_python)
+    diagnostics, _ = check_and_collect(files, vocabulary, allow_python=allow_python)
     return diagnostics
 
 
 def check_and_collect(
-    files: Sequence[ast.File], *, allow_python: bool
+    files: Sequence[ast.File], vocabulary: Vocabulary, *, allow_python: bool
 ) -> tuple[list[Diagnostic], Functions]:
     """`check`, also returning the helper functions that permitted `use`s registered."""
     report = Reporter({f.path: f.source for f in files})
     if allow_python:
-        functions = import_uses(files, report)
+        functions = import_uses(files, vocabulary.functions, report)
     else:
         refuse_uses(files, report)
         functions = {}
     _check_duplicate_rules(files, report)
-    _check_passes(files, report)
+    _check_passes(files, vocabulary.passes, report)
+    known = KnownFunctions(vocabulary.functions, functions)
     for file in files:
         for item in file.items:
             if isinstance(item, ast.Rule):
-                check_rule(item, functions, report)
+                check_rule(item, known, report)
     order = {f.path: index for index, f in enumerate(files)}
     report.diagnostics.sort(
         key=lambda d: (order.get(d.span.path, len(order)), d.span.line, d.span.col)
@@ -68,19 +73,26 @@ def _check_duplicate_rules(files: Sequence[ast.File], report: Reporter) -> None:
             report.error(item.name_span, f"duplicate rule name `{item.name}`", [note])
 
 
-def _check_passes(files: Sequence[ast.File], report: Reporter) -> None:
+def _check_passes(
+    files: Sequence[ast.File], passes: Mapping[str, PassSignature], report: Reporter
+) -> None:
     first: dict[str, ast.PassDecl] = {}
     for file in files:
         for item in file.items:
             if isinstance(item, ast.PassDecl):
-                _check_pass(item, first, report)
+                _check_pass(item, passes, first, report)
 
 
-def _check_pass(decl: ast.PassDecl, first: dict[str, ast.PassDecl], report: Reporter) -> None:
+def _check_pass(
+    decl: ast.PassDecl,
+    passes: Mapping[str, PassSignature],
+    first: dict[str, ast.PassDecl],
+    report: Reporter,
+) -> None:
     name_span = report.locate(decl.span, decl.name, skip=len("pass"))
-    options = PASS_OPTIONS.get(decl.name)
-    if options is None:
-        known = ", ".join(sorted(PASS_OPTIONS))
+    signature = passes.get(decl.name)
+    if signature is None:
+        known = ", ".join(sorted(passes))
         report.error(name_span, f"unknown pass `{decl.name}` (built-in passes: {known})")
         return
     earlier = first.get(decl.name)
@@ -91,15 +103,16 @@ def _check_pass(decl: ast.PassDecl, first: dict[str, ast.PassDecl], report: Repo
     seen: dict[str, None] = {}
     spans = decl.option_spans or tuple(value.span for _, value in decl.options)
     for (option, value), span in zip(decl.options, spans, strict=True):
-        if option not in options:
-            accepted = ", ".join(f"`{o}`" for o in options) or "no options"
+        spec = signature.option(option)
+        if spec is None:
+            accepted = ", ".join(f"`{o.name}`" for o in signature.options) or "no options"
             report.error(span, f"pass `{decl.name}` has no option `{option}` (it takes {accepted})")
         elif option in seen:
             report.error(span, f"option `{option}` is given twice")
         elif not _is_count(value):
             report.error(value.span, f"option `{option}` takes a non-negative integer")
         elif isinstance(value, ast.Const) and isinstance(value.value, int):
-            minimum = PASS_OPTION_MINIMUMS.get((decl.name, option), 0)
+            minimum = spec.minimum
             given = value.value
             if given < minimum:
                 report.error(

@@ -2,35 +2,43 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._reporter import Reporter, head
-from rewriter.dsl.builtins import LET_ONLY, SIGNATURES, WHERE_BUILTINS, Signature
+from rewriter.dsl._vocabulary import Signature
 
 
-def check_call(call: ast.Call, context: str, plugins: Collection[str], report: Reporter) -> None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class KnownFunctions:
+    """The functions a rule may call: built-ins (with signatures) and permitted plugins."""
+
+    builtins: Mapping[str, Signature]
+    plugins: Collection[str] = ()
+
+
+def check_call(call: ast.Call, context: str, known: KnownFunctions, report: Reporter) -> None:
     """Report an unknown function, or arguments its signature does not accept.
 
     Args:
         call: the call expression.
         context: "where" or "rewrite" (which decides whether `const` is allowed).
-        plugins: names registered by permitted `use` declarations.
+        known: the built-ins and the names permitted `use` declarations registered.
         report: where diagnostics go.
     """
     name_span = head(call.span, len(call.func))
-    if call.func in plugins:
+    if call.func in known.plugins:
         return
-    signature = SIGNATURES.get(call.func)
+    signature = known.builtins.get(call.func)
     if signature is None:
-        known = sorted({*SIGNATURES, *plugins})
-        close = difflib.get_close_matches(call.func, known, n=1, cutoff=0.7)
+        names = sorted({*known.builtins, *known.plugins})
+        close = difflib.get_close_matches(call.func, names, n=1, cutoff=0.7)
         hint = f"; did you mean `{close[0]}`?" if close else ""
         report.error(name_span, f"unknown function `{call.func}`{hint}")
         return
-    if context == "where" and call.func not in WHERE_BUILTINS:
-        assert call.func in LET_ONLY, f"{call.func} is neither a where nor a let-only built-in"
+    if context == "where" and signature.let_only:
         report.error(
             name_span, f"`{call.func}` builds rewrite values; use it in `let` or a rewrite line"
         )

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import ir
 from rewriter.dsl import _ast as ast
+from rewriter.dsl._check_calls import KnownFunctions
 from rewriter.dsl._check_schema import (
     Count,
     check_arity,
@@ -19,7 +18,7 @@ from rewriter.dsl._check_scope import ScopeChecker
 from rewriter.dsl._reporter import Reporter, head
 
 
-def check_rule(rule: ast.Rule, plugins: Collection[str], report: Reporter) -> None:
+def check_rule(rule: ast.Rule, known: KnownFunctions, report: Reporter) -> None:
     """Report every problem of one rule."""
     _check_structure(rule, report)
     for pattern in _match_patterns(rule.match):
@@ -28,7 +27,7 @@ def check_rule(rule: ast.Rule, plugins: Collection[str], report: Reporter) -> No
         for stmt in rule.rewrite.stmts:
             if isinstance(stmt, ast.NodeStmt):
                 _check_node_stmt(stmt, report)
-    ScopeChecker(rule, plugins, report).run()
+    ScopeChecker(rule, known, report).run()
     _check_requires(rule, report)
 
 

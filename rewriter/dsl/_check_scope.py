@@ -15,11 +15,10 @@ Errors point at the variable; warnings name bindings that are never used.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
 
 from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
-from rewriter.dsl._check_calls import check_call
+from rewriter.dsl._check_calls import KnownFunctions, check_call
 from rewriter.dsl._reporter import Reporter, head
 from rewriter.dsl._walk import walk
 
@@ -51,9 +50,9 @@ class _Scope:
 class ScopeChecker:
     """Checks the names of one rule."""
 
-    def __init__(self, rule: ast.Rule, plugins: Collection[str], report: Reporter) -> None:
+    def __init__(self, rule: ast.Rule, known: KnownFunctions, report: Reporter) -> None:
         self.rule = rule
-        self.plugins = plugins
+        self.known = known
         self.report = report
         self.scope = _Scope()
         self.match_outputs: dict[str, Span] = {}
@@ -143,7 +142,7 @@ class ScopeChecker:
             elif isinstance(node, ast.Attribute):
                 self._check_attribute(node)
             elif isinstance(node, ast.Call):
-                check_call(node, context, self.plugins, self.report)
+                check_call(node, context, self.known, self.report)
 
     def _check_name(self, name: ast.Name, parent: object, context: str) -> None:
         if name.name == "_":

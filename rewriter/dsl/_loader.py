@@ -15,9 +15,12 @@ from typing import Any
 
 from rewriter._errors import Diagnostic, RuleCheckError, RuleError, RuleSyntaxError, Span
 from rewriter.dsl import _ast as ast
+from rewriter.dsl._ast_cache import parse_cached
+from rewriter.dsl._cache import CacheFolder
 from rewriter.dsl._check import check_and_collect
 from rewriter.dsl._parser import parse
 from rewriter.dsl._source import diagnostic
+from rewriter.dsl._vocabulary import Vocabulary
 
 
 def find_rule_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -64,24 +67,41 @@ def read_rule_file(path: Path) -> str:
     return text.removeprefix("\ufeff")
 
 
-def parse_files(files: Iterable[Path]) -> tuple[list[ast.File], list[Diagnostic]]:
-    """Parse every file; return the ASTs of those that parsed and the syntax errors."""
+def parse_files(
+    files: Iterable[Path], cache: CacheFolder | None = None
+) -> tuple[list[ast.File], list[Diagnostic]]:
+    """Parse every file; return the ASTs of those that parsed and the syntax errors.
+
+    With a `cache`, a file whose exact text was parsed before is read from there.
+    """
     parsed: list[ast.File] = []
     errors: list[Diagnostic] = []
     for path in files:
         try:
-            parsed.append(parse(read_rule_file(path), str(path)))
+            text = read_rule_file(path)
+            if cache is None:
+                parsed.append(parse(text, str(path)))
+            else:
+                parsed.append(parse_cached(text, str(path), cache))
         except RuleError as exc:
             errors.extend(exc.diagnostics)
     return parsed, errors
 
 
-def load_rules(*paths: str | os.PathLike[str], allow_python: bool = False) -> ast.RuleSet:
+def load_rules(
+    *paths: str | os.PathLike[str],
+    vocabulary: Vocabulary,
+    allow_python: bool = False,
+    cache: CacheFolder | None = None,
+) -> ast.RuleSet:
     """Load, parse and check rule files and folders.
 
     Args:
         *paths: `.rw` files, or folders whose `*.rw` files (recursively) are loaded.
+        vocabulary: the functions and passes the rules may name (the engine's).
         allow_python: permit `use "module"` declarations, importing those modules.
+        cache: where parses of files read before are kept (`user_cache()` for the user's
+            cache folder); None parses every file.
 
     Returns:
         The rules and passes in load order, the helpers that `use` registered, and the
@@ -93,13 +113,8 @@ def load_rules(*paths: str | os.PathLike[str], allow_python: bool = False) -> as
         FileNotFoundError: a path does not exist.
     """
     files = find_rule_files(paths)
-    cached = _from_cache(files)
-    if cached is not None:
-        # The shipped library, parsed and checked when its cache was built (no `use`, no
-        # warnings there).
-        return _ruleset(cached, {}, ())
-    parsed, syntax_errors = parse_files(files)
-    diagnostics, functions = check_and_collect(parsed, allow_python=allow_python)
+    parsed, syntax_errors = parse_files(files, cache)
+    diagnostics, functions = check_and_collect(parsed, vocabulary, allow_python=allow_python)
     errors = [d for d in diagnostics if d.severity == "error"]
     if syntax_errors:
         raise RuleSyntaxError([*syntax_errors, *errors])
@@ -119,16 +134,3 @@ def _ruleset(
         warnings=warnings,
         sources={f.path: f.source for f in parsed},
     )
-
-
-def _from_cache(files: list[Path]) -> list[ast.File] | None:
-    """The files' ASTs from the shipped library cache, when these are the library's texts."""
-    from rewriter.dsl._library_cache import cached_files
-
-    if not files:
-        return None
-    try:
-        texts = [read_rule_file(path) for path in files]
-    except (OSError, RuleError):
-        return None  # parsing reports it
-    return cached_files([str(path) for path in files], texts)

@@ -1,35 +1,29 @@
 """Parse `.rw` text into the AST: Lark LALR parse, then the separate AST builder.
 
-The Lark parser is built once per process from `grammar.lark` and reused. Every failure
+The Lark parser (`_lark.lark_parser`) is built once per process and reused. Every failure
 becomes a `RuleSyntaxError` whose diagnostic carries `file:line:col` and the source line;
 no Lark exception type reaches the caller.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import gc
-import hashlib
-import importlib.resources
-import io
+import dataclasses
 import logging
-import os
+import re
 from collections.abc import Iterator
 
-import lark
-from lark import Lark, Token, Tree
+from lark import Token, Tree
 from lark.exceptions import UnexpectedInput
 
 from rewriter._errors import RuleSyntaxError, Span
 from rewriter.dsl import _ast as ast
+from rewriter.dsl._lark import lark_parser
 from rewriter.dsl._located import LocatedError
 from rewriter.dsl._postlex import (
     COLLECTED_COMMENTS,
     MAX_NESTING,
     NestingTooDeepError,
     RawComment,
-    StatementPostlexer,
     token_span,
 )
 from rewriter.dsl._source import diagnostic
@@ -37,76 +31,6 @@ from rewriter.dsl._syntax_messages import describe_unexpected
 from rewriter.dsl._transform import AstBuilder
 
 logger = logging.getLogger(__name__)
-
-
-_GRAMMAR = "grammar.lark"
-_TABLES = "grammar.lalr"  # the built parser, shipped beside the grammar (see `lark_parser`)
-_OPTIONS = {
-    "parser": "lalr",
-    "lexer": "contextual",
-    "strict": True,
-    "propagate_positions": True,
-    "maybe_placeholders": False,
-}
-
-
-def grammar_text() -> str:
-    """The text of `grammar.lark`."""
-    return importlib.resources.files("rewriter.dsl").joinpath(_GRAMMAR).read_text()
-
-
-def grammar_digest(grammar: str) -> str:
-    """What the shipped tables were built from: the grammar text and the parser options."""
-    key = grammar + repr(sorted(_OPTIONS.items()))
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-def _tables_key(grammar: str) -> bytes:
-    # Lark's own version too: its pickled tables are only read by the version that wrote them.
-    return f"{grammar_digest(grammar)} lark {lark.__version__}\n".encode()
-
-
-def _build(grammar: str) -> Lark:
-    return Lark(grammar, postlex=StatementPostlexer(), **_OPTIONS)
-
-
-@functools.cache
-def lark_parser() -> Lark:
-    """The process-wide LALR parser for `grammar.lark`, built on first use.
-
-    Building it (grammar analysis, strict-mode collision checks) takes about a second, so the
-    built parser ships beside the grammar (`grammar.lalr`, written by `write_tables`) and is
-    read instead when it was built from this grammar with this version of Lark; otherwise the
-    parser is built here (nothing is written at run time). Lark's own `cache=True` was not
-    used: it writes into the temporary folder, non-atomically.
-    """
-    grammar = grammar_text()
-    tables = importlib.resources.files("rewriter.dsl").joinpath(_TABLES)
-    key = _tables_key(grammar)
-    try:
-        data = tables.read_bytes()
-    except OSError:
-        data = b""
-    if data.startswith(key):
-        with contextlib.suppress(Exception):  # a damaged file is rebuilt rather than trusted
-            return Lark.load(io.BytesIO(data[len(key) :]))
-    logger.debug("building the rule-language parser (%s is stale or missing)", _TABLES)
-    return _build(grammar)
-
-
-def write_tables(path: str | os.PathLike[str] | None = None) -> str:
-    """Build the parser and write it to `grammar.lalr` (or `path`); returns the path.
-
-    Run `python -c "from rewriter.dsl._parser import write_tables; write_tables()"` after
-    changing the grammar (a test checks that the shipped tables are current).
-    """
-    grammar = grammar_text()
-    target = path or str(importlib.resources.files("rewriter.dsl").joinpath(_TABLES))
-    buffer = io.BytesIO()
-    _build(grammar).save(buffer)
-    with open(target, "wb") as f:
-        f.write(_tables_key(grammar) + buffer.getvalue())
-    return str(target)
 
 
 def parse(text: str, filename: str = "<string>") -> ast.File:
@@ -123,13 +47,12 @@ def parse(text: str, filename: str = "<string>") -> ast.File:
         RuleSyntaxError: the text does not parse; the diagnostic says where and what was
             expected.
     """
-    comments: list[RawComment] = []
-    with _collector_paused():
-        tree = _parse_tree(text, filename, comments)
-        try:
-            items = AstBuilder(filename).transform(tree)
-        except LocatedError as exc:
-            raise RuleSyntaxError([diagnostic("error", exc.span, exc.message, text)]) from exc
+    try:
+        items, comments = _parse_items(text, filename)
+    except (RuleSyntaxError, LocatedError):
+        # The first error is reported as a parse of the whole text reports it (an item cut
+        # off by a missing brace reads on into the next item there, not into the end).
+        items, comments = _parse_whole(text, filename)
     lines = text.count("\n") + 1
     return ast.File(
         filename,
@@ -140,21 +63,76 @@ def parse(text: str, filename: str = "<string>") -> ast.File:
     )
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a file is parsed.
+def _parse_items(text: str, filename: str) -> tuple[tuple[ast.Item, ...], list[RawComment]]:
+    """Parse `text` one top-level item at a time (see `top_level_chunks`).
 
-    Parsing allocates a parse tree and an AST of many small objects without reference
-    cycles; with the collector running, its repeated passes over them took about half of the
-    parse time (benchmarks/parse_speed.py). Reference counting still frees everything.
+    Each item's parse tree becomes AST and is dropped before the next item is parsed, so
+    the parser's working set is one item, not the whole file's tree: on a 2,000-rule file
+    that is what keeps the garbage collector's passes short.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    items: list[ast.Item] = []
+    comments: list[RawComment] = []
+    for offset, chunk in top_level_chunks(text):
+        found: list[RawComment] = []
+        tree = _parse_tree(chunk, filename, found)
+        items.extend(AstBuilder(filename, offset).transform(tree))
+        comments.extend(dataclasses.replace(c, line=c.line + offset) for c in found)
+    return tuple(items), comments
+
+
+def _parse_whole(text: str, filename: str) -> tuple[tuple[ast.Item, ...], list[RawComment]]:
+    comments: list[RawComment] = []
+    tree = _parse_tree(text, filename, comments)
     try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+        items = AstBuilder(filename).transform(tree)
+    except LocatedError as exc:
+        raise RuleSyntaxError([diagnostic("error", exc.span, exc.message, text)]) from exc
+    return items, comments
+
+
+# What decides where a top-level item starts: comments and strings (which may hold any
+# character), brackets, and the keywords that open an item at the start of a line.
+_ITEM_SCAN = re.compile(
+    r'#[^\r\n]*|"(?:[^"\\\r\n]|\\[^\r\n])*"|[{}()\[\]]|^(?:rule|pass|use)\b', re.M
+)
+
+
+_CHUNK_BYTES = 600
+
+
+def top_level_chunks(text: str) -> Iterator[tuple[int, str]]:
+    """Split `text` into runs of whole top-level items: (lines before the chunk, its text).
+
+    An item starts at a line beginning with `rule`, `pass` or `use` outside every bracket;
+    the text before the first one (comments) belongs to the first chunk. Every chunk starts
+    at a line start, so columns need no shift. Unbalanced brackets stop the splitting: the
+    rest is one chunk, parsed (and reported) as part of the whole.
+    """
+    starts = [0]
+    depth = 0
+    for found in _ITEM_SCAN.finditer(text):
+        token = found.group()
+        if token in "{([":
+            depth += 1
+        elif token in "})]":
+            depth -= 1
+            if depth < 0:
+                break
+        elif token[0] not in '#"' and depth == 0 and found.start() > 0:
+            starts.append(found.start())
+    starts.append(len(text))
+    line = 0
+    begin = 0
+    for end in starts[1:]:
+        # Items are grouped up to about _CHUNK_BYTES: one parse per item would cost more in
+        # per-parse setup than it saves.
+        if end - begin < _CHUNK_BYTES and end != len(text):
+            continue
+        chunk = text[begin:end]
+        if chunk:
+            yield line, chunk
+            line += chunk.count("\n")
+        begin = end
 
 
 def _parse_tree(text: str, filename: str, comments: list[RawComment]) -> Tree[Token]:

@@ -8,12 +8,11 @@ module registers its functions in a module-level dict `RW_FUNCTIONS: dict[str, C
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._reporter import Reporter, head
-from rewriter.dsl.builtins import SIGNATURES
 
 Functions = dict[str, Callable[..., object]]
 
@@ -30,14 +29,19 @@ def refuse_uses(files: Sequence[ast.File], report: Reporter) -> None:
                 )
 
 
-def import_uses(files: Sequence[ast.File], report: Reporter) -> Functions:
-    """Import every module named by a `use` and collect its `RW_FUNCTIONS`."""
+def import_uses(
+    files: Sequence[ast.File], builtins: Collection[str], report: Reporter
+) -> Functions:
+    """Import every module named by a `use` and collect its `RW_FUNCTIONS`.
+
+    A helper may not take the name of one of `builtins`.
+    """
     functions: Functions = {}
     origin: dict[str, str] = {}
     for file in files:
         for item in file.items:
             if isinstance(item, ast.UseDecl):
-                for name, function in _import_one(item, report).items():
+                for name, function in _import_one(item, builtins, report).items():
                     if name in functions and functions[name] is not function:
                         report.error(
                             _module_span(item),
@@ -50,7 +54,7 @@ def import_uses(files: Sequence[ast.File], report: Reporter) -> Functions:
     return functions
 
 
-def _import_one(decl: ast.UseDecl, report: Reporter) -> Functions:
+def _import_one(decl: ast.UseDecl, builtins: Collection[str], report: Reporter) -> Functions:
     span = _module_span(decl)
     try:
         module = importlib.import_module(decl.module)
@@ -70,7 +74,7 @@ def _import_one(decl: ast.UseDecl, report: Reporter) -> Functions:
             report.error(
                 span, f"`{decl.module}`.RW_FUNCTIONS entry {name!r} is not name -> callable"
             )
-        elif name in SIGNATURES:
+        elif name in builtins:
             report.error(span, f"`{decl.module}` registers `{name}`, which is a built-in function")
         else:
             functions[name] = function

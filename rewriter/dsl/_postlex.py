@@ -126,10 +126,10 @@ def _record_comments(token: Token) -> None:
         sink.append(RawComment(line, col, found.group().rstrip()))
 
 
-def token_span(path: str, token: Token) -> Span:
-    """The span of one token."""
+def token_span(path: str, token: Token, line_offset: int = 0) -> Span:
+    """The span of one token (of a text that starts `line_offset` lines into the file)."""
     line = token.line or 1
     col = token.column or 1
     end_line = token.end_line or line
     end_col = token.end_column or col + len(token)
-    return Span(path, line, col, end_line, end_col)
+    return Span(path, line + line_offset, col, end_line + line_offset, end_col)

@@ -54,7 +54,7 @@ PREFIX_LEVELS = {"not": NOT, "-": UNARY, "+": UNARY}
 
 def build_chain(
     items: Sequence[Token | ast.Expr],
-    path: str,
+    token_span: Callable[[Token], Span],
     register: Callable[[ast.Expr], ast.Expr],
     max_depth: int,
 ) -> ast.Expr:
@@ -62,26 +62,26 @@ def build_chain(
 
     Args:
         items: operands (AST expressions) and operator tokens, as the grammar reads them.
-        path: the file, for spans.
+        token_span: the span of an operator token in the file.
         register: called with every node built (the builder records depths through it).
         max_depth: deepest operator nesting accepted.
 
     Raises:
         LocatedError: a prefix operator where precedence forbids it, or nesting too deep.
     """
-    return _Climber(items, path, register, max_depth).run()
+    return _Climber(items, token_span, register, max_depth).run()
 
 
 class _Climber:
     def __init__(
         self,
         items: Sequence[Token | ast.Expr],
-        path: str,
+        token_span: Callable[[Token], Span],
         register: Callable[[ast.Expr], ast.Expr],
         max_depth: int,
     ) -> None:
         self.items = items
-        self.path = path
+        self.token_span = token_span
         self.register = register
         self.max_depth = max_depth
         self.position = 0
@@ -105,7 +105,7 @@ class _Climber:
                 break
             self.position += width
             right = self._climb(RIGHT_OPERAND_LEVEL[op], depth + 1)
-            left = self.register(_combine(op, left, right, self.path))
+            left = self.register(_combine(op, left, right))
         return left
 
     def _operand(self, minimum: int, depth: int) -> ast.Expr:
@@ -116,11 +116,11 @@ class _Climber:
         op = str(item)
         if PREFIX_LEVELS[op] < minimum:
             raise LocatedError(
-                _token_span(self.path, item), f"`{op} ...` needs parentheses here: `({op} ...)`"
+                self.token_span(item), f"`{op} ...` needs parentheses here: `({op} ...)`"
             )
         operand = self._climb(PREFIX_LEVELS[op], depth + 1)
-        start = _token_span(self.path, item)
-        span = Span(self.path, start.line, start.col, operand.span.end_line, operand.span.end_col)
+        start = self.token_span(item)
+        span = Span(start.path, start.line, start.col, operand.span.end_line, operand.span.end_col)
         if op != "not" and isinstance(operand, ast.Const) and _is_number(operand.value):
             number = operand.value
             assert isinstance(number, int | float), "checked by _is_number"
@@ -137,11 +137,13 @@ class _Climber:
 
     def _span_at(self, position: int) -> Span:
         item = self.items[min(position, len(self.items) - 1)]
-        return _token_span(self.path, item) if isinstance(item, Token) else item.span
+        return self.token_span(item) if isinstance(item, Token) else item.span
 
 
-def _combine(op: str, left: ast.Expr, right: ast.Expr, path: str) -> ast.Expr:
-    span = Span(path, left.span.line, left.span.col, right.span.end_line, right.span.end_col)
+def _combine(op: str, left: ast.Expr, right: ast.Expr) -> ast.Expr:
+    span = Span(
+        left.span.path, left.span.line, left.span.col, right.span.end_line, right.span.end_col
+    )
     if op in ("or", "and"):
         return ast.BoolOp(op, left, right, span=span)
     if op in COMPARISONS:
@@ -149,12 +151,6 @@ def _combine(op: str, left: ast.Expr, right: ast.Expr, path: str) -> ast.Expr:
     if op == "??":
         return ast.Coalesce(left, right, span=span)
     return ast.Binary(op, left, right, span=span)
-
-
-def _token_span(path: str, token: Token) -> Span:
-    line = token.line or 1
-    col = token.column or 1
-    return Span(path, line, col, token.end_line or line, token.end_column or col + len(token))
 
 
 def _is_number(value: object) -> bool:

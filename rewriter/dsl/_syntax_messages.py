@@ -17,6 +17,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from lark.lexer import PatternStr
 
 from rewriter._errors import Span
+from rewriter.dsl._lark import lark_parser
 from rewriter.dsl._postlex import token_span
 
 _REGEX_TERMINALS = {
@@ -186,8 +187,6 @@ def _terminal_word(name: str) -> str:
 
 @functools.cache
 def _terminal_literals() -> dict[str, str]:
-    from rewriter.dsl._parser import lark_parser  # deferred: the parser imports this module
-
     return {
         t.name: t.pattern.value
         for t in lark_parser().terminals

@@ -79,9 +79,11 @@ class _Option:
 class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
     """Turns a parse tree of one file into an `ast.File`."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, line_offset: int = 0) -> None:
+        """A builder for a file at `path`, whose parsed text starts `line_offset` lines in."""
         super().__init__(visit_tokens=False)
         self.path = path
+        self.line_offset = line_offset
         # Handlers by rule (or alias) name, called directly by `transform`.
         self._handlers: dict[str, Callable[[Meta, list[Any]], Any]] = {
             name.removeprefix("on_"): getattr(self, name)
@@ -127,12 +129,15 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
     # -- helpers -------------------------------------------------------------------------------
 
     def _span(self, meta: Meta) -> Span:
+        offset = self.line_offset
         if getattr(meta, "empty", True):
-            return Span(self.path, 1, 1, 1, 1)
-        return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
+            return Span(self.path, 1 + offset, 1, 1 + offset, 1)
+        return Span(
+            self.path, meta.line + offset, meta.column, meta.end_line + offset, meta.end_column
+        )
 
     def _tok(self, token: Token) -> Span:
-        return token_span(self.path, token)
+        return token_span(self.path, token, self.line_offset)
 
     def _nested(self, expr: _E) -> _E:
         """Record `expr`'s depth; refuse expressions nested deeper than MAX_EXPRESSION_DEPTH."""
@@ -477,7 +482,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
             only = operands[0]
             assert not isinstance(only, Token), "a one-item chain is an operand"
             return only
-        return build_chain(operands, self.path, self._nested, MAX_EXPRESSION_DEPTH)
+        return build_chain(operands, self._tok, self._nested, MAX_EXPRESSION_DEPTH)
 
     def _expr(self, item: Any) -> Any:
         """`item`, with a bare NAME token (a variable, left without a tree) made a Name."""

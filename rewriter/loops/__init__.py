@@ -11,7 +11,13 @@ of rolling). `apply_repeat_rules` applies `.rw` rules of the form
 from __future__ import annotations
 
 from rewriter.loops._chain import ChainPlan, Refusal, analyze_chain
+from rewriter.loops._definitions import LOOP_PASSES
 from rewriter.loops._detect import Detection, DetectOptions, detect_chain
+from rewriter.loops._options import (
+    OutlineFunctionsOptions,
+    RollLoopsOptions,
+    UnrollLoopsOptions,
+)
 from rewriter.loops._outline import OUTLINE_DOMAIN, outline_chain, outline_functions
 from rewriter.loops._repeat import RepeatResult, apply_repeat_rules
 from rewriter.loops._roll import ITERATION0_KEY, UNSTACK_KEY, roll_chain, roll_loops
@@ -19,13 +25,17 @@ from rewriter.loops._unroll import plan_unroll, unroll_loops
 
 __all__ = [
     "ITERATION0_KEY",
+    "LOOP_PASSES",
     "OUTLINE_DOMAIN",
     "UNSTACK_KEY",
     "ChainPlan",
     "DetectOptions",
     "Detection",
+    "OutlineFunctionsOptions",
     "Refusal",
     "RepeatResult",
+    "RollLoopsOptions",
+    "UnrollLoopsOptions",
     "analyze_chain",
     "apply_repeat_rules",
     "detect_chain",

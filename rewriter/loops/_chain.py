@@ -27,7 +27,7 @@ import enum
 from collections.abc import Sequence
 
 import ir
-from rewriter import _facts
+from rewriter.engine import _facts
 from rewriter.loops._signature import StructureCache, node_label
 
 DEFAULT_MAX_CARRIED = 4

@@ -1,36 +1,63 @@
-"""Reading the loop passes' options and making sure type facts are available."""
+"""The loop passes' options, and making sure type facts are available."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import dataclasses
 
 import ir
+from rewriter.engine import check_options, option
 from rewriter.loops._chain import DEFAULT_MAX_CARRIED
 from rewriter.loops._detect import DetectOptions
 
-
-def count_option(options: Mapping[str, Any], name: str, default: int, minimum: int) -> int:
-    """An integer option of at least `minimum`.
-
-    Raises:
-        ValueError: the option is not an integer or is too small.
-    """
-    value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"option `{name}` takes an integer, not {value!r}")
-    if value < minimum:
-        raise ValueError(f"option `{name}` must be at least {minimum}, not {value}")
-    return value
+DEFAULT_MAX_TRIP_COUNT = 64
 
 
-def detect_options(options: Mapping[str, Any]) -> DetectOptions:
-    """`min_repeats` (>= 2, default 3), `min_block_nodes` (>= 1, default 2), `max_carried`."""
-    return DetectOptions(
-        min_repeats=count_option(options, "min_repeats", 3, 2),
-        min_block_nodes=count_option(options, "min_block_nodes", 2, 1),
-        max_carried=count_option(options, "max_carried", DEFAULT_MAX_CARRIED, 1),
+@dataclasses.dataclass(frozen=True, slots=True)
+class RollLoopsOptions:
+    """Options of `pass roll_loops`."""
+
+    min_repeats: int = option(3, "fewest identical blocks worth a Loop", minimum=2)
+    min_block_nodes: int = option(2, "fewest nodes in one block", minimum=1)
+    max_carried: int = option(
+        DEFAULT_MAX_CARRIED, "most values one block passes to the next", minimum=1
     )
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+    def detect(self) -> DetectOptions:
+        """The chain search's limits."""
+        return DetectOptions(self.min_repeats, self.min_block_nodes, self.max_carried)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OutlineFunctionsOptions:
+    """Options of `pass outline_functions`."""
+
+    min_repeats: int = option(3, "fewest copies of a subgraph worth a function", minimum=2)
+    min_block_nodes: int = option(2, "fewest nodes in one copy", minimum=1)
+    max_carried: int = option(
+        DEFAULT_MAX_CARRIED, "most values one copy passes to the next", minimum=1
+    )
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+    def detect(self) -> DetectOptions:
+        """The chain search's limits."""
+        return DetectOptions(self.min_repeats, self.min_block_nodes, self.max_carried)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UnrollLoopsOptions:
+    """Options of `pass unroll_loops`."""
+
+    max_trip_count: int = option(
+        DEFAULT_MAX_TRIP_COUNT, "largest constant trip count to unroll", minimum=1
+    )
+
+    def __post_init__(self) -> None:
+        check_options(self)
 
 
 def ensure_facts(model: ir.Model) -> None:

@@ -16,12 +16,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 import ir
-from rewriter._builder import RULE_TAG
-from rewriter._pass_result import PassResult
+from rewriter.engine._builder import RULE_TAG
+from rewriter.engine._pass import PassResult
 from rewriter.loops._body import copy_block, copy_constant
 from rewriter.loops._chain import (
     Carried,
@@ -33,7 +31,7 @@ from rewriter.loops._chain import (
     Source,
 )
 from rewriter.loops._detect import detect_chain
-from rewriter.loops._options import detect_options, ensure_facts
+from rewriter.loops._options import OutlineFunctionsOptions, ensure_facts
 from rewriter.loops._roll import remove_dead, remove_dead_constants, take_over_names
 
 logger = logging.getLogger(__name__)
@@ -191,12 +189,12 @@ def _replace_blocks(
     remove_dead_constants(graph, [v for column in plan.columns for v in column.values])
 
 
-def outline_functions(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
-    """Outline every chain of at least `min_repeats` equal blocks into function calls.
-
-    Options: `min_repeats` (default 3), `min_block_nodes` (default 2).
-    """
-    detect = dataclasses.replace(detect_options(options), skip_domains=(OUTLINE_DOMAIN,))
+def outline_functions(
+    model: ir.Model, options: OutlineFunctionsOptions | None = None
+) -> PassResult:
+    """Outline every chain of at least `min_repeats` equal blocks into function calls."""
+    chosen = options or OutlineFunctionsOptions()
+    detect = dataclasses.replace(chosen.detect(), skip_domains=(OUTLINE_DOMAIN,))
     ensure_facts(model)
     names = ir.NameAllocator(model)
     touched: dict[ir.Node, None] = {}

@@ -29,13 +29,13 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 import ir
-from rewriter import _trace
-from rewriter._builder import SOURCE_TAG
 from rewriter._errors import RuleCheckError
-from rewriter._matcher import Match, Matcher
-from rewriter._pattern import CompiledRule, compile_rule
-from rewriter._trace import SkipEntry, TraceEntry
 from rewriter.dsl import _ast as ast
+from rewriter.engine import _trace
+from rewriter.engine._builder import SOURCE_TAG
+from rewriter.engine._compile import CompiledRule, compile_rule
+from rewriter.engine._matcher import Match, Matcher
+from rewriter.engine._trace import SkipEntry, TraceEntry
 from rewriter.loops._chain import ChainPlan, analyze_chain
 from rewriter.loops._roll import roll_chain, stacking_refusal
 

@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 import ir
-from rewriter import _facts
-from rewriter._builder import RULE_TAG
-from rewriter._pass_result import PassResult
+from rewriter.engine import _facts
+from rewriter.engine._builder import RULE_TAG
+from rewriter.engine._pass import PassResult
 from rewriter.loops._body import copy_block, copy_constant
 from rewriter.loops._chain import (
     Carried,
@@ -42,7 +41,7 @@ from rewriter.loops._chain import (
     Source,
 )
 from rewriter.loops._detect import DetectOptions, detect_chain
-from rewriter.loops._options import detect_options, ensure_facts
+from rewriter.loops._options import RollLoopsOptions, ensure_facts
 
 logger = logging.getLogger(__name__)
 
@@ -276,14 +275,14 @@ def roll_chain(plan: ChainPlan, names: ir.NameAllocator, tag: str = "roll_loops"
     return loop
 
 
-def roll_loops(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
+def roll_loops(model: ir.Model, options: RollLoopsOptions | None = None) -> PassResult:
     """Roll every chain of at least `min_repeats` equal blocks in the main graph into a Loop.
 
-    Options: `min_repeats` (default 3), `min_block_nodes` (default 2; `Constant` nodes do not
-    count). Chains are found by `detect_chain`; each roll is logged with its size, and
-    refused candidates with their reasons at debug level.
+    `Constant` nodes do not count towards `min_block_nodes`. Chains are found by
+    `detect_chain`; each roll is logged with its size, and refused candidates with their
+    reasons at debug level.
     """
-    detect = detect_options(options)
+    detect = (options or RollLoopsOptions()).detect()
     ensure_facts(model)
     names = ir.NameAllocator(model)
     touched: dict[ir.Node, None] = {}

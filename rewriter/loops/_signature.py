@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter import _facts
+from rewriter.engine import _facts
 
 _STANDARD_DOMAINS = ("", "ai.onnx")
 

@@ -18,22 +18,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 import ir
-from rewriter import _facts
-from rewriter._pass_result import PassResult
+from rewriter.engine import _facts
+from rewriter.engine._pass import PassResult
 from rewriter.loops._body import copy_node
-from rewriter.loops._options import count_option
+from rewriter.loops._options import UnrollLoopsOptions
 from rewriter.loops._roll import ITERATION0_KEY, UNSTACK_KEY, remove_dead_constants
 from rewriter.loops._signature import has_subgraph, node_label
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_MAX_TRIP_COUNT = 64
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -419,9 +417,9 @@ def _graphs_with_opsets(model: ir.Model) -> Iterator[tuple[ir.Graph, int]]:
         yield graph, default
 
 
-def unroll_loops(model: ir.Model, options: Mapping[str, Any]) -> PassResult:
-    """Unroll every Loop with a constant trip count up to `max_trip_count` (default 64)."""
-    limit = count_option(options, "max_trip_count", DEFAULT_MAX_TRIP_COUNT, 1)
+def unroll_loops(model: ir.Model, options: UnrollLoopsOptions | None = None) -> PassResult:
+    """Unroll every Loop with a constant trip count up to `max_trip_count`."""
+    limit = (options or UnrollLoopsOptions()).max_trip_count
     names = ir.NameAllocator(model)
     touched: dict[ir.Node, None] = {}
     unrolled = 0

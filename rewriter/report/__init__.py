@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ir
-from rewriter._api import RewriteResult
+from rewriter.api._rewrite import RewriteResult
 from rewriter.report._dot import INSTALL_HINT
 from rewriter.report._options import ReportOptions
 from rewriter.report._rewrite_page import render_rewrite_report
 from rewriter.report._stats_page import render_stats_report
 
 if TYPE_CHECKING:
-    from rewriter.verify import VerifyResult
+    from rewriter.verification import VerifyResult
 
 
 def _write_atomically(path: str | os.PathLike[str], text: str) -> None:

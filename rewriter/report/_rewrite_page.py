@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ir
-from rewriter._api import RewriteResult
-from rewriter._cmd_stats import collect
+from rewriter.api._rewrite import RewriteResult
+from rewriter.api._stats import collect
 from rewriter.report import _rule_sections
 from rewriter.report._chart import Series, bar_chart
 from rewriter.report._html import Html, esc, human_bytes, page, seconds, section, table
 from rewriter.report._options import ReportOptions
 
 if TYPE_CHECKING:
-    from rewriter.verify import VerifyResult
+    from rewriter.verification import VerifyResult
 
 
 def _verification(verification: VerifyResult | None) -> Html:

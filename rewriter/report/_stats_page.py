@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 import ir
-from rewriter._cmd_stats import collect
+from rewriter.api._stats import collect
 from rewriter.report._chart import Series, bar_chart
 from rewriter.report._html import Html, esc, human_bytes, page, section, table
 

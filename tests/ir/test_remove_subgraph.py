@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ir
-from tests.rewriter.engine_helpers import model_from_text
+from tests.helpers import model_from_text
 
 
 def test_removing_an_if_drops_its_branches_uses_of_outer_values():

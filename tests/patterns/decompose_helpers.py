@@ -14,8 +14,8 @@ import onnx.helper
 
 import ir
 import rewriter
-from rewriter.verify import extract_image_patches
-from tests.rewriter.engine_helpers import session
+from rewriter.verification import extract_image_patches
+from tests.helpers import session
 
 LIBRARY = rewriter.library_path()
 DECOMPOSE = LIBRARY / "decompose"

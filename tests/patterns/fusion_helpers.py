@@ -16,7 +16,7 @@ import onnxruntime as ort
 
 import ir
 import rewriter
-from tests.rewriter.engine_helpers import assert_same_outputs, op_types, random_feeds, session
+from tests.helpers import assert_same_outputs, op_types, random_feeds, session
 
 LIBRARY = rewriter.library_path()
 FUSION = LIBRARY / "fusion"

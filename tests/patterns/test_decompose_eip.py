@@ -2,7 +2,7 @@
 
 Checked against TensorFlow's own saved outputs on the twelve tf2onnx exports (static and,
 with the input's H and W made symbolic, dynamic spatial sizes) and against the reference
-kernel `rewriter.verify.extract_image_patches` on single-node models. Every comparison is
+kernel `rewriter.verification.extract_image_patches` on single-node models. Every comparison is
 bit for bit: the decompositions only move data, so NaN, infinities and -0.0 must survive.
 """
 

@@ -10,10 +10,10 @@ import pytest
 
 import ir
 import rewriter
-from rewriter._api import default_library_files
+from rewriter.api._rewrite import default_library_files
 from rewriter.cli import main
+from tests.helpers import session
 from tests.patterns.decompose_helpers import MODELS, checked, fired, loaded_rules, manifest_entry
-from tests.rewriter.engine_helpers import session
 
 
 def _default_rules() -> rewriter.RuleSet:

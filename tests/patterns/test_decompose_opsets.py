@@ -17,8 +17,8 @@ import pytest
 
 import ir
 import rewriter
+from tests.helpers import session
 from tests.patterns.decompose_helpers import DECOMPOSE, checked, fired, loaded_rules, op_types
-from tests.rewriter.engine_helpers import session
 
 RNG_SEED = 0
 

@@ -10,7 +10,7 @@ import pytest
 
 import ir
 import rewriter
-from tests.rewriter.engine_helpers import assert_same_outputs, model_from_text, op_types
+from tests.helpers import assert_same_outputs, model_from_text, op_types
 
 FOLDING = rewriter.library_path() / "folding"
 

@@ -20,7 +20,7 @@ import atheris  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
 with atheris.instrument_imports():
     import ir
-    from rewriter._cmd_stats import collect
+    from rewriter.api._stats import collect
 
 from tests.robustness.fuzz import seed_models
 

@@ -47,9 +47,9 @@ from hypothesis import strategies as st
 
 import ir
 import rewriter
-from rewriter import cli
-from rewriter._cmd_stats import collect
 from rewriter._errors import describe_error
+from rewriter.api._stats import collect
+from rewriter.cli import _main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "models"
@@ -533,7 +533,7 @@ def mutated_models(draw: st.DrawFn) -> tuple[str, bytes, bool]:
 @functools.cache
 def library() -> Any:
     """The shipped rule library, loaded once."""
-    return rewriter.load_rules(*rewriter._api.default_library_files())
+    return rewriter.load_rules(*rewriter.api.default_library_files())
 
 
 def check_model_bytes(data: bytes, folder: Path, *, with_data: bool = False) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 import ir
 from rewriter.cli import main
-from tests.rewriter.engine_helpers import model_from_text
+from tests.helpers import model_from_text
 
 MODEL = """<ir_version: 8, opset_import: ["" : 17]>
 g (float[N, 4] x) => (float[N, 4] y) {

@@ -16,7 +16,7 @@ import pytest
 
 import rewriter
 from rewriter.cli import main
-from tests.rewriter.engine_helpers import model_from_text
+from tests.helpers import model_from_text
 
 MODULE = "rw_robustness_probe"
 HELPER = '''

@@ -11,7 +11,7 @@ import onnx.checker
 import pytest
 
 from rewriter.cli import main
-from tests.rewriter.engine_helpers import assert_same_outputs, model_from_text, op_types
+from tests.helpers import assert_same_outputs, model_from_text, op_types
 
 MODEL = """<ir_version: 8, opset_import: ["" : 17]>
 g (float[N, 4] x) => (float[N, 4] y) {

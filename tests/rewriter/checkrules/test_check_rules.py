@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from rewriter.api import load_rules
 from rewriter.checkrules import CheckOptions, RuleReport, Status, check_rules
 from rewriter.cli import main
-from rewriter.dsl import load_rules
 
 RULES = Path(__file__).parent / "rules"
 WRONG = RULES / "wrong.rw"

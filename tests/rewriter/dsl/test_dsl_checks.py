@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from rewriter._errors import RuleCheckError, RuleSyntaxError
-from rewriter.dsl import Const, PassDecl, Rule, check, load_rules, parse
+from rewriter.api import check_files as check
+from rewriter.api import load_rules
+from rewriter.dsl import Const, PassDecl, Rule, parse
 
 RULE_A = "# x*1 -> x\nrule a: y = Mul (x, 1) => y = x\n"
 RULE_B = "# x+0 -> x\nrule b: y = Add (x, 0) => y = x\n"

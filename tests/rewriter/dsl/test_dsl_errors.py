@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from rewriter._errors import Diagnostic, RuleError, RuleSyntaxError
-from rewriter.dsl import check, parse
+from rewriter.api import check_files as check
+from rewriter.dsl import parse
 
 # (source, first error line). Syntax errors first, then the semantic checks.
 CASES: list[tuple[str, str]] = [

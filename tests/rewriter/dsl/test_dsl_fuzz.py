@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from rw_text_strategies import edited, rule_files
 
 from rewriter._errors import Diagnostic, RuleError
-from rewriter.dsl import File, check, dump, format_file, parse
+from rewriter.api import check_files as check
+from rewriter.dsl import File, _parser, dump, format_file, parse
+from tests.rewriter.dsl.test_dsl_caches import _spans
 
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = sorted(
@@ -107,3 +109,35 @@ def test_binary_and_odd_characters_are_reported() -> None:
         "\ufeffrule",
     ):
         exercise(text)
+
+
+def _whole_file_parse(text: str) -> tuple[object, ...]:
+    """What a parse of the whole text at once gives: items, spans, comments, or the error."""
+    try:
+        items, comments = _parser._parse_whole(text, "fuzz.rw")
+    except RuleError as exc:
+        return ("error", str(exc))
+    spans = _spans(items, [])
+    return ("ok", items, spans, [_parser._comment_span("fuzz.rw", c) for c in comments])
+
+
+def _item_by_item_parse(text: str) -> tuple[object, ...]:
+    try:
+        file = parse(text, "fuzz.rw")
+    except RuleError as exc:
+        return ("error", str(exc))
+    return ("ok", file.items, _spans(file.items, []), [c.span for c in file.comments])
+
+
+@FUZZ
+@given(
+    st.one_of(rule_files(), rule_files().flatmap(edited), st.sampled_from(CORPUS).flatmap(edited))
+)
+def test_parsing_item_by_item_is_parsing_the_whole_file(text: str) -> None:
+    # One item per parse (no grouping), so every split point is exercised.
+    original = _parser._CHUNK_BYTES
+    _parser._CHUNK_BYTES = 0
+    try:
+        assert _item_by_item_parse(text) == _whole_file_parse(text)
+    finally:
+        _parser._CHUNK_BYTES = original

@@ -43,7 +43,7 @@ def originals() -> dict[str, onnx.ModelProto]:
 def test_roll_shrinks_the_main_graph_and_keeps_the_outputs(name, blocks, originals):
     model = _load(name)
     before = len(model.graph)
-    result = roll_loops(model, {})
+    result = roll_loops(model)
     ir.verify(model)
     assert result.count == 1
     loops = [n for n in model.graph if n.op_type == "Loop"]
@@ -61,8 +61,8 @@ def test_roll_shrinks_the_main_graph_and_keeps_the_outputs(name, blocks, origina
 def test_unroll_of_roll_gives_back_the_original_nodes(name, blocks, originals):
     model = _load(name)
     before = collections.Counter(n.op_type for n in model.graph)
-    roll_loops(model, {})
-    result = unroll_loops(model, {})
+    roll_loops(model)
+    result = unroll_loops(model)
     ir.verify(model)
     assert result.count == 1
     assert collections.Counter(n.op_type for n in model.graph) == before
@@ -72,7 +72,7 @@ def test_unroll_of_roll_gives_back_the_original_nodes(name, blocks, originals):
 @pytest.mark.parametrize(("name", "blocks"), CORPUS)
 def test_outlined_model_runs_and_agrees(name, blocks, originals):
     model = _load(name)
-    result = outline_functions(model, {})
+    result = outline_functions(model)
     ir.verify(model)
     assert result.count == 1
     (function,) = model.functions.values()
@@ -84,8 +84,8 @@ def test_outlined_model_runs_and_agrees(name, blocks, originals):
 
 def test_rolling_a_real_model_is_deterministic():
     first, second = _load("bert_ts14"), _load("bert_ts14")
-    roll_loops(first, {})
-    roll_loops(second, {})
+    roll_loops(first)
+    roll_loops(second)
     assert ir.to_onnx(first).SerializeToString() == ir.to_onnx(second).SerializeToString()
 
 

@@ -26,7 +26,7 @@ def _function(model: ir.Model) -> ir.Function:
 def test_dense_blocks_become_calls_of_one_function():
     proto = dense_chain(4, side_input=True, scale_constants=[0.5] * 4)
     model = lift(proto)
-    result = outline_functions(model, {})
+    result = outline_functions(model)
     ir.verify(model)
     assert result.count == 1
     function = _function(model)
@@ -48,7 +48,7 @@ def test_dense_blocks_become_calls_of_one_function():
 def test_outlined_model_runs_with_optimizations():
     proto = strided_conv_chain(4)
     model = lift(proto)
-    assert outline_functions(model, {}).changed
+    assert outline_functions(model).changed
     feeds = random_feeds(proto, time=40)
     expected = session(proto).run(None, feeds[0])
     actual = session(model, optimized=True).run(None, feeds[0])
@@ -58,12 +58,12 @@ def test_outlined_model_runs_with_optimizations():
 
 def test_outlining_does_not_outline_its_own_calls():
     model = lift(dense_chain(9))
-    assert outline_functions(model, {}).count == 1
-    assert not outline_functions(model, {}).changed
+    assert outline_functions(model).count == 1
+    assert not outline_functions(model).changed
     assert len(model.functions) == 1
 
 
 def test_near_miss_is_not_outlined():
     model = lift(dense_chain(4, alphas=[0.1, 0.1, 0.2, 0.1]))
-    assert not outline_functions(model, {}).changed
+    assert not outline_functions(model).changed
     assert not model.functions

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import ir
-from rewriter._matcher import Matcher
 from rewriter.dsl import _ast as ast
 from rewriter.dsl import parse
+from rewriter.engine._matcher import Matcher
 from rewriter.loops import apply_repeat_rules
 from tests.rewriter.loops.loop_models import (
     assert_same_on,

@@ -15,10 +15,12 @@ from rewriter.loops import (
     UNSTACK_KEY,
     DetectOptions,
     Refusal,
+    RollLoopsOptions,
     analyze_chain,
     detect_chain,
     roll_loops,
 )
+from rewriter.loops._definitions import ROLL_LOOPS
 from tests.rewriter.loops.loop_models import (
     assert_same_on,
     dense_chain,
@@ -46,7 +48,7 @@ def _body(loop: ir.Node) -> ir.Graph:
 def test_four_dense_blocks_roll_into_one_loop():
     proto = dense_chain(4)
     model = lift(proto)
-    result = roll_loops(model, {})
+    result = roll_loops(model)
     ir.verify(model)
     assert result.changed
     assert result.count == 1
@@ -75,7 +77,7 @@ def test_four_dense_blocks_roll_into_one_loop():
 
 def test_gather_records_the_stacked_constants_names():
     model = lift(dense_chain(4))
-    roll_loops(model, {})
+    roll_loops(model)
     gathers = [n for n in _body(_loop(model)) if n.op_type == "Gather"]
     notes = sorted(json.loads(n.metadata_props[UNSTACK_KEY])["names"][0] for n in gathers)
     assert notes == ["b0", "w0"]
@@ -84,7 +86,7 @@ def test_gather_records_the_stacked_constants_names():
 def test_a_side_input_read_by_every_block_is_an_outer_scope_reference():
     proto = dense_chain(4, side_input=True)
     model = lift(proto)
-    roll_loops(model, {})
+    roll_loops(model)
     ir.verify(model)
     body = _body(_loop(model))
     side_users = [n for n in body if any(v is not None and v.name == "s" for v in n.inputs)]
@@ -96,7 +98,7 @@ def test_a_side_input_read_by_every_block_is_an_outer_scope_reference():
 def test_identical_constant_nodes_stay_single_in_the_body():
     proto = dense_chain(4, scale_constants=[0.5] * 4)
     model = lift(proto)
-    roll_loops(model, {})
+    roll_loops(model)
     ir.verify(model)
     body = _body(_loop(model))
     assert ops(body)["Constant"] == 1
@@ -108,7 +110,7 @@ def test_identical_constant_nodes_stay_single_in_the_body():
 def test_differing_constant_nodes_are_stacked():
     proto = dense_chain(4, scale_constants=[0.5, 1.5, 2.0, -1.0])
     model = lift(proto)
-    roll_loops(model, {})
+    roll_loops(model)
     body = _body(_loop(model))
     assert "Constant" not in ops(body)
     assert ops(body)["Gather"] == 3
@@ -120,7 +122,7 @@ def test_differing_constant_nodes_are_stacked():
 def test_two_carried_values_roll():
     proto = pair_chain(4)
     model = lift(proto)
-    roll_loops(model, {})
+    roll_loops(model)
     ir.verify(model)
     loop = _loop(model)
     assert len(loop.inputs) == 4  # M, cond and two carried values
@@ -131,7 +133,7 @@ def test_two_carried_values_roll():
 def test_a_carried_value_whose_shape_changes_per_iteration():
     proto = strided_conv_chain(3)
     model = lift(proto)
-    roll_loops(model, {})
+    roll_loops(model)
     ir.verify(model)
     body = _body(_loop(model))
     carried = body.inputs[2].type
@@ -142,7 +144,7 @@ def test_a_carried_value_whose_shape_changes_per_iteration():
 
 def test_graph_output_names_are_kept():
     model = lift(dense_chain(4))
-    roll_loops(model, {})
+    roll_loops(model)
     assert [v.name for v in model.graph.outputs] == ["y"]
     assert model.graph.outputs[0].producer() is _loop(model)
 
@@ -159,7 +161,7 @@ def test_graph_output_names_are_kept():
 def test_near_misses_do_not_roll(why, proto):
     model = lift(proto)
     before = ops(model.graph)
-    result = roll_loops(model, {})
+    result = roll_loops(model)
     ir.verify(model)
     assert not result.changed, why
     assert ops(model.graph) == before
@@ -168,7 +170,7 @@ def test_near_misses_do_not_roll(why, proto):
 def test_a_leaking_block_stays_outside_the_loop():
     proto = dense_chain(6, leak_block=2)
     model = lift(proto)
-    roll_loops(model, {})
+    roll_loops(model)
     ir.verify(model)
     loop = _loop(model)
     trip_count = loop.inputs[0]
@@ -185,9 +187,9 @@ def test_a_leaking_block_stays_outside_the_loop():
 
 def test_min_repeats_and_min_block_nodes_options():
     model = lift(dense_chain(4))
-    assert not roll_loops(model, {"min_repeats": 5}).changed
-    assert not roll_loops(model, {"min_block_nodes": 4}).changed
-    assert roll_loops(model, {"min_repeats": 4, "min_block_nodes": 3}).changed
+    assert not roll_loops(model, RollLoopsOptions(min_repeats=5)).changed
+    assert not roll_loops(model, RollLoopsOptions(min_block_nodes=4)).changed
+    assert roll_loops(model, RollLoopsOptions(min_repeats=4, min_block_nodes=3)).changed
 
 
 @pytest.mark.parametrize(
@@ -195,13 +197,15 @@ def test_min_repeats_and_min_block_nodes_options():
 )
 def test_bad_options_are_refused(bad):
     with pytest.raises(ValueError, match="option"):
-        roll_loops(lift(dense_chain(4)), bad)
+        RollLoopsOptions(**bad)
+    with pytest.raises(ValueError, match="option"):
+        ROLL_LOOPS.make_options(bad)
 
 
 def test_rolling_is_deterministic():
     first, second = lift(dense_chain(5, side_input=True)), lift(dense_chain(5, side_input=True))
-    roll_loops(first, {})
-    roll_loops(second, {})
+    roll_loops(first)
+    roll_loops(second)
     assert ir.to_onnx(first).SerializeToString() == ir.to_onnx(second).SerializeToString()
 
 
@@ -244,13 +248,13 @@ def test_parallel_repeats_are_not_a_chain():
     refusal = analyze_chain(model.graph, pairs)
     assert isinstance(refusal, Refusal)
     assert "parallel" in refusal.reason
-    assert not roll_loops(model, {}).changed
+    assert not roll_loops(model).changed
 
 
 def test_loop_outputs_match_unrolled_weights_numerically():
     proto = dense_chain(3, width=4, seed=7)
     model = lift(proto)
-    roll_loops(model, {})
+    roll_loops(model)
     x = np.arange(8, dtype=np.float32).reshape(2, 4) / 8
     expected = x
     weights = {t.name: t for t in proto.graph.initializer}
@@ -264,7 +268,7 @@ def test_loop_outputs_match_unrolled_weights_numerically():
 
 def test_rolling_a_rolled_model_changes_nothing():
     model = lift(dense_chain(5, side_input=True))
-    assert roll_loops(model, {}).changed
+    assert roll_loops(model).changed
     before = ir.to_onnx(model).SerializeToString()
-    assert not roll_loops(model, {}).changed
+    assert not roll_loops(model).changed
     assert ir.to_onnx(model).SerializeToString() == before

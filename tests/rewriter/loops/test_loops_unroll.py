@@ -7,7 +7,7 @@ import onnx.parser
 import pytest
 
 import ir
-from rewriter.loops import plan_unroll, roll_loops, unroll_loops
+from rewriter.loops import UnrollLoopsOptions, plan_unroll, roll_loops, unroll_loops
 from tests.rewriter.loops.loop_models import (
     assert_same_on,
     dense_chain,
@@ -56,8 +56,8 @@ def test_unroll_of_roll_restores_the_node_count_and_outputs(make):
     proto = make()
     model = lift(proto)
     before = ops(model.graph)
-    assert roll_loops(model, {}).changed
-    result = unroll_loops(model, {})
+    assert roll_loops(model).changed
+    result = unroll_loops(model)
     ir.verify(model)
     assert result.count == 1
     assert ops(model.graph) == before
@@ -66,8 +66,8 @@ def test_unroll_of_roll_restores_the_node_count_and_outputs(make):
 
 def test_unrolled_slices_take_back_the_original_names():
     model = lift(dense_chain(4))
-    roll_loops(model, {})
-    unroll_loops(model, {})
+    roll_loops(model)
+    unroll_loops(model)
     assert sorted(model.graph.initializers) == sorted(
         [f"w{k}" for k in range(4)] + [f"b{k}" for k in range(4)]
     )
@@ -77,7 +77,7 @@ def test_unrolled_slices_take_back_the_original_names():
 def test_scan_outputs_are_stacked(opset):
     proto = _scan_loop(opset=opset)
     model = lift(proto)
-    result = unroll_loops(model, {})
+    result = unroll_loops(model)
     ir.verify(model)
     assert result.changed
     assert "Loop" not in ops(model.graph)
@@ -89,7 +89,7 @@ def test_scan_outputs_are_stacked(opset):
 def test_a_constant_true_cond_out_is_accepted():
     proto = _scan_loop(cond_out="Constant <value = bool {1}> ()")
     model = lift(proto)
-    assert unroll_loops(model, {}).changed
+    assert unroll_loops(model).changed
     assert_same_on(proto, model, random_feeds(proto))
 
 
@@ -107,7 +107,7 @@ def test_loops_that_are_not_unrolled(proto, options, reason):
     found = plan_unroll(loop, options.get("max_trip_count", 64), 17)
     assert isinstance(found, str)
     assert reason in found
-    assert not unroll_loops(model, options).changed
+    assert not unroll_loops(model, UnrollLoopsOptions(**options)).changed
     assert "Loop" in ops(model.graph)
 
 
@@ -126,4 +126,4 @@ def test_a_non_constant_trip_count_is_not_unrolled():
     model = lift(onnx.parser.parse_model(text))
     loop = next(n for n in model.graph if n.op_type == "Loop")
     assert plan_unroll(loop, 64, 17) == "the trip count is not a constant"
-    assert not unroll_loops(model, {}).changed
+    assert not unroll_loops(model).changed

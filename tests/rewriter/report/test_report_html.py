@@ -12,7 +12,7 @@ import pytest
 
 import rewriter
 from rewriter import SkipEntry
-from rewriter._trace import SnapshotNode, TraceEntry
+from rewriter.engine._trace import SnapshotNode, TraceEntry
 from rewriter.report import ReportOptions, render_rewrite_report, write_rewrite_report
 from rewriter.report._dot import short_name, snapshot_dot
 from rewriter.report._html import esc, slug

@@ -1,0 +1,52 @@
+"""What a standard run may use: the engine's built-ins and passes plus the loop passes.
+
+The rule language checks files against a `Vocabulary` and the engine runs passes from a
+table; this module is where the two meet, so that neither layer imports the ones above it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rewriter import dsl, engine, loops
+from rewriter._errors import Diagnostic
+from rewriter.dsl import _ast as ast
+
+PASSES: dict[str, engine.PassDefinition[Any]] = {**engine.BUILTIN_PASSES, **loops.LOOP_PASSES}
+"""Every pass a rule file may declare."""
+
+VOCABULARY = dsl.Vocabulary(
+    functions=engine.signatures(),
+    passes={name: definition.signature for name, definition in PASSES.items()},
+)
+"""The functions and passes rule files may name."""
+
+
+def load_rules(
+    *paths: str | os.PathLike[str], allow_python: bool = False, use_cache: bool = True
+) -> ast.RuleSet:
+    """Load, parse and check rule files and folders (see `rewriter.dsl.load_rules`).
+
+    With `use_cache`, files read before are not parsed again: their parse is kept in the
+    user's cache folder (`~/.cache/onnx-rewrite`), keyed by their exact text.
+
+    Raises:
+        RuleSyntaxError: some file does not parse (carries every diagnostic found).
+        RuleCheckError: the files parse but break semantic rules (every error found).
+        FileNotFoundError: a path does not exist.
+    """
+    cache = dsl.user_cache() if use_cache else None
+    return dsl.load_rules(*paths, vocabulary=VOCABULARY, allow_python=allow_python, cache=cache)
+
+
+def check_files(files: list[ast.File], *, allow_python: bool = False) -> list[Diagnostic]:
+    """The semantic checks of parsed files against the standard vocabulary."""
+    return dsl.check(files, VOCABULARY, allow_python=allow_python)
+
+
+def pass_manager(
+    ruleset: ast.RuleSet, options: engine.RewriteOptions | None = None
+) -> engine.PassManager:
+    """A pass manager that runs every standard pass and applies `match repeat` rules."""
+    return engine.PassManager(ruleset, options, passes=PASSES, block_rules=loops.apply_repeat_rules)

@@ -1,0 +1,159 @@
+"""`rewrite check-rules PATH...`: verify every rule on small models it matches.
+
+For each rule, instances (small models the rule's match and where accept) are generated,
+rewritten by the rule alone and compared with the originals on generated inputs. Prints one
+table row per rule (verified, failed, not instantiable), then each failure's counterexample.
+Exit codes: 0 no rule failed, 1 some rule failed (with `--strict`, or could not be
+instantiated), 2 bad usage or rules that do not load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+from rewriter.cli._output import positive_int
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the `check-rules` subcommand's arguments."""
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=".rw files or folders")
+    parser.add_argument(
+        "--rule",
+        dest="rules",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="check only this rule (repeatable)",
+    )
+    parser.add_argument(
+        "--examples", type=positive_int, default=10, help="inputs per instance (default 10)"
+    )
+    parser.add_argument(
+        "--instances", type=positive_int, default=4, help="instances per rule (default 4)"
+    )
+    parser.add_argument(
+        "--attempts",
+        type=positive_int,
+        default=60,
+        help="attempts at building instances per rule before giving up (default 60)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
+    parser.add_argument(
+        "--sample",
+        type=positive_int,
+        metavar="K",
+        help="check K rules drawn from the loaded ones (chosen by --seed)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=min(4, os.cpu_count() or 1),
+        help="check rules in this many processes (default: the CPUs, at most 4); the results "
+        "do not depend on it",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="also exit 1 when a rule could not be instantiated (nothing about it was checked; "
+        "loop rules, rules over sequence values and passes, which their own tests verify, "
+        "excepted)",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
+    parser.add_argument(
+        "--allow-python", action="store_true", help="permit `use` declarations in rule files"
+    )
+
+
+def _progress(report: object) -> None:
+    from rewriter.checkrules import RuleReport
+
+    assert isinstance(report, RuleReport), "progress receives rule reports"
+    sys.stderr.write(f"  {report.status.value:17} {report.name} ({report.seconds:.1f}s)\n")
+
+
+def _sampled(names: list[str], count: int | None, seed: int) -> list[str]:
+    if count is None or count >= len(names):
+        return []
+    return sorted(random.Random(seed).sample(names, count), key=names.index)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the rules; 0 when none failed, 1 when some failed, 2 on bad usage."""
+    from rich.console import Console
+
+    from rewriter.api import load_rules
+    from rewriter.checkrules import (
+        CheckOptions,
+        Status,
+        check_passes,
+        check_rules,
+        check_rules_in_processes,
+    )
+    from rewriter.checkrules import _report as report
+    from rewriter.cli._output import refuse_unsafe_targets, write_text_atomically
+
+    if args.json:
+        # Checked before the (long) run, like the main command's side files.
+        protected = {Path(path): "a rules path" for path in args.paths}
+        refuse_unsafe_targets({"--json": args.json}, protected=protected, force=args.force)
+    ruleset = load_rules(*args.paths, allow_python=args.allow_python)
+    known = [rule.name for rule in ruleset.rules]
+    unknown = [name for name in args.rules if name not in known]
+    if unknown:
+        sys.stderr.write(f"rewrite check-rules: error: no rule named {', '.join(unknown)}\n")
+        return EXIT_USAGE
+    names = list(args.rules) or _sampled(known, args.sample, args.seed)
+    options = CheckOptions(
+        instances=args.instances, examples=args.examples, seed=args.seed, attempts=args.attempts
+    )
+    start = time.perf_counter()
+    progress = _progress if args.verbose else None
+    if args.jobs > 1:
+        selected = names or known
+        reports = check_rules_in_processes(
+            args.paths,
+            selected,
+            options,
+            jobs=args.jobs,
+            allow_python=args.allow_python,
+            progress=progress,
+        )
+        if not names:
+            reports.extend(check_passes(ruleset, reports, options))
+    else:
+        reports = check_rules(ruleset, options, names=names, progress=progress)
+    seconds = time.perf_counter() - start
+    console = Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 200)
+    console.print(report.table(reports))
+    console.print(report.summary(reports, seconds), markup=False)
+    details = report.failures(reports)
+    if details:
+        sys.stdout.write("\n" + details + "\n")
+    if args.json:
+        stream = io.StringIO()
+        report.write_json(reports, stream, seed=args.seed)
+        write_text_atomically(args.json, stream.getvalue())
+    failed = any(r.status is Status.FAILED for r in reports)
+    if args.strict:
+        unchecked = [
+            r.name
+            for r in reports
+            if r.status is Status.NOT_INSTANTIABLE and r.kind == "rule" and not r.by_tests
+        ]
+        if unchecked:
+            sys.stderr.write(
+                f"rewrite check-rules: --strict: not instantiated: {', '.join(unchecked)}\n"
+            )
+            failed = True
+    return EXIT_FAILED if failed else EXIT_OK

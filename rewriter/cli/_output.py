@@ -1,0 +1,248 @@
+"""Output of the CLI: progress display, summaries, warnings, verification, side files.
+
+Side files (`--json`, `--report`, ...) are written atomically (a temporary file beside the
+target, then a rename) and only after `refuse_unsafe_targets` has checked that they name no
+file the run reads or writes: the model files, their external data, the rules in use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import ir
+from rewriter._errors import Diagnostic, RewriteError
+from rewriter.api._rewrite import RewriteResult
+from rewriter.engine._manager import ProgressCallback
+
+
+@contextlib.contextmanager
+def progress(enabled: bool = True) -> Iterator[ProgressCallback | None]:
+    """A live progress line on stderr (only when stderr is a terminal)."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(file=sys.stderr)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("rewriting", total=None)
+
+        def update(applied: int, pending: int) -> None:
+            bar.update(
+                task, description=f"rewriting: {applied} rewrites applied, {pending} nodes queued"
+            )
+
+        yield update
+
+
+def print_warnings(warnings: Sequence[Diagnostic]) -> None:
+    """Rule-file warnings, rendered like compiler warnings."""
+    for warning in warnings:
+        print(warning.render(), file=sys.stderr)
+
+
+def print_summary(result: RewriteResult, out_path: Path) -> None:
+    """One line: node counts, rewrites, where the output went."""
+    applied = sum(1 for e in result.trace.entries if e.kind == "rule")
+    passes = sum(1 for e in result.trace.entries if e.kind == "pass")
+    changes = f"{applied} rewrites" + (f", {passes} pass changes" if passes else "")
+    print(
+        f"{result.nodes_before} -> {result.nodes_after} nodes, {changes} "
+        f"({result.trace.stop_reason.value}); wrote {out_path}"
+    )
+
+
+# Side files are reports (JSON, HTML, inputs): a name like these is a slip of the keyboard
+# that would replace a model or a rules file, --force or not.
+_REFUSED_SUFFIXES = {".onnx": "a model", ".rw": "a rules file"}
+
+
+def input_model_path(text: str) -> Path:
+    """The model path given on the command line, refused when it is not a file.
+
+    Raises:
+        RewriteError: the path is a directory or does not exist.
+    """
+    path = Path(text)
+    if path.is_dir():
+        raise RewriteError(f"{path}: is a directory, not a model file")
+    if not path.is_file():
+        raise RewriteError(f"{path}: no such model file")
+    return path
+
+
+def check_output_folder(option: str, path: Path) -> None:
+    """Refuse an output path whose folder is missing, or that is itself a folder.
+
+    Raises:
+        RewriteError: naming the option, the path and the missing folder.
+    """
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise RewriteError(f"{option} {path}: the folder {folder} {what}")
+    if path.is_dir():
+        raise RewriteError(f"{option} {path}: is a directory, not a regular file")
+
+
+def refuse_unsafe_targets(
+    targets: Mapping[str, str | None],
+    *,
+    protected: Mapping[Path, str],
+    models: Sequence[Path] = (),
+    force: bool,
+) -> None:
+    """Check side files before anything is written.
+
+    Args:
+        targets: option name -> path given (None when the option was not used).
+        protected: files never to overwrite -> what they are ("the input model").
+        models: models whose external data files are protected too (read only when a target
+            exists below a model's folder, so the usual run loads nothing extra).
+        force: whether an existing file may be replaced.
+
+    Raises:
+        RewriteError: a target's folder is missing, it is a folder, it names another target,
+            it may not be overwritten (see `refuse_overwriting`), or it exists and `force`
+            is not set.
+    """
+    seen: dict[str, str] = {}
+    for option, value in targets.items():
+        if not value:
+            continue
+        path = Path(value)
+        check_output_folder(option, path)
+        real = os.path.realpath(path)
+        if real in seen:
+            raise RewriteError(f"{option} {value} is also given to {seen[real]}")
+        seen[real] = option
+        refuse_overwriting(option, path, protected=protected, models=models)
+        if path.exists() and not force:
+            raise RewriteError(f"{value} exists; pass --force to overwrite it")
+
+
+def refuse_overwriting(
+    option: str, path: Path, *, protected: Mapping[Path, str], models: Sequence[Path] = ()
+) -> None:
+    """Refuse a side file that would replace a protected file or a model's external data.
+
+    Raises:
+        RewriteError: the path is named like a model or rules file (`.onnx`, `.rw`), is one
+            of `protected`, or is an external data file of one of `models`.
+    """
+    real = os.path.realpath(path)
+    for other, role in protected.items():
+        if _same_file(real, other):
+            raise RewriteError(f"{option} {path} would overwrite {role}")
+    kind = _REFUSED_SUFFIXES.get(path.suffix.lower())
+    if kind is not None:
+        raise RewriteError(f"{option} {path}: a {path.suffix} name is for {kind}; choose another")
+    if not path.exists():
+        return  # data files exist (loading checks it): a new file is none of them
+    for model in models:
+        if _is_below(real, model) and real in external_data_files(model):
+            raise RewriteError(f"{option} {path} would overwrite external data of {model}")
+
+
+def _same_file(real: str, other: Path) -> bool:
+    if os.path.realpath(other) == real:
+        return True
+    return os.path.exists(real) and other.exists() and os.path.samefile(real, other)
+
+
+def _is_below(real: str, model: Path) -> bool:
+    folder = os.path.dirname(os.path.realpath(model))
+    return os.path.commonpath([folder, real]) == folder
+
+
+def external_data_files(model_path: Path) -> dict[str, None]:
+    """The real paths of the external data files a model reads (loads the model, no data)."""
+    model = ir.load(model_path)
+    files: dict[str, None] = {}
+    for graph in model.graphs():
+        tensors: list[object] = [value.const_value for value in graph.initializers.values()]
+        for node in graph:
+            for attr in node.attributes.values():
+                value = attr.value
+                tensors.extend(value if isinstance(value, tuple) else (value,))
+        for tensor in tensors:
+            if isinstance(tensor, ir.ExternalTensor):
+                files[os.path.realpath(tensor.path())] = None
+    return files
+
+
+def write_text_atomically(path: str | os.PathLike[str], text: str) -> None:
+    """Write `text` to `path` through a temporary file beside it and a rename."""
+    target = Path(path)
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        # mkstemp makes the file private; a report is an ordinary file.
+        umask = os.umask(0o022)
+        os.umask(umask)
+        Path(temporary).chmod(0o666 & ~umask)
+        os.replace(temporary, target)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        if exc.filename is None:  # a failed write (a full disk) names no file: name ours
+            raise OSError(exc.errno, f"cannot write: {exc.strerror or exc}", str(target)) from exc
+        raise
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int of at least 1 (counts of examples, instances, jobs)."""
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an int of at least 0 (a budget)."""
+    return _int_at_least(text, 0, "a non-negative integer")
+
+
+def _int_at_least(text: str, low: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def opset_version(text: str) -> int:
+    """An argparse type: a default-domain opset version that onnx defines."""
+    newest = ir.schemas.latest_opset("")
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an opset version, got {text!r}") from None
+    if not 1 <= value <= newest:
+        raise argparse.ArgumentTypeError(
+            f"onnx {_onnx_version()} defines opsets 1 to {newest}, not {value}"
+        )
+    return value
+
+
+def _onnx_version() -> str:
+    import onnx
+
+    return str(onnx.__version__)

@@ -1,0 +1,341 @@
+"""`rewrite [--rules PATH]... MODEL [-o OUT]`: the main job."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import ir
+from rewriter._errors import RewriteError
+from rewriter.api import pass_manager
+from rewriter.api._rewrite import PhaseClock, RewriteResult, as_model, load_ruleset, rewrite
+from rewriter.cli import _output
+from rewriter.cli._output import non_negative_int, opset_version, positive_int
+from rewriter.cli._verify import add_comparison_options, counterexample_target, input_ranges
+from rewriter.dsl import _ast as ast
+from rewriter.engine import RewriteOptions
+from rewriter.engine._trace import SkipEntry
+
+if TYPE_CHECKING:
+    from rewriter.verification import VerifyResult
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the main command."""
+    parser.add_argument("model", help="the ONNX model to rewrite")
+    parser.add_argument(
+        "--rules",
+        action="append",
+        metavar="PATH",
+        help="a .rw file or a folder of them (repeatable; default: the shipped library)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="output file (default: MODEL.rewritten.onnx beside it)",
+    )
+    parser.add_argument("--in-place", action="store_true", help="overwrite the input model")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    parser.add_argument("--explain", action="store_true", help="print what fired, grouped by rule")
+    parser.add_argument("--json", metavar="FILE", help="write trace, op counts and timings as JSON")
+    parser.add_argument(
+        "--why-not", metavar="RULE", help="explain why RULE does not fire, then exit"
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the result against the input on generated inputs",
+    )
+    parser.add_argument(
+        "--examples", type=positive_int, default=20, help="examples for --verify (default 20)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed for --verify")
+    add_comparison_options(
+        parser, "with --verify; default: <OUT>.counterexample.npz beside the output"
+    )
+    parser.add_argument(
+        "--exclude-rule", action="append", default=[], metavar="RULE", help="do not apply RULE"
+    )
+    parser.add_argument(
+        "--max-rewrites",
+        type=non_negative_int,
+        help="rewrite budget (default grows with the graph)",
+    )
+    parser.add_argument(
+        "--allow-python", action="store_true", help="permit `use` of Python helpers"
+    )
+    parser.add_argument(
+        "--add-opset",
+        action="append",
+        default=[],
+        metavar="DOMAIN=VERSION",
+        help="import an opset domain before rewriting, e.g. com.microsoft=1 for "
+        "--rules patterns/ort (dropped again if nothing uses it)",
+    )
+    parser.add_argument(
+        "--target-opset",
+        type=opset_version,
+        metavar="N",
+        help="convert the default-domain opset to N (up: fusions into newer ops can fire; "
+        "down: decompositions for older runtimes)",
+    )
+    parser.add_argument(
+        "--freeze-initializer-inputs",
+        action="store_true",
+        help="graph inputs that an initializer also defines become constants that rules "
+        "and folding can use (they can no longer be fed); always so before IR version 4",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write a self-contained HTML report: rules that fired with before/after "
+        "pictures, op counts, timings, verification",
+    )
+
+
+def _parse_opsets(items: list[str]) -> dict[str, int]:
+    opsets = {}
+    for item in items:
+        domain, sep, version = item.partition("=")
+        if not sep or not domain or not version.isdigit():
+            raise RewriteError(
+                f"--add-opset expects DOMAIN=VERSION (e.g. com.microsoft=1), got {item!r}"
+            )
+        opsets[domain] = int(version)
+    return opsets
+
+
+def _output_path(args: argparse.Namespace) -> Path:
+    source = Path(args.model)
+    if args.in_place:
+        if args.output:
+            raise RewriteError("--in-place and -o/--output cannot be combined")
+        return source
+    if args.output:
+        return Path(args.output)
+    return source.with_name(source.stem + ".rewritten.onnx")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the main job; returns the exit code."""
+    source = _output.input_model_path(args.model)
+    out_path = _output_path(args)
+    if not args.why_not:
+        _output.check_output_folder("output model", out_path)
+    if not args.in_place and out_path.exists() and not args.force and not args.why_not:
+        raise RewriteError(f"{out_path} exists; pass --force to overwrite it")
+    if not args.in_place and out_path.exists() and os.path.samefile(out_path, source):
+        raise RewriteError("the output would overwrite the input; use --in-place to allow that")
+    clock = PhaseClock()
+    with clock.phase("load_rules"):
+        ruleset = load_ruleset(args.rules, allow_python=args.allow_python)
+    if args.rules:
+        # The shipped library is kept warning-free by its tests; show warnings for user rules.
+        _output.print_warnings(ruleset.warnings)
+    unknown = [name for name in args.exclude_rule if ruleset.rule(name) is None]
+    if unknown:
+        raise RewriteError(f"--exclude-rule: no rule named `{unknown[0]}` is loaded")
+    if args.why_not:
+        model = as_model(source)
+        report = pass_manager(ruleset, RewriteOptions()).why_not(model, args.why_not)
+        print(report.render())
+        return 0
+    _refuse_unsafe_side_files(args, source, out_path, ruleset)
+    counterexample = _counterexample_target(args, source, out_path, ruleset)
+    args.opsets_to_add = _parse_opsets(args.add_opset)
+    with _output.progress(enabled=not args.no_progress) as on_progress:
+        result = rewrite(
+            source,
+            ruleset,
+            max_rewrites=args.max_rewrites,
+            exclude_rules=args.exclude_rule,
+            progress=on_progress,
+            target_opset=args.target_opset,
+            record_subgraphs=bool(args.report),
+            add_opsets=args.opsets_to_add,
+            freeze_initializer_inputs=args.freeze_initializer_inputs,
+        )
+    for warning in (*result.trace.warnings, *_rolled_back(result)):
+        print(f"rewrite: warning: {warning}", file=sys.stderr)
+    if args.explain:
+        print(result.trace.explain())
+    exit_code = 0
+    verification = None
+    if args.verify:
+        with clock.phase("verify"):
+            verification = _verify_and_bisect(source, result, ruleset, args, counterexample)
+        if not verification.ok:
+            exit_code = 1
+    if exit_code == 0:
+        with clock.phase("save"):
+            ir.save(result.model, out_path)
+        _output.print_summary(result, out_path)
+    else:
+        print(
+            f"rewrite: not writing {out_path}: the rewritten model is not equivalent",
+            file=sys.stderr,
+        )
+    # Side files come last so that their timings cover every phase before them.
+    if args.report:
+        with clock.phase("report"):
+            _write_report(args.report, source, result, verification, _phases(clock, result))
+    if args.json:
+        payload = result.to_json()
+        times = _phases(clock, result)
+        payload["timings_seconds"] = {phase: round(t, 6) for phase, t in times.items()}
+        if verification is not None:
+            payload["verification"] = verification.to_json()
+        _output.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
+    return exit_code
+
+
+def _phases(clock: PhaseClock, result: RewriteResult) -> dict[str, float]:
+    """Seconds per phase of the command, in the order they ran (rules load before the model)."""
+    return {"load_rules": clock.seconds["load_rules"], **result.timings, **clock.seconds}
+
+
+def _refuse_unsafe_side_files(
+    args: argparse.Namespace, source: Path, out: Path, ruleset: ast.RuleSet
+) -> None:
+    """`--json` and `--report` never replace the models, the input's data or the rules in use."""
+    protected = {out: "the output model"}
+    protected.update({Path(path): f"the rules file {path}" for path in ruleset.sources})
+    protected[source] = "the input model"
+    _output.refuse_unsafe_targets(
+        {"--json": args.json, "--report": args.report},
+        protected=protected,
+        models=[source],
+        force=args.force,
+    )
+
+
+_VERIFY_ONLY = {
+    "rtol": "--rtol",
+    "atol": "--atol",
+    "inputs": "--input",
+    "special_values": "--special-values",
+    "counterexample": "--counterexample",
+}
+
+
+def _counterexample_target(
+    args: argparse.Namespace, source: Path, out: Path, ruleset: ast.RuleSet
+) -> Path | None:
+    """Where `--verify` saves a counterexample (None without --verify), checked up front.
+
+    Raises:
+        RewriteError: a comparison option without --verify, or a refused path.
+    """
+    if not args.verify:
+        for attribute, option in _VERIFY_ONLY.items():
+            if getattr(args, attribute):
+                raise RewriteError(f"{option} applies to --verify; add --verify")
+        return None
+    protected = {out: "the output model", source: "the input model"}
+    protected.update({Path(path): f"the rules file {path}" for path in ruleset.sources})
+    for option in ("json", "report"):
+        if getattr(args, option):
+            protected[Path(getattr(args, option))] = f"the --{option} file"
+    return counterexample_target(
+        args.counterexample,
+        out.with_name(out.stem + ".counterexample.npz"),
+        force=args.force,
+        protected=protected,
+        models=[source],
+    )
+
+
+def _rolled_back(result: RewriteResult) -> list[str]:
+    """One line per rule whose rewrites were rolled back (they would have broken the model)."""
+    by_rule: dict[tuple[str, str], list[SkipEntry]] = {}
+    for skip in result.trace.skips:
+        if skip.reason.startswith("rolled back"):
+            by_rule.setdefault((skip.rule, skip.location), []).append(skip)
+    lines = []
+    for (rule, location), skips in by_rule.items():
+        first = skips[0]
+        where = f" at {first.node}" if first.node else ""
+        count = f"{len(skips)} rewrite{'s' if len(skips) > 1 else ''}"
+        detail = first.reason.removeprefix("rolled back").lstrip(": ")
+        lines.append(f"rule `{rule}` ({location}): {count} rolled back{where}: {detail}")
+    return lines
+
+
+def _write_report(
+    path: str,
+    source: Path,
+    result: RewriteResult,
+    verification: VerifyResult | None,
+    timings: dict[str, float],
+) -> None:
+    """`--report FILE`: the HTML report (written even when verification failed)."""
+    from rewriter.report import write_rewrite_report
+
+    write_rewrite_report(path, result, source=source, verification=verification, timings=timings)
+    print(f"wrote report {path}")
+
+
+__all__ = ["RewriteResult", "add_arguments", "run"]
+
+
+def _verify_and_bisect(
+    source: Path,
+    result: RewriteResult,
+    ruleset: ast.RuleSet,
+    args: argparse.Namespace,
+    counterexample: Path | None = None,
+) -> VerifyResult:
+    """Check the result against the source; on a mismatch, name the first guilty rewrite.
+
+    The counterexample is saved to `counterexample` (kept in memory when None) and its path
+    printed.
+    """
+    from rewriter.verification import check_equivalence, find_first_bad
+
+    verdict = check_equivalence(
+        source,
+        result.model,
+        examples=args.examples,
+        seed=args.seed,
+        rtol=args.rtol,
+        atol=args.atol,
+        input_ranges=input_ranges(args),
+        special_values=args.special_values,
+        counterexample_path=counterexample,
+        save_counterexample=counterexample is not None,
+    )
+    print(verdict.render_table())
+    if verdict.ok:
+        return verdict
+    if verdict.counterexample_path is not None:
+        print(f"counterexample saved to {verdict.counterexample_path}")
+    rule_entries = [e for e in result.trace.entries if e.kind == "rule"]
+    if verdict.counterexample is None or not rule_entries:
+        return verdict
+
+    def prefix(k: int) -> ir.Model:
+        return rewrite(
+            source,
+            ruleset,
+            replay_limit=k,
+            exclude_rules=args.exclude_rule,
+            target_opset=args.target_opset,
+            add_opsets=getattr(args, "opsets_to_add", None),
+            freeze_initializer_inputs=getattr(args, "freeze_initializer_inputs", False),
+        ).model
+
+    bad = find_first_bad(len(rule_entries), prefix, source, verdict.counterexample)
+    if bad is not None and 1 <= bad <= len(rule_entries):
+        entry = rule_entries[bad - 1]
+        print(
+            f"first non-equivalent rewrite: #{bad} rule `{entry.rule}` ({entry.location}) "
+            f"on {', '.join(entry.matched)}",
+            file=sys.stderr,
+        )
+    return verdict

@@ -1,0 +1,25 @@
+"""The built-in functions of the rule language: one registry of name, signature and code.
+
+`BUILTINS` maps each name to its `Builtin` (signature and implementation); `signatures()`
+is what the rule checker needs to know. The implementations are grouped by what they work
+on: facts about matched values, numbers and lists, tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rewriter.dsl import Signature
+from rewriter.engine._builtins import _numbers, _tensors, _value_facts
+from rewriter.engine._builtins._registry import Builtin, Implementation, builtin, collect
+
+BUILTINS: Mapping[str, Builtin] = collect((_value_facts, _numbers, _tensors))
+"""Every built-in function, by name."""
+
+
+def signatures() -> dict[str, Signature]:
+    """The signature of every built-in, by name (for the rule checker)."""
+    return {name: entry.signature for name, entry in BUILTINS.items()}
+
+
+__all__ = ["BUILTINS", "Builtin", "Implementation", "builtin", "signatures"]

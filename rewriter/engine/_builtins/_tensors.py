@@ -1,0 +1,195 @@
+"""Built-ins that build tensors for rewrites: reshaping, stacking, filled tensors, casts.
+
+A matched value stands for its constant contents; dtype arguments are ONNX names
+("float16") or ONNX dtype numbers (as in Cast's `to`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import ir
+from rewriter.engine._builtins._registry import builtin
+from rewriter.engine._values import UNKNOWN, EvalContext, EvalError, numeric, quiet_numpy
+
+
+def _np_dtype(name: Any) -> np.dtype[Any]:
+    if isinstance(name, ir.DataType):
+        return ir.numpy_dtype(name)
+    if isinstance(name, int | np.integer) and not isinstance(name, bool):
+        try:
+            return ir.numpy_dtype(ir.DataType(int(name)))
+        except ValueError:
+            raise EvalError(f"unknown ONNX dtype number {name}") from None
+    if not isinstance(name, str):
+        raise EvalError(f'a dtype name such as "float" is expected, got {name!r}')
+    try:
+        return ir.numpy_dtype(ir.DataType.from_name(name))
+    except ValueError:
+        raise EvalError(f"unknown dtype `{name}`") from None
+
+
+def _array(value: Any) -> Any:
+    result = numeric(value)
+    return UNKNOWN if result is UNKNOWN else np.asarray(result)
+
+
+def _int_list(value: Any) -> list[int]:
+    return [int(v) for v in np.asarray(numeric(value)).reshape(-1)]
+
+
+def _axes(axis: Any) -> tuple[int, ...] | None:
+    return None if axis is None else tuple(_int_list(axis))
+
+
+@builtin("reshape", "reshape; -1 infers one dim")
+def reshape(ctx: EvalContext, x: Any, shape: Any) -> Any:
+    """`reshape(x, shape)`."""
+    found = _array(x)
+    return UNKNOWN if found is UNKNOWN else np.reshape(found, _int_list(shape))
+
+
+@builtin("transpose", "permute axes; reverses them without perm", keywords=("perm",))
+def transpose(ctx: EvalContext, x: Any, perm: Any = None) -> Any:
+    """`transpose(x, perm)`."""
+    found = _array(x)
+    if found is UNKNOWN:
+        return UNKNOWN
+    return np.transpose(found, None if perm is None else _int_list(perm))
+
+
+@builtin("concat", "concat([a, b, ...], axis = 0)", keywords=("axis",))
+def concat(ctx: EvalContext, items: Any, axis: int = 0) -> Any:
+    """`concat([a, b, ...], axis)`."""
+    arrays = [_array(v) for v in items]
+    if any(a is UNKNOWN for a in arrays):
+        return UNKNOWN
+    return np.concatenate(arrays, axis=int(axis))
+
+
+@builtin("stack", "stack([a, b, ...], axis = 0) along a new axis", keywords=("axis",))
+def stack(ctx: EvalContext, items: Any, axis: int = 0) -> Any:
+    """`stack([a, b, ...], axis)`."""
+    arrays = [_array(v) for v in items]
+    if any(a is UNKNOWN for a in arrays):
+        return UNKNOWN
+    return np.stack(arrays, axis=int(axis))
+
+
+@builtin("expand_dims", "insert size-1 axes; axis may be a list", keywords=("axis",))
+def expand_dims(ctx: EvalContext, x: Any, axis: Any) -> Any:
+    """`expand_dims(x, axis)`."""
+    found = _array(x)
+    return UNKNOWN if found is UNKNOWN else np.expand_dims(found, tuple(_int_list(axis)))
+
+
+@builtin("squeeze", "drop size-1 axes (all of them without axis)", keywords=("axis",))
+def squeeze(ctx: EvalContext, x: Any, axis: Any = None) -> Any:
+    """`squeeze(x, axis)`."""
+    found = _array(x)
+    return UNKNOWN if found is UNKNOWN else np.squeeze(found, _axes(axis))
+
+
+@builtin("zeros", 'zeros, dtype "float" unless given', keywords=("dtype",))
+def zeros(ctx: EvalContext, shape: Any, dtype: Any = "float") -> Any:
+    """`zeros(shape, dtype)`."""
+    return np.zeros(_int_list(shape), dtype=_np_dtype(dtype))
+
+
+@builtin("ones", 'ones, dtype "float" unless given', keywords=("dtype",))
+def ones(ctx: EvalContext, shape: Any, dtype: Any = "float") -> Any:
+    """`ones(shape, dtype)`."""
+    return np.ones(_int_list(shape), dtype=_np_dtype(dtype))
+
+
+@builtin("full", 'a tensor filled with value, "float" unless given', keywords=("dtype",))
+def full(ctx: EvalContext, shape: Any, value: Any, dtype: Any = "float") -> Any:
+    """`full(shape, value, dtype)`."""
+    return np.full(_int_list(shape), value, dtype=_np_dtype(dtype))
+
+
+@builtin("zeros_like", "zeros of x's shape and dtype")
+def zeros_like(ctx: EvalContext, x: Any) -> Any:
+    """`zeros_like(x)`."""
+    found = _array(x)
+    return UNKNOWN if found is UNKNOWN else np.zeros_like(found)
+
+
+@builtin("ones_like", "ones of x's shape and dtype")
+def ones_like(ctx: EvalContext, x: Any) -> Any:
+    """`ones_like(x)`."""
+    found = _array(x)
+    return UNKNOWN if found is UNKNOWN else np.ones_like(found)
+
+
+@builtin("eye", 'the n x n identity, "float" unless given', keywords=("dtype",))
+def eye(ctx: EvalContext, n: Any, dtype: Any = "float") -> Any:
+    """`eye(n, dtype)`."""
+    return np.eye(int(n), dtype=_np_dtype(dtype))
+
+
+@builtin("one_hot", "a new last axis of size depth", keywords=("dtype",))
+def one_hot(ctx: EvalContext, indices: Any, depth: Any, dtype: Any = "float") -> Any:
+    """`one_hot(indices, depth, dtype)`."""
+    idx = np.asarray(numeric(indices)).astype(np.int64)
+    return (idx[..., None] == np.arange(int(depth))).astype(_np_dtype(dtype))
+
+
+@builtin("take", "numpy.take; take(p1, p2) composes permutations", keywords=("axis",))
+def take(ctx: EvalContext, a: Any, indices: Any, axis: Any = None) -> Any:
+    """`take(a, indices, axis)`; lists give a list back."""
+    x = _array(a)
+    idx = _array(indices)
+    if x is UNKNOWN or idx is UNKNOWN:
+        return UNKNOWN
+    result = np.take(x, idx.astype(np.int64), axis=None if axis is None else int(axis))
+    if isinstance(a, list) and isinstance(indices, list):
+        return [int(i) for i in result.tolist()]
+    return result
+
+
+@builtin("cast", 'convert to an ONNX dtype: cast(x, "float16")')
+def cast(ctx: EvalContext, x: Any, dtype: Any) -> Any:
+    """`cast(x, dtype)`."""
+    found = _array(x)
+    if found is UNKNOWN:
+        return UNKNOWN
+    with quiet_numpy():
+        return found.astype(_np_dtype(dtype))
+
+
+@builtin("const", 'a tensor of exactly that dtype: const(0, "int64")', let_only=True)
+def const(ctx: EvalContext, v: Any, dtype: Any) -> Any:
+    """`const(v, dtype)`: a tensor of exactly that dtype (for literal node inputs)."""
+    found = _array(v)
+    return UNKNOWN if found is UNKNOWN else np.asarray(found, dtype=_np_dtype(dtype))
+
+
+@builtin("arange", "numpy.arange, int64 unless dtype given", keywords=("dtype",))
+def arange(
+    ctx: EvalContext, start: Any, stop: Any = None, step: Any = None, *, dtype: Any = "int64"
+) -> Any:
+    """`arange(stop)` / `arange(start, stop, step)`."""
+    bounds = [numeric(b) for b in (start, stop, step) if b is not None]
+    return np.arange(*bounds, dtype=_np_dtype(dtype))
+
+
+@builtin("flip", "reverse along axis (all axes without it)", keywords=("axis",))
+def flip(ctx: EvalContext, x: Any, axis: Any = None) -> Any:
+    """`flip(x, axis)`."""
+    found = _array(x)
+    return UNKNOWN if found is UNKNOWN else np.flip(found, _axes(axis))
+
+
+@builtin("pad", "constant padding with ONNX pads [b1, ..., e1, ...]")
+def pad(ctx: EvalContext, x: Any, pads: Any, value: Any = 0) -> Any:
+    """`pad(x, pads, value)` with ONNX-style pads."""
+    found = _array(x)
+    if found is UNKNOWN:
+        return UNKNOWN
+    p = _int_list(pads)
+    half = len(p) // 2
+    widths = list(zip(p[:half], p[half:], strict=False))
+    return np.pad(found, widths, constant_values=value)

@@ -1,0 +1,504 @@
+"""The generic matcher: finds one rule's pattern at one anchor node.
+
+It walks the compiled plan with backtracking (commutative operand orders and consumer
+candidates are the only choice points), then applies the outside-uses rule and the `where`
+conditions. It returns a `Match` or the deepest `MatchFailure` with its reason, which is what
+`--why-not` shows. No rule-specific code lives here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+import ir
+from rewriter.dsl import _ast as ast
+from rewriter.engine import _facts
+from rewriter.engine._compile import CompiledRule
+from rewriter.engine._evaluate import evaluate
+from rewriter.engine._values import EvalContext, EvalError, NodeRef, attr_to_python, equal, truth
+
+# A literal input is compared against constants up to this many elements; a bigger constant
+# is never treated as a literal (reading a large weight to compare it would be wasteful).
+LITERAL_SIZE_LIMIT = 1 << 16
+_FLOAT_RTOL = 1e-6
+
+# A failure reason: a str.format template and its arguments (see `_Tracker`).
+_Reason = tuple[Any, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Match:
+    """A successful match: the bindings and the matched nodes (by match line)."""
+
+    rule: CompiledRule
+    graph: ir.Graph
+    bindings: Mapping[str, Any]
+    nodes: tuple[ir.Node, ...]
+
+    @property
+    def anchor(self) -> ir.Node:
+        """The node the match was anchored at."""
+        return self.nodes[self.rule.anchor]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MatchFailure:
+    """Why a rule did not match at a node: the reason, the node it concerns, the depth reached."""
+
+    reason: str
+    node: ir.Node | None
+    depth: int
+
+
+@dataclasses.dataclass(slots=True)
+class _State:
+    bindings: dict[str, Any]
+    nodes: list[ir.Node | None]
+
+    def copy(self) -> _State:
+        return _State(dict(self.bindings), list(self.nodes))
+
+
+class _Tracker:
+    """Remembers the deepest failure seen during one search.
+
+    Reasons are given as a template and its arguments and formatted only when asked for:
+    the pass manager tries tens of thousands of anchors and reads no reason, `--why-not`
+    reads every one. Node arguments are shown as `name (OpType)`.
+    """
+
+    __slots__ = ("args", "depth", "node", "template")
+
+    def __init__(self) -> None:
+        self.depth = -1
+        self.node: ir.Node | None = None
+        self.template = "no candidate"
+        self.args: tuple[Any, ...] = ()
+
+    def fail(self, depth: int, node: ir.Node | None, template: str, *args: Any) -> None:
+        if depth >= self.depth:
+            self.depth = depth
+            self.node = node
+            self.template = template
+            self.args = args
+
+    def result(self) -> MatchFailure:
+        args = tuple(_node_label(a) if isinstance(a, ir.Node) else a for a in self.args)
+        return MatchFailure(self.template.format(*args), self.node, self.depth)
+
+
+class _QuietTracker(_Tracker):
+    """A tracker that keeps no reasons (the pass manager only needs yes or no)."""
+
+    __slots__ = ()
+
+    def fail(self, depth: int, node: ir.Node | None, template: str, *args: Any) -> None:
+        return None
+
+    def result(self) -> MatchFailure:
+        return _NO_MATCH
+
+
+_NO_MATCH = MatchFailure("no match (reasons not recorded)", None, -1)
+
+
+@functools.cache
+def _default_attr(op_type: str, name: str, domain: str, opset: int | None) -> ir.Attr | None:
+    return ir.schemas.attribute_default(op_type, name, domain, opset)
+
+
+def _literal_value(expr: ast.Expr) -> Any:
+    return evaluate(expr, EvalContext({}, {}))
+
+
+def _node_label(node: ir.Node) -> str:
+    return f"{node.name or '<unnamed>'} ({node.op_type})"
+
+
+class Matcher:
+    """Matches compiled rules in one model (knows its opsets and helper functions)."""
+
+    def __init__(
+        self,
+        opset_imports: Mapping[str, int],
+        functions: Mapping[str, Callable[..., Any]] | None = None,
+        target_opsets: Mapping[str, int] | None = None,
+    ) -> None:
+        self.opset_imports = dict(opset_imports)
+        self.functions = dict(functions or {})
+        self.target_opsets = dict(target_opsets or {})
+        self._literals: dict[int, Any] = {}
+
+    def opset_of(self, domain: str) -> int | None:
+        """The model's opset version for `domain` (None when not imported)."""
+        key = ir.schemas.normalize_domain(domain)
+        found = self.opset_imports.get(key)
+        if found is None and key == "":
+            found = self.opset_imports.get("ai.onnx")
+        return found
+
+    def eval_context(self, bindings: Mapping[str, Any]) -> EvalContext:
+        """An evaluation context over match bindings."""
+        return EvalContext(dict(bindings), self.opset_imports, self.functions, self.target_opsets)
+
+    # entry point -----------------------------------------------------------------------------
+    def match(
+        self, rule: CompiledRule, node: ir.Node, *, explain: bool = True
+    ) -> Match | MatchFailure:
+        """Try `rule` with its anchor line at `node`.
+
+        With `explain=False` a failure carries no reason (cheaper; the pass manager's mode).
+        """
+        graph = node.graph
+        if graph is None:
+            return MatchFailure("node is no longer in a graph", node, 0)
+        if not explain and not _may_match(rule, node, graph):
+            return _NO_MATCH
+        tracker = _Tracker() if explain else _QuietTracker()
+        start = _State({}, [None] * len(rule.lines))
+        anchor_line = rule.lines[rule.anchor]
+        for state in self._match_line(rule, anchor_line, rule.anchor, node, start, tracker, 0):
+            for complete in self._search(rule, 0, state, tracker, graph):
+                found = self._finish(rule, complete, tracker, graph)
+                if found is not None:
+                    return found
+        return tracker.result()
+
+    def _search(
+        self, rule: CompiledRule, step_index: int, state: _State, tracker: _Tracker, graph: ir.Graph
+    ) -> Iterator[_State]:
+        if step_index == len(rule.plan):
+            yield state
+            return
+        step = rule.plan[step_index]
+        line = rule.lines[step.line]
+        depth = step_index + 1
+        value = state.bindings.get(step.var)
+        if not isinstance(value, ir.Value):
+            tracker.fail(depth, None, "`{}` is not a computed value", step.var)
+            return
+        if step.access == "producer":
+            producer = value.producer()
+            if producer is None or producer.graph is not graph:
+                where = "a graph input or initializer" if producer is None else "outside the graph"
+                tracker.fail(
+                    depth, None, "`{}` ({}) is {}, not a node output", step.var, value.name, where
+                )
+                return
+            if value.index != step.position:
+                tracker.fail(
+                    depth,
+                    producer,
+                    "`{}` is output {} of {}, not output {}",
+                    step.var,
+                    value.index,
+                    producer,
+                    step.position,
+                )
+                return
+            candidates: tuple[ir.Node, ...] = (producer,)
+        else:
+            candidates = tuple(
+                n for n in value.users() if n.graph is graph and n not in state.nodes
+            )
+            if not candidates:
+                tracker.fail(
+                    depth, None, "`{}` ({}) has no other user to match", step.var, value.name
+                )
+                return
+        for candidate in candidates:
+            for next_state in self._match_line(
+                rule, line, step.line, candidate, state, tracker, depth
+            ):
+                yield from self._search(rule, step_index + 1, next_state, tracker, graph)
+
+    # one line --------------------------------------------------------------------------------
+    def _match_line(
+        self,
+        rule: CompiledRule,
+        line: ast.NodePattern,
+        line_index: int,
+        node: ir.Node,
+        state: _State,
+        tracker: _Tracker,
+        depth: int,
+    ) -> Iterator[_State]:
+        if node in state.nodes:
+            tracker.fail(depth, node, "{} is already matched by another line", node)
+            return
+        ops = rule.line_ops[line_index]
+        if ops is not None and (ir.schemas.normalize_domain(node.domain), node.op_type) not in ops:
+            expected = " | ".join(
+                f"{r.domain}.{r.op_type}" if r.domain else r.op_type for r in line.op.alternatives
+            )
+            tracker.fail(depth, node, "{} is not {}", node, expected)
+            return
+        state = state.copy()
+        state.nodes[line_index] = node
+        reason = self._bind_outputs(line, node, state)
+        if reason is None:
+            reason = self._bind_attributes(line, node, state)
+        if reason is None and line.as_name is not None:
+            state.bindings[line.as_name] = NodeRef(node, self.opset_of(node.domain))
+        if reason is not None:
+            tracker.fail(depth, node, *reason)
+            return
+        inputs = list(node.inputs)
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        swappable = (
+            len(inputs) == 2
+            and len(line.inputs) == 2
+            and ir.schemas.is_commutative(node.op_type, node.domain)
+        )
+        orders = [inputs, [inputs[1], inputs[0]]] if swappable else [inputs]
+        for i, ordered in enumerate(orders):
+            # The last order may bind into `state` itself: nothing else reads it afterwards.
+            branch = state if i == len(orders) - 1 else state.copy()
+            reason = self._bind_inputs(line, ordered, branch)
+            if reason is None:
+                yield branch
+            else:
+                template, *args = reason
+                tracker.fail(depth, node, "{}: " + template, node, *args)
+
+    def _bind_outputs(self, line: ast.NodePattern, node: ir.Node, state: _State) -> _Reason | None:
+        outputs = list(node.outputs)
+        while outputs and not outputs[-1].name:
+            outputs.pop()
+        expected = len(line.outputs)
+        if line.outputs_open:
+            if len(outputs) < expected:
+                return ("{} has {} outputs, at least {} expected", node, len(outputs), expected)
+        elif len(outputs) != expected:
+            return ("{} has {} outputs, {} expected", node, len(outputs), expected)
+        for pattern, value in zip(line.outputs, outputs, strict=False):
+            if isinstance(pattern, ast.Wildcard):
+                continue
+            if not value.name:
+                return ("output `{}` of {} is absent", pattern.name, node)
+            if not _bind(state.bindings, pattern.name, value):
+                return ("output `{}` is bound to a different value", pattern.name)
+        return None
+
+    def _bind_attributes(
+        self, line: ast.NodePattern, node: ir.Node, state: _State
+    ) -> _Reason | None:
+        if not line.attrs:
+            return None
+        opset = self.opset_of(node.domain)
+        for entry in line.attrs:
+            if isinstance(entry, ast.AttrCopy):
+                continue
+            attr = node.attributes.get(entry.name)
+            if attr is None:
+                attr = _default_attr(node.op_type, entry.name, node.domain, opset)
+            actual = None if attr is None else attr_to_python(attr)
+            if isinstance(entry.value, ast.Name):
+                if not _bind(state.bindings, entry.value.name, actual):
+                    return (
+                        "attribute `{}` = {!r} differs from `{}`",
+                        entry.name,
+                        actual,
+                        entry.value.name,
+                    )
+                continue
+            expected = self._literal(entry.value)
+            if actual is None or not _values_match(actual, expected):
+                return ("attribute `{}` is {!r}, not {!r}", entry.name, actual, expected)
+        return None
+
+    def _bind_inputs(
+        self, line: ast.NodePattern, inputs: list[ir.Value | None], state: _State
+    ) -> _Reason | None:
+        patterns = line.inputs
+        variadic = (
+            bool(patterns) and isinstance(patterns[-1], ast.InputVar) and patterns[-1].variadic
+        )
+        fixed = patterns[:-1] if variadic else patterns
+        if len(inputs) > len(fixed) and not variadic:
+            return ("has {} inputs, the pattern has {}", len(inputs), len(fixed))
+        for i, pattern in enumerate(fixed):
+            value = inputs[i] if i < len(inputs) else None
+            reason = self._bind_input(pattern, value, i, state)
+            if reason is not None:
+                return reason
+        if variadic:
+            rest = tuple(inputs[len(fixed) :])
+            name = patterns[-1].name  # type: ignore[union-attr]
+            if not _bind(state.bindings, name, rest):
+                return ("variadic `{}...` is bound to different values", name)
+        return None
+
+    def _bind_input(
+        self, pattern: ast.InputPattern, value: ir.Value | None, index: int, state: _State
+    ) -> _Reason | None:
+        if isinstance(pattern, ast.Wildcard):
+            return None
+        if isinstance(pattern, ast.InputLiteral):
+            if value is None:
+                return ("input {} is absent, a constant is expected", index)
+            expected = self._literal(pattern.value)
+            if not _constant_equals(value, expected):
+                return ("input {} ({}) is not the constant {!r}", index, value.name, expected)
+            return None
+        if value is None and not pattern.optional:
+            return ("input {} (`{}`) is absent", index, pattern.name)
+        if not _bind(state.bindings, pattern.name, value):
+            return ("input {} is not the value already bound to `{}`", index, pattern.name)
+        return None
+
+    def _literal(self, expr: ast.Expr) -> Any:
+        key = id(expr)
+        if key not in self._literals:
+            self._literals[key] = _literal_value(expr)
+        return self._literals[key]
+
+    # completion ------------------------------------------------------------------------------
+    def _finish(
+        self, rule: CompiledRule, state: _State, tracker: _Tracker, graph: ir.Graph
+    ) -> Match | None:
+        depth = len(rule.lines)
+        nodes = tuple(n for n in state.nodes if n is not None)
+        var_of: dict[int, str] | None = None
+        for node in nodes:
+            for out in node.outputs:
+                if not out.name:
+                    continue
+                outside = out.is_graph_output() or any(user not in nodes for user in out.users())
+                if not outside:
+                    continue
+                if var_of is None:
+                    var_of = {
+                        id(v): k for k, v in state.bindings.items() if isinstance(v, ir.Value)
+                    }
+                var = var_of.get(id(out))
+                if var is None or var not in rule.redefined:
+                    what = f"`{var}`" if var is not None else "an unbound output"
+                    tracker.fail(
+                        depth,
+                        node,
+                        "{} ({}) of {} is used outside the match and the rewrite does not "
+                        "redefine it",
+                        what,
+                        out.name,
+                        node,
+                    )
+                    return None
+        if rule.rule.where:
+            ctx = self.eval_context(state.bindings)
+            for condition in rule.rule.where:
+                try:
+                    result = truth(evaluate(condition, ctx))
+                except EvalError as exc:
+                    tracker.fail(
+                        depth + 1, None, "where line {}: {}", condition.span.line, exc.bare_message
+                    )
+                    return None
+                if result is not True:
+                    verdict = "unknown (a fact is not known)" if result is not False else "false"
+                    tracker.fail(
+                        depth + 1,
+                        nodes[-1] if nodes else None,
+                        "where line {} is {}",
+                        condition.span.line,
+                        verdict,
+                    )
+                    return None
+        return Match(rule, graph, dict(state.bindings), tuple(state.nodes))  # type: ignore[arg-type]
+
+
+def _may_match(rule: CompiledRule, node: ir.Node, graph: ir.Graph) -> bool:
+    """False when the anchor's inputs cannot come from the producers the rule names.
+
+    A necessary condition only (`CompiledRule.anchor_producers`), checked in both operand
+    orders where the matcher would try both; most anchors fail here, without a search.
+    """
+    checks = rule.anchor_producers
+    if not checks:
+        return True
+    inputs = node.inputs
+    if _producers_fit(checks, inputs, graph):
+        return True
+    count = len(inputs)
+    while count and inputs[count - 1] is None:
+        count -= 1
+    return (
+        count == 2
+        and len(rule.lines[rule.anchor].inputs) == 2
+        and ir.schemas.is_commutative(node.op_type, node.domain)
+        and _producers_fit(checks, (inputs[1], inputs[0]), graph)
+    )
+
+
+def _producers_fit(
+    checks: tuple[tuple[int, frozenset[tuple[str, str]] | None, int], ...],
+    inputs: tuple[ir.Value | None, ...],
+    graph: ir.Graph,
+) -> bool:
+    for position, ops, output in checks:
+        value = inputs[position] if position < len(inputs) else None
+        if value is None or value.index != output:
+            return False
+        producer = value.producer()
+        if producer is None or producer.graph is not graph:
+            return False
+        if ops is not None and (
+            (ir.schemas.normalize_domain(producer.domain), producer.op_type) not in ops
+        ):
+            return False
+    return True
+
+
+def _bind(bindings: dict[str, Any], name: str, value: Any) -> bool:
+    if name not in bindings:
+        bindings[name] = value
+        return True
+    bound = bindings[name]
+    if isinstance(bound, ir.Value) or isinstance(value, ir.Value) or bound is None or value is None:
+        return bound is value
+    if isinstance(bound, tuple) and isinstance(value, tuple):
+        return len(bound) == len(value) and all(a is b for a, b in zip(bound, value, strict=False))
+    return equal(bound, value) is True
+
+
+def _values_match(actual: Any, expected: Any) -> bool:
+    if isinstance(expected, float) or isinstance(actual, float):
+        try:
+            return bool(np.allclose(actual, expected, rtol=_FLOAT_RTOL, atol=0.0))
+        except (TypeError, ValueError):
+            return False
+    return equal(actual, expected) is True
+
+
+def _constant_equals(value: ir.Value, expected: Any) -> bool:
+    size = _facts.const_size(value)
+    if size is None or size > LITERAL_SIZE_LIMIT:
+        return False
+    array = _facts.const_array(value)
+    if array is None or array.dtype == object or array.dtype.kind in "SU":
+        return False
+    if isinstance(expected, list):
+        target = np.asarray(expected)
+        if array.ndim != 1 or array.shape != target.shape:
+            return False
+        if array.dtype.kind == "f" or target.dtype.kind == "f":
+            return bool(np.allclose(array.astype(np.float64), target, rtol=_FLOAT_RTOL, atol=0.0))
+        return bool(np.array_equal(array, target))
+    if array.size == 0:
+        return False
+    if array.dtype.kind in "fc":
+        scale = max(abs(float(expected)), 1e-30)
+        return bool(
+            np.all(np.abs(array.astype(np.float64) - float(expected)) <= _FLOAT_RTOL * scale)
+        )
+    if array.dtype.kind == "b":
+        return bool(np.all(array == bool(expected)))
+    if isinstance(expected, float) and not float(expected).is_integer():
+        return False
+    return bool(np.all(array == int(expected)))

@@ -1,0 +1,108 @@
+"""Built-in passes as values: a name, typed options, and the function that runs them.
+
+A pass is work that is not a local pattern (constant folding, dead code, loop rolling). Rule
+files switch one on with `pass NAME { option = value }`; the pass manager turns the declared
+values into the pass's frozen options dataclass (checked against each option's minimum) and
+runs it between rounds of rules. Packages that define passes (the engine's own, the loop
+passes of `rewriter.loops`) each export their `PassDefinition`s; the caller of the pass
+manager says which ones a run may use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+import ir
+from rewriter.dsl import PassOption, PassSignature
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PassChange:
+    """What a pass changed in one graph (trace labels, see `TraceEntry`)."""
+
+    graph: str
+    removed: tuple[str, ...]
+    created: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PassResult:
+    """What a pass did; `changes` is empty for passes that do not itemize them."""
+
+    name: str
+    changed: bool
+    touched: tuple[ir.Node, ...] = ()
+    count: int = 0
+    changes: tuple[PassChange, ...] = ()
+
+
+def option(default: int, summary: str, *, minimum: int = 0) -> Any:
+    """A field of a pass's options dataclass: a non-negative integer with a documented role."""
+    return dataclasses.field(default=default, metadata={"summary": summary, "minimum": minimum})
+
+
+def check_options(options: object) -> None:
+    """Refuse option values that are not integers or are below their minimum.
+
+    Options dataclasses call this from `__post_init__`, so an options object is valid
+    however it was made.
+
+    Raises:
+        ValueError: naming the option and what it takes.
+    """
+    for field in dataclasses.fields(options):  # type: ignore[arg-type]
+        value = getattr(options, field.name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"option `{field.name}` takes an integer, not {value!r}")
+        minimum = field.metadata.get("minimum", 0)
+        if value < minimum:
+            raise ValueError(f"option `{field.name}` must be at least {minimum}, not {value}")
+
+
+OptionsT = TypeVar("OptionsT")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PassDefinition(Generic[OptionsT]):
+    """A pass: its name, what it does, its options dataclass, and how to run it."""
+
+    name: str
+    summary: str
+    options: type[OptionsT]
+    run: Callable[[ir.Model, OptionsT], PassResult]
+
+    @property
+    def signature(self) -> PassSignature:
+        """What the rule checker needs to know: the name and each option's minimum."""
+        return PassSignature(
+            self.name,
+            self.summary,
+            tuple(
+                PassOption(field.name, field.metadata["summary"], field.metadata["minimum"])
+                for field in dataclasses.fields(self.options)  # type: ignore[arg-type]
+            ),
+        )
+
+    def make_options(self, values: Mapping[str, object]) -> OptionsT:
+        """The options dataclass for declared values (defaults for the ones not given).
+
+        Raises:
+            ValueError: an unknown option, a value that is not an integer, or one below its
+                minimum (the rule checker reports these at load time; this guards the API).
+        """
+        known = {f.name for f in dataclasses.fields(self.options)}  # type: ignore[arg-type]
+        for key in values:
+            if key not in known:
+                raise ValueError(f"pass `{self.name}` has no option `{key}`")
+        return self.options(**values)
+
+
+def pass_table(*definitions: PassDefinition[Any]) -> dict[str, PassDefinition[Any]]:
+    """Definitions by name (a name defined twice is a bug)."""
+    table: dict[str, PassDefinition[Any]] = {}
+    for definition in definitions:
+        assert definition.name not in table, f"pass `{definition.name}` is defined twice"
+        table[definition.name] = definition
+    return table

@@ -1,0 +1,54 @@
+"""Verification: does a rewritten model compute what the original computes?
+
+`check_equivalence(original, rewritten)` runs both models (onnxruntime with graph
+optimizations disabled, or `onnx.reference` with the project's kernels for ops onnxruntime
+does not know) on inputs that hypothesis generates from the graph's input types, compares
+every output with dtype-aware tolerances and, on a disagreement, shrinks the inputs to a
+small counterexample and saves it as an `.npz`. `find_first_bad` bisects a replayed rewrite
+trace to the first rewrite that breaks agreement on such a counterexample.
+
+`verify` is the same function as `check_equivalence`; the `rewriter` package re-exports it as
+`rewriter.verify(original, rewritten, examples=..., seed=...)`.
+
+onnxruntime, hypothesis and `onnx.reference` are imported only when a check runs.
+
+Wiring `rewrite MODEL --verify` (the engine replays its trace; names here are the caller's):
+
+    result = check_equivalence(input_path, rewritten_model, examples=20, seed=0)
+    if not result.ok:
+        k = find_first_bad(len(trace), replay_first, input_path, result.counterexample)
+        # k is None (final model agrees: flaky tolerance?), 0 (the untouched model already
+        # disagrees) or the 1-based number of the rewrite that broke it: trace entry k - 1.
+        # check_on_inputs(input_path, replay_first(k), result.counterexample) gives its table.
+"""
+
+from __future__ import annotations
+
+from rewriter.verification._bisect import find_first_bad
+from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
+from rewriter.verification._compare import Tolerance, default_tolerance
+from rewriter.verification._counterexample import load_counterexample, save_counterexample
+from rewriter.verification._errors import VerifyError
+from rewriter.verification._kernels import KERNELS, extract_image_patches
+from rewriter.verification._result import OutputStats, VerifyResult
+from rewriter.verification._source import ModelSource
+
+verify = check_equivalence
+
+__all__ = [
+    "KERNELS",
+    "ModelSource",
+    "OutputStats",
+    "Tolerance",
+    "VerifyError",
+    "VerifyResult",
+    "check_equivalence",
+    "check_on_inputs",
+    "default_tolerance",
+    "extract_image_patches",
+    "find_first_bad",
+    "load_counterexample",
+    "run_model",
+    "save_counterexample",
+    "verify",
+]

@@ -1,0 +1,285 @@
+"""Sessions that run one model: onnxruntime when it can load the model, else `onnx.reference`.
+
+onnxruntime runs on the CPU provider (unless told otherwise) with *all graph optimizations
+disabled*, so its own fusions cannot hide a wrong rewrite. A model that onnxruntime rejects
+because it contains an op it does not know (a custom-domain op such as a converter's
+`ExtractImagePatches`) runs on `onnx.reference` with the project's reference kernels. A model
+onnxruntime rejects for any other reason (an ill-typed graph) is an error, never silently
+handed to the more lenient reference evaluator.
+
+`onnxruntime` and `onnx.reference` are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+import ir
+from rewriter.verification._errors import VerifyError
+from rewriter.verification._kernels import KERNELS
+from rewriter.verification._source import LoadedModel
+
+logger = logging.getLogger(__name__)
+
+ORT = "onnxruntime"
+REFERENCE = "onnx.reference"
+
+# onnxruntime's messages when a model uses an op it has no implementation for.
+_UNKNOWN_OP = re.compile(
+    r"is not a registered function/op|No opset import for domain|No Op registered for"
+    r"|Could not find an implementation for"
+)
+# ml_dtypes element types that onnxruntime's numpy binding cannot convert by itself.
+_EXOTIC = (
+    ir.DataType.BFLOAT16,
+    ir.DataType.FLOAT8E4M3FN,
+    ir.DataType.FLOAT8E4M3FNUZ,
+    ir.DataType.FLOAT8E5M2,
+    ir.DataType.FLOAT8E5M2FNUZ,
+)
+_EXTERNAL_FOLDER_KEY = "session.model_external_initializers_file_folder_path"
+
+
+class RunError(Exception):
+    """A model failed while running on particular inputs (the message is one line)."""
+
+
+class Session(Protocol):
+    """One model, ready to run on feeds; `runtime` says which runtime runs it."""
+
+    runtime: str
+    output_names: tuple[str, ...]
+    fallback_reason: str
+
+    def run(self, feeds: Mapping[str, object]) -> dict[str, object]:
+        """Outputs by name; raises RunError if the model fails on these inputs."""
+        ...
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, with onnxruntime's boilerplate removed."""
+    text = str(exc).strip() or type(exc).__name__
+    line = text.splitlines()[0]
+    line = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", line)
+    return line[:300]
+
+
+@functools.cache
+def _exotic_numpy_names() -> dict[str, int]:
+    return {ir.numpy_dtype(dt).name: int(dt) for dt in _EXOTIC}
+
+
+def _iter_nodes(model: ir.Model) -> Iterator[ir.Node]:
+    for graph in model.graphs():
+        yield from graph
+
+
+class OrtSession:
+    """A model run by onnxruntime with graph optimizations disabled."""
+
+    runtime = ORT
+    fallback_reason = ""
+
+    def __init__(self, session: Any) -> None:
+        import onnxruntime as ort
+
+        self._session = session
+        self._run_options = ort.RunOptions()
+        self._run_options.log_severity_level = 4
+        self.output_names = tuple(o.name for o in session.get_outputs())
+        self._exotic_out = any(
+            o.type in ("tensor(bfloat16)",) or o.type.startswith("tensor(float8")
+            for o in session.get_outputs()
+        )
+
+    def run(self, feeds: Mapping[str, object]) -> dict[str, object]:
+        """Run on `feeds`; exotic dtypes (bfloat16, float8) go through OrtValues."""
+        exotic = _exotic_numpy_names()
+        feeds = {name: _feedable(value) for name, value in feeds.items()}
+        needs_values = self._exotic_out or any(
+            isinstance(v, np.ndarray) and v.dtype.name in exotic for v in feeds.values()
+        )
+        try:
+            if needs_values:
+                results = self._run_with_values(feeds)
+            else:
+                results = self._session.run(None, dict(feeds), self._run_options)
+        except Exception as exc:  # onnxruntime raises its own untyped error classes
+            raise RunError(first_line(exc)) from exc
+        return dict(zip(self.output_names, results, strict=True))
+
+    def _run_with_values(self, feeds: Mapping[str, object]) -> list[object]:
+        import onnxruntime as ort
+
+        exotic = _exotic_numpy_names()
+        values = {}
+        for name, array in feeds.items():
+            assert isinstance(array, np.ndarray), f"feed {name} is not an array"
+            if array.dtype.name in exotic:
+                raw = np.ascontiguousarray(array).view(f"u{array.dtype.itemsize}")
+                values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                    raw, exotic[array.dtype.name]
+                )
+            else:
+                values[name] = ort.OrtValue.ortvalue_from_numpy(array)
+        outputs = self._session.run_with_ort_values(None, values, self._run_options)
+        return [_from_ort_value(v) for v in outputs]
+
+
+def _feedable(value: object) -> object:
+    """Unicode arrays (strings read back from an .npz) become the object arrays ORT wants."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "U":
+        return value.astype(object)
+    return value
+
+
+def _from_ort_value(value: Any) -> object:
+    if not value.is_tensor():
+        return value.numpy()
+    dtype = ir.numpy_dtype(ir.DataType(value.element_type()))
+    if dtype.name not in _exotic_numpy_names():
+        return value.numpy()
+    data = ctypes.string_at(value.data_ptr(), value.tensor_size_in_bytes())
+    return np.frombuffer(data, dtype=dtype).reshape(value.shape()).copy()
+
+
+class _ReferenceRunner:
+    """A model run by `onnx.reference` with the project's custom kernels."""
+
+    runtime = REFERENCE
+
+    def __init__(self, session: Any, output_names: tuple[str, ...], fallback_reason: str) -> None:
+        self._session = session
+        self.output_names = output_names
+        self.fallback_reason = fallback_reason
+
+    def run(self, feeds: Mapping[str, object]) -> dict[str, object]:
+        """Run on `feeds`."""
+        try:
+            results = self._session.run(feeds)
+        except Exception as exc:  # a reference kernel may raise anything on bad inputs
+            raise RunError(first_line(exc)) from exc
+        return dict(zip(self.output_names, results, strict=True))
+
+
+def _ort_options(model_dir: str | None) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    # Failures on rejected inputs are reported by the verifier, not logged by onnxruntime.
+    options.log_severity_level = 4
+    if model_dir is not None:
+        options.add_session_config_entry(_EXTERNAL_FOLDER_KEY, model_dir)
+    return options
+
+
+def _serialize(model: ir.Model) -> bytes:
+    try:
+        data: bytes = ir.to_onnx(model).SerializeToString()
+    except ValueError as exc:  # protobuf refuses messages over 2 GB
+        raise VerifyError(
+            f"cannot serialize the in-memory model for onnxruntime ({exc}); save it to a file "
+            "with external data and verify the file"
+        ) from exc
+    return data
+
+
+def _open_ort(loaded: LoadedModel, providers: Sequence[str]) -> Any:
+    import onnxruntime as ort
+
+    if loaded.path is not None:
+        options = _ort_options(None)
+        return ort.InferenceSession(loaded.path, options, providers=list(providers))
+    options = _ort_options(loaded.model.base_dir)
+    data = _serialize(loaded.model)
+    return ort.InferenceSession(data, options, providers=list(providers))
+
+
+def _reference_proto(loaded: LoadedModel) -> Any:
+    """The model as a ModelProto for `onnx.reference`, external data loaded into it.
+
+    A converter may omit the opset import of a custom domain (tf2onnx's Python API does);
+    the reference evaluator refuses such a model, so the import is added to a copy.
+    """
+    import onnx.external_data_helper
+
+    model = loaded.model
+    missing = {
+        node.domain: None
+        for node in _iter_nodes(model)
+        if (node.domain, node.op_type) in KERNELS and node.domain not in model.opset_imports
+    }
+    proto = ir.to_onnx(model)
+    if missing:
+        copy = ir.from_onnx(proto, base_dir=model.base_dir)
+        for domain in missing:
+            copy.opset_imports[domain] = 1
+        proto = ir.to_onnx(copy)
+    base_dir = model.base_dir
+    if base_dir is None and loaded.path is not None:
+        base_dir = os.path.dirname(os.path.abspath(loaded.path))
+    if base_dir is not None:
+        onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
+    return proto
+
+
+def _unrunnable_op(model: ir.Model) -> ir.Node | None:
+    """The first node that neither onnx's schemas, our kernels nor a local function define."""
+    local = {(fn.domain, fn.name) for fn in model.functions.values()}
+    for node in _iter_nodes(model):
+        key = (node.domain, node.op_type)
+        if key in KERNELS or key in local:
+            continue
+        if not ir.schemas.op_exists(node.op_type, node.domain):
+            return node
+    return None
+
+
+def _open_reference(loaded: LoadedModel, ort_error: BaseException) -> _ReferenceRunner:
+    from rewriter.verification._reference import ReferenceSession
+
+    try:
+        session = ReferenceSession(_reference_proto(loaded))
+    except Exception as exc:  # onnx.reference raises many unrelated types for unknown ops
+        node = _unrunnable_op(loaded.model)
+        if node is not None:
+            raise VerifyError(
+                f"{loaded.label}: neither onnxruntime nor the reference kernels can run op "
+                f"`{node.op_type}` (domain `{node.domain or 'ai.onnx'}`)"
+            ) from exc
+        raise VerifyError(
+            f"{loaded.label}: onnxruntime cannot load the model ({first_line(ort_error)}) and "
+            f"the reference evaluator failed too ({first_line(exc)})"
+        ) from exc
+    outputs = tuple(v.name for v in loaded.model.graph.outputs)
+    return _ReferenceRunner(session, outputs, first_line(ort_error))
+
+
+def open_session(loaded: LoadedModel, providers: Sequence[str] | None = None) -> Session:
+    """A session for `loaded`: onnxruntime if it can load it, else the reference evaluator.
+
+    Raises:
+        VerifyError: onnxruntime rejects the model for a reason other than an unknown op, or
+            the model contains an op that neither runtime can run (named in the message).
+    """
+    chosen = tuple(providers) if providers else ("CPUExecutionProvider",)
+    try:
+        return OrtSession(_open_ort(loaded, chosen))
+    except VerifyError:
+        raise
+    except Exception as exc:  # onnxruntime's error classes are not importable types
+        if not _UNKNOWN_OP.search(str(exc)):
+            raise VerifyError(
+                f"{loaded.label}: onnxruntime cannot load the model: {first_line(exc)}"
+            ) from exc
+        logger.info("%s: onnxruntime cannot run it (%s); using onnx.reference", loaded.label, exc)
+        return _open_reference(loaded, exc)

@@ -1,0 +1,235 @@
+"""The `rewrite` command: outputs, safety of files, reports, exit codes, verification."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+
+import rewriter
+from rewriter.cli import main
+from tests.helpers import assert_same_outputs, model_from_text
+
+MODEL_TEXT = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] x) => (float[N, 4] y) {
+    one = Constant <value = float {1.0}> ()
+    t = Mul (x, one)
+    u = Identity (t)
+    y = Relu (u)
+}"""
+
+
+@pytest.fixture
+def model_path(tmp_path: Path) -> Path:
+    path = tmp_path / "model.onnx"
+    onnx.save(model_from_text(MODEL_TEXT), path)
+    return path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_rewrite_writes_the_output_and_keeps_the_input(model_path, tmp_path, capsys):
+    before = _digest(model_path)
+    out = tmp_path / "out.onnx"
+    assert main([str(model_path), "-o", str(out)]) == 0
+    assert _digest(model_path) == before
+    result = onnx.load(out)
+    assert [n.op_type for n in result.graph.node] == ["Relu"]
+    assert_same_outputs(onnx.load(model_path), result)
+    assert "4 -> 1 nodes" in capsys.readouterr().out
+
+
+def test_default_output_name_is_beside_the_input(model_path):
+    assert main([str(model_path)]) == 0
+    assert (model_path.parent / "model.rewritten.onnx").is_file()
+
+
+def test_existing_output_needs_force(model_path, tmp_path, capsys):
+    out = tmp_path / "out.onnx"
+    out.write_bytes(b"keep me")
+    assert main([str(model_path), "-o", str(out)]) == 2
+    assert "exists; pass --force" in capsys.readouterr().err
+    assert out.read_bytes() == b"keep me"
+    assert main([str(model_path), "-o", str(out), "--force"]) == 0
+    assert onnx.load(out).graph.node
+
+
+def test_in_place_rewrites_the_input(model_path):
+    assert main([str(model_path), "--in-place"]) == 0
+    assert [n.op_type for n in onnx.load(model_path).graph.node] == ["Relu"]
+
+
+def test_explain_and_json_report(model_path, tmp_path, capsys):
+    report = tmp_path / "report.json"
+    out = tmp_path / "out.onnx"
+    assert main([str(model_path), "-o", str(out), "--explain", "--json", str(report)]) == 0
+    text = capsys.readouterr().out
+    assert "rules applied:" in text
+    assert "mul_one" in text
+    assert "eliminate_identity" in text
+    data = json.loads(report.read_text())
+    assert data["ops_before"] == {"Constant": 1, "Identity": 1, "Mul": 1, "Relu": 1}
+    assert data["ops_after"] == {"Relu": 1}
+    rules = [e["rule"] for e in data["trace"]["applied"]]
+    assert "mul_one" in rules
+    assert all(":" in e["location"] for e in data["trace"]["applied"] if e["kind"] == "rule")
+    assert "rewrite" in data["timings_seconds"]
+
+
+def test_why_not_names_the_failing_condition(tmp_path, capsys):
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[4] x) => (float[2, 4] y) {
+            one = Constant <value = float[2, 4] {1,1,1,1,1,1,1,1}> ()
+            y = Mul (x, one)
+        }"""
+    )
+    path = tmp_path / "b.onnx"
+    onnx.save(model, path)
+    assert main([str(path), "--why-not", "mul_one"]) == 0
+    text = capsys.readouterr().out
+    assert "why not `mul_one`" in text
+    assert "where line" in text
+    assert "false" in text
+    assert main([str(path), "--why-not", "no_such_rule"]) == 2
+    assert "no rule named `no_such_rule`" in capsys.readouterr().err
+
+
+def test_bad_model_is_one_line_exit_2_and_no_output(tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00\x01garbage\xff" * 10)
+    out = tmp_path / "out.onnx"
+    assert main([str(bad), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rewrite: error: ")
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_bad_rules_report_file_line_col(model_path, tmp_path, capsys):
+    rules = tmp_path / "bad.rw"
+    rules.write_text("rule r: y = Relu (x) -> y = x\n")
+    assert main([str(model_path), "--rules", str(rules), "-o", str(tmp_path / "o.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert f"{rules}:1:" in err
+    assert "^" in err
+    assert "Traceback" not in err
+
+
+def test_verify_passes_for_a_correct_library(model_path, tmp_path, capsys):
+    out = tmp_path / "out.onnx"
+    assert main([str(model_path), "-o", str(out), "--verify", "--examples", "5"]) == 0
+    assert "equivalent" in capsys.readouterr().out
+    assert out.is_file()
+
+
+def test_verify_catches_and_bisects_a_wrong_rule(model_path, tmp_path, capsys):
+    rules = tmp_path / "wrong.rw"
+    rules.write_text(
+        "rule identity: y = Identity (x) => y = x\n"
+        "# Wrong on purpose: Relu is not Abs.\n"
+        "rule relu_is_abs: y = Relu (x) => y = Abs (x)\n"
+    )
+    out = tmp_path / "out.onnx"
+    code = main(
+        [str(model_path), "--rules", str(rules), "-o", str(out), "--verify", "--examples", "10"]
+    )
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "relu_is_abs" in captured.err
+    assert f"{rules}:3" in captured.err
+    assert not out.exists()
+
+
+def test_two_runs_give_byte_identical_files(tmp_path):
+    source = Path(__file__).resolve().parents[2] / "models" / "bert_ts14.onnx"
+    first = tmp_path / "a.onnx"
+    second = tmp_path / "b.onnx"
+    assert main([str(source), "-o", str(first)]) == 0
+    assert main([str(source), "-o", str(second)]) == 0
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_stats_reports_ops_and_parameters(tmp_path, capsys):
+    source = Path(__file__).resolve().parents[2] / "models" / "cnn_bn_ts14.onnx"
+    report = tmp_path / "stats.json"
+    assert main(["stats", str(source), "--json", str(report)]) == 0
+    text = capsys.readouterr().out
+    assert "BatchNormalization" in text
+    data = json.loads(report.read_text())
+    assert data["ops"]["BatchNormalization"] == 15
+    assert data["parameters"] > 0
+    assert data["largest_tensors"][0]["bytes"] >= data["largest_tensors"][-1]["bytes"]
+
+
+def test_add_opset_enables_contrib_fusions_and_is_dropped_when_unused(tmp_path, capsys):
+    fusable = tmp_path / "skip_ln.onnx"
+    onnx.save(
+        model_from_text(
+            """<ir_version: 8, opset_import: ["" : 17]>
+            g (float[N, 3, 4] x, float[N, 3, 4] s) => (float[N, 3, 4] y)
+            <float[4] gamma = {1, 2, 3, 4}, float[4] beta = {0, 1, 0, 1}>
+            {
+                t = Add (x, s)
+                y = LayerNormalization <axis = -1, epsilon = 1e-5> (t, gamma, beta)
+            }"""
+        ),
+        fusable,
+    )
+    ort_rules = str(rewriter.library_path() / "ort")
+    out = tmp_path / "o.onnx"
+    assert main([str(fusable), "--rules", ort_rules, "-o", str(out)]) == 0
+    assert [n.op_type for n in onnx.load(out).graph.node] == ["Add", "LayerNormalization"]
+    assert (
+        main(
+            [
+                str(fusable),
+                "--rules",
+                ort_rules,
+                "-o",
+                str(out),
+                "--force",
+                "--add-opset",
+                "com.microsoft=1",
+            ]
+        )
+        == 0
+    )
+    fused = onnx.load(out)
+    assert [n.op_type for n in fused.graph.node] == ["SkipLayerNormalization"]
+    assert "com.microsoft" in {o.domain for o in fused.opset_import}
+    assert_same_outputs(onnx.load(fusable), fused)
+    # Nothing to fuse: the added import is not left behind.
+    plain = tmp_path / "plain.onnx"
+    onnx.save(model_from_text(MODEL_TEXT), plain)
+    assert (
+        main(
+            [
+                str(plain),
+                "--rules",
+                ort_rules,
+                "-o",
+                str(out),
+                "--force",
+                "--add-opset",
+                "com.microsoft=1",
+            ]
+        )
+        == 0
+    )
+    assert "com.microsoft" not in {o.domain for o in onnx.load(out).opset_import}
+    assert main([str(plain), "-o", str(out), "--force", "--add-opset", "com.microsoft"]) == 2
+    assert "DOMAIN=VERSION" in capsys.readouterr().err
+
+
+def test_excluding_a_rule_that_is_not_loaded_is_an_error(model_path, tmp_path, capsys):
+    out = tmp_path / "out.onnx"
+    assert main([str(model_path), "-o", str(out), "--exclude-rule", "no_such_rule"]) == 2
+    assert "--exclude-rule: no rule named `no_such_rule` is loaded" in capsys.readouterr().err
+    assert not out.exists()

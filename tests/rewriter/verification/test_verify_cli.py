@@ -1,0 +1,217 @@
+"""`rewrite verify`: table output and exit codes 0 (agree), 1 (mismatch), 2 (bad usage/model)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+
+from rewriter.cli import main
+from tests.rewriter.verification import _models as models
+
+
+@pytest.fixture
+def files(tmp_path):
+    paths = {}
+    for name, model in {
+        "relu": models.unary("Relu"),
+        "abs": models.unary("Abs"),
+        "add0": models.add_zero(),
+        "ident": models.unary("Identity"),
+        "scaled": models.times(1.001),
+        "other_names": models.parse("(float[N, 4] z) => (float[N, 4] y)", "y = Relu(z)"),
+    }.items():
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(model, str(path))
+        paths[name] = str(path)
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"this is not a model")
+    paths["garbage"] = str(garbage)
+    return paths
+
+
+def test_equivalent_models_exit_0_with_a_table(files, capsys):
+    assert main(["verify", files["add0"], files["ident"]]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split() == [
+        "output",
+        "dtype",
+        "shape",
+        "max",
+        "abs",
+        "err",
+        "max",
+        "rel",
+        "err",
+        "mismatched",
+        "tolerance",
+        "status",
+    ]
+    assert lines[2].split()[0] == "y"
+    assert lines[2].split()[-1] == "ok"
+    assert "equivalent (20 examples; seed 0" in out
+
+
+def test_mismatch_exits_1_names_the_output_and_saves_the_counterexample(files, capsys):
+    assert main(["verify", files["relu"], files["abs"]]) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH in `y`" in out
+    saved = os.path.join(os.path.dirname(files["abs"]), "abs.counterexample.npz")
+    assert f"counterexample saved to {saved}" in out
+    with np.load(saved) as data:
+        assert np.any(data["x"] < 0)
+
+
+def test_counterexample_path_option(files, tmp_path, capsys):
+    target = tmp_path / "ce.npz"
+    code = main(["verify", files["relu"], files["abs"], "--counterexample", str(target)])
+    assert code == 1
+    assert target.exists()
+    assert str(target) in capsys.readouterr().out
+
+
+def test_counterexample_in_a_missing_folder_is_refused_before_comparing(files, tmp_path, capsys):
+    target = tmp_path / "sub" / "ce.npz"
+    assert main(["verify", files["relu"], files["abs"], "--counterexample", str(target)]) == 2
+    assert f"the folder {tmp_path / 'sub'} does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "sub").exists()
+
+
+def test_an_existing_file_is_replaced_by_a_counterexample_only_with_force(files, tmp_path, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me")
+    args = ["verify", files["relu"], files["abs"], "--counterexample", str(target)]
+    assert main(args) == 2
+    assert "exists; pass --force" in capsys.readouterr().err
+    assert target.read_text() == "keep me"
+    assert main([*args, "--force"]) == 1
+    with np.load(target) as data:
+        assert np.any(data["x"] < 0)
+
+
+def test_the_default_counterexample_replaces_only_an_earlier_one(files, capsys):
+    saved = os.path.join(os.path.dirname(files["abs"]), "abs.counterexample.npz")
+    assert main(["verify", files["relu"], files["abs"]]) == 1
+    assert main(["verify", files["relu"], files["abs"]]) == 1  # replaces its own
+    with open(saved, "w") as stream:
+        stream.write("not a counterexample")
+    capsys.readouterr()
+    assert main(["verify", files["relu"], files["abs"]]) == 2
+    assert "is not an earlier counterexample" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_special_values_expose_a_difference_only_nan_shows(tmp_path, capsys, seed):
+    # Where(IsNaN(x), 0, x) equals x on every finite input.
+    zero_nans = models.parse(
+        "(float[N, 4] x) => (float[N, 4] y)",
+        "n = IsNaN(x)\n zero = Constant <value = float {0}> ()\n y = Where(n, zero, x)",
+    )
+    paths = []
+    for name, model in {"zero_nans": zero_nans, "ident": models.unary("Identity")}.items():
+        paths.append(str(tmp_path / f"{name}.onnx"))
+        onnx.save(model, paths[-1])
+    assert main(["verify", *paths, "--seed", str(seed)]) == 0
+    assert main(["verify", *paths, "--seed", str(seed), "--special-values"]) == 1
+
+
+def test_main_command_saves_the_counterexample_beside_the_output(files, tmp_path, capsys):
+    rules = tmp_path / "wrong.rw"
+    rules.write_text(
+        "# wrong on purpose: relu(x) -> abs(x)\nrule bad: y = Relu (x) => y = Abs (x)\n"
+    )
+    out = tmp_path / "out.onnx"
+    code = main([files["relu"], "--rules", str(rules), "-o", str(out), "--verify"])
+    assert code == 1
+    saved = tmp_path / "out.counterexample.npz"
+    assert f"counterexample saved to {saved}" in capsys.readouterr().out
+    assert not out.exists()
+    with np.load(saved) as data:
+        assert np.any(data["x"] < 0)
+
+
+def test_main_command_takes_the_comparison_options(files, tmp_path, capsys):
+    rules = tmp_path / "wrong.rw"
+    rules.write_text(
+        "# wrong off x >= 0: relu(x) -> abs(x)\nrule bad: y = Relu (x) => y = Abs (x)\n"
+    )
+    out = tmp_path / "out.onnx"
+    args = [files["relu"], "--rules", str(rules), "-o", str(out), "--verify", "--input", "x=0:5"]
+    assert main([*args, "--rtol", "1e-3", "--special-values"]) == 0
+    assert out.exists()
+
+
+def test_main_command_refuses_comparison_options_without_verify(files, tmp_path, capsys):
+    out = tmp_path / "out.onnx"
+    assert main([files["relu"], "-o", str(out), "--rtol", "1e-3"]) == 2
+    assert "--rtol applies to --verify" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_examples_and_seed_options(files, capsys):
+    assert main(["verify", files["relu"], files["relu"], "--examples", "3", "--seed", "9"]) == 0
+    assert "(3 examples; seed 9;" in capsys.readouterr().out
+
+
+def test_tolerance_options_loosen_the_comparison(files, capsys):
+    assert main(["verify", files["ident"], files["scaled"]]) == 1
+    capsys.readouterr()
+    assert (
+        main(["verify", files["ident"], files["scaled"], "--rtol", "1e-2", "--atol", "1e-3"]) == 0
+    )
+    assert "rtol=0.01 atol=1e-3" in capsys.readouterr().out
+
+
+def test_input_ranges_option(files, capsys):
+    # On x >= 0, Relu and Abs agree.
+    assert main(["verify", files["relu"], files["abs"], "--input", "x=0:5"]) == 0
+
+
+def test_special_values_option(files):
+    assert main(["verify", files["relu"], files["relu"], "--special-values"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.onnx", "ident"], "missing.onnx: cannot read"),
+        (["garbage", "ident"], "not an ONNX model"),
+        (["relu", "other_names"], "different inputs"),
+        (["relu", "relu", "--input", "nope=0:1"], "unknown input(s) 'nope'"),
+        (["relu", "relu", "--input", "x=0:1", "--input", "x=1:2"], "--input x given twice"),
+    ],
+)
+def test_bad_models_and_inputs_exit_2_with_one_line(files, capsys, args, message):
+    argv = ["verify", *(files.get(a, a) for a in args)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("rewrite: error: ")
+    assert message in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--input", "x"],
+        ["--input", "x=1"],
+        ["--input", "x=a:b"],
+        ["--input", "x=2:1"],
+        ["--examples", "0"],
+        ["--rtol", "-1"],
+        ["--seed", "one"],
+    ],
+)
+def test_bad_usage_exits_2(files, capsys, extra):
+    assert main(["verify", files["relu"], files["relu"], *extra]) == 2
+    err = capsys.readouterr().err
+    assert "rewrite verify: error:" in err
+    assert "Traceback" not in err
+
+
+def test_missing_arguments_exit_2(capsys):
+    assert main(["verify"]) == 2
