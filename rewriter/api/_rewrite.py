@@ -139,18 +139,24 @@ def load_ruleset(rules: RulesLike, *, allow_python: bool = False) -> ast.RuleSet
     if key is None:
         return load_rules(*paths, allow_python=allow_python)
     cached = _RULESET_CACHE.get(key)
-    if cached is None:
-        cached = load_rules(*paths, allow_python=allow_python)
+    if cached is not None and _cache_key(cached[1], allow_python) == cached[2]:
+        return cached[0]
+    ruleset = load_rules(*paths, allow_python=allow_python)
+    # The files that were included are checked too when the entry is read again.
+    loaded = [file.path for file in ruleset.files]
+    stamp = _cache_key(loaded, allow_python)
+    if stamp is not None:
         if len(_RULESET_CACHE) >= _RULESET_CACHE_SIZE:
             _RULESET_CACHE.pop(next(iter(_RULESET_CACHE)))
-        _RULESET_CACHE[key] = cached
-    return cached
+        _RULESET_CACHE[key] = (ruleset, loaded, stamp)
+    return ruleset
 
 
 # Loaded rule sets by their files' names and stat (path, mtime, size): a program that rewrites
 # many models with the same rules parses them once. A RuleSet is immutable, so sharing it is
-# safe; an edited file has a new mtime or size and is loaded again.
-_RULESET_CACHE: dict[tuple[object, ...], ast.RuleSet] = {}
+# safe; an edited file (named, or included by one) has a new mtime or size and is loaded
+# again. Each entry holds the rule set, every file it was loaded from, and their stat.
+_RULESET_CACHE: dict[tuple[object, ...], tuple[ast.RuleSet, Sequence[str], tuple[object, ...]]] = {}
 _RULESET_CACHE_SIZE = 8
 
 

@@ -98,7 +98,7 @@ def check_rules(
                 seconds=time.perf_counter() - start,
             )
         else:
-            report = check_rule(compile_rule(rule, order), ruleset, options)
+            report = check_rule(compile_rule(rule, order, ruleset.constraints), ruleset, options)
         reports.append(report)
         if progress is not None:
             progress(report)

@@ -60,6 +60,11 @@ class RulePlan:
         """The match lines."""
         return self.compiled.lines
 
+    @property
+    def conditions(self) -> tuple[ast.Expr, ...]:
+        """The `where` lines, with the named constraints they call spelled out."""
+        return self.compiled.conditions
+
 
 class NotInstantiableError(Exception):
     """The rule cannot be instantiated at all (the message says why).
@@ -168,9 +173,9 @@ def _order(lines: tuple[ast.NodePattern, ...]) -> tuple[int, ...]:
     return tuple(order)
 
 
-def _const_facts(rule: ast.Rule) -> tuple[set[str], set[str]]:
+def _const_facts(rule: ast.Rule, conditions: tuple[ast.Expr, ...]) -> tuple[set[str], set[str]]:
     tested: set[str] = set()
-    for condition in rule.where:
+    for condition in conditions:
         for expr in walk(condition):
             if isinstance(expr, ast.Call) and expr.func in _CONST_TESTS:
                 for arg in expr.args:
@@ -322,7 +327,7 @@ def analyze(compiled: CompiledRule) -> RulePlan:
         for entry in line.attrs:
             if isinstance(entry, ast.AttrEntry) and isinstance(entry.value, ast.Name):
                 attr_vars.add(entry.value.name)
-    tested, computed = _const_facts(rule)
+    tested, computed = _const_facts(rule, compiled.conditions)
     opsets = _opsets(compiled, lines)
     return RulePlan(
         compiled=compiled,
@@ -334,7 +339,7 @@ def analyze(compiled: CompiledRule) -> RulePlan:
         attr_vars=frozenset(attr_vars),
         opsets=opsets,
         outputs_to_free=_outputs_to_free(rule, free),
-        templates=solve_templates(lines, rule.where, frozenset(defined)),
+        templates=solve_templates(lines, compiled.conditions, frozenset(defined)),
         dtypes=_base_dtypes(lines, opsets[0][0]),
     )
 

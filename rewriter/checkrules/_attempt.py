@@ -9,14 +9,14 @@ and how far it got (`stage`): the reason of the furthest stage over all attempts
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 import ir
 from rewriter.checkrules._analysis import RulePlan
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance, RejectedError, bindings, build_instance
 from rewriter.checkrules._repair import Repairer
+from rewriter.dsl import _ast as ast
 from rewriter.engine import EvalContext
 from rewriter.engine._matcher import Match, Matcher
 
@@ -43,21 +43,22 @@ class Accepted:
     instance: Instance
 
 
-def _source_line(plan: RulePlan, sources: Mapping[str, str], line: int) -> str:
-    text = sources.get(plan.rule.span.path, "")
+def _source_line(sources: Mapping[str, str], condition: ast.Expr) -> str:
+    """The source line of a condition (a rule's, or a constraint's it calls)."""
+    text = sources.get(condition.span.path, "")
+    line = condition.span.line
     lines = text.splitlines()
     if 0 < line <= len(lines):
         return lines[line - 1].strip()
     return ""
 
 
-def attempt(
-    plan: RulePlan,
-    choices: Choices,
-    functions: Mapping[str, Callable[..., Any]],
-    sources: Mapping[str, str],
-) -> Accepted | Rejection:
-    """Build an instance from `choices`, repairing false `where` lines a few times."""
+def attempt(plan: RulePlan, choices: Choices, ruleset: ast.RuleSet) -> Accepted | Rejection:
+    """Build an instance from `choices`, repairing false `where` lines a few times.
+
+    `ruleset` holds the rule's helper functions, named constraints and source texts.
+    """
+    functions = ruleset.functions
     rejection = Rejection(STAGE_BUILD, "no attempt")
     for round_index in range(MAX_REPAIRS + 1):
         try:
@@ -69,11 +70,11 @@ def attempt(
         targets = {"": instance.target} if instance.target is not None else {}
         ctx = EvalContext(bindings(instance, model), model.opset_imports, functions, targets)
         repairer = Repairer(plan, choices, ctx, instance.const_vars)
-        failing = [c for c in plan.rule.where if not repairer.holds(c)]
+        failing = [c for c in plan.conditions if not repairer.holds(c)]
         if not failing:
-            return _match(plan, instance, model, functions)
+            return _match(plan, instance, model, ruleset)
         condition = failing[0]
-        text = _source_line(plan, sources, condition.span.line) or "a where line"
+        text = _source_line(ruleset.sources, condition) or "a where line"
         rejection = Rejection(
             STAGE_WHERE, f"where line {condition.span.line} does not hold: `{text}`"
         )
@@ -85,16 +86,14 @@ def attempt(
 
 
 def _match(
-    plan: RulePlan,
-    instance: Instance,
-    model: ir.Model,
-    functions: Mapping[str, Callable[..., Any]],
+    plan: RulePlan, instance: Instance, model: ir.Model, ruleset: ast.RuleSet
 ) -> Accepted | Rejection:
     anchor = next((n for n in model.graph if n.name == instance.anchor_name), None)
     if anchor is None:
         return Rejection(STAGE_MATCH, "the anchor node is missing from the built model")
     targets = {"": instance.target} if instance.target is not None else {}
-    result = Matcher(model.opset_imports, functions, targets).match(plan.compiled, anchor)
+    matcher = Matcher(model.opset_imports, ruleset.functions, targets, ruleset.constraints)
+    result = matcher.match(plan.compiled, anchor)
     if isinstance(result, Match):
         return Accepted(instance)
     return Rejection(STAGE_MATCH, f"the matcher refuses the instance: {result.reason}")

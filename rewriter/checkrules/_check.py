@@ -99,12 +99,7 @@ class _SearchDoneError(Exception):
     """Raised inside the hypothesis run once the budget is spent or enough were found."""
 
 
-def _search(
-    plan: RulePlan,
-    options: CheckOptions,
-    functions: Mapping[str, Callable[..., Any]],
-    sources: Mapping[str, str],
-) -> _Search:
+def _search(plan: RulePlan, options: CheckOptions, ruleset: ast.RuleSet) -> _Search:
     from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
     from hypothesis import seed as seed_decorator
     from hypothesis import strategies as st
@@ -131,7 +126,7 @@ def _search(
             # Stop the run: rejecting here without drawing would look flaky to hypothesis.
             raise _SearchDoneError
         state.attempts += 1
-        outcome = attempt(plan, Choices(data), functions, sources)
+        outcome = attempt(plan, Choices(data), ruleset)
         if isinstance(outcome, Rejection):
             state.rejections[(outcome.stage, outcome.reason)] += 1
             reject()
@@ -344,7 +339,7 @@ def _check_rule(
         plan = analyze(compiled_rule)
     except NotInstantiableError as exc:
         return report(Status.NOT_INSTANTIABLE, detail=str(exc), by_tests=exc.by_tests)
-    search = _search(plan, options, ruleset.functions, ruleset.sources)
+    search = _search(plan, options, ruleset)
     if not search.accepted:
         detail = f"{search.furthest()} ({search.attempts} attempts)"
         return report(Status.NOT_INSTANTIABLE, detail=detail)

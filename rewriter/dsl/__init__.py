@@ -4,7 +4,8 @@
 diagnostics. `load_rules` reads files and folders, parses and checks them and returns a
 `RuleSet`, raising `RuleSyntaxError` / `RuleCheckError` with every error found. `check`
 runs the semantic checks on parsed files. `format_file` gives a file's canonical layout,
-`dump` a stable printed form of an AST. Loading never runs Python unless `allow_python`.
+`dump` a stable printed form of an AST. `inline_constraints` spells out the named
+constraints a rule's `where` lines call. Loading never runs Python unless `allow_python`.
 
 The language is described in LANGUAGE.md beside this file; the grammar is `grammar.lark`.
 """
@@ -24,8 +25,10 @@ from rewriter.dsl._ast import (
     Compare,
     Conditional,
     Const,
+    Constraint,
     Expr,
     File,
+    IncludeDecl,
     Index,
     InputLiteral,
     InputPattern,
@@ -41,6 +44,7 @@ from rewriter.dsl._ast import (
     OpRef,
     OutputPattern,
     OutputVar,
+    Param,
     PassDecl,
     RepeatPattern,
     Requirement,
@@ -58,8 +62,10 @@ from rewriter.dsl._cache import CacheFolder, user_cache
 from rewriter.dsl._check import check
 from rewriter.dsl._dump import dump
 from rewriter.dsl._format import format_file
+from rewriter.dsl._inline import inline_constraints
 from rewriter.dsl._loader import load_rules
 from rewriter.dsl._parser import parse
+from rewriter.dsl._print_expr import expression_text
 from rewriter.dsl._vocabulary import PassOption, PassSignature, Signature, Vocabulary
 
 __all__ = [
@@ -76,8 +82,10 @@ __all__ = [
     "Compare",
     "Conditional",
     "Const",
+    "Constraint",
     "Expr",
     "File",
+    "IncludeDecl",
     "Index",
     "InputLiteral",
     "InputPattern",
@@ -93,6 +101,7 @@ __all__ = [
     "OpRef",
     "OutputPattern",
     "OutputVar",
+    "Param",
     "PassDecl",
     "PassOption",
     "PassSignature",
@@ -111,7 +120,9 @@ __all__ = [
     "Wildcard",
     "check",
     "dump",
+    "expression_text",
     "format_file",
+    "inline_constraints",
     "load_rules",
     "parse",
     "user_cache",

@@ -403,6 +403,44 @@ class UseDecl:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class IncludeDecl:
+    """`include "path"`: load another rule file too (its path relative to this file's folder)."""
+
+    path: str
+    # Where the path's string is written (not compared).
+    path_span: Span = _span_field()
+    span: Span = _span_field()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Param:
+    """A parameter of a constraint."""
+
+    name: str
+    span: Span = _span_field()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Constraint:
+    """`constraint NAME(params) { conditions }`: a named predicate, called in `where` lines.
+
+    A call holds when every condition holds (three-valued: false when one is false, unknown
+    when none is false and one is unknown). The conditions see only the parameters.
+    """
+
+    name: str
+    params: tuple[Param, ...]
+    conditions: tuple[Expr, ...]
+    name_span: Span = _span_field()
+    span: Span = _span_field()
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        """The parameters' names, in order."""
+        return tuple(param.name for param in self.params)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Comment:
     """A `#` comment (kept for the formatter)."""
 
@@ -410,7 +448,7 @@ class Comment:
     span: Span = _span_field()
 
 
-Item: TypeAlias = Rule | PassDecl | UseDecl
+Item: TypeAlias = Rule | Constraint | PassDecl | UseDecl | IncludeDecl
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -427,10 +465,11 @@ class File:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RuleSet:
-    """Rules, passes and helper functions loaded from files, in load order.
+    """Rules, passes, constraints and helper functions loaded from files, in load order.
 
-    `rules` are in file order (sorted path, then position). `functions` holds the helpers that
-    permitted `use` declarations registered. `warnings` are the loader's non-fatal diagnostics.
+    `rules` are in file order (sorted path, then position). `constraints` are the named
+    constraints of every loaded file, by name. `functions` holds the helpers that permitted
+    `use` declarations registered. `warnings` are the loader's non-fatal diagnostics.
     `sources` maps each file path to its text (for error messages and reports).
     """
 
@@ -438,6 +477,7 @@ class RuleSet:
     passes: tuple[PassDecl, ...] = ()
     files: tuple[File, ...] = ()
     functions: Mapping[str, Callable[..., object]] = dataclasses.field(default_factory=dict)
+    constraints: Mapping[str, Constraint] = dataclasses.field(default_factory=dict)
     warnings: tuple[Diagnostic, ...] = ()
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 

@@ -7,11 +7,13 @@ modules named by `use` declarations.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from rewriter._errors import Diagnostic
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._check_calls import KnownFunctions
+from rewriter.dsl._check_constraints import check_constraints, collect_constraints
 from rewriter.dsl._check_rules import check_rule
 from rewriter.dsl._plugins import Functions, import_uses, refuse_uses
 from rewriter.dsl._reporter import Reporter, head
@@ -35,19 +37,31 @@ def check(
     return diagnostics
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Checked:
+    """What checking found besides diagnostics: helper functions and named constraints."""
+
+    functions: Functions
+    constraints: dict[str, ast.Constraint]
+
+
 def check_and_collect(
     files: Sequence[ast.File], vocabulary: Vocabulary, *, allow_python: bool
-) -> tuple[list[Diagnostic], Functions]:
-    """`check`, also returning the helper functions that permitted `use`s registered."""
+) -> tuple[list[Diagnostic], Checked]:
+    """`check`, also returning the helpers `use`s registered and the constraints defined."""
     report = Reporter({f.path: f.source for f in files})
+    helpers: dict[str, ast.UseDecl] = {}
     if allow_python:
-        functions = import_uses(files, vocabulary.functions, report)
+        functions, helpers = import_uses(files, vocabulary.functions, report)
     else:
         refuse_uses(files, report)
         functions = {}
     _check_duplicate_rules(files, report)
     _check_passes(files, vocabulary.passes, report)
+    constraints = collect_constraints(files, vocabulary.functions, helpers, report)
     known = KnownFunctions(vocabulary.functions, functions)
+    infos = check_constraints(files, constraints, known, report)
+    known = dataclasses.replace(known, constraints=infos)
     for file in files:
         for item in file.items:
             if isinstance(item, ast.Rule):
@@ -56,7 +70,7 @@ def check_and_collect(
     report.diagnostics.sort(
         key=lambda d: (order.get(d.span.path, len(order)), d.span.line, d.span.col)
     )
-    return report.diagnostics, functions
+    return report.diagnostics, Checked(functions, constraints)
 
 
 def _check_duplicate_rules(files: Sequence[ast.File], report: Reporter) -> None:

@@ -1,4 +1,4 @@
-"""Check function calls in expressions against the built-ins and the permitted plugins."""
+"""Check calls in expressions against the built-ins, the permitted plugins and the constraints."""
 
 from __future__ import annotations
 
@@ -12,11 +12,42 @@ from rewriter.dsl._vocabulary import Signature
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ConstraintInfo:
+    """What a call of a named constraint is checked against.
+
+    `node_params` are the positions of the parameters the constraint reads as nodes
+    (`p.attr`): a call passes a node named with `as` there.
+    """
+
+    definition: ast.Constraint
+    signature: Signature
+    node_params: frozenset[int] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class KnownFunctions:
-    """The functions a rule may call: built-ins (with signatures) and permitted plugins."""
+    """What a rule may call: built-ins (with signatures), permitted plugins, constraints."""
 
     builtins: Mapping[str, Signature]
     plugins: Collection[str] = ()
+    constraints: Mapping[str, ConstraintInfo] = dataclasses.field(default_factory=dict)
+
+
+def node_parameter(
+    argument: ast.Expr, call: object, constraints: Mapping[str, ConstraintInfo]
+) -> str | None:
+    """The parameter `argument` is passed to when `call` is a constraint reading it as a node."""
+    if not isinstance(call, ast.Call):
+        return None
+    info = constraints.get(call.func)
+    if info is None:
+        return None
+    for position, given in enumerate(call.args):
+        if given is argument:
+            if position in info.node_params and position < len(info.definition.params):
+                return info.definition.params[position].name
+            return None
+    return None
 
 
 def check_call(call: ast.Call, context: str, known: KnownFunctions, report: Reporter) -> None:
@@ -31,9 +62,13 @@ def check_call(call: ast.Call, context: str, known: KnownFunctions, report: Repo
     name_span = head(call.span, len(call.func))
     if call.func in known.plugins:
         return
+    constraint = known.constraints.get(call.func)
+    if constraint is not None:
+        _check_constraint_call(call, context, constraint, report)
+        return
     signature = known.builtins.get(call.func)
     if signature is None:
-        names = sorted({*known.builtins, *known.plugins})
+        names = sorted({*known.builtins, *known.plugins, *known.constraints})
         close = difflib.get_close_matches(call.func, names, n=1, cutoff=0.7)
         hint = f"; did you mean `{close[0]}`?" if close else ""
         report.error(name_span, f"unknown function `{call.func}`{hint}")
@@ -44,6 +79,27 @@ def check_call(call: ast.Call, context: str, known: KnownFunctions, report: Repo
         )
         return
     _check_arguments(call, signature, report)
+
+
+def _check_constraint_call(
+    call: ast.Call, context: str, info: ConstraintInfo, report: Reporter
+) -> None:
+    name_span = head(call.span, len(call.func))
+    if context != "where":
+        report.error(
+            name_span,
+            f"`{call.func}` is a constraint; call it in a `where` line or in another constraint",
+        )
+        return
+    _check_arguments(call, info.signature, report)
+    for position, argument in enumerate(call.args):
+        if position in info.node_params and not isinstance(argument, ast.Name):
+            param = info.definition.params[position].name
+            report.error(
+                argument.span,
+                f"constraint `{call.func}` reads `{param}` as a node (`{param}.attr`); pass a "
+                "node named with `as`",
+            )
 
 
 def _check_arguments(call: ast.Call, signature: Signature, report: Reporter) -> None:

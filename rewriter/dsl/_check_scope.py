@@ -18,7 +18,7 @@ import dataclasses
 
 from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
-from rewriter.dsl._check_calls import KnownFunctions, check_call
+from rewriter.dsl._check_calls import KnownFunctions, check_call, node_parameter
 from rewriter.dsl._reporter import Reporter, head
 from rewriter.dsl._walk import walk
 
@@ -154,11 +154,19 @@ class ScopeChecker:
             return
         self.scope.use(name.name)
         is_attribute_base = isinstance(parent, ast.Attribute) and parent.obj is name
-        if kind == "node" and not is_attribute_base:
+        node_param = node_parameter(name, parent, self.known.constraints)
+        if kind == "node" and not is_attribute_base and node_param is None:
             self.report.error(
                 name.span,
                 f"`{name.name}` names a node, not a value; read its attributes as "
                 f"`{name.name}.attr`",
+            )
+        elif kind != "node" and node_param is not None:
+            assert isinstance(parent, ast.Call), "a node parameter is a constraint call's"
+            self.report.error(
+                name.span,
+                f"`{name.name}` is a value, but constraint `{parent.func}` reads `{node_param}` "
+                f"as a node (`{node_param}.attr`); pass a node named with `as`",
             )
 
     def _check_attribute(self, attribute: ast.Attribute) -> None:

@@ -17,6 +17,8 @@ DumpNode = (
     | ast.Rule
     | ast.PassDecl
     | ast.UseDecl
+    | ast.Constraint
+    | ast.IncludeDecl
     | ast.RuleSet
     | ast.MatchBlock
     | ast.NodePattern
@@ -54,6 +56,11 @@ def _dump(node: object, depth: int, lines: list[str]) -> None:
         lines.append(f"{pad}pass {node.name}{options}")
     elif isinstance(node, ast.UseDecl):
         lines.append(f"{pad}use {format_const(node.module)}")
+    elif isinstance(node, ast.IncludeDecl):
+        lines.append(f"{pad}include {format_const(node.path)}")
+    elif isinstance(node, ast.Constraint):
+        lines.append(f"{pad}constraint {node.name} ({' '.join(node.param_names)})")
+        lines.extend(f"{pad}  {expr(condition)}" for condition in node.conditions)
     elif isinstance(node, ast.MatchBlock):
         _dump_match(node, depth, lines)
     elif isinstance(node, ast.NodePattern):

@@ -208,10 +208,22 @@ class _Formatter:
     def _item(self, item: ast.Item) -> None:
         if isinstance(item, ast.Rule):
             self._rule(item)
+        elif isinstance(item, ast.Constraint):
+            self._constraint(item)
         elif isinstance(item, ast.PassDecl):
             self._pass(item)
+        elif isinstance(item, ast.IncludeDecl):
+            self._emit(item.span, 0, f"include {format_const(item.path)}")
         else:
             self._emit(item.span, 0, f"use {format_const(item.module)}")
+
+    def _constraint(self, constraint: ast.Constraint) -> None:
+        """`constraint name(a, b) {`, one condition per line, `}` (like a `where` block)."""
+        renderers = [_bind_name(param.name) for param in constraint.params]
+        spans = [param.span for param in constraint.params]
+        params = self._group("(", ")", renderers, spans, None, 0)
+        units = [(e.span, _bind_expr(self.printer, e)) for e in constraint.conditions]
+        self._block(f"constraint {constraint.name}{params} {{", constraint.span, units, 0)
 
     def _pass(self, decl: ast.PassDecl) -> None:
         text = f"pass {decl.name}"
@@ -395,6 +407,13 @@ def _output(output: ast.OutputPattern) -> str:
 def _bind_expr(printer: ExprPrinter, expr: ast.Expr) -> Callable[[int], str]:
     def render(depth: int) -> str:
         return printer.expr(expr, depth)
+
+    return render
+
+
+def _bind_name(name: str) -> Callable[[int], str]:
+    def render(depth: int) -> str:
+        return name
 
     return render
 

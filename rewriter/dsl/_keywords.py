@@ -10,6 +10,8 @@ from __future__ import annotations
 KEYWORDS = frozenset(
     {
         "rule",
+        "constraint",
+        "include",
         "match",
         "where",
         "rewrite",

@@ -1,9 +1,11 @@
 """Load rule files and folders into a checked `RuleSet`.
 
 A folder contributes every `*.rw` file below it, in sorted path order; a file path
-contributes that file. Each file is read once even when named twice. Syntax errors in one
-file do not hide the errors of the others: every file is parsed, every parsed file is
-checked, and all errors are raised together.
+contributes that file. A file's `include "path"` declarations (resolved against its folder)
+bring in further files, after the named ones, in the order first included. Each file is
+read once even when named or included twice. Syntax errors in one file do not hide the
+errors of the others: every file is parsed, every parsed file is checked, and all errors are
+raised together.
 """
 
 from __future__ import annotations
@@ -11,13 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from rewriter._errors import Diagnostic, RuleCheckError, RuleError, RuleSyntaxError, Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._ast_cache import parse_cached
 from rewriter.dsl._cache import CacheFolder
-from rewriter.dsl._check import check_and_collect
+from rewriter.dsl._check import Checked, check_and_collect
 from rewriter.dsl._parser import parse
 from rewriter.dsl._source import diagnostic
 from rewriter.dsl._vocabulary import Vocabulary
@@ -70,22 +71,57 @@ def read_rule_file(path: Path) -> str:
 def parse_files(
     files: Iterable[Path], cache: CacheFolder | None = None
 ) -> tuple[list[ast.File], list[Diagnostic]]:
-    """Parse every file; return the ASTs of those that parsed and the syntax errors.
+    """Parse every file and the files they include; return the ASTs and the errors.
 
-    With a `cache`, a file whose exact text was parsed before is read from there.
+    The errors are syntax errors and includes of missing files. Included files come after
+    `files`, in the order first included; a file already loaded is not included again. With
+    a `cache`, a file whose exact text was parsed before is read from there.
     """
+    queue = list(files)
+    loaded: dict[Path, None] = {_identity(path): None for path in queue}
     parsed: list[ast.File] = []
     errors: list[Diagnostic] = []
-    for path in files:
+    position = 0
+    while position < len(queue):
+        path = queue[position]
+        position += 1
         try:
             text = read_rule_file(path)
-            if cache is None:
-                parsed.append(parse(text, str(path)))
-            else:
-                parsed.append(parse_cached(text, str(path), cache))
+            file = parse(text, str(path)) if cache is None else parse_cached(text, str(path), cache)
         except RuleError as exc:
             errors.extend(exc.diagnostics)
+            continue
+        parsed.append(file)
+        for target in _includes(file, path, errors):
+            key = _identity(target)
+            if key not in loaded:
+                loaded[key] = None
+                queue.append(target)
     return parsed, errors
+
+
+def _includes(file: ast.File, path: Path, errors: list[Diagnostic]) -> list[Path]:
+    """The existing files `file` includes; a missing one is reported at its path string."""
+    found: list[Path] = []
+    for item in file.items:
+        if not isinstance(item, ast.IncludeDecl):
+            continue
+        target = Path(os.path.normpath(path.parent / item.path))
+        if target.is_file():
+            found.append(target)
+            continue
+        what = "is a folder (include names one file)" if target.is_dir() else "does not exist"
+        message = f"cannot include `{item.path}`: {target.as_posix()} {what}"
+        errors.append(diagnostic("error", item.path_span, message, file.source))
+    return found
+
+
+def _identity(path: Path) -> Path:
+    """What makes two paths the same file (symbolic links and `..` resolved)."""
+    try:
+        return path.resolve()
+    except OSError:
+        return path.absolute()
 
 
 def load_rules(
@@ -97,7 +133,8 @@ def load_rules(
     """Load, parse and check rule files and folders.
 
     Args:
-        *paths: `.rw` files, or folders whose `*.rw` files (recursively) are loaded.
+        *paths: `.rw` files, or folders whose `*.rw` files (recursively) are loaded; the
+            files they `include` are loaded too.
         vocabulary: the functions and passes the rules may name (the engine's).
         allow_python: permit `use "module"` declarations, importing those modules.
         cache: where parses of files read before are kept (`user_cache()` for the user's
@@ -108,29 +145,31 @@ def load_rules(
         warnings.
 
     Raises:
-        RuleSyntaxError: some file does not parse (carries every diagnostic found).
+        RuleSyntaxError: some file does not parse, or includes a file that does not exist
+            (carries every diagnostic found).
         RuleCheckError: the files parse but break semantic rules (every error found).
         FileNotFoundError: a path does not exist.
     """
     files = find_rule_files(paths)
     parsed, syntax_errors = parse_files(files, cache)
-    diagnostics, functions = check_and_collect(parsed, vocabulary, allow_python=allow_python)
+    diagnostics, checked = check_and_collect(parsed, vocabulary, allow_python=allow_python)
     errors = [d for d in diagnostics if d.severity == "error"]
     if syntax_errors:
         raise RuleSyntaxError([*syntax_errors, *errors])
     if errors:
         raise RuleCheckError(errors)
-    return _ruleset(parsed, functions, tuple(d for d in diagnostics if d.severity == "warning"))
+    return _ruleset(parsed, checked, tuple(d for d in diagnostics if d.severity == "warning"))
 
 
 def _ruleset(
-    parsed: list[ast.File], functions: Any, warnings: tuple[Diagnostic, ...]
+    parsed: list[ast.File], checked: Checked, warnings: tuple[Diagnostic, ...]
 ) -> ast.RuleSet:
     return ast.RuleSet(
         rules=tuple(item for f in parsed for item in f.items if isinstance(item, ast.Rule)),
         passes=tuple(item for f in parsed for item in f.items if isinstance(item, ast.PassDecl)),
         files=tuple(parsed),
-        functions=functions,
+        functions=checked.functions,
+        constraints=checked.constraints,
         warnings=warnings,
         sources={f.path: f.source for f in parsed},
     )

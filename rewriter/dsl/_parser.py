@@ -93,7 +93,8 @@ def _parse_whole(text: str, filename: str) -> tuple[tuple[ast.Item, ...], list[R
 # What decides where a top-level item starts: comments and strings (which may hold any
 # character), brackets, and the keywords that open an item at the start of a line.
 _ITEM_SCAN = re.compile(
-    r'#[^\r\n]*|"(?:[^"\\\r\n]|\\[^\r\n])*"|[{}()\[\]]|^(?:rule|pass|use)\b', re.M
+    r'#[^\r\n]*|"(?:[^"\\\r\n]|\\[^\r\n])*"|[{}()\[\]]|^(?:rule|constraint|pass|use|include)\b',
+    re.M,
 )
 
 
@@ -103,10 +104,10 @@ _CHUNK_BYTES = 600
 def top_level_chunks(text: str) -> Iterator[tuple[int, str]]:
     """Split `text` into runs of whole top-level items: (lines before the chunk, its text).
 
-    An item starts at a line beginning with `rule`, `pass` or `use` outside every bracket;
-    the text before the first one (comments) belongs to the first chunk. Every chunk starts
-    at a line start, so columns need no shift. Unbalanced brackets stop the splitting: the
-    rest is one chunk, parsed (and reported) as part of the whole.
+    An item starts at a line beginning with `rule`, `constraint`, `pass`, `use` or `include`
+    outside every bracket; the text before the first one (comments) belongs to the first
+    chunk. Every chunk starts at a line start, so columns need no shift. Unbalanced brackets
+    stop the splitting: the rest is one chunk, parsed (and reported) as part of the whole.
     """
     starts = [0]
     depth = 0

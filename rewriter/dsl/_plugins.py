@@ -31,13 +31,16 @@ def refuse_uses(files: Sequence[ast.File], report: Reporter) -> None:
 
 def import_uses(
     files: Sequence[ast.File], builtins: Collection[str], report: Reporter
-) -> Functions:
+) -> tuple[Functions, dict[str, ast.UseDecl]]:
     """Import every module named by a `use` and collect its `RW_FUNCTIONS`.
 
     A helper may not take the name of one of `builtins`.
+
+    Returns:
+        The helpers by name, and the `use` that registered each.
     """
     functions: Functions = {}
-    origin: dict[str, str] = {}
+    origin: dict[str, ast.UseDecl] = {}
     for file in files:
         for item in file.items:
             if isinstance(item, ast.UseDecl):
@@ -45,13 +48,13 @@ def import_uses(
                     if name in functions and functions[name] is not function:
                         report.error(
                             _module_span(item),
-                            f"`{item.module}` registers `{name}`, which `{origin[name]}` "
-                            "registers too",
+                            f"`{item.module}` registers `{name}`, which "
+                            f"`{origin[name].module}` registers too",
                         )
                         continue
                     functions[name] = function
-                    origin[name] = item.module
-    return functions
+                    origin[name] = item
+    return functions, origin
 
 
 def _import_one(decl: ast.UseDecl, builtins: Collection[str], report: Reporter) -> Functions:

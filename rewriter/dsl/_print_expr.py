@@ -246,3 +246,25 @@ def _bind_keyword(
         return f"{key} = {print_expr(value, indent)}"
 
     return render
+
+
+def expression_text(expr: ast.Expr, *, abbreviate_lists: bool = False) -> str:
+    """`expr` on one line, as the formatter prints it (for messages).
+
+    With `abbreviate_lists`, a list literal of three or more items prints as `[...]`, so a
+    message quoting `dtype(x) in ["float", "float16", ...]` stays short.
+    """
+
+    def group(
+        open_: str,
+        close: str,
+        renderers: Sequence[Callable[[int], str]],
+        spans: Sequence[Span],
+        closer_line: int | None,
+        depth: int,
+    ) -> str:
+        if abbreviate_lists and open_ == "[" and len(renderers) >= 3:
+            return "[...]"
+        return open_ + ", ".join(render(depth) for render in renderers) + close
+
+    return ExprPrinter(group).expr(expr, 0)

@@ -159,6 +159,30 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
     def on_use_decl(self, meta: Meta, children: list[Token]) -> ast.UseDecl:
         return ast.UseDecl(self._string(children[0]), span=self._span(meta))
 
+    def on_include_decl(self, meta: Meta, children: list[Token]) -> ast.IncludeDecl:
+        string = children[0]
+        return ast.IncludeDecl(
+            self._string(string), path_span=self._tok(string), span=self._span(meta)
+        )
+
+    def on_constraint_decl(self, meta: Meta, children: list[Any]) -> ast.Constraint:
+        name: Token = children[0]
+        params: tuple[ast.Param, ...] = children[1]
+        conditions: tuple[ast.Expr, ...] = children[2]
+        return ast.Constraint(
+            str(name), params, conditions, name_span=self._tok(name), span=self._span(meta)
+        )
+
+    def on_constraint_params(self, meta: Meta, children: list[Token]) -> tuple[ast.Param, ...]:
+        return tuple(
+            ast.Param(str(token), span=self._tok(token))
+            for token in children
+            if token.type == "NAME"
+        )
+
+    def on_constraint_body(self, meta: Meta, children: list[Any]) -> tuple[ast.Expr, ...]:
+        return tuple(self._expr(child) for child in children)
+
     def on_pass_decl(self, meta: Meta, children: list[Any]) -> ast.PassDecl:
         name = str(children[0])
         options: tuple[_Option, ...] = children[1] if len(children) > 1 else ()

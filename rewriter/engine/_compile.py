@@ -10,11 +10,13 @@ op-type index, so a node is only tried against rules whose anchor op it has.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Literal
 
 import ir
 from rewriter._errors import Diagnostic, RuleCheckError, Span
 from rewriter.dsl import _ast as ast
+from rewriter.dsl import inline_constraints
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,6 +51,9 @@ class CompiledRule:
     # input that another match line defines.
     anchor_producers: tuple[tuple[int, frozenset[tuple[str, str]] | None, int], ...] = ()
     functions_source: str = ""
+    # The `where` lines with the named constraints they call spelled out
+    # (`rewriter.dsl.inline_constraints`), for tools that reason about the conditions.
+    conditions: tuple[ast.Expr, ...] = ()
 
     @property
     def name(self) -> str:
@@ -187,8 +192,15 @@ def _reach(lines: tuple[ast.NodePattern, ...], anchor: int) -> int:
     return max((to_anchor(i) for i in range(len(lines))), default=0)
 
 
-def compile_rule(rule: ast.Rule, order: int) -> CompiledRule:
+def compile_rule(
+    rule: ast.Rule, order: int, constraints: Mapping[str, ast.Constraint] | None = None
+) -> CompiledRule:
     """Build the matching plan of one rule.
+
+    Args:
+        rule: the rule.
+        order: its position in load order.
+        constraints: the named constraints its `where` lines may call.
 
     Raises:
         RuleCheckError: the match lines are not connected.
@@ -222,4 +234,5 @@ def compile_rule(rule: ast.Rule, order: int) -> CompiledRule:
         line_ops=tuple(_line_ops(line) for line in lines),
         reach=max(_reach(lines, anchor), 0),
         anchor_producers=_anchor_producers(lines, anchor),
+        conditions=inline_constraints(rule.where, constraints or {}),
     )

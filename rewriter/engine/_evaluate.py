@@ -182,6 +182,9 @@ def _conditional(expr: ast.Conditional, ctx: EvalContext) -> Any:
 def _call(expr: ast.Call, ctx: EvalContext) -> Any:
     args = [evaluate(a, ctx) for a in expr.args]
     kwargs = {k: evaluate(v, ctx) for k, v in expr.kwargs}
+    constraint = ctx.constraints.get(expr.func)
+    if constraint is not None:
+        return holds(constraint, args, ctx)
     plugin = ctx.functions.get(expr.func)
     if plugin is not None:
         try:
@@ -197,6 +200,24 @@ def _call(expr: ast.Call, ctx: EvalContext) -> Any:
         if exc.span is None:
             raise EvalError(exc.bare_message, expr.span) from exc
         raise
+
+
+def holds(constraint: ast.Constraint, args: list[Any], ctx: EvalContext) -> Any:
+    """Whether `constraint` holds for `args`: True, False or UNKNOWN.
+
+    Its conditions are evaluated in order with the parameters bound to `args`, and combined
+    as `and` combines them (Kleene): false as soon as one is false, else unknown when one is
+    unknown. An evaluation error in a condition is raised, as in a `where` line.
+    """
+    inner = ctx.inside(dict(zip(constraint.param_names, args, strict=True)))
+    result: Any = True
+    for condition in constraint.conditions:
+        verdict = truth(evaluate(condition, inner))
+        if verdict is False:
+            return False
+        if verdict is UNKNOWN:
+            result = UNKNOWN
+    return result
 
 
 def _attribute(expr: ast.Attribute, ctx: EvalContext) -> Any:

@@ -225,7 +225,7 @@ def compile_rules(ruleset: ast.RuleSet) -> list[CompiledRule]:
     for order, rule in enumerate(ruleset.rules):
         if rule.match.repeat is not None:
             continue  # loop rolling rules are applied by the loop pass
-        compiled.append(compile_rule(rule, order))
+        compiled.append(compile_rule(rule, order, ruleset.constraints))
     if len(_COMPILED) >= 8:
         _COMPILED.pop(next(iter(_COMPILED)))
     _COMPILED[id(ruleset)] = (ruleset, tuple(compiled))
@@ -278,7 +278,9 @@ class PassManager:
         if self.options.infer_shapes:
             ir.infer_types(model, INFERENCE_ENGINES)
         skipped = applicability(rule, model.opset_imports) or ""
-        matcher = Matcher(model.opset_imports, self.ruleset.functions)
+        matcher = Matcher(
+            model.opset_imports, self.ruleset.functions, constraints=self.ruleset.constraints
+        )
         builder = Builder(model, matcher, ir.NameAllocator(model))
         outcomes = []
         anchors = {(ir.schemas.normalize_domain(r.domain), r.op_type) for r in rule.anchor_ops}
@@ -330,7 +332,12 @@ class _Run:
         self.recent: collections.deque[str] = collections.deque(maxlen=200)
         self.names = ir.NameAllocator(model)
         targets = {"": manager.options.target_opset} if manager.options.target_opset else {}
-        self.matcher = Matcher(model.opset_imports, manager.ruleset.functions, targets)
+        self.matcher = Matcher(
+            model.opset_imports,
+            manager.ruleset.functions,
+            targets,
+            constraints=manager.ruleset.constraints,
+        )
         self.builder = Builder(model, self.matcher, self.names)
         self.timings: dict[str, float] = collections.defaultdict(float)
 

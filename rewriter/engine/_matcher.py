@@ -20,6 +20,7 @@ from rewriter.dsl import _ast as ast
 from rewriter.engine import _facts
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._evaluate import evaluate
+from rewriter.engine._explain import explain_condition
 from rewriter.engine._values import EvalContext, EvalError, NodeRef, attr_to_python, equal, truth
 
 # A literal input is compared against constants up to this many elements; a bigger constant
@@ -74,6 +75,8 @@ class _Tracker:
 
     __slots__ = ("args", "depth", "node", "template")
 
+    explains = True  # reasons are kept, so a failing `where` line is worth explaining
+
     def __init__(self) -> None:
         self.depth = -1
         self.node: ir.Node | None = None
@@ -96,6 +99,8 @@ class _QuietTracker(_Tracker):
     """A tracker that keeps no reasons (the pass manager only needs yes or no)."""
 
     __slots__ = ()
+
+    explains = False
 
     def fail(self, depth: int, node: ir.Node | None, template: str, *args: Any) -> None:
         return None
@@ -128,10 +133,12 @@ class Matcher:
         opset_imports: Mapping[str, int],
         functions: Mapping[str, Callable[..., Any]] | None = None,
         target_opsets: Mapping[str, int] | None = None,
+        constraints: Mapping[str, ast.Constraint] | None = None,
     ) -> None:
         self.opset_imports = dict(opset_imports)
         self.functions = dict(functions or {})
         self.target_opsets = dict(target_opsets or {})
+        self.constraints = dict(constraints or {})
         self._literals: dict[int, Any] = {}
 
     def opset_of(self, domain: str) -> int | None:
@@ -144,7 +151,9 @@ class Matcher:
 
     def eval_context(self, bindings: Mapping[str, Any]) -> EvalContext:
         """An evaluation context over match bindings."""
-        return EvalContext(dict(bindings), self.opset_imports, self.functions, self.target_opsets)
+        return EvalContext(
+            dict(bindings), self.opset_imports, self.functions, self.target_opsets, self.constraints
+        )
 
     # entry point -----------------------------------------------------------------------------
     def match(
@@ -390,27 +399,46 @@ class Matcher:
                         node,
                     )
                     return None
-        if rule.rule.where:
-            ctx = self.eval_context(state.bindings)
-            for condition in rule.rule.where:
-                try:
-                    result = truth(evaluate(condition, ctx))
-                except EvalError as exc:
-                    tracker.fail(
-                        depth + 1, None, "where line {}: {}", condition.span.line, exc.bare_message
-                    )
-                    return None
-                if result is not True:
-                    verdict = "unknown (a fact is not known)" if result is not False else "false"
-                    tracker.fail(
-                        depth + 1,
-                        nodes[-1] if nodes else None,
-                        "where line {} is {}",
-                        condition.span.line,
-                        verdict,
-                    )
-                    return None
+        if rule.rule.where and not self._where_holds(rule, state, tracker, depth + 1, nodes):
+            return None
         return Match(rule, graph, dict(state.bindings), tuple(state.nodes))  # type: ignore[arg-type]
+
+    def _where_holds(
+        self,
+        rule: CompiledRule,
+        state: _State,
+        tracker: _Tracker,
+        depth: int,
+        nodes: tuple[ir.Node, ...],
+    ) -> bool:
+        """True when every `where` line is definitely true; else record why not."""
+        ctx = self.eval_context(state.bindings)
+        for condition in rule.rule.where:
+            line = condition.span.line
+            try:
+                result = truth(evaluate(condition, ctx))
+            except EvalError as exc:
+                message = _explained(condition, ctx, tracker) or exc.bare_message
+                tracker.fail(depth, None, "where line {}: {}", line, message)
+                return False
+            if result is True:
+                continue
+            node = nodes[-1] if nodes else None
+            explained = _explained(condition, ctx, tracker)
+            if explained is not None:
+                tracker.fail(depth, node, "where line {}: {}", line, explained)
+            else:
+                verdict = "unknown (a fact is not known)" if result is not False else "false"
+                tracker.fail(depth, node, "where line {} is {}", line, verdict)
+            return False
+        return True
+
+
+def _explained(condition: ast.Expr, ctx: EvalContext, tracker: _Tracker) -> str | None:
+    """Which named constraint makes `condition` fail, when reasons are kept (`--why-not`)."""
+    if not tracker.explains or not ctx.constraints:
+        return None
+    return explain_condition(condition, ctx)
 
 
 def _may_match(rule: CompiledRule, node: ir.Node, graph: ir.Graph) -> bool:

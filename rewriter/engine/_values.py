@@ -17,6 +17,7 @@ import numpy as np
 
 import ir
 from rewriter._errors import RewriteError, Span
+from rewriter.dsl import _ast as ast
 from rewriter.engine import _facts
 
 
@@ -59,13 +60,21 @@ class NodeRef:
 
 @dataclasses.dataclass(slots=True)
 class EvalContext:
-    """What an expression can see: bindings, the model's opsets, plugin functions."""
+    """What an expression can see: bindings, the model's opsets, functions and constraints."""
 
     bindings: dict[str, Any]
     opset_imports: Mapping[str, int]
     functions: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
     # The opsets a conversion is heading for (`--target-opset`); empty when not converting.
     target_opsets: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    # The named constraints a `where` line may call, by name.
+    constraints: Mapping[str, ast.Constraint] = dataclasses.field(default_factory=dict)
+
+    def inside(self, bindings: dict[str, Any]) -> EvalContext:
+        """The context of a constraint's conditions: its parameters, and everything else."""
+        return EvalContext(
+            bindings, self.opset_imports, self.functions, self.target_opsets, self.constraints
+        )
 
 
 def is_true(value: Any) -> bool:

@@ -1,0 +1,133 @@
+"""Say which named constraint makes a `where` line fail, and which of its conditions.
+
+Used for `--why-not` only: the matcher calls `explain_condition` on a `where` line that is
+false, unknown or fails to evaluate. When a constraint call is to blame (the line itself, or
+an operand of its `and`), the explanation names the call, the first condition of the
+constraint that is false (else the first unknown one, else the one that failed) with its
+`file:line`, and the values that condition compared, where they are cheap to show:
+
+    `is_float(x)` is false: patterns/constraints.rw:12: `dtype(x) in [...]` (dtype(x) is "int64")
+
+A condition that calls a further constraint is explained in turn, after a `; `.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rewriter.dsl import _ast as ast
+from rewriter.dsl import expression_text
+from rewriter.dsl._print_expr import format_const
+from rewriter.dsl._walk import walk
+from rewriter.engine._evaluate import evaluate
+from rewriter.engine._values import UNKNOWN, EvalContext, EvalError, truth
+
+# At most this many values are shown, each a scalar or a list of at most this many items.
+_MAX_VALUES = 4
+_MAX_ITEMS = 8
+
+
+def explain_condition(condition: ast.Expr, ctx: EvalContext) -> str | None:
+    """Why `condition` does not hold, when a constraint call is to blame; else None."""
+    if isinstance(condition, ast.Call) and condition.func in ctx.constraints:
+        return _explain_call(condition, ctx)
+    if isinstance(condition, ast.BoolOp) and condition.op == "and":
+        found = _culprit((condition.left, condition.right), ctx)
+        return None if found is None else explain_condition(found[0], ctx)
+    return None
+
+
+def _explain_call(call: ast.Call, ctx: EvalContext) -> str | None:
+    constraint = ctx.constraints[call.func]
+    try:
+        args = [evaluate(argument, ctx) for argument in call.args]
+    except EvalError:
+        return None  # the line's own message says what failed
+    inner = ctx.inside(dict(zip(constraint.param_names, args, strict=False)))
+    found = _culprit(constraint.conditions, inner)
+    if found is None:
+        return None
+    condition, verdict = found
+    where = f"{condition.span.path}:{condition.span.line}"
+    quoted = f"`{_quoted(condition)}`"
+    if isinstance(verdict, EvalError):
+        return f"`{expression_text(call)}` fails: {where}: {quoted}: {verdict.bare_message}"
+    text = f"`{expression_text(call)}` is {verdict}: {where}: {quoted}"
+    values = _values(condition, inner)
+    if values:
+        text += f" ({values})"
+    deeper = explain_condition(condition, inner)
+    if deeper is not None:
+        text += f"; {deeper}"
+    return text
+
+
+def _culprit(
+    conditions: tuple[ast.Expr, ...], ctx: EvalContext
+) -> tuple[ast.Expr, str | EvalError] | None:
+    """The first condition that is false; else the first unknown or failing one.
+
+    Returns the condition and "false", "unknown (...)" or the error it raised.
+    """
+    first_other: tuple[ast.Expr, str | EvalError] | None = None
+    for condition in conditions:
+        try:
+            verdict = truth(evaluate(condition, ctx))
+        except EvalError as exc:
+            if first_other is None:
+                first_other = (condition, exc)
+            continue
+        if verdict is False:
+            return condition, "false"
+        if verdict is UNKNOWN and first_other is None:
+            first_other = (condition, "unknown (a fact is not known)")
+    return first_other
+
+
+def _quoted(condition: ast.Expr) -> str:
+    return expression_text(condition, abbreviate_lists=True)
+
+
+def _values(condition: ast.Expr, ctx: EvalContext) -> str:
+    """`left is value` for the operands the condition compares, where cheap to show."""
+    shown: dict[str, str] = {}
+    for node, _ in walk(condition):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in (node.left, node.right):
+            text = expression_text(side, abbreviate_lists=True)
+            if _is_literal(side) or text in shown or len(shown) >= _MAX_VALUES:
+                continue
+            try:
+                value = evaluate(side, ctx)
+            except EvalError:
+                continue
+            formatted = _format(value)
+            if formatted is not None:
+                shown[text] = formatted
+    return ", ".join(f"{text} is {value}" for text, value in shown.items())
+
+
+def _is_literal(expr: ast.Expr) -> bool:
+    if isinstance(expr, ast.Const):
+        return True
+    return isinstance(expr, ast.ListExpr) and all(_is_literal(item) for item in expr.items)
+
+
+def _format(value: Any) -> str | None:
+    """A value as a rule would write it, or None when it is not cheap to show."""
+    if value is UNKNOWN:
+        return "unknown"
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, bool | int | float | str):
+        return format_const(value)
+    if isinstance(value, np.ndarray) and value.size <= _MAX_ITEMS:
+        value = value.tolist()
+    if isinstance(value, list | tuple) and len(value) <= _MAX_ITEMS:
+        items = [_format(item) for item in value]
+        if all(item is not None for item in items):
+            return "[" + ", ".join(item for item in items if item is not None) + "]"
+    return None
