@@ -46,6 +46,12 @@ _NEXT_WORD = re.compile(r"([ \t]*)([^\s,>]*)")
 # Tokens too common to make a useful "after ..." context.
 _NO_CONTEXT = frozenset({"RPAR", "RSQB", "RBRACE", "GT", "LPAR", "LSQB", "LBRACE", "COMMA"})
 _MAX_SHOWN = 5
+# Brackets that may still be open on the parser's stack (the innermost gives the context).
+_OPENER_TYPES = frozenset({"LANGLE", "LPAR", "LSQB", "LBRACE"})
+_ATTRIBUTE_NAME = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*")
+_WORD = re.compile(r"[^\s,>()\[\]{}]+")
+# `Op <name ` at the end of a line's text: an op name, `<`, an attribute name.
+_OP_THEN_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)[ \t]*<[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*")
 
 
 def describe_unexpected(exc: UnexpectedInput, text: str, path: str) -> tuple[Span, str]:
@@ -71,9 +77,12 @@ def _describe_token(exc: UnexpectedToken, text: str, path: str) -> tuple[Span, s
         span = Span(span.path, span.line, span.col, span.line, span.col + width)
     elif token.type in ("_NL", "$END"):
         span = Span(span.path, span.line, span.col, span.line, span.col + 1)
+    attribute = _unlisted_attribute(token, text)
+    if attribute is not None:
+        return span, f"expected `=` after attribute name `{attribute}`, found {found_text}"
     phrase = _expected_phrase(expected)
     if "ARROW" not in expected:
-        phrase += _after(exc)
+        phrase += _after(exc, expected)
     message = f"{phrase}, found {found_text}"
     if token.type == "EQUAL" and "EQEQ" in expected:
         message += " (compare with `==`)"
@@ -81,10 +90,20 @@ def _describe_token(exc: UnexpectedToken, text: str, path: str) -> tuple[Span, s
 
 
 def _describe_attribute_list(token: Token, text: str, path: str) -> tuple[Span, str]:
-    """`Op <alpha 1>`: the `<` did not look like the start of an attribute list."""
-    start = (token.end_pos or 0) + 1 if token.end_pos is not None else 0
-    rest = _NEXT_WORD.match(text, token.end_pos or start)
+    """`Op <alpha 1>`: the `<` did not look like the start of an attribute list.
+
+    When a name follows the `<`, what follows the name is where the text stops making sense
+    (`<epsilon eps>` lacks the `=` before `eps`): the message points there.
+    """
+    end = token.end_pos if token.end_pos is not None else 0
     line, col = token.line or 1, (token.column or 1) + 1
+    name = _ATTRIBUTE_NAME.match(text, end)
+    if name is not None:
+        found, width = _text_at(text, name.end())
+        col += name.end() - end
+        span = Span(path, line, col, line, col + width)
+        return span, f"expected `=` after attribute name `{name.group(1)}`, found {found}"
+    rest = _NEXT_WORD.match(text, end)
     if rest is not None:
         col += len(rest.group(1))
         word = rest.group(2) or "the end of the line"
@@ -96,17 +115,65 @@ def _describe_attribute_list(token: Token, text: str, path: str) -> tuple[Span, 
     return span, f"{expected}, found {found}"
 
 
-def _after(exc: UnexpectedToken) -> str:
-    """` after `+`` when the token before the error is a keyword or an operator."""
+def _text_at(text: str, position: int) -> tuple[str, int]:
+    """How to name the text at `position` (a word, a character, or the end of the line)."""
+    if position >= len(text) or text[position] in "\r\n#":
+        return "the end of the line", 1
+    if text[position] in ",>":
+        return f"`{text[position]}`", 1
+    word = _WORD.match(text, position)
+    shown = word.group() if word is not None else text[position]
+    return f"`{shown}`", len(shown)
+
+
+def _unlisted_attribute(token: Token, text: str) -> str | None:
+    """The attribute name in a rewrite's `Op <name value ...>`, found at `value`.
+
+    A `<` after an op name whose entry lacks its `=` does not open an attribute list: the
+    line reads on as a comparison (`Op < name`) until `value`, where it stops making sense.
+    """
+    start = token.start_pos
+    if start is None or token.type in ("_NL", "$END"):
+        return None
+    line_start = text.rfind("\n", 0, start) + 1
+    found = _OP_THEN_NAME.search(text, line_start, start)
+    if found is None or found.end() != start:
+        return None
+    op = found.group(1)
+    return found.group(2) if op[:1].isupper() or "." in op else None
+
+
+def _after(exc: UnexpectedToken, expected: set[str]) -> str:
+    """` after `+`` when the token before the error is a keyword or an operator.
+
+    After a name where an `=` could follow, the name is the context: ` after `let k``,
+    ` after attribute name `epsilon``, ` after `k`` (the `=` of `name = value` is missing).
+    """
     stack = getattr(exc.state, "value_stack", None)
     if not stack:
         return ""
     previous = stack[-1]
     if not isinstance(previous, Token) or previous.type in _NO_CONTEXT:
         return ""
+    if previous.type == "NAME" and "EQUAL" in expected:
+        return _after_name(stack, previous)
     if previous.type in _terminal_literals():
         return f" after `{previous}`"
     return ""
+
+
+def _after_name(stack: list[object], name: Token) -> str:
+    before = stack[-2] if len(stack) >= 2 else None
+    if isinstance(before, Token) and before.type == "LET":
+        return f" after `let {name}`"
+    openers = [t for t in stack if isinstance(t, Token) and t.type in _OPENER_TYPES]
+    innermost = openers[-1].type if openers else None
+    if innermost == "LANGLE":
+        return f" after attribute name `{name}`"
+    in_pass = any(isinstance(t, Token) and t.type == "PASS" for t in stack)
+    if innermost == "LBRACE" and in_pass:
+        return f" after option `{name}`"
+    return f" after `{name}`"
 
 
 def _describe_character(exc: UnexpectedCharacters, path: str) -> tuple[Span, str]:

@@ -31,7 +31,7 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         "rule r {\n  match {\n    y Relu (x)\n  }\n}\n",
-        "<string>:3:7: error: expected `,` or `=`, found `Relu`",
+        "<string>:3:7: error: expected `,` or `=` after `y`, found `Relu`",
     ),
     (
         "rule r {\n  match {\n    y = (x)\n  }\n}\n",
@@ -95,7 +95,7 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         "rule r: y = Relu <alpha 1> (x) => y = x\n",
-        "<string>:1:19: error: expected `name = value`, `...` or `>` in the attribute list after `<`, found `alpha`",
+        "<string>:1:25: error: expected `=` after attribute name `alpha`, found `1`",
     ),
     (
         "rule r: y = Relu <alpha = > (x) => y = x\n",
@@ -323,6 +323,127 @@ CASES: list[tuple[str, str]] = [
     ),
 ]
 
+# A missing `=` is reported where the text stops making sense: at what follows the name.
+MISSING_EQUALS: list[tuple[str, str]] = [
+    (
+        "rule r { match { y = LayerNormalization <epsilon eps> (x, s, b) } rewrite { y = x } }",
+        "<string>:1:50: error: expected `=` after attribute name `epsilon`, found `eps`",
+    ),
+    (
+        "rule r {\n  match {\n    y = LayerNormalization <axis = -1, epsilon eps> (x, s)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
+        "<string>:3:48: error: expected `=` after attribute name `epsilon`, found `eps`",
+    ),
+    (
+        "rule r: y = Softmax <axis> (x) => y = x\n",
+        "<string>:1:26: error: expected `=` after attribute name `axis`, found `>`",
+    ),
+    (
+        "rule r: y = Softmax <axis: -1> (x) => y = x\n",
+        "<string>:1:26: error: expected `=` after attribute name `axis`, found `:`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = LeakyRelu <alpha 0.1> (x)\n  }\n}\n",
+        "<string>:6:26: error: expected `=` after attribute name `alpha`, found `0.1`",
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x) as n\n  }\n  rewrite {\n    y = LeakyRelu <...n, alpha 0.1> (x)\n  }\n}\n",
+        "<string>:6:32: error: expected `=` after attribute name `alpha`, found `0.1`",
+    ),
+    (
+        'rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = com.microsoft.Gelu <approximate "tanh"> (x)\n  }\n}\n',
+        '<string>:6:41: error: expected `=` after attribute name `approximate`, found string "tanh"',
+    ),
+    (
+        "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    let k 2\n    y = x\n  }\n}\n",
+        "<string>:6:11: error: expected `=` after `let k`, found `2`",
+    ),
+    (
+        'rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    opset(domain "") >= 13\n  }\n  rewrite {\n    y = x\n  }\n}\n',
+        '<string>:6:18: error: expected `)`, `,`, `=` or an operator after `domain`, found string ""',
+    ),
+    (
+        "pass fold_constants { max_output_bytes 1024 }\n",
+        "<string>:1:40: error: expected `=` after option `max_output_bytes`, found `1024`",
+    ),
+]
+
+# Named constraints: their definitions and their calls.
+_RULE_CALLING = "rule r {{\n  match {{\n    y = Relu (x)\n  }}\n  where {{\n    {call}\n  }}\n  rewrite {{\n    y = x\n  }}\n}}\n"
+CONSTRAINT_CASES: list[tuple[str, str]] = [
+    (
+        'constraint is_float(x) {\n  dtype(x) == "float"\n}\nconstraint is_float(y) {\n  rank(y) == 1\n}\n',
+        "<string>:4:12: error: duplicate constraint name `is_float`",
+    ),
+    (
+        "constraint rank(x) {\n  x != none\n}\n",
+        "<string>:1:12: error: constraint `rank` has the name of a built-in function; choose another name",
+    ),
+    (
+        "constraint a(x) {\n  b(x)\n}\nconstraint b(x) {\n  a(x)\n}\n",
+        "<string>:5:3: error: recursive constraint: `a` -> `b` -> `a`; a constraint cannot call itself, directly or through others",
+    ),
+    (
+        "constraint a(x) {\n  rank(x) == 1 and not a(x)\n}\n",
+        "<string>:2:24: error: recursive constraint: `a` -> `a`; a constraint cannot call itself, directly or through others",
+    ),
+    (
+        'constraint is_float(x) {\n  dtype(y) == "float"\n}\n',
+        "<string>:2:9: error: unbound variable `y`: constraint `is_float` sees only its parameters (`x`)",
+    ),
+    (
+        'constraint is_float(x) {\n  dtype(x) == "float" and flaot(x)\n}\n',
+        "<string>:2:27: error: unknown function `flaot`; did you mean `float`?",
+    ),
+    (
+        'constraint is_float(x) {\n  const(x, "float") == 1\n}\n',
+        "<string>:2:3: error: `const` builds rewrite values; use it in `let` or a rewrite line",
+    ),
+    (
+        'constraint is_float(x, x) {\n  dtype(x) == "float"\n}\n',
+        "<string>:1:24: error: parameter `x` is listed twice",
+    ),
+    (
+        "constraint is_float(_) {\n  true\n}\n",
+        "<string>:1:21: error: `_` cannot name a parameter; write `_x` for one that is unused",
+    ),
+    (
+        "constraint is_float(x) {\n}\n",
+        "<string>:1:12: error: constraint `is_float` has no conditions",
+    ),
+    (
+        "constraint grouped(n) {\n  n.group == 1 and rank(n) == 4\n}\n",
+        "<string>:2:25: error: parameter `n` is used both as a node (`n.attr`) and as a value; a parameter is one or the other",
+    ),
+    (
+        'constraint is_float(x) {\n  dtype(x) == "float"\n}\n'
+        + _RULE_CALLING.format(call="is_float(x, y)"),
+        "<string>:9:5: error: `is_float(x)` takes at most 1 argument, got 2",
+    ),
+    (
+        "constraint same_shape(a, b) {\n  shape(a) == shape(b)\n}\n"
+        + _RULE_CALLING.format(call="same_shape(x)"),
+        "<string>:9:5: error: `same_shape(a, b)` needs `b`",
+    ),
+    (
+        'constraint is_float(x) {\n  dtype(x) == "float"\n}\n'
+        + _RULE_CALLING.format(call="is_float(x, k = 1)"),
+        "<string>:9:21: error: `is_float` has no keyword `k` (it accepts no keyword arguments)",
+    ),
+    (
+        _RULE_CALLING.format(call="is_flaot(x)")
+        + 'constraint is_float(x) {\n  dtype(x) == "float"\n}\n',
+        "<string>:6:5: error: unknown function `is_flaot`; did you mean `is_float`?",
+    ),
+    (
+        "constraint grouped(n) {\n  n.group == 1\n}\n" + _RULE_CALLING.format(call="grouped(x)"),
+        "<string>:9:13: error: `x` is a value, but constraint `grouped` reads `n` as a node (`n.attr`); pass a node named with `as`",
+    ),
+    (
+        'constraint is_float(x) {\n  dtype(x) == "float"\n}\nrule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    let f = is_float(x)\n    y = Identity (f)\n  }\n}\n',
+        "<string>:9:13: error: `is_float` is a constraint; call it in a `where` line or in another constraint",
+    ),
+]
+
 
 def first_error(text: str) -> Diagnostic:
     """The first error a file produces: its syntax error, else the checker's first error."""
@@ -339,7 +460,12 @@ def test_the_table_is_large_enough() -> None:
     assert len(CASES) >= 40
 
 
-@pytest.mark.parametrize(("text", "expected"), CASES, ids=[f"case{i}" for i in range(len(CASES))])
+_ALL_CASES = CASES + MISSING_EQUALS + CONSTRAINT_CASES
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), _ALL_CASES, ids=[f"case{i}" for i in range(len(_ALL_CASES))]
+)
 def test_first_diagnostic_line(text: str, expected: str) -> None:
     diagnostic = first_error(text)
     rendered = diagnostic.render().split("\n")
