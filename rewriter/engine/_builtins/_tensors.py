@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 import ir
@@ -165,6 +166,39 @@ def const(ctx: EvalContext, v: Any, dtype: Any) -> Any:
     """`const(v, dtype)`: a tensor of exactly that dtype (for literal node inputs)."""
     found = _array(v)
     return UNKNOWN if found is UNKNOWN else np.asarray(found, dtype=_np_dtype(dtype))
+
+
+@builtin("lowest", "the most negative finite value of a dtype (torch.finfo(dtype).min)")
+def lowest(ctx: EvalContext, dtype: Any) -> Any:
+    """`lowest(dtype)`: the most negative finite number the dtype holds (an int or a float)."""
+    found = _np_dtype(dtype)
+    if found.kind in "iu":
+        return int(np.iinfo(found).min)
+    if found.kind != "f" and found.name not in _ML_FLOATS:
+        raise EvalError(f"`lowest` takes a number dtype, not {dtype!r}")
+    return float(ml_dtypes.finfo(found).min)  # type: ignore[no-untyped-call]
+
+
+@builtin("next_after", "the next value of dtype after x toward `toward` (numpy.nextafter)")
+def next_after(ctx: EvalContext, x: Any, toward: Any, dtype: Any) -> Any:
+    """`next_after(x, toward, dtype)`: x rounded to the dtype, moved by one step toward `toward`.
+
+    Computed in the dtype itself (`next_after(-65504.0, 0, "float16")` is -65472.0), for
+    float dtypes; elementwise for a tensor, a float for a number.
+    """
+    found = _np_dtype(dtype)
+    if found.kind != "f" and found.name not in _ML_FLOATS:
+        raise EvalError(f"`next_after` takes a float dtype, not {dtype!r}")
+    start, target = numeric(x), numeric(toward)
+    if start is UNKNOWN or target is UNKNOWN:
+        return UNKNOWN
+    result = np.nextafter(np.asarray(start, found), np.asarray(target, found))
+    return float(result) if result.ndim == 0 else result
+
+
+# Float dtypes that numpy does not count as kind "f" (ml_dtypes' extension types).
+_ML_FLOATS = frozenset({"bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2"})
+_ML_FLOATS |= {"float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn"}
 
 
 @builtin("arange", "numpy.arange, int64 unless dtype given", keywords=("dtype",))
