@@ -691,6 +691,8 @@ def make_workspace(folder: Path) -> Path:
     rules.mkdir(exist_ok=True)
     for rel in ("folding/identity.rw", "folding/algebra.rw", "fusion/gemm.rw"):
         shutil.copy(PATTERNS / rel, rules / Path(rel).name)
+    for shared in ("constraints.rw", "onnxruntime.rw"):  # what the copies `include "../..."`
+        shutil.copy(PATTERNS / shared, folder / shared)
     (rules / "broken.rw").write_text("rule r: y = Relu (x) -> y = x\n")
     (folder / "use_json.rw").write_bytes(USE_JSON)
     (folder / "empty").mkdir(exist_ok=True)
