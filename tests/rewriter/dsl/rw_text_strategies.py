@@ -1,10 +1,10 @@
 """Hypothesis strategies: syntactically valid `.rw` text with varied layout, and edits of it.
 
-`rule_files()` draws whole files (rules in both forms, passes, uses) written with random
-spacing, redundant parentheses, lists and argument lists broken over lines, expressions
-broken after an operator, blocks written on one line, `;` separators (also between
-declarations), blank lines, and comments: on their own lines, after code, and after an
-operator where an expression breaks. Every drawn text parses; the checker is not involved,
+`rule_files()` draws whole files (rules in both forms, constraints, passes, uses, includes)
+written with random spacing, redundant parentheses, lists and argument lists broken over
+lines, expressions broken after an operator, blocks written on one line, `;` separators
+(also between declarations), blank lines, and comments: on their own lines, after code, and
+after an operator where an expression breaks. Every drawn text parses; the checker is not involved,
 so names and ops need not make sense.
 """
 
@@ -300,8 +300,21 @@ def one_line_rule(draw: st.DrawFn, name: str) -> str:
 
 
 @st.composite
+def constraint_decl(draw: st.DrawFn, name: str) -> str:
+    """`constraint name(params) { conditions }`, laid out like a `where` section."""
+    params = [draw(st.sampled_from(NAMES)) for _ in range(draw(st.integers(0, 3)))]
+    conditions = [draw(expression()) for _ in range(draw(st.integers(1, 3)))]
+    head = f"constraint {name}{draw(space())}" + bracketed(draw, "(", ")", params)
+    if draw(st.integers(0, 3)):
+        trailing = f"  {draw(COMMENT_TEXT)}" if draw(st.booleans()) else ""
+        return f"{head} {{{trailing}\n" + draw(block_lines(conditions, "  ")) + "}"
+    return f"{head} {{ " + "; ".join(conditions) + " }"
+
+
+@st.composite
 def declaration(draw: st.DrawFn, index: int) -> str:
-    kind = draw(st.sampled_from(["block", "line", "line", "pass", "use"]))
+    kinds = ["block", "line", "line", "pass", "use", "constraint", "include"]
+    kind = draw(st.sampled_from(kinds))
     name = f"rule_{index}"
     if kind == "block":
         return draw(block_rule(name))
@@ -309,6 +322,10 @@ def declaration(draw: st.DrawFn, index: int) -> str:
         return draw(one_line_rule(name))
     if kind == "use":
         return f'use "helpers.mod_{index}"'
+    if kind == "constraint":
+        return draw(constraint_decl(f"is_{index}"))
+    if kind == "include":
+        return f'include "../shared_{index}.rw"'
     options = [
         f"{draw(st.sampled_from(ATTRS))} = {draw(st.integers(0, 99))}"
         for _ in range(draw(st.integers(0, 2)))
@@ -359,6 +376,8 @@ NOISE = (
     "**",
     ":",
     "rule",
+    "constraint",
+    "include",
     "match",
     "where",
     "rewrite",

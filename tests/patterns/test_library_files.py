@@ -1,0 +1,56 @@
+"""The shipped library loads the ways the README uses it: whole, by opt-in folder, file by file.
+
+Rule files call the named constraints of patterns/constraints.rw and patterns/onnxruntime.rw,
+and reach them with `include`, so every folder and every file loads on its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import rewriter
+from rewriter.api import load_rules
+from rewriter.api._rewrite import load_ruleset
+
+LIBRARY = rewriter.library_path()
+FILES = sorted(LIBRARY.rglob("*.rw"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.relative_to(LIBRARY).as_posix() for p in FILES])
+def test_every_library_file_loads_on_its_own(path: Path) -> None:
+    ruleset = load_rules(path)
+    assert ruleset.files[0].path == str(path)
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        [LIBRARY],
+        [LIBRARY / "ort"],
+        [LIBRARY / "loops"],
+        [LIBRARY, LIBRARY / "ort"],
+        [LIBRARY, LIBRARY / "loops" / "roll.rw"],
+        [LIBRARY / "folding", LIBRARY / "fusion", LIBRARY / "ort"],
+    ],
+    ids=["default", "ort", "loops", "default+ort", "default+roll", "folders+ort"],
+)
+def test_the_documented_rule_selections_load_each_file_once(rules: list[Path]) -> None:
+    ruleset = load_ruleset(rules)
+    loaded = [Path(f.path).resolve() for f in ruleset.files]
+    assert len(loaded) == len(set(loaded))
+    names = [r.name for r in ruleset.rules]
+    assert len(names) == len(set(names))
+
+
+def test_the_shared_files_hold_only_constraints() -> None:
+    for name in ("constraints.rw", "onnxruntime.rw"):
+        ruleset = load_rules(LIBRARY / name)
+        assert ruleset.rules == ()
+        assert ruleset.passes == ()
+        assert ruleset.constraints
+
+
+def test_the_library_loads_without_warnings() -> None:
+    assert load_rules(*FILES).warnings == ()
