@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -22,12 +21,15 @@ def model_from_text(text: str) -> onnx.ModelProto:
 
 
 def run_rules(
-    model: onnx.ModelProto | ir.Model, rules_text: str, tmp_path: Path, **kwargs: Any
+    model: onnx.ModelProto | ir.Model,
+    rules_text: str,
+    tmp_path: Path,
+    options: rewriter.RewriteOptions | None = None,
 ) -> rewriter.RewriteResult:
     """Write `rules_text` to a file and rewrite `model` with it."""
     path = tmp_path / "rules.rw"
     path.write_text(rules_text)
-    return rewriter.rewrite(model, [path], **kwargs)
+    return rewriter.rewrite(model, [path], options)
 
 
 def session(model: onnx.ModelProto) -> ort.InferenceSession:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import ir
 from rewriter._errors import Diagnostic, RewriteError
-from rewriter.api._rewrite import RewriteResult
-from rewriter.engine._manager import ProgressCallback
+from rewriter.api import RewriteResult
+from rewriter.engine import ProgressCallback
 
 
 @contextlib.contextmanager

@@ -16,8 +16,8 @@ import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from rewriter.api._rewrite import RewriteResult
-from rewriter.engine._trace import SkipEntry, TraceEntry
+from rewriter.api import RewriteResult
+from rewriter.engine import SkipEntry, TraceEntry
 from rewriter.report import _dot, _pictures
 from rewriter.report._html import Html, esc, section, slug, table
 from rewriter.report._options import ReportOptions

@@ -65,7 +65,9 @@ def _assert_same(original: onnx.ModelProto, rewritten: onnx.ModelProto, atol: fl
 
 
 def _decompose(model: onnx.ModelProto, target: int | None) -> rewriter.RewriteResult:
-    return rewriter.rewrite(model, loaded_rules(DECOMPOSE), target_opset=target)
+    return rewriter.rewrite(
+        model, loaded_rules(DECOMPOSE), rewriter.RewriteOptions(target_opset=target)
+    )
 
 
 def _decomposition_rules(result: rewriter.RewriteResult) -> list[str]:

@@ -31,7 +31,7 @@ def chain_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("chain")
     source = models.save_chain(folder, layers=5)
     rules = models.write_rules(folder)
-    result = rewriter.rewrite(source, rules=[rules], record_subgraphs=True)
+    result = rewriter.rewrite(source, [rules], rewriter.RewriteOptions(record_subgraphs=True))
     return source, result
 
 
@@ -215,7 +215,7 @@ def test_no_rule_fired(tmp_path):
     source = models.save_chain(tmp_path, layers=1)
     empty = tmp_path / "empty.rw"
     empty.write_text("# nothing\n")
-    result = rewriter.rewrite(source, rules=[empty], record_subgraphs=True)
+    result = rewriter.rewrite(source, [empty], rewriter.RewriteOptions(record_subgraphs=True))
     html = render_rewrite_report(result)
     assert "no rule fired" in html
 
@@ -351,7 +351,7 @@ def test_a_rolled_chain_has_pictures_of_its_first_blocks_and_the_loop(tmp_path):
         "  rewrite loop\n"
         "}\n"
     )
-    result = rewriter.rewrite(source, rules=[rules], record_subgraphs=True)
+    result = rewriter.rewrite(source, [rules], rewriter.RewriteOptions(record_subgraphs=True))
     (entry,) = [e for e in result.trace.entries if e.rule == "roll_dense"]
     matched = [n for n in entry.before if n.role == "matched"]
     assert [n.op for n in matched] == ["MatMul", "Add", "Relu"] * 2  # the first two blocks
