@@ -23,6 +23,7 @@ from rewriter.api import (
 )
 from rewriter.cli import _output
 from rewriter.cli._output import non_negative_int, opset_version, positive_int
+from rewriter.cli._summary import summary_line
 from rewriter.cli._verify import add_comparison_options, counterexample_target, input_ranges
 from rewriter.dsl import _ast as ast
 from rewriter.engine import ProgressCallback, RunOptions, SkipEntry
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     if exit_code == 0:
         with clock.phase("save"):
             ir.save(result.model, out_path)
-        _output.print_summary(result, out_path)
+        print(summary_line(result, str(out_path)))
     else:
         print(
             f"rewrite: not writing {out_path}: the rewritten model is not equivalent",
@@ -315,18 +316,20 @@ def _verify_and_bisect(
     """
     from rewriter.verification import check_equivalence, find_first_bad
 
-    verdict = check_equivalence(
-        source,
-        result.model,
-        examples=args.examples,
-        seed=args.seed,
-        rtol=args.rtol,
-        atol=args.atol,
-        input_ranges=input_ranges(args),
-        special_values=args.special_values,
-        counterexample_path=counterexample,
-        save_counterexample=counterexample is not None,
-    )
+    with _output.verify_progress(not args.no_progress, args.examples) as on_progress:
+        verdict = check_equivalence(
+            source,
+            result.model,
+            examples=args.examples,
+            seed=args.seed,
+            rtol=args.rtol,
+            atol=args.atol,
+            input_ranges=input_ranges(args),
+            special_values=args.special_values,
+            counterexample_path=counterexample,
+            save_counterexample=counterexample is not None,
+            progress=on_progress,
+        )
     print(verdict.render_table())
     if verdict.ok:
         return verdict

@@ -20,6 +20,15 @@ from rewriter.engine._facts import (
     is_const,
     shape_of,
 )
+from rewriter.engine._kinds import (
+    CLEANUP,
+    DECOMPOSITION,
+    FOLDING,
+    FUSION,
+    KINDS,
+    REWRITE,
+    rewrite_kind,
+)
 from rewriter.engine._manager import (
     BlockRules,
     PassManager,
@@ -55,6 +64,7 @@ from rewriter.engine._trace import (
     node_label,
     one_line,
     op_histogram,
+    op_types,
     snapshot,
     value_label,
 )
@@ -72,6 +82,12 @@ from rewriter.engine._why_not import WhyNot
 __all__ = [
     "BUILTINS",
     "BUILTIN_PASSES",
+    "CLEANUP",
+    "DECOMPOSITION",
+    "FOLDING",
+    "FUSION",
+    "KINDS",
+    "REWRITE",
     "RULE_TAG",
     "SOURCE_TAG",
     "UNKNOWN",
@@ -116,8 +132,10 @@ __all__ = [
     "node_label",
     "one_line",
     "op_histogram",
+    "op_types",
     "option",
     "pass_table",
+    "rewrite_kind",
     "shape_of",
     "signatures",
     "snapshot",

@@ -356,6 +356,8 @@ class _Run:
                 before=before,
                 after=_trace.snapshot_after(applied.created, applied.neighbours) if before else (),
                 anchor=_trace.site_of(match.anchor),
+                matched_ops=_trace.op_types(applied.matched),
+                created_ops=_trace.op_types(applied.created),
             )
         )
         worklist.extend(applied.created)

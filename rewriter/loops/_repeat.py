@@ -42,6 +42,7 @@ from rewriter.engine import (
     compile_rule,
     labels,
     node_label,
+    op_types,
     snapshot,
 )
 from rewriter.loops._chain import ChainPlan, analyze_chain
@@ -255,6 +256,7 @@ def _apply_rule(
                         )
                     )
                 matched = labels(plan.nodes())
+                matched_ops = op_types(plan.nodes())
                 before = _picture_of_blocks(plan) if record else ()
                 loop = roll_chain(plan, names, tag=compiled.name)
                 loop.set_metadata(SOURCE_TAG, compiled.location)
@@ -269,6 +271,8 @@ def _apply_rule(
                         "rule",
                         before=before,
                         after=after,
+                        matched_ops=matched_ops,
+                        created_ops=("Loop",),
                     )
                 )
                 rolled = True
