@@ -4,14 +4,15 @@
 with onnx's per-node inference, replacements checked against the values they replace),
 commits it through an undo log (`_commit`), validates the region it touched (`_validate`)
 and, when that fails, undoes exactly this rewrite: the model is as it was before, and the
-run goes on. A failure before the commit leaves the graph untouched.
+run goes on. Then it finishes the rewrite (dead nodes removed, names given back). A failure
+before the commit leaves the graph untouched.
 """
 
 from __future__ import annotations
 
 import ir
 from rewriter.engine._build import RewriteBuilder
-from rewriter.engine._commit import commit, drop_unused_initializers
+from rewriter.engine._commit import commit, finish
 from rewriter.engine._matcher import Match, Matcher
 from rewriter.engine._pending import Applied, RewriteRejectedError
 from rewriter.engine._undo import UndoLog
@@ -35,16 +36,15 @@ class Builder:
         pending = self._rewrites.build(match)
         log = UndoLog()
         try:
-            applied, unused = commit(self.model, match, pending, self.names, log)
+            staged = commit(self.model, match, pending, self.names, log)
         except BaseException:
             log.undo()
             raise
-        problem = find_problem(match.graph, applied)
+        problem = find_problem(match.graph, pending.nodes, staged.neighbours)
         if problem is not None:
             log.undo()
             raise RewriteRejectedError(problem)
-        drop_unused_initializers(match.graph, unused)
-        return applied
+        return finish(match.graph, pending, staged, self.names)
 
     def try_rewrite(self, match: Match) -> RewriteRejectedError | None:
         """Why the rewrite of `match` would be declined or rejected (None: it would apply).
@@ -58,8 +58,8 @@ class Builder:
             return exc
         log = UndoLog()
         try:
-            applied, _ = commit(self.model, match, pending, self.names, log)
-            problem = find_problem(match.graph, applied)
+            staged = commit(self.model, match, pending, self.names, log)
+            problem = find_problem(match.graph, pending.nodes, staged.neighbours)
         finally:
             log.undo()
         return None if problem is None else RewriteRejectedError(problem)

@@ -1,13 +1,17 @@
-"""Putting a built rewrite into the graph, every change through an undo log.
+"""Putting a built rewrite into the graph: `commit` (undoable), then `finish`.
 
-Initializers and nodes are added, the uses of each replaced value move to its replacement,
-graph outputs keep their names (the replacement takes the name, or an Identity is added
-where it cannot), and matched nodes left without uses are removed with the Constant nodes
-only they read. Initializers only they read are returned, to be dropped once the rewrite
-has passed validation (that last step needs no undo).
+`commit` adds the initializers and nodes, moves the uses of each replaced value to its
+replacement and points graph outputs at it (adding an Identity where the replacement cannot
+take the output's name), every change through an undo log. Once the region has passed
+validation, `finish` removes the matched nodes left without uses (with the constants only
+they read) and gives moved graph outputs their names back: steps that cannot make a valid
+region invalid, so they need no undo record (and removing a node cheaply needs none of the
+bookkeeping that putting it back in its place would).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import ir
 from rewriter.engine._matcher import Match
@@ -15,10 +19,25 @@ from rewriter.engine._pending import RULE_TAG, SOURCE_TAG, Applied, Pending
 from rewriter.engine._undo import UndoLog
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Staged:
+    """A rewrite in the graph but not finished: what `finish` still has to do."""
+
+    matched: tuple[ir.Node, ...]
+    neighbours: tuple[ir.Node, ...]
+    renames: tuple[tuple[ir.Value, ir.Value, str], ...]
+
+
 def commit(
     model: ir.Model, match: Match, pending: Pending, names: ir.NameAllocator, log: UndoLog
-) -> tuple[Applied, list[ir.Value]]:
-    """Apply `pending` to `match.graph`; returns what changed and initializers left unused."""
+) -> Staged:
+    """Put `pending` into `match.graph`: every change through `log`, so it can be undone.
+
+    The new nodes are added, every use of a replaced value moves to its replacement and the
+    graph outputs follow. Removing what became dead and renaming is left to `finish`: those
+    steps cannot make the region invalid, so they happen once the rewrite has passed
+    validation, without an undo record.
+    """
     graph = match.graph
     for domain, version in pending.new_opsets.items():
         log.add_opset(model, domain, version)
@@ -34,36 +53,47 @@ def commit(
             if use.node not in keep:
                 log.replace_input(use.node, use.index, new)
                 neighbours[use.node] = None
-    renames = [
-        _move_graph_outputs(graph, old, new, pending, match, names, log)
-        for old, new in pending.replacements
-    ]
-    removed, unused = _remove_dead(graph, matched, log)
+    renames = []
+    for old, new in pending.replacements:
+        rename = _move_graph_outputs(graph, old, new, pending, match, names, log)
+        if rename is not None:
+            renames.append(rename)
+    return Staged(matched, tuple(neighbours), tuple(renames))
+
+
+def finish(graph: ir.Graph, pending: Pending, staged: Staged, names: ir.NameAllocator) -> Applied:
+    """Remove what the rewrite left unused and give moved graph outputs their names back.
+
+    Matched nodes left without uses go, with the Constant nodes and initializers only they
+    read. Returns what the rewrite did.
+    """
+    removed, read = _remove_dead(graph, staged.matched)
+    _drop_unused_initializers(graph, read)
     lost_uses: dict[ir.Node, None] = {}
     for node in removed:
-        for read in node.inputs:
-            producer = read.producer() if read is not None else None
+        for value in node.inputs:
+            producer = value.producer() if value is not None else None
             if producer is not None and producer.graph is graph:
                 lost_uses[producer] = None
-    for rename in renames:
-        if rename is not None:
-            old, target, name = rename
-            if old.graph is not None:
-                log.rename(old, names.fresh(f"{name}/replaced"))
-            log.rename(target, name)
+    for old, target, name in staged.renames:
+        if old.graph is not None:
+            old.name = names.fresh(f"{name}/replaced")
+        target.name = name
+    neighbours = dict.fromkeys(staged.neighbours)
     for node in pending.nodes:
-        for read in node.inputs:
-            producer = read.producer() if read is not None else None
+        for value in node.inputs:
+            producer = value.producer() if value is not None else None
             if producer is not None:
                 neighbours[producer] = None
         for out in node.outputs:
             for user in out.users():
                 neighbours[user] = None
-    applied = Applied(matched, tuple(pending.nodes), removed, tuple(neighbours), tuple(lost_uses))
-    return applied, unused
+    return Applied(
+        staged.matched, tuple(pending.nodes), removed, tuple(neighbours), tuple(lost_uses)
+    )
 
 
-def drop_unused_initializers(graph: ir.Graph, values: list[ir.Value]) -> None:
+def _drop_unused_initializers(graph: ir.Graph, values: list[ir.Value]) -> None:
     """Remove the initializers among `values` that nothing reads any more."""
     for value in values:
         if value.num_uses() or value.is_graph_output():
@@ -111,7 +141,7 @@ def _move_graph_outputs(
 
 
 def _remove_dead(
-    graph: ir.Graph, matched: tuple[ir.Node, ...], log: UndoLog
+    graph: ir.Graph, matched: tuple[ir.Node, ...]
 ) -> tuple[tuple[ir.Node, ...], list[ir.Value]]:
     """Remove matched nodes left without uses, then Constant nodes only they read.
 
@@ -130,18 +160,18 @@ def _remove_dead(
             if any(out.num_uses() or out.is_graph_output() for out in node.outputs):
                 continue
             inputs = [v for v in node.inputs if v is not None]
-            log.remove_node(graph, node)
+            graph.remove(node)
             removed.append(node)
             progress = True
-            _drop_orphan_constant_nodes(graph, inputs, log)
+            _drop_orphan_constant_nodes(graph, inputs)
             read.extend(inputs)
     return tuple(removed), read
 
 
-def _drop_orphan_constant_nodes(graph: ir.Graph, values: list[ir.Value], log: UndoLog) -> None:
+def _drop_orphan_constant_nodes(graph: ir.Graph, values: list[ir.Value]) -> None:
     for value in values:
         if value.num_uses() or value.is_graph_output():
             continue
         producer = value.producer()
         if producer is not None and producer.op_type == "Constant" and producer.graph is graph:
-            log.remove_node(graph, producer)
+            graph.remove(producer)

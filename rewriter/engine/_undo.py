@@ -4,8 +4,8 @@ The builder commits a rewrite through an `UndoLog`: every change to the model go
 one of its methods, which makes the change and remembers how to take it back. If the
 rewritten region then fails validation, `undo()` restores the model as it was before the
 rewrite (same nodes in the same order, same uses, names, outputs and initializers), so one
-bad rewrite is rolled back without replaying the run. Removing initializers a rewrite left
-unused is not logged: it happens after validation, when the rewrite is final.
+bad rewrite is rolled back without replaying the run. Removing what a rewrite left unused is
+not logged: it happens after validation, when the rewrite is final (see `_commit`).
 """
 
 from __future__ import annotations
@@ -58,12 +58,6 @@ class UndoLog:
         graph.append(node)
         self._inverses.append(lambda: _take_out(graph, node))
 
-    def remove_node(self, graph: ir.Graph, node: ir.Node) -> None:
-        """Remove a node whose outputs nothing uses (its uses of its inputs go with it)."""
-        following = _node_after(graph, node)
-        graph.remove(node)
-        self._inverses.append(lambda: _put_node_back(graph, node, following))
-
     def replace_input(self, node: ir.Node, index: int, value: ir.Value | None) -> None:
         """Make input `index` of `node` read `value`."""
         old = node.inputs[index]
@@ -76,12 +70,6 @@ class UndoLog:
         graph.set_output(index, value)
         self._inverses.append(lambda: graph.set_output(index, old))
 
-    def rename(self, value: ir.Value, name: str) -> None:
-        """Give `value` a new name."""
-        old = value.name
-        value.name = name
-        self._inverses.append(lambda: setattr(value, "name", old))
-
     def set_type(self, value: ir.Value, new_type: ir.Type | None) -> None:
         """Declare the type of `value`."""
         old = value.type
@@ -89,28 +77,6 @@ class UndoLog:
         self._inverses.append(lambda: setattr(value, "type", old))
 
 
-def _node_after(graph: ir.Graph, node: ir.Node) -> ir.Node | None:
-    found = False
-    for candidate in graph:
-        if found:
-            return candidate
-        found = candidate is node
-    return None
-
-
 def _take_out(graph: ir.Graph, node: ir.Node) -> None:
     """Remove a node this rewrite added; the values it read lose those uses."""
     graph.remove(node, safe=False)
-
-
-def _put_node_back(graph: ir.Graph, node: ir.Node, following: ir.Node | None) -> None:
-    """Re-insert a removed node where it was and give its inputs their uses back."""
-    if following is not None and following.graph is graph:
-        graph.insert_before(following, [node])
-    else:
-        graph.append(node)
-    node.set_inputs(node.inputs)
-    # Nodes inside its subgraphs read outer values: their uses went away with the node.
-    for sub in node.subgraphs():
-        for inner in sub.all_nodes():
-            inner.set_inputs(inner.inputs)

@@ -9,13 +9,19 @@ graph must still be defined in it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import ir
-from rewriter.engine._pending import Applied
 
 
-def find_problem(graph: ir.Graph, applied: Applied) -> str | None:
-    """Why the graph around `applied` is not a valid model (None when it is)."""
-    for node in (*applied.created, *applied.neighbours):
+def find_problem(
+    graph: ir.Graph, created: Sequence[ir.Node], redirected: Sequence[ir.Node]
+) -> str | None:
+    """Why the graph around a committed rewrite is not a valid model (None when it is).
+
+    `created` are the rewrite's new nodes, `redirected` the nodes that now read its values.
+    """
+    for node in (*created, *redirected):
         if node.graph is None:
             continue
         for value in node.inputs:

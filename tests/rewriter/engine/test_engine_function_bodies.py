@@ -18,7 +18,6 @@ import pytest
 import ir
 from rewriter.api import _rewrite as rewriter_api
 from rewriter.cli import main
-from rewriter.engine import Applied
 from rewriter.engine import _builder as builder_module
 from tests.helpers import assert_same_outputs, model_from_text, run_rules
 
@@ -200,10 +199,10 @@ def test_a_function_body_rewrite_that_fails_validation_is_undone_there_only(
     # Simulate a problem only a function's committed rewrite shows.
     real_find = builder_module.find_problem
 
-    def find_max_in_functions(graph: ir.Graph, applied: Applied) -> str | None:
+    def find_max_in_functions(graph: ir.Graph, created, redirected) -> str | None:
         if isinstance(graph.owner, ir.Function):
             return "Max is not allowed in a function (simulated)"
-        return real_find(graph, applied)
+        return real_find(graph, created, redirected)
 
     monkeypatch.setattr(builder_module, "find_problem", find_max_in_functions)
     model = _relu_model()

@@ -571,10 +571,10 @@ def test_a_rewrite_that_fails_validation_is_undone_exactly(tmp_path, monkeypatch
     # Simulate a problem only the committed graph shows: any region holding a Max.
     real_find = builder_module.find_problem
 
-    def find_max(graph, applied):
-        if any(n.op_type == "Max" for n in applied.created):
+    def find_max(graph, created, redirected):
+        if any(n.op_type == "Max" for n in created):
             return "Max is not allowed here (simulated)"
-        return real_find(graph, applied)
+        return real_find(graph, created, redirected)
 
     monkeypatch.setattr(builder_module, "find_problem", find_max)
     model = model_from_text(RELU_AFTER_IDENTITY)
@@ -609,3 +609,46 @@ def test_a_result_the_checker_refuses_is_a_loud_internal_error(tmp_path, monkeyp
     assert message.startswith("internal error: the rewritten model fails onnx's checker")
     assert "relu_to_max (" in message
     assert "Please report" in message
+
+
+@pytest.mark.parametrize(
+    ("model_text", "rule_text"),
+    [
+        (RELU_AFTER_IDENTITY, "rule relu_to_max: y = Relu (x) => y = Max (x, 0.0)\n"),
+        # The replaced value is a graph output and its replacement a graph input: an
+        # Identity is added to keep the output's name.
+        (
+            """<ir_version: 8, opset_import: ["" : 17]>
+            g (float[N, 4] x) => (float[N, 4] y) {
+                one = Constant <value = float {1.0}> ()
+                y = Mul (x, one)
+            }""",
+            "rule mul_one: y = Mul (x, 1.0) => y = x\n",
+        ),
+        # A new initializer, a new node and uses moved away from a matched node.
+        (
+            """<ir_version: 8, opset_import: ["" : 17]>
+            g (float[N, 4] x) => (float[N, 4] y, float[N, 4] z) {
+                t = Relu (x)
+                y = Neg (t)
+                z = Abs (t)
+            }""",
+            "rule relu_to_max: y = Relu (x) => y = Max (x, 0.5)\n",
+        ),
+    ],
+)
+def test_an_undone_rewrite_leaves_the_model_byte_for_byte_as_it_was(
+    model_text, rule_text, tmp_path
+):
+    path = tmp_path / "rules.rw"
+    path.write_text(rule_text)
+    ruleset = rewriter.load_rules(path)
+    model = ir.from_onnx(model_from_text(model_text))
+    before = ir.to_onnx(model).SerializeToString()
+    manager = rewriter.api.pass_manager(ruleset)
+    rule = ruleset.rules[0].name
+    # why-not builds every match, commits it through the undo log, validates it and undoes it.
+    report = manager.why_not(model, rule)
+    assert any(outcome == "matches" for _, outcome in report.outcomes), report.render()
+    assert ir.to_onnx(model).SerializeToString() == before
+    ir.verify(model)
