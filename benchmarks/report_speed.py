@@ -45,13 +45,14 @@ def main() -> None:
     args = parser.parse_args()
 
     rules = rewriter.load_rules(rewriter.library_path())
+    plain = rewriter.RewriteOptions(target_opset=args.target_opset)
+    recorded = rewriter.RewriteOptions(target_opset=args.target_opset, record_subgraphs=True)
     _, plain_times = _timed(
-        lambda: rewriter.rewrite(args.model, rules, target_opset=args.target_opset), args.runs
+        lambda: rewriter.rewrite(args.model, rules, plain),
+        args.runs,
     )
     result, recorded_times = _timed(
-        lambda: rewriter.rewrite(
-            args.model, rules, target_opset=args.target_opset, record_subgraphs=True
-        ),
+        lambda: rewriter.rewrite(args.model, rules, recorded),
         args.runs,
     )
     html, report_times = _timed(lambda: render_rewrite_report(result, source=args.model), args.runs)

@@ -26,11 +26,10 @@ if TYPE_CHECKING:
         RuleSyntaxError,
         Span,
     )
-    from rewriter.api import RewriteResult, library_path, load_rules, rewrite
+    from rewriter.api import RewriteOptions, RewriteResult, library_path, load_rules, rewrite
     from rewriter.dsl import parse
     from rewriter.engine import (
         PassManager,
-        RewriteOptions,
         SkipEntry,
         StopReason,
         Trace,
@@ -44,7 +43,7 @@ _EXPORTS = {
     "Diagnostic": "rewriter._errors",
     "PassManager": "rewriter.engine",
     "RewriteError": "rewriter._errors",
-    "RewriteOptions": "rewriter.engine",
+    "RewriteOptions": "rewriter.api",
     "RewriteResult": "rewriter.api",
     "RuleCheckError": "rewriter._errors",
     "RuleError": "rewriter._errors",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -22,12 +21,15 @@ def model_from_text(text: str) -> onnx.ModelProto:
 
 
 def run_rules(
-    model: onnx.ModelProto | ir.Model, rules_text: str, tmp_path: Path, **kwargs: Any
+    model: onnx.ModelProto | ir.Model,
+    rules_text: str,
+    tmp_path: Path,
+    options: rewriter.RewriteOptions | None = None,
 ) -> rewriter.RewriteResult:
     """Write `rules_text` to a file and rewrite `model` with it."""
     path = tmp_path / "rules.rw"
     path.write_text(rules_text)
-    return rewriter.rewrite(model, [path], **kwargs)
+    return rewriter.rewrite(model, [path], options)
 
 
 def session(model: onnx.ModelProto) -> ort.InferenceSession:
@@ -39,16 +41,38 @@ def session(model: onnx.ModelProto) -> ort.InferenceSession:
     )
 
 
+def symbol_sizes(model: onnx.ModelProto, dims: int = 3) -> dict[str, int]:
+    """A distinct size for every named symbolic dim of the inputs: `dims`, `dims + 1`, ...
+
+    Distinct, so that a rewrite that confuses two dims (batch with sequence length) computes
+    something else, or fails, instead of passing on equal sizes.
+    """
+    sizes: dict[str, int] = {}
+    for vi in model.graph.input:
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_param and d.dim_param not in sizes:
+                sizes[d.dim_param] = dims + len(sizes)
+    return sizes
+
+
 def random_feeds(model: onnx.ModelProto, seed: int = 0, dims: int = 3) -> dict[str, np.ndarray]:
-    """Random inputs for every graph input (symbolic dims set to `dims`)."""
+    """Random inputs for every graph input.
+
+    Each named symbolic dim gets its own size (`symbol_sizes`); a dim with neither a value
+    nor a name gets `dims`.
+    """
     rng = np.random.default_rng(seed)
     initializers = {t.name for t in model.graph.initializer}
+    sizes = symbol_sizes(model, dims)
     feeds = {}
     for vi in model.graph.input:
         if vi.name in initializers:
             continue
         tt = vi.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else dims for d in tt.shape.dim]
+        shape = [
+            d.dim_value if d.HasField("dim_value") else sizes.get(d.dim_param, dims)
+            for d in tt.shape.dim
+        ]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
         if np.issubdtype(dtype, np.floating):
             feeds[vi.name] = rng.standard_normal(shape).astype(dtype)

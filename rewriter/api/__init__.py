@@ -1,16 +1,23 @@
-"""The Python API that `rewriter` re-exports: `rewrite(model, rules)` and rule loading."""
+"""The Python API that `rewriter` re-exports: `rewrite(model, rules, options)`, rule loading.
+
+`rewrite` runs the whole job on a model (see `RewriteOptions` for what it can be told);
+`load_rules` reads rule files against the standard vocabulary (the engine's built-ins and
+every standard pass); `pass_manager` gives an engine pass manager with that vocabulary.
+"""
 
 from __future__ import annotations
 
-from rewriter.api._rewrite import (
-    RewriteResult,
-    as_model,
+from rewriter.api._library import (
+    OPT_IN_FOLDERS,
+    RulesLike,
     default_library_files,
     library_path,
     load_ruleset,
-    rewrite,
     rule_files,
 )
+from rewriter.api._models import as_model, freeze_inputs_with_initializers
+from rewriter.api._options import RewriteOptions
+from rewriter.api._rewrite import PhaseClock, RewriteResult, rewrite
 from rewriter.api._vocabulary import (
     PASSES,
     VOCABULARY,
@@ -20,12 +27,17 @@ from rewriter.api._vocabulary import (
 )
 
 __all__ = [
+    "OPT_IN_FOLDERS",
     "PASSES",
     "VOCABULARY",
+    "PhaseClock",
+    "RewriteOptions",
     "RewriteResult",
+    "RulesLike",
     "as_model",
     "check_files",
     "default_library_files",
+    "freeze_inputs_with_initializers",
     "library_path",
     "load_rules",
     "load_ruleset",

@@ -46,7 +46,7 @@ def check_files(files: list[ast.File], *, allow_python: bool = False) -> list[Di
 
 
 def pass_manager(
-    ruleset: ast.RuleSet, options: engine.RewriteOptions | None = None
+    ruleset: ast.RuleSet, options: engine.RunOptions | None = None
 ) -> engine.PassManager:
     """A pass manager that runs every standard pass and applies `match repeat` rules."""
     return engine.PassManager(ruleset, options, passes=PASSES, block_rules=loops.apply_repeat_rules)

@@ -78,7 +78,7 @@ def check_rules(
     Raises:
         ValueError: a name in `names` is not a rule of the set.
     """
-    from rewriter.engine._compile import compile_rule
+    from rewriter.engine import compile_rule
 
     options = options or CheckOptions()
     wanted = set(names)

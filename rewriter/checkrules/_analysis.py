@@ -20,8 +20,7 @@ import ir
 from rewriter.checkrules._line import PREFERRED_DTYPES
 from rewriter.checkrules._templates import ShapeTemplates, solve_templates
 from rewriter.dsl import _ast as ast
-from rewriter.engine._compile import CompiledRule
-from rewriter.engine._manager import applicability
+from rewriter.engine import CompiledRule, applicability
 
 # Default-domain opsets instances are built at (21 first, the newest the exporters write;
 # the newer ones only for rules that require them).

@@ -17,8 +17,7 @@ from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance, RejectedError, bindings, build_instance
 from rewriter.checkrules._repair import Repairer
 from rewriter.dsl import _ast as ast
-from rewriter.engine import EvalContext
-from rewriter.engine._matcher import Match, Matcher
+from rewriter.engine import EvalContext, Match, Matcher
 
 MAX_REPAIRS = 4
 

@@ -160,10 +160,12 @@ def _text(proto: Any) -> str:
 
 def _rewrite_alone(rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance) -> Any:
     """The engine's rewrite of the instance with only `rule` (one rewrite at most)."""
-    from rewriter.api._rewrite import rewrite
+    from rewriter.api import RewriteOptions, rewrite
 
     single = dataclasses.replace(ruleset, rules=(rule,), passes=())
-    return rewrite(instance.proto, single, max_rewrites=1, target_opset=instance.target)
+    return rewrite(
+        instance.proto, single, RewriteOptions(max_rewrites=1, target_opset=instance.target)
+    )
 
 
 def _check_instance(

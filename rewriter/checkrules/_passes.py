@@ -34,7 +34,7 @@ def check_pass(
     seed: int,
 ) -> RuleReport:
     """Run the pass alone on each model; verify the models it changed."""
-    from rewriter.api._rewrite import rewrite
+    from rewriter.api import rewrite
     from rewriter.verification import VerifyError, check_equivalence
 
     start = time.perf_counter()

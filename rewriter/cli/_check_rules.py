@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the rules; 0 when none failed, 1 when some failed, 2 on bad usage."""
     from rich.console import Console
 
-    from rewriter.api import load_rules
+    from rewriter.api import load_rules, rule_files
     from rewriter.checkrules import (
         CheckOptions,
         Status,
@@ -107,7 +107,14 @@ def run(args: argparse.Namespace) -> int:
         # Checked before the (long) run, like the main command's side files.
         protected = {Path(path): "a rules path" for path in args.paths}
         refuse_unsafe_targets({"--json": args.json}, protected=protected, force=args.force)
-    ruleset = load_rules(*args.paths, allow_python=args.allow_python)
+    # A folder means what it means to `rewrite --rules`: its files without the opt-in
+    # subfolders (loops/, ort/), which are checked when named directly.
+    paths = [
+        str(file)
+        for path in args.paths
+        for file in (rule_files(path) if Path(path).is_dir() else [Path(path)])
+    ]
+    ruleset = load_rules(*paths, allow_python=args.allow_python)
     known = [rule.name for rule in ruleset.rules]
     unknown = [name for name in args.rules if name not in known]
     if unknown:
@@ -122,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs > 1:
         selected = names or known
         reports = check_rules_in_processes(
-            args.paths,
+            paths,
             selected,
             options,
             jobs=args.jobs,

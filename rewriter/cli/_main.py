@@ -63,8 +63,27 @@ def _build_parser(name: str | None) -> tuple[argparse.ArgumentParser, ModuleType
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (repeat for debug)"
     )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
+    )
     module.add_arguments(parser)
     return parser, module
+
+
+def _version() -> str:
+    """This package's version, and the onnx and onnxruntime it runs with."""
+    from importlib import metadata
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (
+        f"{installed('onnx-rewrite')} (onnx {installed('onnx')}, "
+        f"onnxruntime {installed('onnxruntime')})"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,18 +12,17 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import ir
 from rewriter._errors import Diagnostic, RewriteError
-from rewriter.api._rewrite import RewriteResult
-from rewriter.engine._manager import ProgressCallback
+from rewriter.engine import ProgressCallback
 
 
 @contextlib.contextmanager
-def progress(enabled: bool = True) -> Iterator[ProgressCallback | None]:
-    """A live progress line on stderr (only when stderr is a terminal)."""
+def status_line(enabled: bool = True) -> Iterator[Callable[[str], None] | None]:
+    """A live status line on stderr (only when stderr is a terminal): call it with a text."""
     if not enabled or not sys.stderr.isatty():
         yield None
         return
@@ -38,12 +37,42 @@ def progress(enabled: bool = True) -> Iterator[ProgressCallback | None]:
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task("rewriting", total=None)
+        task = bar.add_task("", total=None)
+
+        def show(text: str) -> None:
+            bar.update(task, description=text)
+
+        yield show
+
+
+@contextlib.contextmanager
+def progress(enabled: bool = True) -> Iterator[ProgressCallback | None]:
+    """Rewriting progress on the status line: rewrites applied, nodes still queued."""
+    with status_line(enabled) as show:
+        if show is None:
+            yield None
+            return
 
         def update(applied: int, pending: int) -> None:
-            bar.update(
-                task, description=f"rewriting: {applied} rewrites applied, {pending} nodes queued"
-            )
+            show(f"rewriting: {applied} rewrites applied, {pending} nodes queued")
+
+        yield update
+
+
+@contextlib.contextmanager
+def verify_progress(enabled: bool, examples: int) -> Iterator[Callable[[int, int], None] | None]:
+    """Verification progress on the status line: examples run, then shrinking runs."""
+    with status_line(enabled) as show:
+        if show is None:
+            yield None
+            return
+        show(f"verifying: starting {examples} examples")
+
+        def update(runs: int, shrink_runs: int) -> None:
+            if shrink_runs:
+                show(f"verifying: the models disagree; shrinking the inputs ({shrink_runs} runs)")
+            else:
+                show(f"verifying: {min(runs, examples)} of {examples} examples")
 
         yield update
 
@@ -52,17 +81,6 @@ def print_warnings(warnings: Sequence[Diagnostic]) -> None:
     """Rule-file warnings, rendered like compiler warnings."""
     for warning in warnings:
         print(warning.render(), file=sys.stderr)
-
-
-def print_summary(result: RewriteResult, out_path: Path) -> None:
-    """One line: node counts, rewrites, where the output went."""
-    applied = sum(1 for e in result.trace.entries if e.kind == "rule")
-    passes = sum(1 for e in result.trace.entries if e.kind == "pass")
-    changes = f"{applied} rewrites" + (f", {passes} pass changes" if passes else "")
-    print(
-        f"{result.nodes_before} -> {result.nodes_after} nodes, {changes} "
-        f"({result.trace.stop_reason.value}); wrote {out_path}"
-    )
 
 
 # Side files are reports (JSON, HTML, inputs): a name like these is a slip of the keyboard

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -11,14 +12,21 @@ from typing import TYPE_CHECKING
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api import pass_manager
-from rewriter.api._rewrite import PhaseClock, RewriteResult, as_model, load_ruleset, rewrite
+from rewriter.api import (
+    PhaseClock,
+    RewriteOptions,
+    RewriteResult,
+    as_model,
+    load_ruleset,
+    pass_manager,
+    rewrite,
+)
 from rewriter.cli import _output
 from rewriter.cli._output import non_negative_int, opset_version, positive_int
+from rewriter.cli._summary import summary_line
 from rewriter.cli._verify import add_comparison_options, counterexample_target, input_ranges
 from rewriter.dsl import _ast as ast
-from rewriter.engine import RewriteOptions
-from rewriter.engine._trace import SkipEntry
+from rewriter.engine import ProgressCallback, RunOptions, SkipEntry
 
 if TYPE_CHECKING:
     from rewriter.verification import VerifyResult
@@ -99,6 +107,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _rewrite_options(
+    args: argparse.Namespace,
+    *,
+    progress: ProgressCallback | None = None,
+    record_subgraphs: bool = False,
+) -> RewriteOptions:
+    """The options of the run the command line asks for."""
+    return RewriteOptions(
+        allow_python=args.allow_python,
+        target_opset=args.target_opset,
+        add_opsets=_parse_opsets(args.add_opset),
+        freeze_initializer_inputs=args.freeze_initializer_inputs,
+        exclude_rules=frozenset(args.exclude_rule),
+        max_rewrites=args.max_rewrites,
+        record_subgraphs=record_subgraphs,
+        progress=progress,
+    )
+
+
 def _parse_opsets(items: list[str]) -> dict[str, int]:
     opsets = {}
     for item in items:
@@ -143,24 +170,15 @@ def run(args: argparse.Namespace) -> int:
         raise RewriteError(f"--exclude-rule: no rule named `{unknown[0]}` is loaded")
     if args.why_not:
         model = as_model(source)
-        report = pass_manager(ruleset, RewriteOptions()).why_not(model, args.why_not)
+        why_not_options = RunOptions(target_opset=args.target_opset)
+        report = pass_manager(ruleset, why_not_options).why_not(model, args.why_not)
         print(report.render())
         return 0
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
     counterexample = _counterexample_target(args, source, out_path, ruleset)
-    args.opsets_to_add = _parse_opsets(args.add_opset)
     with _output.progress(enabled=not args.no_progress) as on_progress:
-        result = rewrite(
-            source,
-            ruleset,
-            max_rewrites=args.max_rewrites,
-            exclude_rules=args.exclude_rule,
-            progress=on_progress,
-            target_opset=args.target_opset,
-            record_subgraphs=bool(args.report),
-            add_opsets=args.opsets_to_add,
-            freeze_initializer_inputs=args.freeze_initializer_inputs,
-        )
+        options = _rewrite_options(args, progress=on_progress, record_subgraphs=bool(args.report))
+        result = rewrite(source, ruleset, options)
     for warning in (*result.trace.warnings, *_rolled_back(result)):
         print(f"rewrite: warning: {warning}", file=sys.stderr)
     if args.explain:
@@ -175,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
     if exit_code == 0:
         with clock.phase("save"):
             ir.save(result.model, out_path)
-        _output.print_summary(result, out_path)
+        print(summary_line(result, str(out_path)))
     else:
         print(
             f"rewrite: not writing {out_path}: the rewritten model is not equivalent",
@@ -298,18 +316,20 @@ def _verify_and_bisect(
     """
     from rewriter.verification import check_equivalence, find_first_bad
 
-    verdict = check_equivalence(
-        source,
-        result.model,
-        examples=args.examples,
-        seed=args.seed,
-        rtol=args.rtol,
-        atol=args.atol,
-        input_ranges=input_ranges(args),
-        special_values=args.special_values,
-        counterexample_path=counterexample,
-        save_counterexample=counterexample is not None,
-    )
+    with _output.verify_progress(not args.no_progress, args.examples) as on_progress:
+        verdict = check_equivalence(
+            source,
+            result.model,
+            examples=args.examples,
+            seed=args.seed,
+            rtol=args.rtol,
+            atol=args.atol,
+            input_ranges=input_ranges(args),
+            special_values=args.special_values,
+            counterexample_path=counterexample,
+            save_counterexample=counterexample is not None,
+            progress=on_progress,
+        )
     print(verdict.render_table())
     if verdict.ok:
         return verdict
@@ -320,15 +340,8 @@ def _verify_and_bisect(
         return verdict
 
     def prefix(k: int) -> ir.Model:
-        return rewrite(
-            source,
-            ruleset,
-            replay_limit=k,
-            exclude_rules=args.exclude_rule,
-            target_opset=args.target_opset,
-            add_opsets=getattr(args, "opsets_to_add", None),
-            freeze_initializer_inputs=getattr(args, "freeze_initializer_inputs", False),
-        ).model
+        options = dataclasses.replace(_rewrite_options(args), replay_limit=k)
+        return rewrite(source, ruleset, options).model
 
     bad = find_first_bad(len(rule_entries), prefix, source, verdict.counterexample)
     if bad is not None and 1 <= bad <= len(rule_entries):

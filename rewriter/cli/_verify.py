@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rewriter.cli import _output
 from rewriter.cli._output import positive_int
 
 if TYPE_CHECKING:
@@ -129,7 +130,6 @@ def counterexample_target(
     import zipfile
 
     from rewriter._errors import RewriteError
-    from rewriter.cli import _output
 
     if explicit is not None:
         path = Path(explicit)
@@ -171,17 +171,19 @@ def run(args: argparse.Namespace) -> int:
         models=[original, rewritten],
     )
     ranges = input_ranges(args)
-    result = check_equivalence(
-        args.original,
-        args.rewritten,
-        examples=args.examples,
-        seed=args.seed,
-        rtol=args.rtol,
-        atol=args.atol,
-        input_ranges=ranges,
-        special_values=args.special_values,
-        counterexample_path=target,
-    )
+    with _output.verify_progress(True, args.examples) as on_progress:
+        result = check_equivalence(
+            args.original,
+            args.rewritten,
+            examples=args.examples,
+            seed=args.seed,
+            rtol=args.rtol,
+            atol=args.atol,
+            input_ranges=ranges,
+            special_values=args.special_values,
+            counterexample_path=target,
+            progress=on_progress,
+        )
     _print_table(result)
     if result.ok:
         return EXIT_OK

@@ -8,23 +8,32 @@ the `PassManager` drives rules and built-in passes to a fixed point and records 
 
 from __future__ import annotations
 
-from rewriter.engine._builder import (
-    RULE_TAG,
-    SOURCE_TAG,
-    Builder,
-    RewriteDeclinedError,
-    RewriteRejectedError,
-)
+from rewriter.engine._applicability import applicability
+from rewriter.engine._builder import Builder
 from rewriter.engine._builtins import BUILTINS, Builtin, signatures
 from rewriter.engine._compile import CompiledRule, compile_rule
 from rewriter.engine._evaluate import evaluate
+from rewriter.engine._facts import (
+    const_array,
+    constant_tensor_of,
+    dtype_of,
+    is_const,
+    shape_of,
+)
+from rewriter.engine._kinds import (
+    CLEANUP,
+    DECOMPOSITION,
+    FOLDING,
+    FUSION,
+    KINDS,
+    REWRITE,
+    rewrite_kind,
+)
 from rewriter.engine._manager import (
     BlockRules,
     PassManager,
     ProgressCallback,
-    RewriteOptions,
-    WhyNot,
-    applicability,
+    RunOptions,
 )
 from rewriter.engine._matcher import Match, Matcher, MatchFailure
 from rewriter.engine._pass import (
@@ -36,13 +45,28 @@ from rewriter.engine._pass import (
     pass_table,
 )
 from rewriter.engine._passes import BUILTIN_PASSES
+from rewriter.engine._pending import (
+    RULE_TAG,
+    SOURCE_TAG,
+    Applied,
+    RewriteDeclinedError,
+    RewriteRejectedError,
+)
 from rewriter.engine._trace import (
     SkipEntry,
     SnapshotNode,
     StopReason,
     Trace,
     TraceEntry,
+    distinct_label,
+    graph_label,
+    labels,
+    node_label,
+    one_line,
     op_histogram,
+    op_types,
+    snapshot,
+    value_label,
 )
 from rewriter.engine._values import (
     UNKNOWN,
@@ -53,13 +77,21 @@ from rewriter.engine._values import (
     equal,
     truth,
 )
+from rewriter.engine._why_not import WhyNot
 
 __all__ = [
     "BUILTINS",
     "BUILTIN_PASSES",
+    "CLEANUP",
+    "DECOMPOSITION",
+    "FOLDING",
+    "FUSION",
+    "KINDS",
+    "REWRITE",
     "RULE_TAG",
     "SOURCE_TAG",
     "UNKNOWN",
+    "Applied",
     "BlockRules",
     "Builder",
     "Builtin",
@@ -76,8 +108,8 @@ __all__ = [
     "PassResult",
     "ProgressCallback",
     "RewriteDeclinedError",
-    "RewriteOptions",
     "RewriteRejectedError",
+    "RunOptions",
     "SkipEntry",
     "SnapshotNode",
     "StopReason",
@@ -88,11 +120,25 @@ __all__ = [
     "attr_to_python",
     "check_options",
     "compile_rule",
+    "const_array",
+    "constant_tensor_of",
+    "distinct_label",
+    "dtype_of",
     "equal",
     "evaluate",
+    "graph_label",
+    "is_const",
+    "labels",
+    "node_label",
+    "one_line",
     "op_histogram",
+    "op_types",
     "option",
     "pass_table",
+    "rewrite_kind",
+    "shape_of",
     "signatures",
+    "snapshot",
     "truth",
+    "value_label",
 ]

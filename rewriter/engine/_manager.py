@@ -14,32 +14,34 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import gc
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
+
+import numpy as np
 
 import ir
 from rewriter._errors import RewriteError
 from rewriter.dsl import _ast as ast
 from rewriter.engine import _trace
-from rewriter.engine._builder import Builder, RewriteDeclinedError, RewriteRejectedError
-from rewriter.engine._compile import CompiledRule, compile_rule
+from rewriter.engine._applicability import applicability
+from rewriter.engine._builder import Builder
+from rewriter.engine._compile import CompiledRule
 from rewriter.engine._evaluate import evaluate
-from rewriter.engine._matcher import Match, Matcher, MatchFailure
+from rewriter.engine._matcher import Match, Matcher
 from rewriter.engine._pass import PassDefinition, PassResult
 from rewriter.engine._passes import BUILTIN_PASSES
-from rewriter.engine._symbolic import ort_symbolic_inference
+from rewriter.engine._pending import RewriteDeclinedError, RewriteRejectedError
+from rewriter.engine._rule_index import RuleIndex, compile_rules
+from rewriter.engine._shape_facts import infer_facts
 from rewriter.engine._trace import SkipEntry, StopReason, Trace, TraceEntry
 from rewriter.engine._values import EvalContext
+from rewriter.engine._why_not import WhyNot, why_not
+from rewriter.engine._worklist import Worklist, downstream
 
 logger = logging.getLogger(__name__)
-
-# Shape inference: onnxruntime's symbolic engine first (relates dims through shape
-# arithmetic), onnx's own when that one gives up.
-INFERENCE_ENGINES = (ort_symbolic_inference, ir.onnx_inference)
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -78,161 +80,17 @@ class BlockRules(Protocol):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class RewriteOptions:
-    """Options of one run (all optional).
-
-    `exclude_sites` leaves a rule out at single places: (rule, graph label, anchor site) as
-    a `TraceEntry` records them (`graph`, `anchor`).
-    """
+class RunOptions:
+    """Options of one run of the pass manager (all optional)."""
 
     max_rewrites: int | None = None
     max_iterations: int = 8
     infer_shapes: bool = True
     replay_limit: int | None = None
     exclude_rules: frozenset[str] = frozenset()
-    exclude_sites: frozenset[tuple[str, str, str]] = frozenset()
     progress: ProgressCallback | None = None
     target_opset: int | None = None
     record_subgraphs: bool = False
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class WhyNot:
-    """For `--why-not RULE`: the outcome at every node where the rule's anchor op occurs."""
-
-    rule: str
-    location: str
-    outcomes: tuple[tuple[str, str], ...]  # (node label, "matched" or the failure reason)
-    skipped: str = ""
-
-    def render(self) -> str:
-        """A readable report."""
-        lines = [f"why not `{self.rule}` ({self.location}):"]
-        if self.skipped:
-            lines.append(f"  skipped for this model: {self.skipped}")
-        if not self.outcomes:
-            lines.append("  the model has no node with the rule's anchor op")
-        for label, outcome in self.outcomes:
-            lines.append(f"  {label}: {outcome}")
-        return "\n".join(lines)
-
-
-def _requirement_holds(req: ast.Requirement, opsets: Mapping[str, int]) -> bool:
-    domain = ir.schemas.normalize_domain(req.domain)
-    version = opsets.get(domain)
-    if version is None and domain == "":
-        version = opsets.get("ai.onnx")
-    if version is None:
-        return False
-    return {
-        ">=": version >= req.version,
-        ">": version > req.version,
-        "<=": version <= req.version,
-        "<": version < req.version,
-        "==": version == req.version,
-        "!=": version != req.version,
-    }.get(req.op, False)
-
-
-def applicability(
-    rule: CompiledRule, opsets: Mapping[str, int], target: int | None = None
-) -> str | None:
-    """Why `rule` cannot apply to a model with these opsets (None when it can).
-
-    With a conversion `target`, `requires` is judged at the target opset and emitted ops must
-    exist both now and at the target (the result is converted afterwards).
-    """
-    judged = dict(opsets)
-    if target is not None:
-        judged[""] = target
-    for req in rule.rule.requires:
-        if not _requirement_holds(req, judged):
-            domain = req.domain or "ai.onnx"
-            have = judged.get(ir.schemas.normalize_domain(req.domain))
-            what = (
-                "the target opset is"
-                if target is not None and req.domain in ("", "ai.onnx")
-                else "the model has"
-            )
-            return f"requires opset {domain} {req.op} {req.version}, {what} {have or 'none'}"
-    for op in rule.emitted_ops:
-        domain = ir.schemas.normalize_domain(op.domain)
-        if not ir.schemas.is_known_domain(domain):
-            continue
-        version = opsets.get(domain) or (opsets.get("ai.onnx") if domain == "" else None)
-        label = f"{domain}.{op.op_type}" if domain else op.op_type
-        if version is None:
-            return f"emits `{label}` but the model does not import domain {domain or 'ai.onnx'}"
-        versions = [version] if target is None or domain != "" else [version, target]
-        for v in versions:
-            if ir.schemas.find_schema(op.op_type, domain, v) is None:
-                since = ir.schemas.since_version(op.op_type, domain)
-                return f"emits `{label}`, which needs opset {since}; the model has {v}"
-    return None
-
-
-class _RuleIndex:
-    """Rules by anchor op; wildcard-anchored rules apply to every node."""
-
-    def __init__(self, rules: Iterable[CompiledRule]) -> None:
-        self.by_op: dict[tuple[str, str], list[CompiledRule]] = collections.defaultdict(list)
-        self.wildcard: list[CompiledRule] = []
-        for rule in rules:
-            if not rule.anchor_ops:
-                self.wildcard.append(rule)
-            for ref in rule.anchor_ops:
-                self.by_op[(ir.schemas.normalize_domain(ref.domain), ref.op_type)].append(rule)
-        key = _priority_key
-        for bucket in self.by_op.values():
-            bucket.sort(key=key)
-        self.wildcard.sort(key=key)
-        self._merged: dict[tuple[str, str], list[CompiledRule]] = {}
-        self._reach: dict[tuple[str, str], int] = {}
-        every = [*self.wildcard, *(r for bucket in self.by_op.values() for r in bucket)]
-        self.max_reach = max((r.reach for r in every), default=0)
-
-    def candidates(self, node: ir.Node) -> list[CompiledRule]:
-        key = (ir.schemas.normalize_domain(node.domain), node.op_type)
-        found = self._merged.get(key)
-        if found is None:
-            found = sorted(self.by_op.get(key, []) + self.wildcard, key=_priority_key)
-            self._merged[key] = found
-            self._reach[key] = max((r.reach for r in found), default=-1)
-        return found
-
-    def reach(self, node: ir.Node) -> int:
-        """How far upstream of `node` a change can complete a match anchored at it (-1: none)."""
-        key = (ir.schemas.normalize_domain(node.domain), node.op_type)
-        found = self._reach.get(key)
-        if found is None:
-            self.candidates(node)
-            found = self._reach[key]
-        return found
-
-
-def _priority_key(rule: CompiledRule) -> tuple[int, int]:
-    return (-rule.priority, rule.order)
-
-
-def compile_rules(ruleset: ast.RuleSet) -> list[CompiledRule]:
-    """Compile every node-rewriting rule of a rule set (in load order)."""
-    # The same RuleSet object compiles to the same plans: kept for the next run. The entry
-    # holds the RuleSet itself, so its id cannot be reused while it is cached.
-    cached = _COMPILED.get(id(ruleset))
-    if cached is not None and cached[0] is ruleset:
-        return list(cached[1])
-    compiled = []
-    for order, rule in enumerate(ruleset.rules):
-        if rule.match.repeat is not None:
-            continue  # loop rolling rules are applied by the loop pass
-        compiled.append(compile_rule(rule, order, ruleset.constraints))
-    if len(_COMPILED) >= 8:
-        _COMPILED.pop(next(iter(_COMPILED)))
-    _COMPILED[id(ruleset)] = (ruleset, tuple(compiled))
-    return compiled
-
-
-_COMPILED: dict[int, tuple[ast.RuleSet, tuple[CompiledRule, ...]]] = {}
 
 
 class PassManager:
@@ -246,69 +104,31 @@ class PassManager:
     def __init__(
         self,
         ruleset: ast.RuleSet,
-        options: RewriteOptions | None = None,
+        options: RunOptions | None = None,
         *,
         passes: Mapping[str, PassDefinition[Any]] = BUILTIN_PASSES,
         block_rules: BlockRules | None = None,
     ) -> None:
         self.ruleset = ruleset
-        self.options = options or RewriteOptions()
+        self.options = options or RunOptions()
         self.rules = compile_rules(ruleset)
         self.passes = passes
         self.block_rules = block_rules
 
-    # --------------------------------------------------------------------------------------------
     def run(self, model: ir.Model) -> Trace:
         """Rewrite `model` in place to a fixed point; returns the trace."""
-        run = _Run(self, model)
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # rewriting allocates many small acyclic objects; see ir._serde
-        try:
-            return run.execute()
-        finally:
-            if gc_was_enabled:
-                gc.enable()
+        return _Run(self, model).execute()
 
     def why_not(self, model: ir.Model, rule_name: str) -> WhyNot:
         """Where the rule's anchor op occurs, how far the match got and why it failed."""
-        rule = next((r for r in self.rules if r.name == rule_name), None)
-        if rule is None:
-            names = ", ".join(sorted(r.name for r in self.rules)[:20])
-            raise RewriteError(f"no rule named `{rule_name}` is loaded (loaded: {names})")
-        if self.options.infer_shapes:
-            ir.infer_types(model, INFERENCE_ENGINES)
-        skipped = applicability(rule, model.opset_imports) or ""
-        matcher = Matcher(
-            model.opset_imports, self.ruleset.functions, constraints=self.ruleset.constraints
+        return why_not(
+            self.ruleset,
+            self.rules,
+            model,
+            rule_name,
+            infer_shapes=self.options.infer_shapes,
+            target_opset=self.options.target_opset,
         )
-        builder = Builder(model, matcher, ir.NameAllocator(model))
-        outcomes = []
-        anchors = {(ir.schemas.normalize_domain(r.domain), r.op_type) for r in rule.anchor_ops}
-        for graph in model.graphs():
-            for node in graph:
-                key = (ir.schemas.normalize_domain(node.domain), node.op_type)
-                if anchors and key not in anchors:
-                    continue
-                result = matcher.match(rule, node)
-                if isinstance(result, Match):
-                    outcome = _describe_match(builder.try_rewrite(result))
-                else:
-                    outcome = _describe_failure(result)
-                outcomes.append((_trace.distinct_label(node), outcome))
-        return WhyNot(rule.name, rule.location, tuple(outcomes), skipped)
-
-
-def _describe_failure(failure: MatchFailure) -> str:
-    return f"{failure.reason} (matched {max(failure.depth, 0)} line(s) first)"
-
-
-def _describe_match(problem: RewriteRejectedError | None) -> str:
-    """A match, and whether its rewrite would be declined or rolled back."""
-    if problem is None:
-        return "matches"
-    if isinstance(problem, RewriteDeclinedError):
-        return f"matches, but the rewrite is declined: {_trace.one_line(str(problem))}"
-    return f"matches, but the rewrite would be rolled back: {_trace.one_line(str(problem))}"
 
 
 def _skip_reason(problem: RewriteRejectedError) -> str:
@@ -344,15 +164,15 @@ class _Run:
     def execute(self) -> Trace:
         start = time.perf_counter()
         if self.options.infer_shapes:
-            ir.infer_types(self.model, INFERENCE_ENGINES)
+            infer_facts(self.model)
         self.timings["infer_shapes"] += time.perf_counter() - start
         rules = self._applicable_rules()
-        index = _RuleIndex(rules)
+        index = RuleIndex(rules)
         budget = self.options.max_rewrites
         if budget is None:
             budget = 1000 + 10 * _trace.count_nodes(self.model)
         passes = self._declared_passes()
-        worklist = _Worklist(n for g in self.model.graphs() for n in ir.topological_order(g))
+        worklist = Worklist(n for g in self.model.graphs() for n in ir.topological_order(g))
         fingerprints: set[str] = set()
         stop = StopReason.SATURATED
         # Which passes (and whether rules) changed the model, per round: named when the
@@ -395,7 +215,7 @@ class _Run:
                 )
                 break
             fingerprints.add(fingerprint)
-            worklist.extend(_downstream(changed_nodes, index))
+            worklist.extend(downstream(changed_nodes, index))
             if iteration == self.options.max_iterations - 1:
                 stop = StopReason.ITERATION_LIMIT
                 self.warnings.append(
@@ -470,7 +290,7 @@ class _Run:
                 raise RewriteError(f"{decl.span}: {exc}") from exc
         return declared
 
-    def _drain(self, worklist: _Worklist, index: _RuleIndex, budget: int) -> StopReason:
+    def _drain(self, worklist: Worklist, index: RuleIndex, budget: int) -> StopReason:
         match_time: dict[str, float] = collections.defaultdict(float)
         try:
             return self._drain_timed(worklist, index, budget, match_time)
@@ -480,15 +300,14 @@ class _Run:
 
     def _drain_timed(
         self,
-        worklist: _Worklist,
-        index: _RuleIndex,
+        worklist: Worklist,
+        index: RuleIndex,
         budget: int,
         match_time: dict[str, float],
     ) -> StopReason:
         matcher = self.matcher
         progress = self.options.progress
         replay_limit = self.options.replay_limit
-        excluded = self.options.exclude_sites
         perf_counter = time.perf_counter
         tick = 0
         while worklist:
@@ -504,8 +323,6 @@ class _Run:
                 match_time[rule.name] += perf_counter() - t0
                 if not isinstance(result, Match):
                     continue
-                if excluded and _site_key(result) in excluded:
-                    continue
                 if replay_limit is not None and self.applied >= replay_limit:
                     return StopReason.REPLAY_LIMIT
                 if self._apply(result, worklist, index):
@@ -517,7 +334,7 @@ class _Run:
             progress(self.applied, 0)
         return StopReason.SATURATED
 
-    def _apply(self, match: Match, worklist: _Worklist, index: _RuleIndex) -> bool:
+    def _apply(self, match: Match, worklist: Worklist, index: RuleIndex) -> bool:
         rule = match.rule
         t0 = time.perf_counter()
         before: tuple[_trace.SnapshotNode, ...] = ()
@@ -527,9 +344,7 @@ class _Run:
             applied = self.builder.apply(match)
         except RewriteRejectedError as exc:
             self.skips.append(
-                SkipEntry(
-                    rule.name, rule.location, _skip_reason(exc), _trace.node_label(match.anchor)
-                )
+                SkipEntry(rule.name, rule.location, _skip_reason(exc), _site_label(match))
             )
             return False
         finally:
@@ -546,12 +361,14 @@ class _Run:
                 before=before,
                 after=_trace.snapshot_after(applied.created, applied.neighbours) if before else (),
                 anchor=_trace.site_of(match.anchor),
+                matched_ops=_trace.op_types(applied.matched),
+                created_ops=_trace.op_types(applied.created),
             )
         )
         worklist.extend(applied.created)
         worklist.extend(applied.neighbours)
         worklist.extend(
-            _downstream([*applied.created, *applied.neighbours, *applied.lost_uses], index)
+            downstream([*applied.created, *applied.neighbours, *applied.lost_uses], index)
         )
         return True
 
@@ -588,67 +405,56 @@ class _Run:
         )
 
 
-class _Worklist:
-    """A FIFO of nodes without duplicates (a deque plus a membership set)."""
-
-    def __init__(self, nodes: Iterable[ir.Node]) -> None:
-        self._queue: collections.deque[ir.Node] = collections.deque()
-        self._pending: set[ir.Node] = set()
-        self.extend(nodes)
-
-    def __bool__(self) -> bool:
-        return bool(self._pending)
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def pop(self) -> ir.Node:
-        node = self._queue.popleft()
-        self._pending.discard(node)
-        return node
-
-    def extend(self, nodes: Iterable[ir.Node]) -> None:
-        for node in nodes:
-            if node.graph is not None and node not in self._pending:
-                self._pending.add(node)
-                self._queue.append(node)
-
-
-def _downstream(nodes: Iterable[ir.Node], index: _RuleIndex) -> list[ir.Node]:
-    """Nodes downstream of `nodes` where a rule could now match (the nodes included).
-
-    A node `d` uses away is kept only when a rule anchored at its op reaches `d` lines up
-    (`CompiledRule.reach`); the walk stops at the longest reach of any rule.
-    """
-    seen: dict[ir.Node, None] = dict.fromkeys(nodes)
-    found = list(seen)
-    frontier = list(seen)
-    for distance in range(1, index.max_reach + 1):
-        next_frontier = []
-        for node in frontier:
-            for out in node.outputs:
-                for user in out.users():
-                    if user not in seen:
-                        seen[user] = None
-                        next_frontier.append(user)
-                        if index.reach(user) >= distance:
-                            found.append(user)
-        if not next_frontier:
-            break
-        frontier = next_frontier
-    return found
-
-
-def _site_key(match: Match) -> tuple[str, str, str]:
-    """(rule, graph label, anchor site): how `RewriteOptions.exclude_sites` names a place."""
-    return (match.rule.name, _trace.graph_label(match.graph), _trace.site_of(match.anchor))
+def _site_label(match: Match) -> str:
+    """The anchor node, and its graph when that is not the main graph."""
+    label = _trace.node_label(match.anchor)
+    graph = match.graph
+    if graph.owner is None:
+        return label
+    return f"{label} in {graph.name or _trace.graph_label(graph)}"
 
 
 def _fingerprint(model: ir.Model) -> str:
+    """A digest of everything a round of rules and passes can change.
+
+    Op types, domains and the wiring of every node, its attributes, the graph outputs and
+    the initializers' dtypes, shapes and contents: a round that changes only an attribute or
+    a constant is progress, not oscillation.
+    """
     digest = hashlib.sha256()
     for graph in model.graphs():
         for node in graph:
-            digest.update(node.op_type.encode())
+            digest.update(f"{node.domain}.{node.op_type}(".encode())
             for value in node.inputs:
                 digest.update(b"|" + (value.name.encode() if value is not None else b"-"))
+            digest.update(b")->")
+            for value in node.outputs:
+                digest.update(value.name.encode() + b"|")
+            for attr in node.attributes.values():
+                digest.update(repr(attr).encode())
+        for value in graph.outputs:
+            digest.update(b"out:" + value.name.encode())
+        for name, value in graph.initializers.items():
+            digest.update(b"init:" + name.encode())
+            tensor = value.const_value
+            if tensor is not None:
+                digest.update(_tensor_digest(tensor))
     return digest.hexdigest()
+
+
+def _tensor_digest(tensor: ir.Tensor) -> bytes:
+    """dtype, shape and contents of a small tensor; dtype and shape only of a big or external one.
+
+    A pass never rewrites the contents of a big weight in place (it makes a new tensor under
+    a new name), so reading gigabytes of weights each round would buy nothing.
+    """
+    head = f"{tensor.dtype.onnx_name}{tuple(tensor.shape)}".encode()
+    if tensor.is_external or tensor.size > _FINGERPRINT_ELEMENTS:
+        return head
+    try:
+        return head + np.ascontiguousarray(tensor.numpy()).tobytes()
+    except ir.IRError:
+        return head
+
+
+_FINGERPRINT_ELEMENTS = 1 << 16

@@ -13,20 +13,18 @@ import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-import numpy as np
-
 import ir
 from rewriter.dsl import _ast as ast
 from rewriter.engine import _facts
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._evaluate import evaluate
 from rewriter.engine._explain import explain_condition
+from rewriter.engine._literals import attribute_matches, constant_matches
 from rewriter.engine._values import EvalContext, EvalError, NodeRef, attr_to_python, equal, truth
 
 # A literal input is compared against constants up to this many elements; a bigger constant
 # is never treated as a literal (reading a large weight to compare it would be wasteful).
 LITERAL_SIZE_LIMIT = 1 << 16
-_FLOAT_RTOL = 1e-6
 
 # A failure reason: a str.format template and its arguments (see `_Tracker`).
 _Reason = tuple[Any, ...]
@@ -318,7 +316,7 @@ class Matcher:
                     )
                 continue
             expected = self._literal(entry.value)
-            if actual is None or not _values_match(actual, expected):
+            if actual is None or not attribute_matches(actual, expected):
                 return ("attribute `{}` is {!r}, not {!r}", entry.name, actual, expected)
         return None
 
@@ -353,7 +351,7 @@ class Matcher:
             if value is None:
                 return ("input {} is absent, a constant is expected", index)
             expected = self._literal(pattern.value)
-            if not _constant_equals(value, expected):
+            if not _constant_is(value, expected):
                 return ("input {} ({}) is not the constant {!r}", index, value.name, expected)
             return None
         if value is None and not pattern.optional:
@@ -495,38 +493,10 @@ def _bind(bindings: dict[str, Any], name: str, value: Any) -> bool:
     return equal(bound, value) is True
 
 
-def _values_match(actual: Any, expected: Any) -> bool:
-    if isinstance(expected, float) or isinstance(actual, float):
-        try:
-            return bool(np.allclose(actual, expected, rtol=_FLOAT_RTOL, atol=0.0))
-        except (TypeError, ValueError):
-            return False
-    return equal(actual, expected) is True
-
-
-def _constant_equals(value: ir.Value, expected: Any) -> bool:
+def _constant_is(value: ir.Value, expected: Any) -> bool:
+    """True when `value` is a constant equal to the literal (see `_literals`)."""
     size = _facts.const_size(value)
     if size is None or size > LITERAL_SIZE_LIMIT:
         return False
     array = _facts.const_array(value)
-    if array is None or array.dtype == object or array.dtype.kind in "SU":
-        return False
-    if isinstance(expected, list):
-        target = np.asarray(expected)
-        if array.ndim != 1 or array.shape != target.shape:
-            return False
-        if array.dtype.kind == "f" or target.dtype.kind == "f":
-            return bool(np.allclose(array.astype(np.float64), target, rtol=_FLOAT_RTOL, atol=0.0))
-        return bool(np.array_equal(array, target))
-    if array.size == 0:
-        return False
-    if array.dtype.kind in "fc":
-        scale = max(abs(float(expected)), 1e-30)
-        return bool(
-            np.all(np.abs(array.astype(np.float64) - float(expected)) <= _FLOAT_RTOL * scale)
-        )
-    if array.dtype.kind == "b":
-        return bool(np.all(array == bool(expected)))
-    if isinstance(expected, float) and not float(expected).is_integer():
-        return False
-    return bool(np.all(array == int(expected)))
+    return array is not None and constant_matches(array, expected)

@@ -59,6 +59,10 @@ class TraceEntry:
     before: tuple[SnapshotNode, ...] = ()
     after: tuple[SnapshotNode, ...] = ()
     anchor: str = ""
+    # Op types (`domain.Op` outside the default domain) of the matched and the new nodes, in
+    # order: what the rewrite did, without pictures (see `rewriter.engine.rewrite_kind`).
+    matched_ops: tuple[str, ...] = ()
+    created_ops: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """`rule (file:line) in graph: a, b -> c, d` (passes: long lists shortened)."""
@@ -267,6 +271,13 @@ def _snap(node: ir.Node, role: str) -> SnapshotNode:
         tuple(v.name if v is not None else "" for v in node.inputs),
         tuple(v.name for v in node.outputs),
         role,
+    )
+
+
+def op_types(nodes: Sequence[ir.Node]) -> tuple[str, ...]:
+    """`Op`, or `domain.Op` outside the default domain, of each node."""
+    return tuple(
+        f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in nodes
     )
 
 

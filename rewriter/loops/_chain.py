@@ -27,7 +27,7 @@ import enum
 from collections.abc import Sequence
 
 import ir
-from rewriter.engine import _facts
+from rewriter.engine import const_array, dtype_of, shape_of
 from rewriter.loops._signature import StructureCache, node_label
 
 DEFAULT_MAX_CARRIED = 4
@@ -324,12 +324,12 @@ def column_mode(values: tuple[ir.Value, ...]) -> ColumnMode:
     first = values[0]
     if all(v is first for v in values):
         return ColumnMode.SAME
-    reference = _facts.const_array(first)
+    reference = const_array(first)
     assert reference is not None, "a constant column holds constants"
     for value in values[1:]:
         if value is first:
             continue
-        array = _facts.const_array(value)
+        array = const_array(value)
         if array is None or array.dtype != reference.dtype or array.shape != reference.shape:
             return ColumnMode.STACKED
         if reference.dtype == object:
@@ -344,13 +344,13 @@ def _carried_slot(
     analysis: _Analysis, offset: int, output: int, init: ir.Value
 ) -> CarriedSlot | Refusal:
     values = tuple(block[offset].outputs[output] for block in analysis.blocks)
-    dtypes = {_facts.dtype_of(v) for v in (init, *values)}
-    dtype = _facts.dtype_of(init)
+    dtypes = {dtype_of(v) for v in (init, *values)}
+    dtype = dtype_of(init)
     if len(dtypes) != 1 or dtype is None:
         return Refusal(f"the element type of carried value {values[0].name!r} is not known")
     ranks = []
     for value in (init, *values):
-        shape = _facts.shape_of(value)
+        shape = shape_of(value)
         ranks.append(None if shape is None else len(shape))
     rank = ranks[0] if all(r == ranks[0] for r in ranks) else None
     return CarriedSlot(offset, output, init, values, dtype, rank)

@@ -18,8 +18,7 @@ import hashlib
 import logging
 
 import ir
-from rewriter.engine._builder import RULE_TAG
-from rewriter.engine._pass import PassResult
+from rewriter.engine import RULE_TAG, PassResult
 from rewriter.loops._body import copy_block, copy_constant
 from rewriter.loops._chain import (
     Carried,

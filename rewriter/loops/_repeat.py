@@ -31,11 +31,20 @@ from collections.abc import Callable, Sequence
 import ir
 from rewriter._errors import RuleCheckError
 from rewriter.dsl import _ast as ast
-from rewriter.engine import _trace
-from rewriter.engine._builder import SOURCE_TAG
-from rewriter.engine._compile import CompiledRule, compile_rule
-from rewriter.engine._matcher import Match, Matcher
-from rewriter.engine._trace import SkipEntry, TraceEntry
+from rewriter.engine import (
+    SOURCE_TAG,
+    CompiledRule,
+    Match,
+    Matcher,
+    SkipEntry,
+    SnapshotNode,
+    TraceEntry,
+    compile_rule,
+    labels,
+    node_label,
+    op_types,
+    snapshot,
+)
 from rewriter.loops._chain import ChainPlan, analyze_chain
 from rewriter.loops._roll import roll_chain, stacking_refusal
 
@@ -196,14 +205,14 @@ def _longest_run(
 _MAX_RUN_SEARCH = 64
 
 
-def _picture_of_blocks(plan: ChainPlan) -> tuple[_trace.SnapshotNode, ...]:
+def _picture_of_blocks(plan: ChainPlan) -> tuple[SnapshotNode, ...]:
     """The first two blocks of a chain, as the report draws a matched subgraph.
 
     Two show the threading from one block to the next; all of them (12 transformer layers)
     would make a picture nobody can read.
     """
     shown = [node for block in plan.blocks[:_BLOCKS_PICTURED] for node in block]
-    return _trace.snapshot(shown, "matched")
+    return snapshot(shown, "matched")
 
 
 _BLOCKS_PICTURED = 2
@@ -229,7 +238,7 @@ def _apply_rule(
             for chain in _chains(_find_blocks(graph, compiled, matcher)):
                 if len(chain) < 2 or not count_holds(repeat, len(chain)):
                     continue
-                label = _trace.node_label(chain[0].nodes[-1])
+                label = node_label(chain[0].nodes[-1])
                 found = _longest_run(graph, chain, repeat)
                 if isinstance(found, str):
                     skips.append(SkipEntry(compiled.name, compiled.location, found, label))
@@ -246,11 +255,12 @@ def _apply_rule(
                             label,
                         )
                     )
-                matched = _trace.labels(plan.nodes())
+                matched = labels(plan.nodes())
+                matched_ops = op_types(plan.nodes())
                 before = _picture_of_blocks(plan) if record else ()
                 loop = roll_chain(plan, names, tag=compiled.name)
                 loop.set_metadata(SOURCE_TAG, compiled.location)
-                after = _trace.snapshot([loop], "created") if record else ()
+                after = snapshot([loop], "created") if record else ()
                 entries.append(
                     TraceEntry(
                         compiled.name,
@@ -261,6 +271,8 @@ def _apply_rule(
                         "rule",
                         before=before,
                         after=after,
+                        matched_ops=matched_ops,
+                        created_ops=("Loop",),
                     )
                 )
                 rolled = True

@@ -26,9 +26,7 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter.engine import _facts
-from rewriter.engine._builder import RULE_TAG
-from rewriter.engine._pass import PassResult
+from rewriter.engine import RULE_TAG, PassResult, const_array
 from rewriter.loops._body import copy_block, copy_constant
 from rewriter.loops._chain import (
     Carried,
@@ -72,7 +70,7 @@ def stacking_refusal(plan: ChainPlan) -> str | None:
 
 
 def _constant_array(value: ir.Value) -> np.ndarray[Any, Any]:
-    array = _facts.const_array(value)
+    array = const_array(value)
     assert array is not None, "a constant column holds constants"
     return np.asarray(array)
 

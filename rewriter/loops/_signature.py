@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter.engine import _facts
+from rewriter.engine import constant_tensor_of, is_const
 
 _STANDARD_DOMAINS = ("", "ai.onnx")
 
@@ -32,12 +32,12 @@ def is_constant_node(node: ir.Node) -> bool:
 
 def is_constant(value: ir.Value) -> bool:
     """True when `value` is an initializer (not a graph input) or a `Constant` node output."""
-    return _facts.is_const(value)
+    return is_const(value)
 
 
 def constant_kind(value: ir.Value) -> tuple[str, tuple[int, ...]] | None:
     """(dtype name, shape) of a constant without reading its data; None if not constant."""
-    found = _facts.constant_tensor_of(value)
+    found = constant_tensor_of(value)
     if found is None:
         return None
     if isinstance(found, ir.Tensor):

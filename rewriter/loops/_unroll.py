@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter.engine import _facts
-from rewriter.engine._pass import PassResult
+from rewriter.engine import PassResult, const_array, is_const
 from rewriter.loops._body import copy_node
 from rewriter.loops._options import UnrollLoopsOptions
 from rewriter.loops._roll import ITERATION0_KEY, UNSTACK_KEY, remove_dead_constants
@@ -49,7 +48,7 @@ class UnrollPlan:
 def _trip_count(value: ir.Value | None) -> int | str:
     if value is None:
         return "the trip count is absent"
-    array = _facts.const_array(value)
+    array = const_array(value)
     if array is None:
         return "the trip count is not a constant"
     if array.size != 1 or array.dtype.kind not in "iu":
@@ -58,7 +57,7 @@ def _trip_count(value: ir.Value | None) -> int | str:
 
 
 def _is_true(value: ir.Value) -> bool:
-    array = _facts.const_array(value)
+    array = const_array(value)
     return array is not None and array.size > 0 and bool(np.all(array))
 
 
@@ -177,7 +176,7 @@ class _Unroller:
         if len(gather.inputs) != 2 or gather.inputs[1] is not body.inputs[0]:
             return None
         data = gather.inputs[0]
-        if data is None or data.graph is body or not _facts.is_const(data):
+        if data is None or data.graph is body or not is_const(data):
             return None
         if gather.attribute("axis", 0) != 0:
             return None
@@ -188,7 +187,7 @@ class _Unroller:
         return self.slices[key]
 
     def _make_slice(self, gather: ir.Node, data: ir.Value, i: int) -> ir.Value:
-        array = _facts.const_array(data)
+        array = const_array(data)
         assert array is not None, "checked constant"
         piece = np.array(np.asarray(array)[i], copy=True)  # keeps 0-d slices 0-d
         dtype = data.const_value.dtype if data.const_value is not None else None

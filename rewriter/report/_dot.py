@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from rewriter.engine._trace import SnapshotNode
+from rewriter.engine import SnapshotNode
 
 INSTALL_HINT = (
     "`apt-get install graphviz` (the `dot` program) and "

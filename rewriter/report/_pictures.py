@@ -12,7 +12,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
-from rewriter.engine._trace import SnapshotNode, TraceEntry
+from rewriter.engine import SnapshotNode, TraceEntry
 from rewriter.report import _dot, _text
 from rewriter.report._html import Html, esc
 

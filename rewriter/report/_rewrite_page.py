@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ir
-from rewriter.api._rewrite import RewriteResult
+from rewriter.api import RewriteResult
 from rewriter.api._stats import collect
 from rewriter.report import _rule_sections
 from rewriter.report._chart import Series, bar_chart

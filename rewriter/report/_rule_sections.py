@@ -2,10 +2,10 @@
 
 Each rule that fired gets a section: its name, kind and count, its source text with
 file:line, and one `<details>` block per application (the first `open_applications`
-expanded) with the before/after pictures. Sections come in order of kind (fusions, then
-other rewrites, then cleanups; see `rule_kind`), and within a kind in order of first
-application, so the page opens on what people look for; `contents` lists them all with
-their counts. All pictures are drawn with one `dot` run; at most `pictures_per_rule`
+expanded) with the before/after pictures. Sections come in order of kind (fusions,
+foldings, decompositions, other rewrites, cleanups; see `rule_kind`), and within a kind in
+order of first application, so the page opens on what people look for; `contents` lists
+them all with their counts. All pictures are drawn with one `dot` run; at most `pictures_per_rule`
 applications per rule (and `max_pictures` in all, given to the first sections) get
 pictures, the others a text listing, so the page stays quick to make and to open.
 """
@@ -16,25 +16,32 @@ import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from rewriter.api._rewrite import RewriteResult
-from rewriter.engine._trace import SkipEntry, TraceEntry
+from rewriter.api import RewriteResult
+from rewriter.engine import (
+    CLEANUP,
+    DECOMPOSITION,
+    FOLDING,
+    FUSION,
+    REWRITE,
+    SkipEntry,
+    TraceEntry,
+    rewrite_kind,
+)
 from rewriter.report import _dot, _pictures
 from rewriter.report._html import Html, esc, section, slug, table
 from rewriter.report._options import ReportOptions
 from rewriter.report._rule_source import RuleSource, find_rule_source
 
-# Kinds of rule, in the order their sections appear. A fusion changes the op types that
-# compute the result (seven ops -> LayerNormalization, a Mul absorbed into it): that is what
-# people open the report for. A cleanup creates no node that computes anything (Constant ->
-# initializer, a no-op Reshape removed). Other rewrites rearrange ops of the same types (two
-# Unsqueeze -> one); rules whose subgraphs were not recorded count as these too.
-FUSION = "fusion"
-OTHER = "other rewrite"
-CLEANUP = "cleanup"
-KINDS = {FUSION: "fusions", OTHER: "other rewrites", CLEANUP: "cleanups"}
+# Kinds of rule, in the order their sections appear (see `rewriter.engine.rewrite_kind`):
+# fusions first, which is what people open the report for, cleanups last.
+KINDS = {
+    FUSION: "fusions",
+    FOLDING: "foldings",
+    DECOMPOSITION: "decompositions",
+    REWRITE: "other rewrites",
+    CLEANUP: "cleanups",
+}
 _RANK = {kind: rank for rank, kind in enumerate(KINDS)}
-# Op types that compute nothing: creating one is a cleanup, matching one is not a fusion.
-_NO_WORK = frozenset({"Constant", "Identity"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,21 +62,14 @@ def group_entries(entries: Sequence[TraceEntry], kind: str) -> dict[str, list[in
     return groups
 
 
-def application_kind(entry: TraceEntry) -> str | None:
-    """FUSION, OTHER or CLEANUP for one recorded rewrite; None when nothing was recorded."""
-    if not entry.before and not entry.after:
-        return None
-    matched = {node.op for node in entry.before if node.role == "matched"} - _NO_WORK
-    created = {node.op for node in entry.after if node.role == "created"} - _NO_WORK
-    if not created:
-        return CLEANUP
-    return OTHER if created == matched else FUSION
+def application_kind(entry: TraceEntry) -> str:
+    """The kind of one rewrite, from the op types it matched and created."""
+    return rewrite_kind(entry.matched_ops, entry.created_ops)
 
 
 def rule_kind(entries: Sequence[TraceEntry]) -> str:
     """The kind of a rule: the first in `KINDS` order that any of its applications has."""
-    kinds = [kind for kind in map(application_kind, entries) if kind is not None]
-    return min(kinds, key=_RANK.__getitem__, default=OTHER)
+    return min(map(application_kind, entries), key=_RANK.__getitem__, default=REWRITE)
 
 
 def rule_groups(entries: Sequence[TraceEntry]) -> tuple[RuleGroup, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rewriter.engine._trace import SnapshotNode
+from rewriter.engine import SnapshotNode
 from rewriter.report._html import Html, esc
 
 _MARK = {"matched": "-", "created": "+", "context": " "}

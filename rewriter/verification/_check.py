@@ -27,7 +27,7 @@ import math
 import os
 import time
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -182,11 +182,23 @@ class _MismatchFoundError(Exception):
         self.outcome = outcome
 
 
+VerifyProgress = Callable[[int, int], None]
+"""Called as `progress(examples run, shrinking runs among them)`."""
+
+
 class _Search:
     """State of one hypothesis run: cached outcomes, counters and the worst errors seen."""
 
-    def __init__(self, pair: Pair, specs: tuple[InputSpec, ...], *, special_values: bool) -> None:
+    def __init__(
+        self,
+        pair: Pair,
+        specs: tuple[InputSpec, ...],
+        *,
+        special_values: bool,
+        progress: VerifyProgress | None = None,
+    ) -> None:
         self.pair = pair
+        self.progress = progress
         self.specs = specs
         self.special_values = special_values
         self.cache: dict[Example, Outcome | None] = {}
@@ -231,6 +243,8 @@ class _Search:
         self.runs += 1
         if self.failing_since is not None:
             self.shrink_runs += 1
+        if self.progress is not None:
+            self.progress(self.runs, self.shrink_runs)
         self._record(outcome)
         self.cache[example] = outcome
         if not outcome.ok and self.failing_since is None:
@@ -353,6 +367,7 @@ def check_equivalence(
     providers: Sequence[str] | None = None,
     counterexample_path: str | os.PathLike[str] | None = None,
     save_counterexample: bool = True,
+    progress: VerifyProgress | None = None,
 ) -> VerifyResult:
     """Check on generated inputs that `rewritten` computes what `original` computes.
 
@@ -376,6 +391,8 @@ def check_equivalence(
             `<rewritten stem>.counterexample.npz` beside the rewritten model, or a temporary
             folder for in-memory models.
         save_counterexample: False to keep the counterexample in memory only.
+        progress: called as `progress(runs, shrink_runs)` after each example the two models
+            ran (shrinking runs are counted apart: they follow a disagreement).
 
     Returns:
         A `VerifyResult`; `ok` is False when the models disagree (that is not an error).
@@ -397,7 +414,7 @@ def check_equivalence(
             pair.rewritten_session.fallback_reason,
             pair.rewritten_session.runtime,
         )
-    search = _Search(pair, specs, special_values=special_values)
+    search = _Search(pair, specs, special_values=special_values, progress=progress)
     found = search.run(examples, seed)
     if found is None and search.rejected and search.runs < examples:
         logger.warning(

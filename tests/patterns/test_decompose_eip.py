@@ -225,9 +225,13 @@ NEAR_MISSES = [
 
 
 def _sample_shape(model: onnx.ModelProto) -> tuple[int, ...]:
-    """The input shape with batch 2 and 7 for every other symbolic dim."""
+    """The input shape with batch 2 and 7, 8, ... for the other symbolic dims (one each)."""
     dims = model.graph.input[0].type.tensor_type.shape.dim
-    shape = [d.dim_value if not d.dim_param else 7 for d in dims]
+    sizes: dict[str, int] = {}
+    for d in dims:
+        if d.dim_param:
+            sizes.setdefault(d.dim_param, 7 + len(sizes))
+    shape = [d.dim_value if not d.dim_param else sizes[d.dim_param] for d in dims]
     shape[0] = 2
     return tuple(shape)
 

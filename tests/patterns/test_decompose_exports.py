@@ -10,7 +10,7 @@ import pytest
 
 import ir
 import rewriter
-from rewriter.api._rewrite import default_library_files
+from rewriter.api import default_library_files
 from rewriter.cli import main
 from tests.helpers import session
 from tests.patterns.decompose_helpers import MODELS, checked, fired, loaded_rules, manifest_entry
@@ -53,7 +53,9 @@ LOWERED = [
     ("name", "target", "rule", "count"), LOWERED, ids=[f"{m}-to{t}" for m, t, *_ in LOWERED]
 )
 def test_layer_normalization_is_decomposed_for_an_older_opset(name, target, rule, count):
-    result = rewriter.rewrite(MODELS / f"{name}.onnx", _default_rules(), target_opset=target)
+    result = rewriter.rewrite(
+        MODELS / f"{name}.onnx", _default_rules(), rewriter.RewriteOptions(target_opset=target)
+    )
     proto = checked(result)
     assert _opset(proto) == target
     assert "LayerNormalization" not in {n.op_type for n in proto.graph.node}
@@ -68,7 +70,9 @@ def test_layer_normalization_is_decomposed_for_an_older_opset(name, target, rule
     "the LayerNormalization decomposition itself succeeds (see the -to15 case)",
 )
 def test_bert_ts17_to_opset_14():
-    result = rewriter.rewrite(MODELS / "bert_ts17.onnx", _default_rules(), target_opset=14)
+    result = rewriter.rewrite(
+        MODELS / "bert_ts17.onnx", _default_rules(), rewriter.RewriteOptions(target_opset=14)
+    )
     proto = checked(result)
     assert _opset(proto) == 14
     _assert_same_as_source("bert_ts17", proto)

@@ -17,7 +17,7 @@ import pytest
 
 import ir
 import rewriter
-from tests.helpers import session
+from tests.helpers import session, symbol_sizes
 from tests.patterns.decompose_helpers import DECOMPOSE, checked, fired, loaded_rules, op_types
 
 RNG_SEED = 0
@@ -30,12 +30,17 @@ def _model(text: str) -> onnx.ModelProto:
 
 
 def _feeds(model: onnx.ModelProto, seed: int = RNG_SEED) -> dict[str, np.ndarray]:
-    """Random inputs: symbolic dims 2; bool inputs ~70% true; `mask` floats carry -inf."""
+    """Random inputs: symbolic dims 2, 3, ... (one size per symbol); bool inputs ~70% true;
+    `mask` floats carry -inf."""
     rng = np.random.default_rng(seed)
+    sizes = symbol_sizes(model, 2)
     feeds = {}
     for vi in model.graph.input:
         tt = vi.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else 2 for d in tt.shape.dim]
+        shape = [
+            d.dim_value if d.HasField("dim_value") else sizes.get(d.dim_param, 2)
+            for d in tt.shape.dim
+        ]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
         if dtype == np.bool_:
             feeds[vi.name] = rng.random(shape) < 0.7
@@ -60,7 +65,9 @@ def _assert_same(original: onnx.ModelProto, rewritten: onnx.ModelProto, atol: fl
 
 
 def _decompose(model: onnx.ModelProto, target: int | None) -> rewriter.RewriteResult:
-    return rewriter.rewrite(model, loaded_rules(DECOMPOSE), target_opset=target)
+    return rewriter.rewrite(
+        model, loaded_rules(DECOMPOSE), rewriter.RewriteOptions(target_opset=target)
+    )
 
 
 def _decomposition_rules(result: rewriter.RewriteResult) -> list[str]:

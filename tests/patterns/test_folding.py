@@ -884,8 +884,8 @@ CASES = [
         "materialize_reshape_shape_symbolic",
         _model(
             "s = Shape (z)\n y = Reshape (x, s)",
-            inputs="float[N, M, 6] x, float[A, B, 6] z",
-            outputs="float[A, B, 6] y",
+            inputs="float[N, M, 6] x, float[M, N, 6] z",
+            outputs="float[M, N, 6] y",
         ),
         None,
         False,

@@ -41,7 +41,9 @@ def _ops(proto: onnx.ModelProto) -> collections.Counter[str]:
 def _rewrite(
     name: str, target_opset: int | None = None
 ) -> tuple[rewriter.RewriteResult, onnx.ModelProto]:
-    result = rewriter.rewrite(_path(name), default_library(), target_opset=target_opset)
+    result = rewriter.rewrite(
+        _path(name), default_library(), rewriter.RewriteOptions(target_opset=target_opset)
+    )
     ir.verify(result.model)
     proto = result.proto
     onnx.checker.check_model(proto, full_check=True)

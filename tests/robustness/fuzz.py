@@ -563,7 +563,7 @@ def check_model_bytes(data: bytes, folder: Path, *, with_data: bool = False) -> 
             step = "save"
             ir.save(model, folder / "saved.onnx")
             step = "rewrite"
-            rewriter.rewrite(model, library(), max_rewrites=200)
+            rewriter.rewrite(model, library(), rewriter.RewriteOptions(max_rewrites=200))
     except (ir.IRError, rewriter.RewriteError):
         return
     except Exception as exc:
@@ -660,7 +660,7 @@ def check_rule_bytes(data: bytes, folder: Path) -> None:
     for model in rule_targets():
         try:
             with _time_limit(PER_EXAMPLE_SECONDS):
-                rewriter.rewrite(model, ruleset, max_rewrites=200)
+                rewriter.rewrite(model, ruleset, rewriter.RewriteOptions(max_rewrites=200))
         except (ir.IRError, rewriter.RewriteError):
             continue
         except Exception as exc:

@@ -70,7 +70,7 @@ def test_later_initializer_inputs_stay_overridable_without_the_flag() -> None:
 
 def test_the_flag_makes_them_constants() -> None:
     model = _weights_as_inputs(ir_version=8)
-    result = rewriter.rewrite(model, freeze_initializer_inputs=True)
+    result = rewriter.rewrite(model, None, rewriter.RewriteOptions(freeze_initializer_inputs=True))
     proto = result.proto
     assert [n.op_type for n in proto.graph.node] == ["Relu"]
     assert [i.name for i in proto.graph.input] == ["x"]

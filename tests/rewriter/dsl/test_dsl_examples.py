@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rewriter.api import check_files
 from rewriter.dsl import (
     AliasStmt,
     AttrCopy,
@@ -38,7 +39,9 @@ from rewriter.dsl import (
 )
 
 EXAMPLES = Path(__file__).parent / "examples"
-DSL_MD = Path(__file__).resolve().parents[4] / "shared" / "DSL.md"
+# The repository's own contract; its "Examples from the founding contract" section holds the
+# founding contract's examples, so nothing outside the repository is needed.
+LANGUAGE_MD = Path(__file__).resolve().parents[3] / "rewriter" / "dsl" / "LANGUAGE.md"
 
 
 def _example(name: str) -> File:
@@ -52,14 +55,25 @@ def test_example_parses_to_its_golden_dump(name: str) -> None:
     assert dump(_example(name)) + "\n" == golden
 
 
-@pytest.mark.skipif(not DSL_MD.exists(), reason="shared/DSL.md is not beside the checkout")
-def test_fixtures_are_the_code_blocks_of_dsl_md() -> None:
-    blocks = re.findall(r"```\n(.*?)```", DSL_MD.read_text(encoding="utf-8"), re.S)
+def _rw_blocks() -> list[str]:
+    return re.findall(r"```rw\n(.*?)```", LANGUAGE_MD.read_text(encoding="utf-8"), re.S)
+
+
+def test_fixtures_are_the_founding_examples_in_language_md() -> None:
+    section = LANGUAGE_MD.read_text(encoding="utf-8").split("## Examples from the founding")[1]
+    blocks = re.findall(r"```rw\n(.*?)```", section, re.S)
     fixtures = [
         (EXAMPLES / n).read_text(encoding="utf-8")
         for n in ("conv_batchnorm.rw", "mul_by_one.rw", "passes.rw", "roll_loops.rw")
     ]
     assert blocks == fixtures
+
+
+@pytest.mark.parametrize("index", range(len(_rw_blocks())))
+def test_every_rw_block_of_language_md_parses_and_checks(index: int) -> None:
+    text = _rw_blocks()[index]
+    diagnostics = check_files([parse(text, f"LANGUAGE.md block {index}")])
+    assert [d.render() for d in diagnostics if d.severity == "error"] == []
 
 
 def test_one_line_rule_means_match_rewrite_where() -> None:

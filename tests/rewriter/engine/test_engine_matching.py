@@ -7,7 +7,9 @@ import onnx
 import pytest
 
 import ir
+import rewriter
 from rewriter.api import _rewrite as rewriter_api
+from rewriter.engine import _builder as builder_module
 from tests.helpers import assert_same_outputs, model_from_text, op_types, run_rules
 
 ADD_ZERO = """
@@ -110,7 +112,7 @@ rule drop_relu_after_conv {
         }"""
     )
     for model in (with_bias, without_bias):
-        result = run_rules(model, rules, tmp_path, max_rewrites=1)
+        result = run_rules(model, rules, tmp_path, rewriter.RewriteOptions(max_rewrites=1))
         assert len(result.trace.entries) == 1
         ir.verify(result.model)
         assert_same_outputs(model, result.proto)
@@ -167,7 +169,7 @@ rule centre {
             d = Sub (z, mu)
         }"""
     )
-    result = run_rules(shared, rules, tmp_path, max_rewrites=1)
+    result = run_rules(shared, rules, tmp_path, rewriter.RewriteOptions(max_rewrites=1))
     assert len(result.trace.entries) == 1
     assert_same_outputs(shared, result.proto)
     assert not run_rules(different, rules, tmp_path).trace.entries
@@ -261,7 +263,7 @@ rule bn_eps {
         <float[2] s = {1, 2}, float[2] b = {0, 1}, float[2] m = {0.5, 0}, float[2] v = {1, 3}>
         { y = BatchNormalization (x, s, b, m, v) }"""
     )
-    result = run_rules(model, rules, tmp_path, max_rewrites=1)
+    result = run_rules(model, rules, tmp_path, rewriter.RewriteOptions(max_rewrites=1))
     assert len(result.trace.entries) == 1
     node = result.model.graph.nodes[0]
     assert node.attribute("epsilon") == pytest.approx(1e-5)
@@ -352,7 +354,7 @@ rule grouped_conv_only {
         <float[2, 4, 1, 1] w = {1, 2, 3, 4, 5, 6, 7, 8}>
         { y = Conv (x, w) }"""
     )
-    result = run_rules(grouped, rules, tmp_path, max_rewrites=1)
+    result = run_rules(grouped, rules, tmp_path, rewriter.RewriteOptions(max_rewrites=1))
     assert len(result.trace.entries) == 1
     assert result.model.graph.nodes[0].attribute("group") == 2
     assert_same_outputs(grouped, result.proto)
@@ -436,7 +438,7 @@ rule double {
         [two],
     )
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
-    result = run_rules(model, rules, tmp_path, max_rewrites=1)
+    result = run_rules(model, rules, tmp_path, rewriter.RewriteOptions(max_rewrites=1))
     assert len(result.trace.entries) == 1
     inits = result.proto.graph.initializer
     assert {onnx.helper.tensor_dtype_to_np_dtype(t.data_type) for t in inits} == {
@@ -497,7 +499,7 @@ rule leaky_to_relu: y = LeakyRelu <alpha = 0.0> (x) => y = Relu (x)
         """<ir_version: 8, opset_import: ["" : 17]>
         g (float[N, 4] x) => (float[N, 4] y) { y = Relu (x) }"""
     )
-    result = run_rules(model, rules, tmp_path, max_rewrites=50)
+    result = run_rules(model, rules, tmp_path, rewriter.RewriteOptions(max_rewrites=50))
     assert result.trace.stop_reason.value == "rewrite budget"
     assert any("relu_to_leaky" in w and "leaky_to_relu" in w for w in result.trace.warnings)
     ir.verify(result.model)
@@ -554,13 +556,44 @@ def test_new_nodes_carry_rule_metadata(tmp_path):
     assert_same_outputs(model, result.proto)
 
 
-def test_rewrite_that_fails_the_checker_is_found_and_left_out(tmp_path, monkeypatch):
-    rules = """
+RELU_AFTER_IDENTITY = """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 4] x) => (float[N, 4] y) {
+            t = Identity (x)
+            y = Relu (t)
+        }"""
+IDENTITY_AND_RELU_RULES = """
 rule identity: y = Identity (x) => y = x
 rule relu_to_max: y = Relu (x) => y = Max (x, 0.0)
 """
-    # onnx's checker is stricter than anything a per-rewrite check misses only in rare cases;
-    # simulate one: a checker that rejects any model containing Max.
+
+
+def test_a_rewrite_that_fails_validation_is_undone_exactly(tmp_path, monkeypatch):
+    # Simulate a problem only the committed graph shows: any region holding a Max.
+    real_find = builder_module.find_problem
+
+    def find_max(graph, created, redirected):
+        if any(n.op_type == "Max" for n in created):
+            return "Max is not allowed here (simulated)"
+        return real_find(graph, created, redirected)
+
+    monkeypatch.setattr(builder_module, "find_problem", find_max)
+    model = model_from_text(RELU_AFTER_IDENTITY)
+    result = run_rules(model, IDENTITY_AND_RELU_RULES, tmp_path)
+    assert [e.rule for e in result.trace.entries] == ["identity"]
+    (skipped,) = [s for s in result.trace.skips if s.rule == "relu_to_max"]
+    assert skipped.reason == "rolled back: Max is not allowed here (simulated)"
+    # The undo leaves exactly the model the identity rule alone makes.
+    alone = run_rules(
+        model,
+        IDENTITY_AND_RELU_RULES,
+        tmp_path,
+        rewriter.RewriteOptions(exclude_rules=frozenset({"relu_to_max"})),
+    )
+    assert result.proto.SerializeToString() == alone.proto.SerializeToString()
+    assert_same_outputs(model, result.proto)
+
+
+def test_a_result_the_checker_refuses_is_a_loud_internal_error(tmp_path, monkeypatch):
     real_check = rewriter_api._checker_problem
 
     def strict_check(model: ir.Model) -> str | None:
@@ -569,17 +602,53 @@ rule relu_to_max: y = Relu (x) => y = Max (x, 0.0)
         return real_check(model)
 
     monkeypatch.setattr(rewriter_api, "_checker_problem", strict_check)
-    model = model_from_text(
-        """<ir_version: 8, opset_import: ["" : 17]>
-        g (float[N, 4] x) => (float[N, 4] y) {
-            t = Identity (x)
-            y = Relu (t)
-        }"""
-    )
-    result = run_rules(model, rules, tmp_path)
-    assert [e.rule for e in result.trace.entries] == ["identity"]
-    skipped = [s for s in result.trace.skips if s.rule == "relu_to_max"]
-    assert skipped
-    assert "checker" in skipped[0].reason
-    assert op_types(result.proto) == ["Relu"]
-    assert_same_outputs(model, result.proto)
+    model = model_from_text(RELU_AFTER_IDENTITY)
+    with pytest.raises(rewriter.RewriteError) as raised:
+        run_rules(model, IDENTITY_AND_RELU_RULES, tmp_path)
+    message = str(raised.value)
+    assert message.startswith("internal error: the rewritten model fails onnx's checker")
+    assert "relu_to_max (" in message
+    assert "Please report" in message
+
+
+@pytest.mark.parametrize(
+    ("model_text", "rule_text"),
+    [
+        (RELU_AFTER_IDENTITY, "rule relu_to_max: y = Relu (x) => y = Max (x, 0.0)\n"),
+        # The replaced value is a graph output and its replacement a graph input: an
+        # Identity is added to keep the output's name.
+        (
+            """<ir_version: 8, opset_import: ["" : 17]>
+            g (float[N, 4] x) => (float[N, 4] y) {
+                one = Constant <value = float {1.0}> ()
+                y = Mul (x, one)
+            }""",
+            "rule mul_one: y = Mul (x, 1.0) => y = x\n",
+        ),
+        # A new initializer, a new node and uses moved away from a matched node.
+        (
+            """<ir_version: 8, opset_import: ["" : 17]>
+            g (float[N, 4] x) => (float[N, 4] y, float[N, 4] z) {
+                t = Relu (x)
+                y = Neg (t)
+                z = Abs (t)
+            }""",
+            "rule relu_to_max: y = Relu (x) => y = Max (x, 0.5)\n",
+        ),
+    ],
+)
+def test_an_undone_rewrite_leaves_the_model_byte_for_byte_as_it_was(
+    model_text, rule_text, tmp_path
+):
+    path = tmp_path / "rules.rw"
+    path.write_text(rule_text)
+    ruleset = rewriter.load_rules(path)
+    model = ir.from_onnx(model_from_text(model_text))
+    before = ir.to_onnx(model).SerializeToString()
+    manager = rewriter.api.pass_manager(ruleset)
+    rule = ruleset.rules[0].name
+    # why-not builds every match, commits it through the undo log, validates it and undoes it.
+    report = manager.why_not(model, rule)
+    assert any(outcome == "matches" for _, outcome in report.outcomes), report.render()
+    assert ir.to_onnx(model).SerializeToString() == before
+    ir.verify(model)

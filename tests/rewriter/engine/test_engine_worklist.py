@@ -9,7 +9,7 @@ import onnx.parser
 
 import ir
 import rewriter
-from rewriter.api._rewrite import load_ruleset
+from rewriter.api import load_ruleset
 from tests.helpers import random_feeds, run_rules, session
 
 

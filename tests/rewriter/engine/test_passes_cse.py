@@ -9,7 +9,7 @@ import onnx.numpy_helper
 import onnx.parser
 
 import ir
-from rewriter.engine._passes import eliminate_common_subexpressions
+from rewriter.engine._passes import NoOptions, eliminate_common_subexpressions
 from tests.helpers import random_feeds, session
 
 
@@ -31,7 +31,7 @@ def _two_adds(first: np.ndarray, second: np.ndarray) -> onnx.ModelProto:
 
 def _run_pass(proto: onnx.ModelProto) -> tuple[ir.Model, int]:
     model = ir.from_onnx(proto)
-    result = eliminate_common_subexpressions(model, {})
+    result = eliminate_common_subexpressions(model, NoOptions())
     ir.verify(model)
     return model, result.count
 
@@ -95,7 +95,7 @@ def test_gathers_of_the_same_symbolic_dim_merge_and_their_shape_chains_follow():
     proto = _dims_model("batch")
     model = ir.from_onnx(proto)
     ir.infer_types(model)
-    result = eliminate_common_subexpressions(model, {})
+    result = eliminate_common_subexpressions(model, NoOptions())
     ir.verify(model)
     ops = [n.op_type for n in model.graph]
     assert ops.count("Shape") == 1
@@ -112,6 +112,6 @@ def test_gathers_of_the_same_symbolic_dim_merge_and_their_shape_chains_follow():
 def test_gathers_of_different_symbols_stay_apart():
     model = ir.from_onnx(_dims_model("other"))
     ir.infer_types(model)
-    result = eliminate_common_subexpressions(model, {})
+    result = eliminate_common_subexpressions(model, NoOptions())
     assert result.count == 0
     assert [n.op_type for n in model.graph].count("Shape") == 2

@@ -68,7 +68,9 @@ def test_a_repeat_rule_is_traced(tmp_path):
 def test_excluded_repeat_rules_do_not_run(tmp_path):
     path = tmp_path / "dense.rw"
     path.write_text(_REPEAT)
-    result = rewriter.rewrite(dense_chain(5), [path], exclude_rules=["roll_dense"])
+    result = rewriter.rewrite(
+        dense_chain(5), [path], rewriter.RewriteOptions(exclude_rules=frozenset({"roll_dense"}))
+    )
     assert not result.trace.entries
     assert "Loop" not in ops(result.model.graph)
 

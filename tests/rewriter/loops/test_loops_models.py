@@ -98,7 +98,7 @@ def test_the_shipped_conv_stack_repeat_rule_rolls_the_real_export():
     name = "conv1d_ln_gelu_x6_ts17"
     original = onnx.load(MODELS / f"{name}.onnx")
     rules = [MODELS.parents[1] / "patterns", MODELS.parents[1] / "patterns/loops/conv_stack.rw"]
-    result = rewriter.rewrite(original, rules, target_opset=20)
+    result = rewriter.rewrite(original, rules, rewriter.RewriteOptions(target_opset=20))
     ir.verify(result.model)
     assert ops(result.model.graph) == {"Loop": 1}
     assert result.trace.counts()["roll_conv1d_layer_norm_gelu_pairs"] == 1

@@ -26,7 +26,7 @@ def _report_phases(html: str) -> list[str]:
 def test_rewrite_times_the_phases_it_runs(tmp_path):
     source = models.save_chain(tmp_path, layers=2)
     rules = models.write_rules(tmp_path)
-    result = rewriter.rewrite(source, rules=[rules], target_opset=18)
+    result = rewriter.rewrite(source, [rules], rewriter.RewriteOptions(target_opset=18))
     assert list(result.timings) == ["load_rules", "load_model", "convert", "rewrite", "check"]
     assert all(seconds >= 0 for seconds in result.timings.values())
     assert result.timings["load_rules"] > 0

@@ -1,0 +1,114 @@
+"""Which rule files a run uses: the shipped library, folders, files, or a loaded RuleSet.
+
+A folder means every `.rw` file below it in sorted path order, except the opt-in subfolders
+(`loops/`, `ort/`), which are used only when named directly. Loaded rule sets are kept by
+their files' names and stat, so a program rewriting many models with the same rules parses
+them once (an edited file has a new mtime or size and is loaded again).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from rewriter._errors import RewriteError
+from rewriter.api._vocabulary import load_rules
+from rewriter.dsl import _ast as ast
+
+RulesLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | ast.RuleSet | None
+"""Rule files or folders, a loaded RuleSet, or None for the shipped library."""
+
+
+def library_path() -> Path:
+    """The folder of the shipped rule library (`patterns/`)."""
+    import patterns
+
+    return Path(patterns.__file__).parent
+
+
+# Rule folders that are opt-in: below a folder given as rules, a subfolder with one of these
+# names is left out; name it directly (`--rules patterns/loops`) to use it.
+OPT_IN_FOLDERS = ("loops", "ort")
+
+
+def rule_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """The `.rw` files below `folder`, sorted by path, opt-in subfolders left out."""
+    root = Path(folder)
+    files = (
+        p
+        for p in root.rglob("*.rw")
+        if not any(part in OPT_IN_FOLDERS for part in p.relative_to(root).parts[:-1])
+    )
+    return sorted(files, key=lambda p: p.as_posix())
+
+
+def default_library_files() -> list[Path]:
+    """The shipped `.rw` files used when no rules are given (opt-in folders left out)."""
+    return rule_files(library_path())
+
+
+def load_ruleset(rules: RulesLike, *, allow_python: bool = False) -> ast.RuleSet:
+    """Rules from paths (files or folders), an existing RuleSet, or the shipped library."""
+    if isinstance(rules, ast.RuleSet):
+        return rules
+    if rules is None:
+        given: list[str | os.PathLike[str]] = [library_path()]
+    elif isinstance(rules, str | os.PathLike):
+        given = [rules]
+    else:
+        given = list(rules)
+    paths: list[str | os.PathLike[str]] = []
+    for path in given:
+        if Path(path).is_dir():
+            found = rule_files(path)
+            if not found:
+                raise RewriteError(f"{path}: no .rw rule files in this folder")
+            paths.extend(_readable(p) for p in found)
+        else:
+            paths.append(path)
+    key = _cache_key(paths, allow_python)
+    if key is None:
+        return load_rules(*paths, allow_python=allow_python)
+    cached = _RULESET_CACHE.get(key)
+    if cached is not None and _cache_key(cached[1], allow_python) == cached[2]:
+        return cached[0]
+    ruleset = load_rules(*paths, allow_python=allow_python)
+    # The files that were included are checked too when the entry is read again.
+    loaded = [file.path for file in ruleset.files]
+    stamp = _cache_key(loaded, allow_python)
+    if stamp is not None:
+        if len(_RULESET_CACHE) >= _RULESET_CACHE_SIZE:
+            _RULESET_CACHE.pop(next(iter(_RULESET_CACHE)))
+        _RULESET_CACHE[key] = (ruleset, loaded, stamp)
+    return ruleset
+
+
+# Loaded rule sets by their files' names and stat (path, mtime, size): a program that rewrites
+# many models with the same rules parses them once. A RuleSet is immutable, so sharing it is
+# safe; an edited file (named, or included by one) has a new mtime or size and is loaded
+# again. Each entry holds the rule set, every file it was loaded from, and their stat.
+_RULESET_CACHE: dict[tuple[object, ...], tuple[ast.RuleSet, Sequence[str], tuple[object, ...]]] = {}
+_RULESET_CACHE_SIZE = 8
+
+
+def _cache_key(
+    paths: Sequence[str | os.PathLike[str]], allow_python: bool
+) -> tuple[object, ...] | None:
+    """The cache key of loading `paths`, or None when a file cannot be stat'ed (not cached)."""
+    key: list[object] = [allow_python]
+    for path in paths:
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None  # load_rules reports it
+        key.append((os.fspath(path), stat.st_ino, stat.st_mtime_ns, stat.st_size))
+    return tuple(key)
+
+
+def _readable(path: Path) -> Path:
+    """`path` relative to the working folder when it is below it (shorter locations)."""
+    try:
+        return path.resolve().relative_to(Path.cwd())
+    except ValueError:
+        return path

@@ -1,0 +1,58 @@
+"""`RewriteOptions`: everything `rewrite` can be told, in one frozen value."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from rewriter.engine import ProgressCallback, RunOptions
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RewriteOptions:
+    """How `rewrite` runs (every field has a default).
+
+    Attributes:
+        allow_python: permit `use` declarations in rule files (opt-in Python helpers).
+        target_opset: convert the default-domain opset to this version with onnx's version
+            converter: up first (so fusions into newer ops can fire), or down after rules that
+            decompose ops the target lacks (`where target_opset() < N`).
+        add_opsets: opset imports to add before rewriting (`{"com.microsoft": 1}` so the
+            opt-in onnxruntime fusions can apply); an added import nothing uses is dropped.
+        freeze_initializer_inputs: main-graph inputs that an initializer also defines stop
+            being inputs, so rules may treat them as constants; always done for models
+            before IR version 4 (which list every initializer as an input; such a model
+            becomes IR 4).
+        exclude_rules: names of rules not to apply.
+        max_rewrites: the rewrite budget (default proportional to the graph size).
+        max_iterations: rounds of rules and passes at most.
+        replay_limit: stop after this many rewrites (to replay a prefix of a run).
+        record_subgraphs: keep each rewrite's matched subgraph and replacement (with their
+            neighbours) in the trace, for reports.
+        progress: called as `progress(applied, pending)` during long runs.
+        copy: when the model is an `ir.Model`, work on a copy (the default) or in place.
+    """
+
+    allow_python: bool = False
+    target_opset: int | None = None
+    add_opsets: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    freeze_initializer_inputs: bool = False
+    exclude_rules: frozenset[str] = frozenset()
+    max_rewrites: int | None = None
+    max_iterations: int = 8
+    replay_limit: int | None = None
+    record_subgraphs: bool = False
+    progress: ProgressCallback | None = None
+    copy: bool = True
+
+    def run_options(self) -> RunOptions:
+        """The pass manager's share of these options."""
+        return RunOptions(
+            max_rewrites=self.max_rewrites,
+            max_iterations=self.max_iterations,
+            replay_limit=self.replay_limit,
+            exclude_rules=frozenset(self.exclude_rules),
+            progress=self.progress,
+            target_opset=self.target_opset,
+            record_subgraphs=self.record_subgraphs,
+        )

@@ -1,0 +1,7 @@
+"""`python -m rewriter.cli ...` is the `rewrite` command."""
+
+from __future__ import annotations
+
+from rewriter.cli._main import main
+
+raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""The one-line summary of a rewrite run: what changed, in the user's words.
+
+`685 -> 320 nodes: fused 13 LayerNormalization, 12 Gelu; folded 52 BatchNormalization;
+40 other rewrites, 112 cleanups; built-in passes: fold_constants 37; wrote out.onnx`
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from rewriter.api import RewriteResult
+from rewriter.engine import KINDS, StopReason, TraceEntry, rewrite_kind
+
+# How many op types a category lists before "and N more".
+_SHOWN = 3
+_STOPPED = {
+    StopReason.BUDGET: "stopped early: the rewrite budget was spent (see the warning)",
+    StopReason.ITERATION_LIMIT: "stopped early: the rules and passes were still changing the model",
+    StopReason.OSCILLATION: "stopped early: rules kept undoing each other (see the warning)",
+    StopReason.REPLAY_LIMIT: "stopped at the replay limit",
+}
+_NO_WORK = frozenset({"Constant", "Identity"})
+
+
+def summary_line(result: RewriteResult, destination: str) -> str:
+    """`before -> after nodes: what changed; wrote destination`."""
+    parts = _changes(result.trace.entries)
+    stopped = _STOPPED.get(result.trace.stop_reason)
+    if stopped:
+        parts.append(stopped)
+    changes = "; ".join(parts) if parts else "nothing to rewrite"
+    return f"{result.nodes_before} -> {result.nodes_after} nodes: {changes}; wrote {destination}"
+
+
+def _changes(entries: Sequence[TraceEntry]) -> list[str]:
+    by_kind: dict[str, list[TraceEntry]] = {kind: [] for kind in KINDS}
+    passes: Counter[str] = Counter()
+    for entry in entries:
+        if entry.kind == "pass":
+            passes[entry.rule] += max(len(entry.matched), 1)
+        elif entry.kind == "rule":
+            by_kind[rewrite_kind(entry.matched_ops, entry.created_ops)].append(entry)
+    parts = []
+    fused = _ops(op for e in by_kind["fusion"] for op in _new_ops(e))
+    if fused:
+        parts.append(f"fused {fused}")
+    folded = _ops(op for e in by_kind["folding"] for op in _gone_ops(e))
+    if folded:
+        parts.append(f"folded {folded}")
+    decomposed = _ops(op for e in by_kind["decomposition"] for op in _gone_ops(e))
+    if decomposed:
+        parts.append(f"decomposed {decomposed}")
+    counts = [
+        _plural(len(by_kind["rewrite"]), "other rewrite"),
+        _plural(len(by_kind["cleanup"]), "cleanup"),
+    ]
+    counts = [c for c in counts if not c.startswith("0 ")]
+    if counts:
+        parts.append(", ".join(counts))
+    if passes:
+        listed = ", ".join(f"{name} {count}" for name, count in passes.items())
+        parts.append(f"built-in passes: {listed}")
+    return parts
+
+
+def _new_ops(entry: TraceEntry) -> list[str]:
+    """The ops a rewrite created whose type it did not match (what it fused into)."""
+    matched = set(entry.matched_ops)
+    return [op for op in entry.created_ops if op not in matched and op not in _NO_WORK]
+
+
+def _gone_ops(entry: TraceEntry) -> list[str]:
+    """The matched ops that no created op of the same type replaced."""
+    left = Counter(entry.created_ops)
+    gone = []
+    for op in entry.matched_ops:
+        if op in _NO_WORK:
+            continue
+        if left[op]:
+            left[op] -= 1
+        else:
+            gone.append(op)
+    return gone
+
+
+def _ops(ops: Iterable[str]) -> str:
+    """`13 LayerNormalization, 12 Gelu, 6 Attention and 2 more op types`."""
+    counts = Counter(ops).most_common()
+    if not counts:
+        return ""
+    shown = ", ".join(f"{n} {op}" for op, n in counts[:_SHOWN])
+    rest = len(counts) - _SHOWN
+    return shown + (f" and {rest} more op types" if rest > 0 else "")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -1,0 +1,177 @@
+"""Putting a built rewrite into the graph: `commit` (undoable), then `finish`.
+
+`commit` adds the initializers and nodes, moves the uses of each replaced value to its
+replacement and points graph outputs at it (adding an Identity where the replacement cannot
+take the output's name), every change through an undo log. Once the region has passed
+validation, `finish` removes the matched nodes left without uses (with the constants only
+they read) and gives moved graph outputs their names back: steps that cannot make a valid
+region invalid, so they need no undo record (and removing a node cheaply needs none of the
+bookkeeping that putting it back in its place would).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ir
+from rewriter.engine._matcher import Match
+from rewriter.engine._pending import RULE_TAG, SOURCE_TAG, Applied, Pending
+from rewriter.engine._undo import UndoLog
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Staged:
+    """A rewrite in the graph but not finished: what `finish` still has to do."""
+
+    matched: tuple[ir.Node, ...]
+    neighbours: tuple[ir.Node, ...]
+    renames: tuple[tuple[ir.Value, ir.Value, str], ...]
+
+
+def commit(
+    model: ir.Model, match: Match, pending: Pending, names: ir.NameAllocator, log: UndoLog
+) -> Staged:
+    """Put `pending` into `match.graph`: every change through `log`, so it can be undone.
+
+    The new nodes are added, every use of a replaced value moves to its replacement and the
+    graph outputs follow. Removing what became dead and renaming is left to `finish`: those
+    steps cannot make the region invalid, so they happen once the rewrite has passed
+    validation, without an undo record.
+    """
+    graph = match.graph
+    for domain, version in pending.new_opsets.items():
+        log.add_opset(model, domain, version)
+    for value in pending.initializers:
+        log.add_initializer(graph, value)
+    for node in pending.nodes:
+        log.append_node(graph, node)
+    matched = tuple(n for n in match.nodes if n is not None)
+    keep = set(matched) | set(pending.nodes)
+    neighbours: dict[ir.Node, None] = {}
+    for old, new in pending.replacements:
+        for use in old.uses:
+            if use.node not in keep:
+                log.replace_input(use.node, use.index, new)
+                neighbours[use.node] = None
+    renames = []
+    for old, new in pending.replacements:
+        rename = _move_graph_outputs(graph, old, new, pending, match, names, log)
+        if rename is not None:
+            renames.append(rename)
+    return Staged(matched, tuple(neighbours), tuple(renames))
+
+
+def finish(graph: ir.Graph, pending: Pending, staged: Staged, names: ir.NameAllocator) -> Applied:
+    """Remove what the rewrite left unused and give moved graph outputs their names back.
+
+    Matched nodes left without uses go, with the Constant nodes and initializers only they
+    read. Returns what the rewrite did.
+    """
+    removed, read = _remove_dead(graph, staged.matched)
+    _drop_unused_initializers(graph, read)
+    lost_uses: dict[ir.Node, None] = {}
+    for node in removed:
+        for value in node.inputs:
+            producer = value.producer() if value is not None else None
+            if producer is not None and producer.graph is graph:
+                lost_uses[producer] = None
+    for old, target, name in staged.renames:
+        if old.graph is not None:
+            old.name = names.fresh(f"{name}/replaced")
+        target.name = name
+    neighbours = dict.fromkeys(staged.neighbours)
+    for node in pending.nodes:
+        for value in node.inputs:
+            producer = value.producer() if value is not None else None
+            if producer is not None:
+                neighbours[producer] = None
+        for out in node.outputs:
+            for user in out.users():
+                neighbours[user] = None
+    return Applied(
+        staged.matched, tuple(pending.nodes), removed, tuple(neighbours), tuple(lost_uses)
+    )
+
+
+def _drop_unused_initializers(graph: ir.Graph, values: list[ir.Value]) -> None:
+    """Remove the initializers among `values` that nothing reads any more."""
+    for value in values:
+        if value.num_uses() or value.is_graph_output():
+            continue
+        if value.is_initializer() and not value.is_graph_input() and value.graph is graph:
+            graph.remove_initializer(value.name)
+
+
+def _move_graph_outputs(
+    graph: ir.Graph,
+    old: ir.Value,
+    new: ir.Value,
+    pending: Pending,
+    match: Match,
+    names: ir.NameAllocator,
+    log: UndoLog,
+) -> tuple[ir.Value, ir.Value, str] | None:
+    """Point graph outputs held by `old` at `new`; returns the renaming still to do."""
+    slots = [i for i, v in enumerate(graph.outputs) if v is old]
+    if not slots:
+        return None
+    name = old.name
+    # `new` can take the output's name if it is a node output that is not itself a graph
+    # output; otherwise (a graph input, an initializer, another output) add an Identity.
+    renamable = new.producer() is not None and not new.is_graph_output()
+    target = new
+    if not renamable:
+        identity_out = ir.Value(names.fresh(f"{name}/identity"))
+        identity = ir.Node(
+            "Identity", [new], outputs=[identity_out], name=names.fresh(f"{name}/Identity")
+        )
+        identity.set_metadata(RULE_TAG, match.rule.name)
+        identity.set_metadata(SOURCE_TAG, match.rule.location)
+        log.append_node(graph, identity)
+        pending.nodes.append(identity)
+        t = ir.fact_type(new)
+        if t is not None:
+            ir.record_inferred_type(identity_out, t)
+        target = identity_out
+    for i in slots:
+        log.set_output(graph, i, target)
+    if old.type is not None and target.type is None:
+        log.set_type(target, old.type)
+    return (old, target, name)
+
+
+def _remove_dead(
+    graph: ir.Graph, matched: tuple[ir.Node, ...]
+) -> tuple[tuple[ir.Node, ...], list[ir.Value]]:
+    """Remove matched nodes left without uses, then Constant nodes only they read.
+
+    Returns the removed matched nodes and the values they read (the initializers among them
+    may have lost their last use).
+    """
+    removed: list[ir.Node] = []
+    read: list[ir.Value] = []
+    progress = True
+    alive = [n for n in matched if n.graph is graph]
+    while progress:
+        progress = False
+        for node in reversed(alive):
+            if node in removed:
+                continue
+            if any(out.num_uses() or out.is_graph_output() for out in node.outputs):
+                continue
+            inputs = [v for v in node.inputs if v is not None]
+            graph.remove(node)
+            removed.append(node)
+            progress = True
+            _drop_orphan_constant_nodes(graph, inputs)
+            read.extend(inputs)
+    return tuple(removed), read
+
+
+def _drop_orphan_constant_nodes(graph: ir.Graph, values: list[ir.Value]) -> None:
+    for value in values:
+        if value.num_uses() or value.is_graph_output():
+            continue
+        producer = value.producer()
+        if producer is not None and producer.op_type == "Constant" and producer.graph is graph:
+            graph.remove(producer)

@@ -1,0 +1,38 @@
+"""What a rewrite did, in one word, from the op types it matched and the ones it created.
+
+Ops that compute nothing (Constant, Identity) do not count. A *fusion* turns several ops
+into fewer, of a type not among them (seven ops into LayerNormalization); a *folding* absorbs
+ops into ops of types already matched (a BatchNormalization into the Conv before it, two
+Transposes into one); a *decomposition* turns an op into more ops of other types (an
+ExtractImagePatches into Pads and Slices); a *cleanup* creates nothing that computes (a no-op
+removed, a Constant made an initializer); anything else is another *rewrite* (as many ops
+before as after).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+FUSION = "fusion"
+FOLDING = "folding"
+DECOMPOSITION = "decomposition"
+REWRITE = "rewrite"
+CLEANUP = "cleanup"
+KINDS = (FUSION, FOLDING, DECOMPOSITION, REWRITE, CLEANUP)
+"""Every kind, in the order reports list them (what people look for first)."""
+
+_NO_WORK = frozenset({"Constant", "Identity"})
+
+
+def rewrite_kind(matched_ops: Sequence[str], created_ops: Sequence[str]) -> str:
+    """The kind of a rewrite that replaced ops `matched_ops` with `created_ops`."""
+    matched = [op for op in matched_ops if op not in _NO_WORK]
+    created = [op for op in created_ops if op not in _NO_WORK]
+    if not created:
+        return CLEANUP
+    new_types = set(created) - set(matched)
+    if len(created) < len(matched):
+        return FUSION if new_types else FOLDING
+    if len(created) > len(matched) and new_types:
+        return DECOMPOSITION
+    return REWRITE
