@@ -91,12 +91,14 @@ def _quoted(condition: ast.Expr) -> str:
 
 
 def _values(condition: ast.Expr, ctx: EvalContext) -> str:
-    """`left is value` for the operands the condition compares, where cheap to show."""
+    """`left is value` for the operands the condition compares, where cheap to show.
+
+    Only the comparisons that decide the outcome are shown: of an `and`, the operands that
+    are not true.
+    """
     shown: dict[str, str] = {}
-    for node, _ in walk(condition):
-        if not isinstance(node, ast.Compare):
-            continue
-        for side in (node.left, node.right):
+    for comparison in _deciding_comparisons(condition, ctx):
+        for side in (comparison.left, comparison.right):
             text = expression_text(side, abbreviate_lists=True)
             if _is_literal(side) or text in shown or len(shown) >= _MAX_VALUES:
                 continue
@@ -108,6 +110,24 @@ def _values(condition: ast.Expr, ctx: EvalContext) -> str:
             if formatted is not None:
                 shown[text] = formatted
     return ", ".join(f"{text} is {value}" for text, value in shown.items())
+
+
+def _deciding_comparisons(expr: ast.Expr, ctx: EvalContext) -> list[ast.Compare]:
+    """The comparisons in `expr` that make it not true, in source order."""
+    if isinstance(expr, ast.BoolOp) and expr.op == "and":
+        found: list[ast.Compare] = []
+        for operand in (expr.left, expr.right):
+            if _truth_or_none(operand, ctx) is not True:
+                found.extend(_deciding_comparisons(operand, ctx))
+        return found
+    return [node for node, _ in walk(expr) if isinstance(node, ast.Compare)]
+
+
+def _truth_or_none(expr: ast.Expr, ctx: EvalContext) -> object:
+    try:
+        return truth(evaluate(expr, ctx))
+    except EvalError:
+        return None
 
 
 def _is_literal(expr: ast.Expr) -> bool:
