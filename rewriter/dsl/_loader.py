@@ -10,6 +10,7 @@ raised together.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,6 +21,7 @@ from rewriter.dsl._ast_cache import parse_cached
 from rewriter.dsl._cache import CacheFolder
 from rewriter.dsl._check import Checked, check_and_collect
 from rewriter.dsl._parser import parse
+from rewriter.dsl._print_expr import format_const
 from rewriter.dsl._source import diagnostic
 from rewriter.dsl._vocabulary import Vocabulary
 
@@ -73,54 +75,92 @@ def parse_files(
 ) -> tuple[list[ast.File], list[Diagnostic]]:
     """Parse every file and the files they include; return the ASTs and the errors.
 
-    The errors are syntax errors and includes of missing files. Included files come after
-    `files`, in the order first included; a file already loaded is not included again. With
-    a `cache`, a file whose exact text was parsed before is read from there.
+    The errors are syntax errors and includes that cannot be read (reported at the include's
+    path). Included files come after `files`, in the order first included; a file already
+    loaded is not included again. With a `cache`, a file whose exact text was parsed before
+    is read from there.
+
+    Raises:
+        OSError: one of `files` cannot be read.
     """
-    queue = list(files)
-    loaded: dict[Path, None] = {_identity(path): None for path in queue}
+    queue: list[tuple[Path, _Inclusion | None]] = [(path, None) for path in files]
+    loaded: dict[Path, None] = {_identity(path): None for path, _ in queue}
     parsed: list[ast.File] = []
     errors: list[Diagnostic] = []
     position = 0
     while position < len(queue):
-        path = queue[position]
+        path, inclusion = queue[position]
         position += 1
         try:
-            text = read_rule_file(path)
-            file = parse(text, str(path)) if cache is None else parse_cached(text, str(path), cache)
+            file = _parse_file(path, cache)
         except RuleError as exc:
             errors.extend(exc.diagnostics)
             continue
+        except OSError as exc:
+            if inclusion is None:
+                raise
+            errors.append(inclusion.error(_reason(exc)))
+            continue
         parsed.append(file)
-        for target in _includes(file, path, errors):
+        for target, include in _includes(file, path, errors):
             key = _identity(target)
             if key not in loaded:
                 loaded[key] = None
-                queue.append(target)
+                queue.append((target, _Inclusion(include, file.source)))
     return parsed, errors
 
 
-def _includes(file: ast.File, path: Path, errors: list[Diagnostic]) -> list[Path]:
-    """The existing files `file` includes; a missing one is reported at its path string."""
-    found: list[Path] = []
+def _parse_file(path: Path, cache: CacheFolder | None) -> ast.File:
+    text = read_rule_file(path)
+    return parse(text, str(path)) if cache is None else parse_cached(text, str(path), cache)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Inclusion:
+    """Why a file is loaded: an `include` (and the text of the file that says it)."""
+
+    include: ast.IncludeDecl
+    source: str
+
+    def error(self, reason: str) -> Diagnostic:
+        """An error at the include's path string."""
+        message = f"cannot include {format_const(self.include.path)}: {reason}"
+        return diagnostic("error", self.include.path_span, message, self.source)
+
+
+def _includes(
+    file: ast.File, path: Path, errors: list[Diagnostic]
+) -> list[tuple[Path, ast.IncludeDecl]]:
+    """The files `file` includes; one that is not a readable file is reported at its path."""
+    found: list[tuple[Path, ast.IncludeDecl]] = []
     for item in file.items:
         if not isinstance(item, ast.IncludeDecl):
             continue
         target = Path(os.path.normpath(path.parent / item.path))
-        if target.is_file():
-            found.append(target)
-            continue
-        what = "is a folder (include names one file)" if target.is_dir() else "does not exist"
-        message = f"cannot include `{item.path}`: {target.as_posix()} {what}"
-        errors.append(diagnostic("error", item.path_span, message, file.source))
+        shown = format_const(target.as_posix())
+        try:
+            if target.is_file():
+                found.append((target, item))
+                continue
+            reason = f"{shown} is a folder" if target.is_dir() else f"there is no file {shown}"
+        except (OSError, ValueError) as exc:  # a name too long, a NUL character
+            reason = _reason(exc)
+        errors.append(_Inclusion(item, file.source).error(reason))
     return found
+
+
+def _reason(exc: OSError | ValueError) -> str:
+    """What went wrong with a path, without the path itself (it may be long or odd)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
 
 
 def _identity(path: Path) -> Path:
     """What makes two paths the same file (symbolic links and `..` resolved)."""
     try:
         return path.resolve()
-    except OSError:
+    except (OSError, ValueError):
         return path.absolute()
 
 

@@ -6,6 +6,7 @@ what needs several files or more than the first diagnostic.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -115,10 +116,46 @@ def test_an_include_of_a_missing_file_is_a_located_error(tmp_path: Path) -> None
     first = caught.value.diagnostics[0]
     missing = (tmp_path / "nowhere.rw").as_posix()
     assert first.render().split("\n")[0] == (
-        f"{path}:2:9: error: cannot include `nowhere.rw`: {missing} does not exist"
+        f'{path}:2:9: error: cannot include "nowhere.rw": there is no file "{missing}"'
     )
     # the rest of the file is still checked: the unknown function is reported too
     assert any("unknown function `is_float`" in d.message for d in caught.value.diagnostics)
+
+
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [
+        ("x" * 300 + ".rw", "File name too long"),
+        ("a\\0b.rw", "there is no file"),
+        (".", "is a folder"),
+    ],
+)
+def test_an_include_that_cannot_be_read_is_a_located_error(
+    tmp_path: Path, target: str, reason: str
+) -> None:
+    path = _write(tmp_path, "rules.rw", f'include "{target}"\n')
+    with pytest.raises(RuleSyntaxError) as caught:
+        load_rules(path)
+    (error,) = caught.value.diagnostics
+    assert (error.span.line, error.span.col) == (1, 9)
+    assert error.message.startswith("cannot include ")
+    assert reason in error.message
+    assert "\n" not in error.message
+
+
+def test_an_included_file_that_cannot_be_read_is_reported_at_the_include(tmp_path: Path) -> None:
+    unreadable = _write(tmp_path, "shared.rw", IS_FLOAT)
+    unreadable.chmod(0)
+    path = _write(tmp_path, "rules.rw", 'include "shared.rw"\n')
+    try:
+        if os.access(unreadable, os.R_OK):
+            pytest.skip("this user reads files whatever their permissions (root)")
+        with pytest.raises(RuleSyntaxError) as caught:
+            load_rules(path)
+    finally:
+        unreadable.chmod(0o644)
+    (error,) = caught.value.diagnostics
+    assert error.message == 'cannot include "shared.rw": Permission denied'
 
 
 def test_a_duplicate_across_files_points_at_the_first_definition(tmp_path: Path) -> None:
