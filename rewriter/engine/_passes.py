@@ -27,6 +27,7 @@ from rewriter.engine._pass import (
     option,
     pass_table,
 )
+from rewriter.engine._purity import NONDETERMINISTIC, Purity
 
 logger = logging.getLogger(__name__)
 
@@ -63,18 +64,6 @@ class _ChangeLog:
         )
 
 
-# Ops whose result is not a function of their inputs, or that have effects: never folded or merged.
-_NONDETERMINISTIC = frozenset(
-    {
-        "RandomNormal",
-        "RandomNormalLike",
-        "RandomUniform",
-        "RandomUniformLike",
-        "Multinomial",
-        "Bernoulli",
-        "Dropout",
-    }
-)
 _STANDARD = ("", "ai.onnx", "ai.onnx.ml")
 
 
@@ -244,12 +233,13 @@ def eliminate_common_subexpressions(model: ir.Model, options: NoOptions) -> Pass
     merged = 0
     touched: dict[ir.Node, None] = {}
     log = _ChangeLog()
+    purity = Purity(model)
     for graph in _graphs(model):
         merged += _merge_initializers(graph, touched, log)
         merged += _merge_equal_dims(graph, touched, log)
         seen: dict[object, ir.Node] = {}
         for node in ir.topological_order(graph):
-            if node.op_type in _NONDETERMINISTIC or any(True for _ in node.subgraphs()):
+            if any(True for _ in node.subgraphs()) or not purity.is_pure(node):
                 continue
             if any(out.is_graph_output() for out in node.outputs):
                 continue
@@ -394,7 +384,7 @@ def _constant_node_name(node: ir.Node, out: ir.Value) -> str:
 def _fold_node(
     node: ir.Node, opsets: Mapping[str, int], limit: int
 ) -> list[np.ndarray[Any, Any]] | None:
-    if node.domain not in _STANDARD or node.op_type in _NONDETERMINISTIC:
+    if node.domain not in _STANDARD or node.op_type in NONDETERMINISTIC:
         return None
     if node.op_type == "Constant" or any(True for _ in node.subgraphs()):
         return None
