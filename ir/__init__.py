@@ -47,7 +47,7 @@ from ir._core import (
     topological_order,
 )
 from ir._enums import AttrType, DataType
-from ir._evaluate import EvaluationError, evaluate_node
+from ir._evaluate import EvaluationError, evaluate_node, evaluation_model
 from ir._infer import (
     NodeInferenceError,
     fact_type,
@@ -107,6 +107,7 @@ __all__ = [
     "check_model",
     "convert_version",
     "evaluate_node",
+    "evaluation_model",
     "fact_type",
     "format_graph",
     "format_node",

@@ -67,3 +67,30 @@ def evaluate_node(
 
 def _elem_type(array: np.ndarray[Any, Any]) -> int:
     return int(onnx.helper.np_dtype_to_tensor_dtype(array.dtype))
+
+
+def evaluation_model(
+    nodes: Sequence[Node],
+    inputs: Mapping[str, np.ndarray[Any, Any]],
+    outputs: Sequence[str],
+    opset_imports: Mapping[str, int],
+) -> onnx.ModelProto:
+    """A model that runs `nodes` (in order) from `inputs` to `outputs`, for a runtime.
+
+    The nodes are lowered as they are, so they read and write their values' names; each
+    name in `inputs` becomes a graph input of its array's dtype and shape. Lets a caller run
+    part of a graph on constants (constant folding) without building protobuf itself.
+    """
+    graph = onnx.helper.make_graph(
+        [lower_node(node) for node in nodes],
+        "evaluate",
+        [
+            onnx.helper.make_tensor_value_info(name, _elem_type(array), array.shape)
+            for name, array in inputs.items()
+        ],
+        [onnx.helper.make_empty_tensor_value_info(name) for name in outputs],
+    )
+    return onnx.helper.make_model(
+        graph,
+        opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in opset_imports.items()],
+    )

@@ -295,8 +295,9 @@ class _Build:
                 pattern.name if isinstance(pattern, ast.OutputVar) else f"_out{index}_{k}"
             )
         node = onnx.helper.make_node(
-            lb.op_type, inputs, outputs, name=f"n{index}", domain=lb.domain, **lb.attrs
+            lb.op_type, inputs, outputs, name=f"n{index}", domain=lb.domain
         )
+        node.attribute.extend(self._attribute_protos(lb))
         self.nodes.append(node)
         if lb.output_specs is not None:
             for name, spec in zip(outputs, lb.output_specs, strict=False):
@@ -304,6 +305,27 @@ class _Build:
         for name, spec in self._infer(outputs).items():
             self.values[name] = Realized(name, spec)
             self.var_names.setdefault(name, name)
+
+    def _attribute_protos(self, lb: LineBuild) -> list[Any]:
+        """The line's attributes as protos; an empty list takes its kind from the schema.
+
+        (`make_attribute` cannot tell an empty INTS from an empty FLOATS by the value: a
+        rank-0 value gets `perm = []`.)
+        """
+        import onnx.helper
+
+        made = []
+        for name, value in sorted(lb.attrs.items()):
+            if isinstance(value, list | tuple) and not value:
+                kind = ir.schemas.attribute_type(
+                    lb.op_type, name, lb.domain, self.opsets.get(lb.domain, 1)
+                )
+                if kind is None:
+                    raise RejectedError(f"the kind of an empty `{name}` attribute is not known")
+                made.append(onnx.helper.make_attribute(name, [], attr_type=int(kind)))
+            else:
+                made.append(onnx.helper.make_attribute(name, value))
+        return made
 
     def sink(self, name: str) -> str:
         """The graph output for `name`: itself, or (half the time) an Identity of it.

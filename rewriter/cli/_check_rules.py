@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from rewriter.cli._output import positive_int
+from rewriter.cli._arguments import positive_int
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         check_rules_in_processes,
     )
     from rewriter.checkrules import _report as report
-    from rewriter.cli._output import refuse_unsafe_targets, write_text_atomically
+    from rewriter.cli._files import refuse_unsafe_targets, write_text_atomically
 
     if args.json:
         # Checked before the (long) run, like the main command's side files.

@@ -21,8 +21,8 @@ from rewriter.api import (
     pass_manager,
     rewrite,
 )
-from rewriter.cli import _output
-from rewriter.cli._output import non_negative_int, opset_version, positive_int
+from rewriter.cli import _files, _status
+from rewriter.cli._arguments import non_negative_int, opset_version, positive_int
 from rewriter.cli._summary import summary_line
 from rewriter.cli._verify import add_comparison_options, counterexample_target, input_ranges
 from rewriter.dsl import _ast as ast
@@ -151,10 +151,10 @@ def _output_path(args: argparse.Namespace) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Run the main job; returns the exit code."""
-    source = _output.input_model_path(args.model)
+    source = _files.input_model_path(args.model)
     out_path = _output_path(args)
     if not args.why_not:
-        _output.check_output_folder("output model", out_path)
+        _files.check_output_folder("output model", out_path)
     if not args.in_place and out_path.exists() and not args.force and not args.why_not:
         raise RewriteError(f"{out_path} exists; pass --force to overwrite it")
     if not args.in_place and out_path.exists() and os.path.samefile(out_path, source):
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         ruleset = load_ruleset(args.rules, allow_python=args.allow_python)
     if args.rules:
         # The shipped library is kept warning-free by its tests; show warnings for user rules.
-        _output.print_warnings(ruleset.warnings)
+        _status.print_warnings(ruleset.warnings)
     unknown = [name for name in args.exclude_rule if ruleset.rule(name) is None]
     if unknown:
         raise RewriteError(f"--exclude-rule: no rule named `{unknown[0]}` is loaded")
@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
     counterexample = _counterexample_target(args, source, out_path, ruleset)
-    with _output.progress(enabled=not args.no_progress) as on_progress:
+    with _status.progress(enabled=not args.no_progress) as on_progress:
         options = _rewrite_options(args, progress=on_progress, record_subgraphs=bool(args.report))
         result = rewrite(source, ruleset, options)
     for warning in (*result.trace.warnings, *_rolled_back(result)):
@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         payload["timings_seconds"] = {phase: round(t, 6) for phase, t in times.items()}
         if verification is not None:
             payload["verification"] = verification.to_json()
-        _output.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
+        _files.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
     return exit_code
 
 
@@ -225,7 +225,7 @@ def _refuse_unsafe_side_files(
     protected = {out: "the output model"}
     protected.update({Path(path): f"the rules file {path}" for path in ruleset.sources})
     protected[source] = "the input model"
-    _output.refuse_unsafe_targets(
+    _files.refuse_unsafe_targets(
         {"--json": args.json, "--report": args.report},
         protected=protected,
         models=[source],
@@ -316,7 +316,7 @@ def _verify_and_bisect(
     """
     from rewriter.verification import check_equivalence, find_first_bad
 
-    with _output.verify_progress(not args.no_progress, args.examples) as on_progress:
+    with _status.verify_progress(not args.no_progress, args.examples) as on_progress:
         verdict = check_equivalence(
             source,
             result.model,

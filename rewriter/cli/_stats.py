@@ -14,8 +14,8 @@ from pathlib import Path
 
 import ir
 from rewriter.api._stats import collect, describe_counts, human_bytes
-from rewriter.cli import _output
-from rewriter.cli._output import positive_int
+from rewriter.cli import _files
+from rewriter.cli._arguments import positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    source = _output.input_model_path(args.model)
-    _output.refuse_unsafe_targets(
+    source = _files.input_model_path(args.model)
+    _files.refuse_unsafe_targets(
         {"--json": args.json, "--report": args.report},
         protected={source: "the model"},
         models=[source],
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         largest.add_row(item["name"], item["dtype"], str(item["shape"]), human_bytes(item["bytes"]))
     console.print(largest)
     if args.json:
-        _output.write_text_atomically(args.json, json.dumps(stats, indent=2) + "\n")
+        _files.write_text_atomically(args.json, json.dumps(stats, indent=2) + "\n")
     if args.report:
         from rewriter.report import write_stats_report
 

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rewriter.cli import _output
-from rewriter.cli._output import positive_int
+from rewriter.cli import _files, _status
+from rewriter.cli._arguments import positive_int
 
 if TYPE_CHECKING:
     from rewriter.verification import VerifyResult
@@ -133,7 +133,7 @@ def counterexample_target(
 
     if explicit is not None:
         path = Path(explicit)
-        _output.refuse_unsafe_targets(
+        _files.refuse_unsafe_targets(
             {"--counterexample": explicit}, protected=protected, models=models, force=force
         )
         return path
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         models=[original, rewritten],
     )
     ranges = input_ranges(args)
-    with _output.verify_progress(True, args.examples) as on_progress:
+    with _status.verify_progress(True, args.examples) as on_progress:
         result = check_equivalence(
             args.original,
             args.rewritten,

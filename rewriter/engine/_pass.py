@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import ir
 from rewriter.dsl import PassOption, PassSignature
+from rewriter.engine import _trace
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -36,6 +37,38 @@ class PassResult:
     touched: tuple[ir.Node, ...] = ()
     count: int = 0
     changes: tuple[PassChange, ...] = ()
+
+
+class ChangeLog:
+    """Collects, graph by graph in order of first change, what a pass removed and added."""
+
+    def __init__(self) -> None:
+        self._graphs: dict[ir.Graph, tuple[list[str], dict[str, None]]] = {}
+
+    def _entry(self, graph: ir.Graph) -> tuple[list[str], dict[str, None]]:
+        entry = self._graphs.get(graph)
+        if entry is None:
+            entry = ([], {})
+            self._graphs[graph] = entry
+        return entry
+
+    def removed(self, graph: ir.Graph, label: str) -> None:
+        """`label` (a node or `%initializer`) was removed or replaced."""
+        self._entry(graph)[0].append(label)
+
+    def created(self, graph: ir.Graph, label: str) -> None:
+        """`label` now stands where removed things were (new, or kept from duplicates).
+
+        Kept nodes are listed once however many duplicates they replaced.
+        """
+        self._entry(graph)[1][label] = None
+
+    def changes(self) -> tuple[PassChange, ...]:
+        """One `PassChange` per changed graph."""
+        return tuple(
+            PassChange(_trace.graph_label(graph), tuple(removed), tuple(created))
+            for graph, (removed, created) in self._graphs.items()
+        )
 
 
 def option(default: int, summary: str, *, minimum: int = 0) -> Any:

@@ -12,69 +12,24 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 import ir
 from rewriter.engine import _facts, _trace
+from rewriter.engine._fold import FoldConstantsOptions, fold_constants
 from rewriter.engine._pass import (
-    PassChange,
+    ChangeLog,
     PassDefinition,
     PassResult,
-    check_options,
-    option,
     pass_table,
 )
+from rewriter.engine._purity import Purity
 
 logger = logging.getLogger(__name__)
 
 
-class _ChangeLog:
-    """Collects, graph by graph in order of first change, what a pass removed and added."""
-
-    def __init__(self) -> None:
-        self._graphs: dict[ir.Graph, tuple[list[str], dict[str, None]]] = {}
-
-    def _entry(self, graph: ir.Graph) -> tuple[list[str], dict[str, None]]:
-        entry = self._graphs.get(graph)
-        if entry is None:
-            entry = ([], {})
-            self._graphs[graph] = entry
-        return entry
-
-    def removed(self, graph: ir.Graph, label: str) -> None:
-        """`label` (a node or `%initializer`) was removed or replaced."""
-        self._entry(graph)[0].append(label)
-
-    def created(self, graph: ir.Graph, label: str) -> None:
-        """`label` now stands where removed things were (new, or kept from duplicates).
-
-        Kept nodes are listed once however many duplicates they replaced.
-        """
-        self._entry(graph)[1][label] = None
-
-    def changes(self) -> tuple[PassChange, ...]:
-        """One `PassChange` per changed graph."""
-        return tuple(
-            PassChange(_trace.graph_label(graph), tuple(removed), tuple(created))
-            for graph, (removed, created) in self._graphs.items()
-        )
-
-
-# Ops whose result is not a function of their inputs, or that have effects: never folded or merged.
-_NONDETERMINISTIC = frozenset(
-    {
-        "RandomNormal",
-        "RandomNormalLike",
-        "RandomUniform",
-        "RandomUniformLike",
-        "Multinomial",
-        "Bernoulli",
-        "Dropout",
-    }
-)
 _STANDARD = ("", "ai.onnx", "ai.onnx.ml")
 
 
@@ -91,21 +46,11 @@ class NoOptions:
     """The options of a pass that takes none."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class FoldConstantsOptions:
-    """Options of `pass fold_constants`."""
-
-    max_output_bytes: int = option(1 << 20, "largest tensor a fold may produce, in bytes")
-
-    def __post_init__(self) -> None:
-        check_options(self)
-
-
 def eliminate_dead_code(model: ir.Model, options: NoOptions) -> PassResult:
     """Remove nodes whose outputs nothing reads, and initializers nothing reads."""
     removed = 0
     touched: dict[ir.Node, None] = {}
-    log = _ChangeLog()
+    log = ChangeLog()
     for graph in reversed(_graphs(model)):
         for node in reversed(ir.topological_order(graph)):
             if any(out.num_uses() or out.is_graph_output() for out in node.outputs):
@@ -158,7 +103,7 @@ def _tensor_key(tensor: ir.Tensor) -> object:
     return (tensor.dtype.onnx_name, array.shape, hashlib.sha256(array.tobytes()).hexdigest())
 
 
-def _merge_equal_dims(graph: ir.Graph, touched: dict[ir.Node, None], log: _ChangeLog) -> int:
+def _merge_equal_dims(graph: ir.Graph, touched: dict[ir.Node, None], log: ChangeLog) -> int:
     """`Gather(Shape(a), i)` and `Gather(Shape(b), j)` reading the same symbolic dim: one.
 
     Exporters read the batch and sequence sizes back from many tensors (every attention layer
@@ -243,13 +188,14 @@ def eliminate_common_subexpressions(model: ir.Model, options: NoOptions) -> Pass
     """Merge nodes with the same op, attributes and inputs, and initializers with equal contents."""
     merged = 0
     touched: dict[ir.Node, None] = {}
-    log = _ChangeLog()
+    log = ChangeLog()
+    purity = Purity(model)
     for graph in _graphs(model):
         merged += _merge_initializers(graph, touched, log)
         merged += _merge_equal_dims(graph, touched, log)
         seen: dict[object, ir.Node] = {}
         for node in ir.topological_order(graph):
-            if node.op_type in _NONDETERMINISTIC or any(True for _ in node.subgraphs()):
+            if any(True for _ in node.subgraphs()) or not purity.is_pure(node):
                 continue
             if any(out.is_graph_output() for out in node.outputs):
                 continue
@@ -283,7 +229,7 @@ def eliminate_common_subexpressions(model: ir.Model, options: NoOptions) -> Pass
     )
 
 
-def _merge_initializers(graph: ir.Graph, touched: dict[ir.Node, None], log: _ChangeLog) -> int:
+def _merge_initializers(graph: ir.Graph, touched: dict[ir.Node, None], log: ChangeLog) -> int:
     # Tensors are first told apart by a cheap key (dtype, shape, a few elements); only those
     # that share it are hashed in full, so weights that differ are not read twice over.
     seen: dict[object, ir.Value] = {}
@@ -316,133 +262,6 @@ def _merge_initializers(graph: ir.Graph, touched: dict[ir.Node, None], log: _Cha
         log.created(graph, _trace.value_label(first))
         merged += 1
     return merged
-
-
-# ---------------------------------------------------------------------------------------------
-# Constant folding
-
-
-def fold_constants(model: ir.Model, options: FoldConstantsOptions) -> PassResult:
-    """Evaluate nodes whose inputs are all constant; each result up to `max_output_bytes`.
-
-    Shape and Size of values with fully static shapes fold too, whatever their input is.
-    """
-    limit = options.max_output_bytes
-    folded = 0
-    touched: dict[ir.Node, None] = {}
-    log = _ChangeLog()
-    opsets = model.opset_imports
-    for graph in _graphs(model):
-        for node in ir.topological_order(graph):
-            results = _fold_node(node, opsets, limit)
-            if results is None:
-                continue
-            for out, array in zip(node.outputs, results, strict=False):
-                if not out.name:
-                    continue
-                constant = _folded_constant(model, graph, node, out, array, log)
-                for use in out.uses:
-                    use.node.replace_input_with(use.index, constant)
-                    touched[use.node] = None
-            graph.remove(node)
-            touched.pop(node, None)
-            log.removed(graph, _trace.distinct_label(node))
-            folded += 1
-    return PassResult(
-        "fold_constants", folded > 0, tuple(n for n in touched if n.graph), folded, log.changes()
-    )
-
-
-def _folded_constant(
-    model: ir.Model,
-    graph: ir.Graph,
-    node: ir.Node,
-    out: ir.Value,
-    array: np.ndarray[Any, Any],
-    log: _ChangeLog,
-) -> ir.Value:
-    """The constant replacing `out` of the folded `node`: an initializer, or a Constant node.
-
-    The constant takes over the output's name (the node goes away once its uses moved).
-    """
-    tensor = ir.NumpyTensor(array, out.name)
-    if _facts.can_hold_initializers(graph, model):
-        value = ir.Value(out.name, const_value=tensor)
-        graph.add_initializer(value)
-        log.created(graph, _trace.value_label(value))
-        return value
-    value = ir.Value(out.name, type=ir.TensorType(tensor.dtype, tuple(tensor.shape)))
-    constant = ir.Node(
-        "Constant",
-        [],
-        [ir.attr_tensor("value", tensor)],
-        outputs=[value],
-        name=_constant_node_name(node, out),
-    )
-    graph.append(constant)
-    log.created(graph, _trace.distinct_label(constant))
-    return value
-
-
-def _constant_node_name(node: ir.Node, out: ir.Value) -> str:
-    """The folded node's name for the Constant replacing its only output, else a derived one."""
-    if node.name and len(node.outputs) == 1:
-        return node.name
-    return f"{out.name}/Constant"
-
-
-def _fold_node(
-    node: ir.Node, opsets: Mapping[str, int], limit: int
-) -> list[np.ndarray[Any, Any]] | None:
-    if node.domain not in _STANDARD or node.op_type in _NONDETERMINISTIC:
-        return None
-    if node.op_type == "Constant" or any(True for _ in node.subgraphs()):
-        return None
-    if any(out.is_graph_output() for out in node.outputs):
-        return None
-    static = _fold_shape_op(node)
-    if static is not None:
-        return static
-    arrays: list[np.ndarray[Any, Any] | None] = []
-    for value in node.inputs:
-        if value is None:
-            arrays.append(None)
-            continue
-        if not _facts.is_const(value):
-            return None
-        size = _facts.const_size(value)
-        if size is None or size * 8 > max(limit, 1 << 16) * 16:
-            return None  # reading a huge input to fold it is not worth it
-        arrays.append(_facts.const_array(value))
-    if not node.inputs:
-        return None
-    try:
-        results = ir.evaluate_node(node, arrays, opsets)
-    except ir.EvaluationError as exc:
-        logger.debug("not folding %s: %s", node.name or node.op_type, exc)
-        return None
-    if any(r.nbytes > limit or r.dtype == object for r in results):
-        return None
-    return results
-
-
-def _fold_shape_op(node: ir.Node) -> list[np.ndarray[Any, Any]] | None:
-    if node.op_type not in ("Shape", "Size") or not node.inputs or node.inputs[0] is None:
-        return None
-    dims = _facts.shape_of(node.inputs[0])
-    if dims is None or not all(isinstance(d, int) for d in dims):
-        return None
-    static = [int(d) for d in dims]  # type: ignore[arg-type]
-    if node.op_type == "Size":
-        return [np.array(int(np.prod(static)), dtype=np.int64)]
-    start: Any = node.attribute("start", 0)
-    end: Any = node.attribute("end", None)
-    rank = len(static)
-    start_i = max(0, min(rank, int(start) + rank if int(start) < 0 else int(start)))
-    end_i = (
-        rank if end is None else max(0, min(rank, int(end) + rank if int(end) < 0 else int(end)))
-    )
-    return [np.array(static[start_i:end_i], dtype=np.int64)]
 
 
 FOLD_CONSTANTS = PassDefinition(

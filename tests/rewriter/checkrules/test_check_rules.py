@@ -271,3 +271,12 @@ def test_rules_over_sequence_values_are_left_to_their_tests_and_pass_strict(caps
     out = capsys.readouterr().out
     assert "not instantiable" in out
     assert "sequence values" in out
+
+
+@pytest.mark.parametrize("seed", [7, 11])
+def test_a_rank_0_instance_with_an_empty_perm_does_not_crash_the_generator(seed: int) -> None:
+    # These seeds draw a rank-0 value for reshape_constant_of_shape: `perm = []` has no
+    # element to tell its attribute kind by; the schema tells it.
+    ruleset = load_rules(*SHIPPED_FOLDING)
+    (report,) = check_rules(ruleset, CheckOptions(seed=seed), names=["reshape_constant_of_shape"])
+    assert report.status is Status.VERIFIED, report

@@ -1,4 +1,4 @@
-"""Output of the CLI: progress display, summaries, warnings, verification, side files.
+"""The files a command reads and writes: the input model, the output, side files.
 
 Side files (`--json`, `--report`, ...) are written atomically (a temporary file beside the
 target, then a rename) and only after `refuse_unsafe_targets` has checked that they name no
@@ -7,81 +7,13 @@ file the run reads or writes: the model files, their external data, the rules in
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
-import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import ir
-from rewriter._errors import Diagnostic, RewriteError
-from rewriter.engine import ProgressCallback
-
-
-@contextlib.contextmanager
-def status_line(enabled: bool = True) -> Iterator[Callable[[str], None] | None]:
-    """A live status line on stderr (only when stderr is a terminal): call it with a text."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    console = Console(file=sys.stderr)
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("", total=None)
-
-        def show(text: str) -> None:
-            bar.update(task, description=text)
-
-        yield show
-
-
-@contextlib.contextmanager
-def progress(enabled: bool = True) -> Iterator[ProgressCallback | None]:
-    """Rewriting progress on the status line: rewrites applied, nodes still queued."""
-    with status_line(enabled) as show:
-        if show is None:
-            yield None
-            return
-
-        def update(applied: int, pending: int) -> None:
-            show(f"rewriting: {applied} rewrites applied, {pending} nodes queued")
-
-        yield update
-
-
-@contextlib.contextmanager
-def verify_progress(enabled: bool, examples: int) -> Iterator[Callable[[int, int], None] | None]:
-    """Verification progress on the status line: examples run, then shrinking runs."""
-    with status_line(enabled) as show:
-        if show is None:
-            yield None
-            return
-        show(f"verifying: starting {examples} examples")
-
-        def update(runs: int, shrink_runs: int) -> None:
-            if shrink_runs:
-                show(f"verifying: the models disagree; shrinking the inputs ({shrink_runs} runs)")
-            else:
-                show(f"verifying: {min(runs, examples)} of {examples} examples")
-
-        yield update
-
-
-def print_warnings(warnings: Sequence[Diagnostic]) -> None:
-    """Rule-file warnings, rendered like compiler warnings."""
-    for warning in warnings:
-        print(warning.render(), file=sys.stderr)
-
+from rewriter._errors import RewriteError
 
 # Side files are reports (JSON, HTML, inputs): a name like these is a slip of the keyboard
 # that would replace a model or a rules file, --force or not.
@@ -224,43 +156,3 @@ def write_text_atomically(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an int of at least 1 (counts of examples, instances, jobs)."""
-    return _int_at_least(text, 1, "a positive integer")
-
-
-def non_negative_int(text: str) -> int:
-    """An argparse type: an int of at least 0 (a budget)."""
-    return _int_at_least(text, 0, "a non-negative integer")
-
-
-def _int_at_least(text: str, low: int, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if value < low:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-    return value
-
-
-def opset_version(text: str) -> int:
-    """An argparse type: a default-domain opset version that onnx defines."""
-    newest = ir.schemas.latest_opset("")
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an opset version, got {text!r}") from None
-    if not 1 <= value <= newest:
-        raise argparse.ArgumentTypeError(
-            f"onnx {_onnx_version()} defines opsets 1 to {newest}, not {value}"
-        )
-    return value
-
-
-def _onnx_version() -> str:
-    import onnx
-
-    return str(onnx.__version__)

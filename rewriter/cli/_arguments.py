@@ -1,0 +1,47 @@
+"""Parsers of command-line values: counts and opset versions, with one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+
+import ir
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int of at least 1 (counts of examples, instances, jobs)."""
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an int of at least 0 (a budget)."""
+    return _int_at_least(text, 0, "a non-negative integer")
+
+
+def _int_at_least(text: str, low: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def opset_version(text: str) -> int:
+    """An argparse type: a default-domain opset version that onnx defines."""
+    newest = ir.schemas.latest_opset("")
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an opset version, got {text!r}") from None
+    if not 1 <= value <= newest:
+        raise argparse.ArgumentTypeError(
+            f"onnx {_onnx_version()} defines opsets 1 to {newest}, not {value}"
+        )
+    return value
+
+
+def _onnx_version() -> str:
+    import onnx
+
+    return str(onnx.__version__)

@@ -1,0 +1,126 @@
+"""A folded value is what onnxruntime computes for the node, with the dtype it declares."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import rewriter
+from tests.helpers import model_from_text, session
+
+
+def _model(body: str, inputs: str, output: str) -> str:
+    return f"""<ir_version: 8, opset_import: ["" : 18]>
+    g ({inputs}) => ({output}) {{
+        {body}
+    }}"""
+
+
+# Each model computes `t` from constants only and combines it with the graph input `x`, so
+# `t` is folded into a constant (it is not a graph output); the result must be what
+# onnxruntime computes for the original.
+CASES = {
+    "log_softmax_far_from_max": (
+        "c = Constant <value = float[3] {0.0, -1000.0, 5.0}> ()\n t = LogSoftmax (c)\n"
+        " y = Add (t, x)",
+        "float[3] x",
+        "float[3] y",
+    ),
+    "cast_large_float_to_string": (
+        "c = Constant <value = float[3] {16777216.0, 0.1, 1e20}> ()\n"
+        " t = Cast <to = 8> (c)\n y = Concat <axis = 0> (t, x)",
+        "string[1] x",
+        "string[4] y",
+    ),
+    "reduce_max_with_nan": (
+        "c = Constant <value = float[4] {1.0, nan, 3.0, -2.0}> ()\n"
+        " t = ReduceMax <keepdims = 1> (c)\n y = Add (t, x)",
+        "float[1] x",
+        "float[1] y",
+    ),
+    "reduce_min_with_nan": (
+        "c = Constant <value = float[4] {1.0, nan, 3.0, -2.0}> ()\n"
+        " t = ReduceMin <keepdims = 1> (c)\n y = Add (t, x)",
+        "float[1] x",
+        "float[1] y",
+    ),
+    "argmax_with_nan": (
+        "c = Constant <value = float[4] {1.0, nan, 3.0, -2.0}> ()\n"
+        " t = ArgMax <keepdims = 1> (c)\n y = Add (t, x)",
+        "int64[1] x",
+        "int64[1] y",
+    ),
+    "argmin_with_nan": (
+        "c = Constant <value = float[4] {1.0, nan, 3.0, -2.0}> ()\n"
+        " t = ArgMin <keepdims = 1> (c)\n y = Add (t, x)",
+        "int64[1] x",
+        "int64[1] y",
+    ),
+    "hardmax_with_nan": (
+        "c = Constant <value = float[1, 4] {1.0, nan, 3.0, -2.0}> ()\n"
+        " t = Hardmax (c)\n y = Add (t, x)",
+        "float[1, 4] x",
+        "float[1, 4] y",
+    ),
+    "int64_pow": (
+        "b = Constant <value = int64[1] {3}> ()\n e = Constant <value = int64[1] {39}> ()\n"
+        " t = Pow (b, e)\n y = Add (t, x)",
+        "int64[1] x",
+        "int64[1] y",
+    ),
+    "reduce_sum_square_int32": (
+        "c = Constant <value = int32[3] {1, 2, 3}> ()\n"
+        " t = ReduceSumSquare <keepdims = 1> (c)\n y = Add (t, x)",
+        "int32[1] x",
+        "int32[1] y",
+    ),
+}
+
+
+def _feed(model):
+    feeds = {}
+    for info in model.graph.input:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
+        shape = [d.dim_value for d in info.type.tensor_type.shape.dim]
+        if dtype.kind == "O":
+            feeds[info.name] = np.array(["x"] * int(np.prod(shape)), dtype=object).reshape(shape)
+        else:
+            feeds[info.name] = np.ones(shape, dtype=dtype)
+    return feeds
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_fold_computes_what_onnxruntime_computes(name):
+    body, inputs, output = CASES[name]
+    model = model_from_text(_model(body, inputs, output))
+    result = rewriter.rewrite(model)
+    feed = _feed(model)
+    expected = session(model).run(None, feed)
+    got = session(result.proto).run(None, feed)
+    for want, have in zip(expected, got, strict=True):
+        assert have.dtype == want.dtype
+        assert have.shape == want.shape
+        if want.dtype == object:
+            assert have.tolist() == want.tolist()
+        else:
+            np.testing.assert_array_equal(have, want)
+
+
+def test_a_constant_split_into_a_sequence_is_not_folded_into_a_tensor():
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 18]>
+    g (float[1] x) => (float[2] y) {
+        c = Constant <value = float[4] {1.0, 2.0, 3.0, 4.0}> ()
+        two = Constant <value = int64[2] {2, 2}> ()
+        zero = Constant <value = int64 {0}> ()
+        s = SplitToSequence <axis = 0> (c, two)
+        y = SequenceAt (s, zero)
+    }"""
+    )
+    result = rewriter.rewrite(model)
+    onnx.checker.check_model(result.proto, full_check=True)
+    feed = {"x": np.array([0.5], np.float32)}
+    np.testing.assert_array_equal(
+        session(result.proto).run(None, feed)[0], session(model).run(None, feed)[0]
+    )
