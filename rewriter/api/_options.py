@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from rewriter.engine import ProgressCallback, RunOptions
+from rewriter.engine import KernelAvailability, ProgressCallback, RunOptions
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -31,6 +31,9 @@ class RewriteOptions:
             neighbours) in the trace, for reports.
         progress: called as `progress(applied, pending)` during long runs.
         copy: when the model is an `ir.Model`, work on a copy (the default) or in place.
+        keep_runnable: decline a rewrite whose new nodes onnxruntime has no kernel for where
+            it has one for the nodes they replace (the result stays runnable where the input
+            was).
     """
 
     allow_python: bool = False
@@ -44,6 +47,7 @@ class RewriteOptions:
     record_subgraphs: bool = False
     progress: ProgressCallback | None = None
     copy: bool = True
+    keep_runnable: bool = True
 
     def run_options(self) -> RunOptions:
         """The pass manager's share of these options."""
@@ -55,4 +59,5 @@ class RewriteOptions:
             progress=self.progress,
             target_opset=self.target_opset,
             record_subgraphs=self.record_subgraphs,
+            runnable=KernelAvailability() if self.keep_runnable else None,
         )

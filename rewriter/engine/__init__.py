@@ -52,6 +52,7 @@ from rewriter.engine._pending import (
     RewriteDeclinedError,
     RewriteRejectedError,
 )
+from rewriter.engine._runtime import KernelAvailability
 from rewriter.engine._trace import (
     SkipEntry,
     SnapshotNode,
@@ -98,6 +99,7 @@ __all__ = [
     "CompiledRule",
     "EvalContext",
     "EvalError",
+    "KernelAvailability",
     "Match",
     "MatchFailure",
     "Matcher",

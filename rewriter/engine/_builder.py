@@ -10,21 +10,39 @@ before the commit leaves the graph untouched.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import ir
 from rewriter.engine._build import RewriteBuilder
 from rewriter.engine._commit import commit, finish
+from rewriter.engine._facts import dtype_of
 from rewriter.engine._matcher import Match, Matcher
-from rewriter.engine._pending import Applied, RewriteRejectedError
+from rewriter.engine._pending import (
+    Applied,
+    Pending,
+    RewriteDeclinedError,
+    RewriteRejectedError,
+)
 from rewriter.engine._undo import UndoLog
 from rewriter.engine._validate import find_problem
+
+Runnable = Callable[[ir.Node, Mapping[str, int]], "bool | None"]
+"""Whether a runtime can run a node at these opsets (None: cannot tell)."""
 
 
 class Builder:
     """Builds and applies rewrites for one model."""
 
-    def __init__(self, model: ir.Model, matcher: Matcher, names: ir.NameAllocator) -> None:
+    def __init__(
+        self,
+        model: ir.Model,
+        matcher: Matcher,
+        names: ir.NameAllocator,
+        runnable: Runnable | None = None,
+    ) -> None:
         self.model = model
         self.names = names
+        self.runnable = runnable
         self._rewrites = RewriteBuilder(model, matcher, names)
 
     def apply(self, match: Match) -> Applied:
@@ -34,6 +52,7 @@ class Builder:
             RewriteRejectedError: the rewrite cannot be applied; the model is unchanged.
         """
         pending = self._rewrites.build(match)
+        self._check_runnable(match, pending)
         log = UndoLog()
         try:
             staged = commit(self.model, match, pending, self.names, log)
@@ -46,6 +65,27 @@ class Builder:
             raise RewriteRejectedError(problem)
         return finish(match.graph, pending, staged, self.names)
 
+    def _check_runnable(self, match: Match, pending: Pending) -> None:
+        """Decline a rewrite whose new nodes the runtime cannot run where it ran the old ones.
+
+        Raises:
+            RewriteDeclinedError: a new node has no kernel while every matched node has one.
+        """
+        if self.runnable is None:
+            return
+        opsets = dict(self.model.opset_imports) | pending.new_opsets
+        for node in pending.nodes:
+            if node.op_type == "Constant" or self.runnable(node, opsets) is not False:
+                continue
+            matched = [n for n in match.nodes if n is not None]
+            if any(self.runnable(n, opsets) is False for n in matched):
+                return  # the original could not run there either
+            pending.discard()
+            raise RewriteDeclinedError(
+                f"onnxruntime has no kernel for {_kind(node)}: the original runs there, so it "
+                "stays; nothing to do"
+            )
+
     def try_rewrite(self, match: Match) -> RewriteRejectedError | None:
         """Why the rewrite of `match` would be declined or rejected (None: it would apply).
 
@@ -54,6 +94,7 @@ class Builder:
         """
         try:
             pending = self._rewrites.build(match)
+            self._check_runnable(match, pending)
         except RewriteRejectedError as exc:
             return exc
         log = UndoLog()
@@ -63,3 +104,13 @@ class Builder:
         finally:
             log.undo()
         return None if problem is None else RewriteRejectedError(problem)
+
+
+def _kind(node: ir.Node) -> str:
+    """`HardSigmoid(double)`: the op and the element types of its inputs."""
+    types = []
+    for value in node.inputs:
+        dtype = dtype_of(value) if value is not None else None
+        types.append(dtype.onnx_name if dtype is not None else "-")
+    label = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+    return f"{label}({', '.join(types)})"

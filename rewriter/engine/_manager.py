@@ -27,7 +27,7 @@ from rewriter._errors import RewriteError
 from rewriter.dsl import _ast as ast
 from rewriter.engine import _trace
 from rewriter.engine._applicability import applicability
-from rewriter.engine._builder import Builder
+from rewriter.engine._builder import Builder, Runnable
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._evaluate import evaluate
 from rewriter.engine._matcher import Match, Matcher
@@ -91,6 +91,9 @@ class RunOptions:
     progress: ProgressCallback | None = None
     target_opset: int | None = None
     record_subgraphs: bool = False
+    # Whether a runtime can run a node (None: not known); a rewrite whose new nodes it cannot
+    # run, where it could run the matched ones, is declined. None here: no such check.
+    runnable: Runnable | None = None
 
 
 class PassManager:
@@ -158,7 +161,7 @@ class _Run:
             targets,
             constraints=manager.ruleset.constraints,
         )
-        self.builder = Builder(model, self.matcher, self.names)
+        self.builder = Builder(model, self.matcher, self.names, manager.options.runnable)
         self.timings: dict[str, float] = collections.defaultdict(float)
 
     def execute(self) -> Trace:

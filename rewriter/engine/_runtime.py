@@ -16,6 +16,7 @@ import numpy as np
 
 import ir
 from rewriter._errors import RewriteError
+from rewriter.engine import _facts
 
 
 class RuntimeEvaluationError(RewriteError):
@@ -53,3 +54,64 @@ def run_nodes(
             raise RuntimeEvaluationError(f"`{name}` is not a tensor")
         found[name] = result
     return found
+
+
+class KernelAvailability:
+    """Whether onnxruntime's CPU provider has a kernel for a node, asked once per kind of node.
+
+    A kind is the op, its domain and opset, and its input element types: a node of that kind
+    is tried in a one-node model (its inputs typed from the facts), and onnxruntime either
+    builds a session for it or says it has no implementation. Used to keep a rewrite from
+    making a model onnxruntime could run into one it cannot (HardSigmoid has no double
+    kernel).
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[object, ...], bool] = {}
+
+    def __call__(self, node: ir.Node, opset_imports: Mapping[str, int]) -> bool | None:
+        """True or False when onnxruntime was asked; None when the node's types are unknown."""
+        dtypes: list[ir.DataType | None] = []
+        for value in node.inputs:
+            if value is None:
+                dtypes.append(None)
+                continue
+            dtype = _facts.dtype_of(value)
+            if dtype is None:
+                return None
+            dtypes.append(dtype)
+        domain = ir.schemas.normalize_domain(node.domain)
+        opset = opset_imports.get(domain, opset_imports.get("ai.onnx") if domain == "" else None)
+        key = (domain, node.op_type, opset, tuple(dtypes), len(node.outputs))
+        found = self._known.get(key)
+        if found is None:
+            found = _builds_a_session(node, dtypes, opset_imports)
+            self._known[key] = found
+        return found
+
+
+def _builds_a_session(
+    node: ir.Node, dtypes: Sequence[ir.DataType | None], opset_imports: Mapping[str, int]
+) -> bool:
+    import onnxruntime as ort
+
+    # Inputs of the right element type and rank (every dim 1): a session resolves kernels
+    # from types, and some ops refuse a rank they cannot take before kernels are looked at.
+    inputs = {}
+    for value, dtype in zip(node.inputs, dtypes, strict=True):
+        if value is None or dtype is None:
+            continue
+        dims = _facts.shape_of(value)
+        shape = (1,) * len(dims) if dims is not None else ()
+        inputs[value.name] = np.zeros(shape, dtype=ir.numpy_dtype(dtype))
+    outputs = [out.name for out in node.outputs if out.name]
+    model = ir.evaluation_model([node], inputs, outputs, opset_imports)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 4
+    try:
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own untyped error classes
+        text = str(exc)
+        return not ("NOT_IMPLEMENTED" in text or "Could not find an implementation" in text)
+    return True
