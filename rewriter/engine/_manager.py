@@ -31,15 +31,10 @@ from rewriter.engine._evaluate import evaluate
 from rewriter.engine._matcher import Match, Matcher, MatchFailure
 from rewriter.engine._pass import PassDefinition, PassResult
 from rewriter.engine._passes import BUILTIN_PASSES
-from rewriter.engine._symbolic import ort_symbolic_inference
 from rewriter.engine._trace import SkipEntry, StopReason, Trace, TraceEntry
 from rewriter.engine._values import EvalContext
 
 logger = logging.getLogger(__name__)
-
-# Shape inference: onnxruntime's symbolic engine first (relates dims through shape
-# arithmetic), onnx's own when that one gives up.
-INFERENCE_ENGINES = (ort_symbolic_inference, ir.onnx_inference)
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -276,7 +271,7 @@ class PassManager:
             names = ", ".join(sorted(r.name for r in self.rules)[:20])
             raise RewriteError(f"no rule named `{rule_name}` is loaded (loaded: {names})")
         if self.options.infer_shapes:
-            ir.infer_types(model, INFERENCE_ENGINES)
+            ir.infer_types(model)
         skipped = applicability(rule, model.opset_imports) or ""
         matcher = Matcher(model.opset_imports, self.ruleset.functions)
         builder = Builder(model, matcher, ir.NameAllocator(model))
@@ -337,7 +332,7 @@ class _Run:
     def execute(self) -> Trace:
         start = time.perf_counter()
         if self.options.infer_shapes:
-            ir.infer_types(self.model, INFERENCE_ENGINES)
+            ir.infer_types(self.model)
         self.timings["infer_shapes"] += time.perf_counter() - start
         rules = self._applicable_rules()
         index = _RuleIndex(rules)
