@@ -10,9 +10,12 @@ values (`Shape -> Gather -> Concat -> Reshape`) element by element. Where a rule
 onnx's is kept.
 
 Symbols onnx invents (`unk__N`) are names for dims it could not compute; onnx gives one to
-several values only where their dims are equal. So once the walk knows what one of them
-stands for, it substitutes that everywhere. Symbols the model declares are never merged with
-one another: two different symbols are two possibly different sizes.
+several tensors only where their dims are equal. So once the walk knows what one of them
+stands for, it substitutes that everywhere. Not so inside a sequence's (or optional's)
+element type: there one symbol stands for the dims of every element, equal or not, and
+`SequenceAt` hands it to each element it reads. Such a symbol is no fact: the walk reads it as
+an unknown dim. Symbols the model declares are never merged with one another: two different
+symbols are two possibly different sizes.
 
 Facts belong to values: each is recorded on its IR `Value` (`value.meta["inferred_type"]`),
 per graph; function bodies get none beyond their declared types. Invariants: a fact holds for
@@ -23,7 +26,7 @@ same model gives the same facts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import onnx
@@ -218,6 +221,7 @@ class _Walk:
         self.dtypes: dict[Value, DataType] = {}
         self.substitution: dict[str, DimExpr] = {}
         self.invented: dict[str, None] = {}
+        self.untrusted = _container_symbols(onnx_types.values(), declared)
         self.printed: dict[str, DimExpr] = {}
         opsets = model.opset_imports
         self.default_opset = opsets.get("", opsets.get("ai.onnx", 0))
@@ -293,12 +297,14 @@ class _Walk:
         tensor = found.tensor_type
         if not tensor.HasField("shape"):
             return None
-        dims = []
+        dims: list[DimExpr | None] = []
         for dim in tensor.shape.dim:
-            expr = _proto_dim(dim)
+            if dim.dim_param in self.untrusted:
+                dims.append(None)
+                continue
             if dim.dim_param and dim.dim_param not in self.declared:
                 self.invented[dim.dim_param] = None
-            dims.append(self._resolved(expr))
+            dims.append(self._resolved(_proto_dim(dim)))
         return tuple(dims)
 
     def _node_inference(self, node: Node) -> list[Shape | None]:
@@ -435,6 +441,27 @@ class _Walk:
             printed = to_dim(final)
             dims.append(aliases.get(printed, printed) if isinstance(printed, str) else printed)
         return TensorType(dtype, tuple(dims))
+
+
+def _container_symbols(types: Iterable[Any], declared: frozenset[str]) -> frozenset[str]:
+    """Invented symbols in the element types of sequences, optionals and maps."""
+    found: dict[str, None] = {}
+    for type_proto in types:
+        if type_proto.WhichOneof("value") in ("sequence_type", "optional_type", "map_type"):
+            _collect_dim_params(type_proto, found)
+    return frozenset(s for s in found if s not in declared)
+
+
+def _collect_dim_params(type_proto: Any, found: dict[str, None]) -> None:
+    kind = type_proto.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        for dim in getattr(type_proto, kind).shape.dim:
+            if dim.dim_param:
+                found[dim.dim_param] = None
+    elif kind in ("sequence_type", "optional_type"):
+        _collect_dim_params(getattr(type_proto, kind).elem_type, found)
+    elif kind == "map_type":
+        _collect_dim_params(type_proto.map_type.value_type, found)
 
 
 def _elem_type(type_proto: Any) -> int:

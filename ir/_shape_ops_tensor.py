@@ -122,7 +122,11 @@ def _unknown_dims(facts: ShapeFacts, shape_input: Value | None) -> Shape | None:
 
 
 def _as_size(element: DimExpr | None) -> DimExpr | None:
-    """A shape element as a dim: a negative constant is no size."""
+    """An element of ConstantOfShape's or Expand's shape as a dim.
+
+    A negative constant is no size; a symbolic element is the dim on every input the node
+    accepts (it fails on a negative one).
+    """
     if element is None:
         return None
     value = element.as_int()
@@ -400,21 +404,37 @@ def _reshape(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
             dims.append(None)
         elif value is not None and value < -1:
             return [OutputFacts()]
-        elif value == 0 and not allow_zero:
-            dims.append(source[index] if source is not None and index < len(source) else None)
-        elif element is not None and (allow_zero or value is not None):
-            dims.append(element)
         else:
-            dims.append(_copy_safe(element, source, index))
+            dims.append(_target_dim(element, source, index, allow_zero))
     if inferred is not None:
         dims[inferred] = _inferred_dim(source, dims, inferred)
     shape = tuple(dims)
     return [OutputFacts(shape, _reshaped(facts.data(input_at(node, 0)), shape))]
 
 
+def _target_dim(
+    element: DimExpr | None, source: Shape | None, index: int, allow_zero: bool
+) -> DimExpr | None:
+    """The output dim a Reshape shape element other than -1 gives."""
+    value = element.as_int() if element is not None else None
+    if value == 0 and not allow_zero:
+        return source[index] if source is not None and index < len(source) else None
+    if value is not None:
+        return element
+    if allow_zero and element is not None and element.is_nonnegative():
+        return element
+    return _copy_safe(element, source, index)
+
+
 def _copy_safe(element: DimExpr | None, source: Shape | None, index: int) -> DimExpr | None:
-    """A symbolic element as the output dim, when its being 0 (copy) changes nothing."""
-    if element is None or source is None or index >= len(source):
+    """A symbolic element as the output dim, when its being 0 (copy) changes nothing.
+
+    The element must also be provably non-negative: one that can be -1 asks Reshape to
+    infer the dim.
+    """
+    if element is None or not element.is_nonnegative():
+        return None
+    if source is None or index >= len(source):
         return None
     copied = source[index]
     if copied is None:

@@ -12,9 +12,12 @@ Invariants:
 
 - Canonical form: terms are kept sorted, with no zero coefficient and each monomial at most
   once; a floor atom's numerator has every coefficient in `[1, d-1]` and its constant in
-  `[0, d-1]`, with no common factor with `d` (whole multiples are moved out of the floor).
-  So two expressions built from the same atoms are equal exactly when their canonical forms
-  are, and `str` is canonical: equal expressions print the same text.
+  `[0, d-1]`, with no common factor with `d` (whole multiples are moved out of the floor),
+  and is not itself one floor atom (`floor(floor(n/a)/b)` is `floor(n/(a*b))`).
+  Equal canonical forms have equal values, and `str` is canonical: equal forms print the
+  same text. Polynomials are equal exactly when their forms are; across floor and min atoms
+  some equal values keep different forms (`floor(x/2) + floor((x+1)/2)` is `x`), and such
+  dims merely compare unequal, which no fact relies on.
 - Every atom denotes a non-negative integer: symbols are sizes, a canonical floor atom's
   numerator has non-negative coefficients over non-negative atoms, and a minimum is built
   only of non-negative expressions. `is_nonnegative` relies on
@@ -171,6 +174,10 @@ class DimExpr:
         reduced = divisor // common
         if reduced == 1:
             return quotient_expr + numerator
+        inner = numerator.terms[0][0][0] if _is_single_atom(numerator) else None
+        if isinstance(inner, FloorDiv):
+            # floor(floor(n/a)/b) = floor(n/(a*b)) for positive a and b
+            return quotient_expr + inner.numerator // (inner.divisor * reduced)
         text = f"floor({_wrapped(numerator)}/{reduced})"
         return quotient_expr + _atom_expr(FloorDiv(numerator, reduced, text))
 
