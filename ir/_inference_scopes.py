@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import onnx
@@ -29,7 +29,8 @@ from ir._serde import to_onnx
 class PreparedModel:
     """A lowered copy of a model for inference, and how its names map back.
 
-    `values` maps every name of `proto`'s main graph and subgraphs to its IR value;
+    `nested` says whether the main graph holds subgraphs; `values` maps every name of
+    `proto`'s main graph and subgraphs to its IR value;
     `declared_symbols` holds every `dim_param` the model itself writes (any graph), and
     `elsewhere_symbols` those written anywhere but in the main graph's output types;
     `output_types` holds the main graph's declared output types whose symbols were cleared,
@@ -37,6 +38,7 @@ class PreparedModel:
     """
 
     proto: onnx.ModelProto
+    nested: bool
     values: dict[str, Value]
     declared_symbols: frozenset[str]
     elsewhere_symbols: frozenset[str]
@@ -47,27 +49,32 @@ def prepare(model: Model) -> PreparedModel:
     """Lower `model` for inference (weights left out), with unique names per scope."""
     proto = to_onnx(model, weights=False)
     _hide_overridable_values(proto.graph)
-    symbols = frozenset(_symbols_in(proto.graph, main_outputs=True))
-    elsewhere = frozenset(_symbols_in(proto.graph, main_outputs=False))
-    if _has_subgraphs(proto.graph):
+    nested = _has_subgraphs(proto.graph)
+    graphs = list(_graphs_in(proto.graph)) if nested else [proto.graph]
+    symbols = frozenset(_symbols_in(graphs, main_outputs=True))
+    elsewhere = frozenset(_symbols_in(graphs, main_outputs=False))
+    if nested:
         values: dict[str, Value] = {}
-        taken = set(_names_in(proto.graph))
+        taken = set(_names_in(graphs))
         fresh = _fresh_names(taken)
         _rename_scope(proto.graph, model.graph, {}, values, fresh, is_main=True)
     else:
         values = {v.name: v for v in model.graph.values()}
     outputs = _open_output_symbols(proto)
-    return PreparedModel(proto, values, symbols, elsewhere, outputs)
+    return PreparedModel(proto, nested, values, symbols, elsewhere, outputs)
 
 
-def types_by_value(inferred: onnx.ModelProto, values: dict[str, Value]) -> dict[Value, Any]:
+def types_by_value(inferred: onnx.ModelProto, prepared: PreparedModel) -> dict[Value, Any]:
     """The TypeProto onnx's inference gives each value (main graph and subgraphs)."""
     found: dict[Value, Any] = {}
-    for graph in _graphs_in(inferred.graph):
-        for info in (*graph.input, *graph.value_info, *graph.output):
-            value = values.get(info.name)
-            if value is not None and info.HasField("type") and value not in found:
-                found[value] = info.type
+    values = prepared.values
+    graphs = _graphs_in(inferred.graph) if prepared.nested else (inferred.graph,)
+    for graph in graphs:
+        for infos in (graph.input, graph.value_info, graph.output):
+            for info in infos:
+                value = values.get(info.name)
+                if value is not None and value not in found:
+                    found[value] = info.type
     return found
 
 
@@ -131,10 +138,13 @@ def _has_subgraphs(graph: onnx.GraphProto) -> bool:
     return any(attr.HasField("g") or attr.graphs for node in graph.node for attr in node.attribute)
 
 
-def _symbols_in(graph: onnx.GraphProto, *, main_outputs: bool) -> Iterator[str]:
-    """The dim_params of the declared types (the main graph's outputs' only if asked)."""
-    for sub in _graphs_in(graph):
-        outputs = sub.output if main_outputs or sub is not graph else ()
+def _symbols_in(graphs: Sequence[onnx.GraphProto], *, main_outputs: bool) -> Iterator[str]:
+    """The dim_params of the declared types of `graphs`.
+
+    The first graph is the main graph; its outputs' dims are included only if asked.
+    """
+    for index, sub in enumerate(graphs):
+        outputs = sub.output if main_outputs or index else ()
         for info in (*sub.input, *outputs, *sub.value_info):
             if info.type.HasField("tensor_type"):
                 for dim in info.type.tensor_type.shape.dim:
@@ -142,8 +152,8 @@ def _symbols_in(graph: onnx.GraphProto, *, main_outputs: bool) -> Iterator[str]:
                         yield dim.dim_param
 
 
-def _names_in(graph: onnx.GraphProto) -> Iterator[str]:
-    for sub in _graphs_in(graph):
+def _names_in(graphs: Sequence[onnx.GraphProto]) -> Iterator[str]:
+    for sub in graphs:
         for info in (*sub.input, *sub.output, *sub.value_info):
             yield info.name
         for tensor in sub.initializer:

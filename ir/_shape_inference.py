@@ -51,6 +51,10 @@ RULES: RuleTable = {
 }
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _NOTHING = OutputFacts()
+# Ops whose onnx inference gives wrong dims when an input dim is symbolic: Attention (23) with
+# a past key and value gives the total sequence length as 0. Their outputs keep only onnx's
+# rank unless every input dim is a number.
+_WRONG_ON_SYMBOLS = frozenset({"Attention"})
 
 
 def infer_types(model: Model) -> int:
@@ -63,7 +67,7 @@ def infer_types(model: Model) -> int:
     prepared = prepare(model)
     inferred = _onnx_inference(prepared.proto)
     restore_outputs(prepared.proto, prepared.output_types)
-    onnx_types = types_by_value(inferred, prepared.values) if inferred is not None else {}
+    onnx_types = types_by_value(inferred, prepared) if inferred is not None else {}
     if inferred is not None and not _has_gaps(model, onnx_types, prepared.declared_symbols):
         return _record_onnx_types(model, prepared, onnx_types)
     walk = _Walk(model, onnx_types, prepared.declared_symbols, per_node=inferred is None)
@@ -98,6 +102,8 @@ def _has_gaps(model: Model, types: dict[Value, Any], declared: frozenset[str]) -
     for graph in _inferred_graphs(model):
         outputs = dict.fromkeys(graph.outputs)
         for node in graph:
+            if node.op_type in _WRONG_ON_SYMBOLS:
+                return True
             for value in node.outputs:
                 if not value.num_uses() and value not in outputs:
                     continue  # an output nothing reads (Dropout's mask) asks no question
@@ -223,6 +229,8 @@ class _Walk:
         self.invented: dict[str, None] = {}
         self.untrusted = _container_symbols(onnx_types.values(), declared)
         self.printed: dict[str, DimExpr] = {}
+        # `_resolved` results while `substitution` stays the same (most dims repeat).
+        self.resolved: dict[DimExpr, DimExpr] = {}
         opsets = model.opset_imports
         self.default_opset = opsets.get("", opsets.get("ai.onnx", 0))
 
@@ -276,14 +284,27 @@ class _Walk:
         if rule is not None:
             found = rule(node, self) or ()
         per_node = self._node_inference(node) if self.per_node else ()
+        distrusted = node.op_type in _WRONG_ON_SYMBOLS and not self._static_inputs(node)
         for index, value in enumerate(node.outputs):
             mine = found[index] if index < len(found) else _NOTHING
             theirs = self._onnx_shape(value)
+            if distrusted and theirs is not None:
+                theirs = (None,) * len(theirs)
             if index < len(per_node) and per_node[index] is not None:
                 theirs = self._unify(per_node[index], theirs)
             self.shapes[value] = self._unify(mine.shape, theirs)
             if mine.data is not None and self._may_hold_elements(value):
                 self.elements[value] = mine.data
+
+    def _static_inputs(self, node: Node) -> bool:
+        """True when every input of `node` has a known rank and numeric dims."""
+        for value in node.inputs:
+            if value is None:
+                continue
+            shape = self.shape(value)
+            if shape is None or any(d is None or d.as_int() is None for d in shape):
+                return False
+        return True
 
     def _may_hold_elements(self, value: Value) -> bool:
         dtype = self._dtype(value)
@@ -405,9 +426,16 @@ class _Walk:
         for key, expr in self.substitution.items():
             self.substitution[key] = expr.substitute({name: bound})
         self.substitution[name] = bound
+        self.resolved.clear()
 
     def _resolved(self, dim: DimExpr | None) -> DimExpr | None:
-        return dim.substitute(self.substitution) if dim is not None else None
+        if dim is None or not self.substitution:
+            return dim
+        found = self.resolved.get(dim)
+        if found is None:
+            found = dim.substitute(self.substitution)
+            self.resolved[dim] = found
+        return found
 
     # recording ---------------------------------------------------------------------------------
     def record(self, prepared: PreparedModel) -> int:

@@ -225,7 +225,7 @@ class DimExpr:
 
     def substitute(self, mapping: Mapping[str, DimExpr]) -> DimExpr:
         """The expression with each symbol named in `mapping` replaced (re-canonicalized)."""
-        if not mapping or not any(s in mapping for s in self.symbols()):
+        if not mapping or not _mentions(self, mapping):
             return self
         total = DimExpr()
         for monomial, coefficient in self.terms:
@@ -289,6 +289,21 @@ def _wrapped(expr: DimExpr) -> str:
     """The text of `expr`, in parentheses when it is a sum (so `/d` divides all of it)."""
     text = str(expr)
     return f"({text})" if len(expr.terms) > 1 else text
+
+
+def _mentions(expr: DimExpr, names: Mapping[str, object]) -> bool:
+    """True when `expr` mentions a symbol in `names` (inside floors and minimums too)."""
+    for monomial, _ in expr.terms:
+        for atom in monomial:
+            if isinstance(atom, str):
+                if atom in names:
+                    return True
+            elif isinstance(atom, FloorDiv):
+                if _mentions(atom.numerator, names):
+                    return True
+            elif any(_mentions(a, names) for a in atom.arguments):
+                return True
+    return False
 
 
 def _collect_symbols(expr: DimExpr, found: dict[str, None]) -> None:

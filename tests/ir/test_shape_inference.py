@@ -57,7 +57,9 @@ def evaluate(dim: ir.Dim, sizes: Mapping[str, int]) -> int | None:
         return None  # a symbol onnx invented: nothing to check
 
 
-def run_every_value(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, tuple]:
+def run_every_value(
+    proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]
+) -> dict[str, tuple[int, ...]]:
     """The shape onnxruntime gives every value of the main graph."""
     probed = onnx.ModelProto()
     probed.CopyFrom(proto)
