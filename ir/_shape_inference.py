@@ -55,6 +55,8 @@ _NOTHING = OutputFacts()
 # a past key and value gives the total sequence length as 0. Their outputs keep only onnx's
 # rank unless every input dim is a number.
 _WRONG_ON_SYMBOLS = frozenset({"Attention"})
+# Element types this IR names (a damaged model may carry any number).
+_KNOWN_DTYPES = frozenset(int(t) for t in DataType if t != DataType.UNDEFINED)
 
 
 def infer_types(model: Model) -> int:
@@ -372,7 +374,7 @@ class _Walk:
     def _dtype(self, value: Value) -> DataType:
         found = self.onnx_types.get(value)
         elem_type = _elem_type(found) if found is not None else 0
-        if elem_type:
+        if elem_type in _KNOWN_DTYPES:
             return DataType(elem_type)
         declared = value.dtype
         if declared is not None:

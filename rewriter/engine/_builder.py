@@ -348,6 +348,7 @@ class Builder:
                 tensor = value.const_value
                 if (
                     tensor is None
+                    or not value.name  # a node reads the empty name as an absent input
                     or tensor.size > 64
                     or tensor.is_external
                     or value.is_graph_input()
