@@ -26,7 +26,7 @@ same model gives the same facts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import onnx
@@ -71,7 +71,7 @@ def infer_types(model: Model) -> int:
     restore_outputs(prepared.proto, prepared.output_types)
     onnx_types = types_by_value(inferred, prepared) if inferred is not None else {}
     if inferred is not None and not _has_gaps(model, onnx_types, prepared.declared_symbols):
-        return _record_onnx_types(model, prepared, onnx_types)
+        return _record_onnx_types(onnx_types)
     walk = _Walk(model, onnx_types, prepared.declared_symbols, per_node=inferred is None)
     walk.run()
     return walk.record(prepared)
@@ -125,20 +125,14 @@ def _dims_known(type_proto: Any, declared: frozenset[str]) -> bool:
     )
 
 
-def _record_onnx_types(model: Model, prepared: PreparedModel, types: dict[Value, Any]) -> int:
-    def onnx_dims(value: Value) -> Shape | None:
-        found = types.get(value)
-        if found is None or found.WhichOneof("value") != "tensor_type":
-            return None
-        return tuple(_proto_dim(d) for d in found.tensor_type.shape.dim)
-
-    aliases = _output_aliases(model, prepared, onnx_dims)
+def _record_onnx_types(types: dict[Value, Any]) -> int:
+    """Record onnx's types as the facts (no value read has a dim onnx invented)."""
     gained = 0
     for value, type_proto in types.items():
         if value._type is not None or value._type_proto is not None:
             continue  # declared types are kept as they are
         # Kept as a TypeProto; `fact_type` lifts it when a rule first asks.
-        value.meta[INFERRED] = _renamed(type_proto, aliases) if aliases else type_proto
+        value.meta[INFERRED] = type_proto
         gained += 1
     return gained
 
@@ -149,21 +143,6 @@ def _proto_dim(dim: Any) -> DimExpr | None:
     return symbol(dim.dim_param) if dim.dim_param else None
 
 
-def _renamed(type_proto: onnx.TypeProto, aliases: dict[str, str]) -> onnx.TypeProto:
-    """`type_proto` with the aliased symbols renamed (a copy when anything changes)."""
-    if not type_proto.HasField("tensor_type"):
-        return type_proto
-    dims = type_proto.tensor_type.shape.dim
-    if not any(d.dim_param in aliases for d in dims):
-        return type_proto
-    renamed = onnx.TypeProto()
-    renamed.CopyFrom(type_proto)
-    for d in renamed.tensor_type.shape.dim:
-        if d.dim_param in aliases:
-            d.dim_param = aliases[d.dim_param]
-    return renamed
-
-
 # Output symbols. An exporter names the dims of the main graph's outputs itself ("time_out");
 # inference runs with them cleared (see `_inference_scopes`). Where the dim it finds there is
 # no number and no symbol the model declares, the facts print it with the declared name, so
@@ -171,14 +150,16 @@ def _renamed(type_proto: onnx.TypeProto, aliases: dict[str, str]) -> onnx.TypePr
 # in output types, and gives one dim: a name shared with an input is a claim, not a fact.
 
 
-def _output_aliases(model: Model, prepared: PreparedModel, dims_of: Any) -> dict[str, str]:
+def _output_aliases(
+    model: Model, prepared: PreparedModel, dims_of: Callable[[Value], Shape | None]
+) -> dict[str, str]:
     """Printed dim -> the declared output symbol it is shown as."""
     chosen: dict[str, str] = {}
     refused: dict[str, None] = {}
     for index, declared_type in prepared.output_types.items():
         if index >= len(model.graph.outputs):
             continue
-        found: Shape | None = dims_of(model.graph.outputs[index])
+        found = dims_of(model.graph.outputs[index])
         declared = declared_type.tensor_type.shape.dim
         if found is None or len(found) != len(declared):
             continue
