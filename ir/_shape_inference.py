@@ -271,10 +271,10 @@ class _Walk:
         for index, value in enumerate(node.outputs):
             mine = found[index] if index < len(found) else _NOTHING
             theirs = self._onnx_shape(value)
-            if distrusted and theirs is not None:
-                theirs = (None,) * len(theirs)
             if index < len(per_node) and per_node[index] is not None:
                 theirs = self._unify(per_node[index], theirs)
+            if distrusted and theirs is not None:
+                theirs = (None,) * len(theirs)
             self.shapes[value] = self._unify(mine.shape, theirs)
             if mine.data is not None and self._may_hold_elements(value):
                 self.elements[value] = mine.data
