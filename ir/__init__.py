@@ -52,15 +52,14 @@ from ir._infer import (
     NodeInferenceError,
     fact_type,
     infer_node_types,
-    infer_types,
     merge_types,
-    onnx_inference,
     record_inferred_type,
 )
 from ir._names import NameAllocator
 from ir._serde import from_onnx, to_onnx
 from ir._serde_io import load, save
 from ir._serde_tensors import ExternalTensor, TensorDataError, numpy_dtype
+from ir._shape_inference import infer_types
 from ir._validate import validate_model
 from ir._verify import verify
 
@@ -118,7 +117,6 @@ __all__ = [
     "load",
     "merge_types",
     "numpy_dtype",
-    "onnx_inference",
     "record_inferred_type",
     "save",
     "schemas",

@@ -183,11 +183,6 @@ def test_no_module_imports_itself_through_a_cycle() -> None:
     assert find_cycle(graph) is None
 
 
-@pytest.mark.xfail(
-    reason="rewriter/engine/_symbolic.py still drives onnxruntime's shape inference script; "
-    "replaced by the engine's own shape facts next",
-    strict=True,
-)
 def test_onnxruntime_is_imported_only_where_models_are_run() -> None:
     found = []
     for module, path in MODULES.items():

@@ -90,6 +90,7 @@ def _input_key(value: ir.Value) -> _Key | None:
     tensor = value.const_value
     if (
         tensor is None
+        or not value.name  # a node reads the empty name as an absent input
         or tensor.size > _SHARED_INPUT_ELEMENTS
         or tensor.is_external
         or value.is_graph_input()

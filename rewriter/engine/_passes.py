@@ -109,7 +109,7 @@ def _merge_equal_dims(graph: ir.Graph, touched: dict[ir.Node, None], log: Change
     Exporters read the batch and sequence sizes back from many tensors (every attention layer
     of an SDPA export); when the facts give those dims one symbol they are one value, so the
     later computations read the first. Symbols are facts here (declared, or related by
-    onnxruntime's inference without assumed merges); invented ones (`unk__7`) are unique.
+    `ir.infer_types`, which never merges two symbols); invented ones (`unk__7`) are unique.
     """
     first: dict[object, ir.Value] = {}
     merged = 0

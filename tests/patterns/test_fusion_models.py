@@ -92,23 +92,15 @@ def test_every_gelu_fuses_at_opset_20(name):
     run_npz_samples(name, proto)
 
 
-UNPROVEN_SHAPES = pytest.mark.xfail(
-    reason="onnx's inference names the batch, head and mask dims of these TorchScript exports "
-    "with unrelated symbols (fewer still after --target-opset), so attention.rw cannot prove "
-    "that Q, K, V share batch and heads and that the mask does not enlarge the scores",
-    strict=True,
-)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [
         "bert_dynamo18",
-        pytest.param("bert_ts14", marks=UNPROVEN_SHAPES),
-        pytest.param("bert_sdpa_ts14", marks=UNPROVEN_SHAPES),
-        pytest.param("gpt2_ts14", marks=UNPROVEN_SHAPES),
-        pytest.param("vit_ts14", marks=UNPROVEN_SHAPES),
+        "bert_ts14",
+        "bert_sdpa_ts14",
+        "gpt2_ts14",
+        "vit_ts14",
     ],
 )
 def test_every_attention_fuses_at_opset_23(name):

@@ -369,8 +369,13 @@ def test_bert_ts17_gets_onnxruntime_fusions():
     result = rewriter.rewrite(_with_ms("bert_ts17"), [ORT_RULES])
     ir.verify(result.model)
     proto = result.proto
-    # no MultiHeadAttention: the mask's dims are not provably [batch or 1, 1, 1, seq] here
-    assert _contrib_ops(proto) == {"SkipLayerNormalization": 12, "BiasGelu": 6}
+    # MultiHeadAttention too: the shape facts relate the mask's dims, [batch, 1, 1, sequence],
+    # to the projections' through the exporter's Shape/Gather/Concat/Reshape chains
+    assert _contrib_ops(proto) == {
+        "SkipLayerNormalization": 12,
+        "BiasGelu": 6,
+        "MultiHeadAttention": 6,
+    }
     # the embeddings' LayerNorm adds position embeddings whose shape is not provably the sum's
     assert collections.Counter(n.op_type for n in proto.graph.node)["LayerNormalization"] == 1
     run_npz_samples("bert_ts17", proto)

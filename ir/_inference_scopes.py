@@ -1,0 +1,231 @@
+"""The model as shape inference sees it: one proto whose every value has a unique name.
+
+onnx's inference keys what it finds by value name, across the main graph and every subgraph:
+two If branches that both name a value `q` (as exporters write them), or a branch value named
+like a main-graph value, get one another's types. So inference runs on a lowered copy in which
+every value a subgraph defines is renamed to a name used nowhere else, and each name of the
+copy maps back to the IR `Value` it stands for. Function bodies are not renamed and nothing is
+read back from them: their values are typed per call site or, here, not at all.
+
+The copy also differs from the model in two ways that keep facts sound (see `prepare`):
+initializers that are also graph inputs are left out (a caller may feed another value), and
+the symbolic dims of the main graph's outputs are cleared (the exporter names them itself).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import onnx
+
+from ir._core import Graph, Model, Node, Value
+from ir._serde import to_onnx
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreparedModel:
+    """A lowered copy of a model for inference, and how its names map back.
+
+    `nested` says whether the main graph holds subgraphs; `values` maps every name of
+    `proto`'s main graph and subgraphs to its IR value;
+    `declared_symbols` holds every `dim_param` the model itself writes (any graph), and
+    `elsewhere_symbols` those written anywhere but in the main graph's output types;
+    `output_types` holds the main graph's declared output types whose symbols were cleared,
+    by output index.
+    """
+
+    proto: onnx.ModelProto
+    nested: bool
+    values: dict[str, Value]
+    declared_symbols: frozenset[str]
+    elsewhere_symbols: frozenset[str]
+    output_types: dict[int, onnx.TypeProto]
+
+
+def prepare(model: Model) -> PreparedModel:
+    """Lower `model` for inference (weights left out), with unique names per scope."""
+    proto = to_onnx(model, weights=False)
+    _hide_overridable_values(proto.graph)
+    nested = _has_subgraphs(proto.graph)
+    graphs = list(_graphs_in(proto.graph)) if nested else [proto.graph]
+    symbols = frozenset(_symbols_in(graphs, main_outputs=True))
+    elsewhere = frozenset(_symbols_in(graphs, main_outputs=False))
+    if nested:
+        values: dict[str, Value] = {}
+        taken = set(_names_in(graphs))
+        fresh = _fresh_names(taken)
+        _rename_scope(proto.graph, model.graph, {}, values, fresh, is_main=True)
+    else:
+        values = {v.name: v for v in model.graph.values()}
+    outputs = _open_output_symbols(proto)
+    return PreparedModel(proto, nested, values, symbols, elsewhere, outputs)
+
+
+def types_by_value(inferred: onnx.ModelProto, prepared: PreparedModel) -> dict[Value, Any]:
+    """The TypeProto onnx's inference gives each value (main graph and subgraphs)."""
+    found: dict[Value, Any] = {}
+    values = prepared.values
+    graphs = _graphs_in(inferred.graph) if prepared.nested else (inferred.graph,)
+    for graph in graphs:
+        for infos in (graph.input, graph.value_info, graph.output):
+            for info in infos:
+                value = values.get(info.name)
+                if value is not None and value not in found:
+                    found[value] = info.type
+    return found
+
+
+def restore_outputs(proto: onnx.ModelProto, saved: dict[int, onnx.TypeProto]) -> None:
+    """Put the declared output types back into `proto` (undoes `prepare`'s clearing)."""
+    for index, type_proto in saved.items():
+        proto.graph.output[index].type.CopyFrom(type_proto)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _hide_overridable_values(graph: onnx.GraphProto) -> None:
+    """Leave out the data of initializers that are also graph inputs (IR 3 lists every one).
+
+    Such an initializer is only a default a caller may override, so a fact must hold for
+    whatever is fed there: inference gets its type, not its value (a Reshape whose shape is
+    such an input has an output shape of unknown dims, not the default's).
+    """
+    inputs = {info.name for info in graph.input}
+    kept = [t for t in graph.initializer if t.name not in inputs]
+    if len(kept) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+
+
+def _open_output_symbols(proto: onnx.ModelProto) -> dict[int, onnx.TypeProto]:
+    """Clear the symbolic dims of the main graph's outputs; returns the declared types.
+
+    An exporter names output dims itself ("time_out"), and onnx's inference keeps a declared
+    output type as it is, so the output's dims would never meet the dims of the values that
+    compute it.
+    """
+    saved: dict[int, onnx.TypeProto] = {}
+    for index, output in enumerate(proto.graph.output):
+        if not output.type.HasField("tensor_type"):
+            continue
+        dims = output.type.tensor_type.shape.dim
+        if not any(d.HasField("dim_param") for d in dims):
+            continue
+        saved[index] = onnx.TypeProto()
+        saved[index].CopyFrom(output.type)
+        for d in dims:
+            if d.HasField("dim_param"):
+                d.ClearField("dim_param")
+    return saved
+
+
+def _graphs_in(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """`graph` and every graph nested in its nodes' attributes, depth first."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from _graphs_in(attr.g)
+            for sub in attr.graphs:
+                yield from _graphs_in(sub)
+
+
+def _has_subgraphs(graph: onnx.GraphProto) -> bool:
+    return any(attr.HasField("g") or attr.graphs for node in graph.node for attr in node.attribute)
+
+
+def _symbols_in(graphs: Sequence[onnx.GraphProto], *, main_outputs: bool) -> Iterator[str]:
+    """The dim_params of the declared types of `graphs`.
+
+    The first graph is the main graph; its outputs' dims are included only if asked.
+    """
+    for index, sub in enumerate(graphs):
+        outputs = sub.output if main_outputs or index else ()
+        for info in (*sub.input, *outputs, *sub.value_info):
+            if info.type.HasField("tensor_type"):
+                for dim in info.type.tensor_type.shape.dim:
+                    if dim.dim_param:
+                        yield dim.dim_param
+
+
+def _names_in(graphs: Sequence[onnx.GraphProto]) -> Iterator[str]:
+    for sub in graphs:
+        for info in (*sub.input, *sub.output, *sub.value_info):
+            yield info.name
+        for tensor in sub.initializer:
+            yield tensor.name
+        for node in sub.node:
+            yield from node.input
+            yield from node.output
+
+
+def _fresh_names(taken: set[str]) -> Iterator[str]:
+    """`scoped__1`, `scoped__2`, ...: names no value of the model has."""
+    for index in itertools.count(1):
+        name = f"scoped__{index}"
+        if name not in taken:
+            yield name
+
+
+def _rename_scope(
+    graph: onnx.GraphProto,
+    ir_graph: Graph,
+    outer: dict[str, str],
+    values: dict[str, Value],
+    fresh: Iterator[str],
+    *,
+    is_main: bool,
+) -> None:
+    """Give every value `graph` defines a unique name, and record the IR value of each.
+
+    The main graph keeps its own names; references are rewritten to the names in scope.
+    """
+    defined = {v.name: v for v in ir_graph.values()}
+    scope = dict(outer)
+    definitions = [info.name for info in graph.input]
+    definitions += [t.name for t in graph.initializer]
+    definitions += [t.values.name for t in graph.sparse_initializer]
+    definitions += [name for node in graph.node for name in node.output if name]
+    for name in definitions:
+        unique = name if is_main else next(fresh)
+        scope[name] = unique
+        value = defined.get(name)
+        if value is not None:
+            values[unique] = value
+    for info in (*graph.input, *graph.output, *graph.value_info):
+        info.name = scope.get(info.name, info.name)
+    for tensor in graph.initializer:
+        tensor.name = scope.get(tensor.name, tensor.name)
+    for sparse in graph.sparse_initializer:
+        sparse.values.name = scope.get(sparse.values.name, sparse.values.name)
+    owners = _owners_by_outputs(ir_graph)
+    for node in graph.node:
+        node.input[:] = [scope.get(name, name) if name else name for name in node.input]
+        original_outputs = tuple(node.output)
+        node.output[:] = [scope.get(name, name) if name else name for name in node.output]
+        owner = owners.get(original_outputs)
+        for attr in node.attribute:
+            subgraphs = [attr.g] if attr.HasField("g") else list(attr.graphs)
+            ir_subgraphs = _ir_subgraphs(owner, attr.name)
+            for sub, ir_sub in zip(subgraphs, ir_subgraphs, strict=False):
+                _rename_scope(sub, ir_sub, scope, values, fresh, is_main=False)
+
+
+def _owners_by_outputs(graph: Graph) -> dict[tuple[str, ...], Node]:
+    """Nodes holding subgraphs, by the names of their outputs (unique within a graph)."""
+    return {
+        tuple(v.name for v in node.outputs): node
+        for node in graph
+        if node.outputs and any(True for _ in node.subgraphs())
+    }
+
+
+def _ir_subgraphs(owner: Node | None, attr_name: str) -> tuple[Graph, ...]:
+    if owner is None:
+        return ()
+    attr = owner.attributes.get(attr_name)
+    return attr.graphs() if attr is not None else ()

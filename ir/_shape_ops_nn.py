@@ -1,0 +1,255 @@
+"""Shape rules of MatMul, Gemm, convolutions, pooling and reductions.
+
+Spatial output dims are expressions in the input dims, with the integer arithmetic the
+operator definitions state: `floor((in + pads - dilation*(k-1) - 1) / stride) + 1` for
+convolution and pooling, `ceil(in / stride)` for SAME padding. onnxruntime computes the same
+size wherever the output is not empty-or-negative, where it rejects the input. Pooling with
+`ceil_mode=1` is left unknown: onnxruntime drops a last window that starts in the padding,
+which the operator definition does not say.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from ir._core import Node
+from ir._shape_facts import (
+    OutputFacts,
+    Rule,
+    Shape,
+    ShapeFacts,
+    attr_int,
+    attr_ints,
+    attr_str,
+    broadcast,
+    input_at,
+    ints_input_or_attr,
+    normalize_axes,
+    normalize_axis,
+)
+from ir._symbolic_dims import DimExpr, const
+
+
+def _matmul(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    left = facts.shape(input_at(node, 0))
+    right = facts.shape(input_at(node, 1))
+    if not left or not right:
+        return [OutputFacts()]
+    a = (const(1), *left) if len(left) == 1 else left
+    b = (*right, const(1)) if len(right) == 1 else right
+    batch = broadcast([a[:-2], b[:-2]])
+    if batch is None:
+        return [OutputFacts()]
+    rows: Shape = () if len(left) == 1 else (a[-2],)
+    columns: Shape = () if len(right) == 1 else (b[-1],)
+    return [OutputFacts(batch + rows + columns)]
+
+
+def _gemm(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    a = facts.shape(input_at(node, 0))
+    b = facts.shape(input_at(node, 1))
+    if a is None or b is None or len(a) != 2 or len(b) != 2:
+        return [OutputFacts()]
+    rows = a[1] if attr_int(node, "transA", 0) else a[0]
+    columns = b[0] if attr_int(node, "transB", 0) else b[1]
+    return [OutputFacts((rows, columns))]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Window:
+    """Kernel, strides, dilations, pads and auto_pad of one convolution or pooling node."""
+
+    kernel: tuple[DimExpr | None, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[int, ...]
+    auto_pad: str
+
+    def output_dim(self, index: int, size: DimExpr | None) -> DimExpr | None:
+        """The output size along spatial axis `index` for an input of `size`."""
+        kernel = self.kernel[index]
+        if size is None or kernel is None:
+            return None
+        stride = self.strides[index]
+        if self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            return size.ceildiv(stride)
+        padding = 0
+        if self.auto_pad != "VALID":
+            padding = self.pads[index] + self.pads[index + len(self.kernel)]
+        reach = (kernel - 1) * self.dilations[index] + 1
+        return (size + padding - reach) // stride + 1
+
+    def transposed_dim(self, index: int, size: DimExpr | None, extra: int) -> DimExpr | None:
+        """ConvTranspose's output size along spatial axis `index` (`extra`: output_padding)."""
+        kernel = self.kernel[index]
+        if size is None or kernel is None:
+            return None
+        stride = self.strides[index]
+        if self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            return size * stride
+        padding = 0
+        if self.auto_pad != "VALID":
+            padding = self.pads[index] + self.pads[index + len(self.kernel)]
+        reach = (kernel - 1) * self.dilations[index] + 1
+        return (size - 1) * stride + extra + reach - padding
+
+
+def _window_settings(node: Node, spatial: int, kernel: Sequence[DimExpr | None]) -> _Window | None:
+    strides = attr_ints(node, "strides") or (1,) * spatial
+    dilations = attr_ints(node, "dilations") or (1,) * spatial
+    pads = attr_ints(node, "pads") or (0,) * (2 * spatial)
+    if len(strides) != spatial or len(dilations) != spatial or len(pads) != 2 * spatial:
+        return None
+    if len(kernel) != spatial or any(s <= 0 for s in strides):
+        return None
+    return _Window(tuple(kernel), strides, dilations, pads, attr_str(node, "auto_pad", "NOTSET"))
+
+
+def _conv(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    x = facts.shape(input_at(node, 0))
+    w = facts.shape(input_at(node, 1))
+    if x is None or len(x) < 3:
+        return [OutputFacts()]
+    spatial = len(x) - 2
+    kernel = _kernel(node, w, spatial)
+    window = _window_settings(node, spatial, kernel) if kernel is not None else None
+    channels = w[0] if w is not None and len(w) == len(x) else None
+    if window is None:
+        return [OutputFacts((x[0], channels, *([None] * spatial)))]
+    dims = tuple(window.output_dim(i, x[2 + i]) for i in range(spatial))
+    return [OutputFacts((x[0], channels, *dims))]
+
+
+def _kernel(node: Node, w: Shape | None, spatial: int) -> tuple[DimExpr | None, ...] | None:
+    given = attr_ints(node, "kernel_shape")
+    if given is not None:
+        return tuple(const(k) for k in given)
+    if w is not None and len(w) == spatial + 2:
+        return w[2:]
+    return None
+
+
+def _conv_transpose(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    x = facts.shape(input_at(node, 0))
+    w = facts.shape(input_at(node, 1))
+    if x is None or len(x) < 3:
+        return [OutputFacts()]
+    spatial = len(x) - 2
+    group = attr_int(node, "group", 1)
+    per_group = w[1] if w is not None and len(w) == len(x) else None
+    channels = per_group * group if per_group is not None else None
+    given = attr_ints(node, "output_shape")
+    if given is not None and len(given) == spatial:
+        return [OutputFacts((x[0], channels, *(const(d) for d in given)))]
+    kernel = _kernel(node, w, spatial)
+    window = _window_settings(node, spatial, kernel) if kernel is not None else None
+    extras = attr_ints(node, "output_padding") or (0,) * spatial
+    if window is None or len(extras) != spatial:
+        return [OutputFacts((x[0], channels, *([None] * spatial)))]
+    dims = tuple(window.transposed_dim(i, x[2 + i], extras[i]) for i in range(spatial))
+    return [OutputFacts((x[0], channels, *dims))]
+
+
+def _pool(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    x = facts.shape(input_at(node, 0))
+    if x is None or len(x) < 3:
+        return [OutputFacts()]
+    spatial = len(x) - 2
+    given = attr_ints(node, "kernel_shape")
+    kernel = tuple(const(k) for k in given) if given is not None else None
+    window = _window_settings(node, spatial, kernel) if kernel is not None else None
+    if window is None or attr_int(node, "ceil_mode", 0):
+        dims: tuple[DimExpr | None, ...] = (None,) * spatial
+    else:
+        dims = tuple(window.output_dim(i, x[2 + i]) for i in range(spatial))
+    shape = (x[0], x[1], *dims)
+    return [OutputFacts(shape)] * len(node.outputs)
+
+
+def _global_pool(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    x = facts.shape(input_at(node, 0))
+    if x is None or len(x) < 2:
+        return [OutputFacts()]
+    return [OutputFacts((x[0], x[1], *([const(1)] * (len(x) - 2))))]
+
+
+def _reduce(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    x = facts.shape(input_at(node, 0))
+    if x is None:
+        return [OutputFacts()]
+    keep = attr_int(node, "keepdims", 1) == 1
+    axes_given = len(node.inputs) > 1 and input_at(node, 1) is not None
+    axes = ints_input_or_attr(node, facts, 1, "axes")
+    if axes is None and axes_given:
+        return [OutputFacts((None,) * len(x) if keep else None)]
+    if not axes:
+        if attr_int(node, "noop_with_empty_axes", 0):
+            return [OutputFacts(x)]
+        axes = tuple(range(len(x)))
+    positions = normalize_axes(axes, len(x))
+    if positions is None:
+        return [OutputFacts()]
+    return [OutputFacts(_reduced(x, positions, keep))]
+
+
+def _reduced(x: Shape, positions: Sequence[int], keep: bool) -> Shape:
+    if keep:
+        return tuple(const(1) if i in positions else d for i, d in enumerate(x))
+    return tuple(d for i, d in enumerate(x) if i not in positions)
+
+
+def _arg_reduce(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    x = facts.shape(input_at(node, 0))
+    if x is None:
+        return [OutputFacts()]
+    axis = normalize_axis(attr_int(node, "axis", 0), len(x))
+    if axis is None:
+        return [OutputFacts()]
+    return [OutputFacts(_reduced(x, (axis,), attr_int(node, "keepdims", 1) == 1))]
+
+
+def _top_k(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    x = facts.shape(input_at(node, 0))
+    if x is None:
+        return []
+    axis = normalize_axis(attr_int(node, "axis", -1), len(x))
+    if axis is None:
+        return []
+    k_data = facts.data(input_at(node, 1))
+    k = k_data.elements[0] if k_data is not None and len(k_data.elements) == 1 else None
+    shape = (*x[:axis], k, *x[axis + 1 :])
+    return [OutputFacts(shape), OutputFacts(shape)]
+
+
+_REDUCTIONS = [
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceSum",
+    "ReduceSumSquare",
+]
+
+RULES: dict[str, Rule] = {
+    "MatMul": _matmul,
+    "MatMulInteger": _matmul,
+    "Gemm": _gemm,
+    "Conv": _conv,
+    "ConvInteger": _conv,
+    "ConvTranspose": _conv_transpose,
+    "MaxPool": _pool,
+    "AveragePool": _pool,
+    "LpPool": _pool,
+    "GlobalAveragePool": _global_pool,
+    "GlobalMaxPool": _global_pool,
+    "GlobalLpPool": _global_pool,
+    **dict.fromkeys(_REDUCTIONS, _reduce),
+    "ArgMax": _arg_reduce,
+    "ArgMin": _arg_reduce,
+    "TopK": _top_k,
+}
