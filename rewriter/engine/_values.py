@@ -41,6 +41,16 @@ class _Unknown:
 UNKNOWN: Final[_Unknown] = _Unknown()
 
 
+class SymbolicDim(str):
+    """A dimension known by name only (`"batch"`, `"batch*seq"`), as `shape(v)` gives it.
+
+    The same name is the same size; different names may still be equal at run time, so
+    comparing them is unknown (a plain string, such as a dtype name, compares as a string).
+    """
+
+    __slots__ = ()
+
+
 class EvalError(RewriteError):
     """An expression could not be evaluated (wrong types, non-constant operand, bad call)."""
 
@@ -157,7 +167,11 @@ def equal(a: Any, b: Any) -> bool | _Unknown:
             return UNKNOWN
     if isinstance(a, str) or isinstance(b, str):
         if isinstance(a, str) and isinstance(b, str):
-            return a == b
+            if a == b:
+                return True
+            # Two dims known by different names may still be equal at run time.
+            symbolic = isinstance(a, SymbolicDim) or isinstance(b, SymbolicDim)
+            return _Unknown() if symbolic else False
         # A symbolic dimension against a number: could be equal at run time.
         if isinstance(a, str) and isinstance(b, int | np.integer):
             return UNKNOWN

@@ -13,7 +13,7 @@ import numpy as np
 import ir
 from rewriter.engine import _facts
 from rewriter.engine._builtins._registry import builtin
-from rewriter.engine._values import UNKNOWN, EvalContext, EvalError
+from rewriter.engine._values import UNKNOWN, EvalContext, EvalError, SymbolicDim
 
 
 def _value_arg(value: Any, fn: str) -> ir.Value | None:
@@ -89,7 +89,9 @@ def shape(ctx: EvalContext, v: Any) -> Any:
     if val is None:
         return UNKNOWN
     dims = _facts.shape_of(val)
-    return UNKNOWN if dims is None else [UNKNOWN if d is None else d for d in dims]
+    if dims is None:
+        return UNKNOWN
+    return [UNKNOWN if d is None else SymbolicDim(d) if isinstance(d, str) else d for d in dims]
 
 
 @builtin("has_static_shape", "every dim is a known int")

@@ -80,3 +80,16 @@ def test_constant_matching_is_exact_in_the_constants_dtype(array, literal, match
 )
 def test_attribute_matching_is_exact_in_float32(actual, literal, matches):
     assert attribute_matches(actual, literal) is matches
+
+
+def test_differently_named_dims_are_not_known_to_differ(tmp_path):
+    # `!=` on two symbolic dims is unknown (both could be 3 at run time): the rule stays put.
+    from tests.helpers import run_rules
+
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 3] a, float[M, 3] b) => (float[N, 3] y) { y = Sub (a, b) }"""
+    )
+    rules = "rule r: y = Sub (a, b) => y = a where shape(a)[0] != shape(b)[0]\n"
+    result = run_rules(model, rules, tmp_path)
+    assert "Sub" in op_types(result.proto)
