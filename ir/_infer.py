@@ -46,8 +46,11 @@ _DATA_ELEMENTS_LIMIT = 64
 
 
 def fact_type(value: Value) -> Type | None:
-    """The most specific type known for `value`: declared, inferred, or from its constant."""
-    declared = value.type
+    """The most specific type known for `value`: declared, inferred, or from its constant.
+
+    A negative declared dim (exporters write -1 for "unknown") is no size: it is unknown here.
+    """
+    declared = _sizes_only(value.type)
     inferred = value.meta.get(INFERRED) if value._meta else None
     if inferred is None:
         return declared
@@ -62,6 +65,16 @@ def fact_type(value: Value) -> Type | None:
     return merge_types(declared, inferred)
 
 
+def _sizes_only(t: Type | None) -> Type | None:
+    """`t` with its negative dims made unknown (a declared `float[3, -1]` is `[3, ?]`)."""
+    if not isinstance(t, TensorType) or t.shape is None:
+        return t
+    if not any(isinstance(d, int) and d < 0 for d in t.shape):
+        return t
+    dims = tuple(None if isinstance(d, int) and d < 0 else d for d in t.shape)
+    return dataclasses.replace(t, shape=dims)
+
+
 def lift_inferred_type(proto: onnx.TypeProto) -> Type | None:
     """Lift a type onnx's inference produced, with its negative dims made unknown.
 
@@ -69,13 +82,7 @@ def lift_inferred_type(proto: onnx.TypeProto) -> Type | None:
     `[-3]` instead of `[0]`); no tensor has one, so it is no fact. A model's own value_info is
     lifted as it is (round trip), only inference results are cleaned.
     """
-    lifted = lift_type(proto)
-    if not isinstance(lifted, TensorType) or lifted.shape is None:
-        return lifted
-    if not any(isinstance(d, int) and d < 0 for d in lifted.shape):
-        return lifted
-    dims = tuple(None if isinstance(d, int) and d < 0 else d for d in lifted.shape)
-    return dataclasses.replace(lifted, shape=dims)
+    return _sizes_only(lift_type(proto))
 
 
 _TYPES = (TensorType, SparseTensorType, SequenceType, MapType, OptionalType, OpaqueType, UnsetType)

@@ -207,7 +207,7 @@ def _dim_name(dim: int | DimKey) -> str:
 def _dim_keys(shape: tuple[ir.Dim, ...]) -> tuple[int | DimKey, ...]:
     dims: list[int | DimKey] = []
     for axis, dim in enumerate(shape):
-        if isinstance(dim, int):
+        if isinstance(dim, int) and dim >= 0:
             dims.append(dim)
         elif isinstance(dim, str) and dim:
             dims.append(("sym", dim))
@@ -230,7 +230,9 @@ def _merge_dims(
             f"{len(other.shape)} in the rewritten one"
         )
     merged: list[int | DimKey] = []
-    for axis, (mine, theirs) in enumerate(zip(dims, other.shape, strict=True)):
+    for axis, (mine, declared) in enumerate(zip(dims, other.shape, strict=True)):
+        # A negative declared dim is no size (exporters write -1 for "unknown").
+        theirs = declared if not (isinstance(declared, int) and declared < 0) else None
         if isinstance(mine, int) and isinstance(theirs, int) and mine != theirs:
             raise VerifyError(
                 f"input `{name}` dim {axis} is {mine} in the original model but "
@@ -286,7 +288,7 @@ def _gathered_size(node: ir.Node, index_of: str) -> int | DimKey | None:
         return None
     dim = shape[axis]
     if isinstance(dim, int):
-        return dim
+        return dim if dim >= 0 else None  # a negative declared dim is no size
     if isinstance(dim, str) and dim:
         return ("sym", dim)
     logger.debug("%s: gathered axis of `%s` has an unknown size", index_of, node.name)
