@@ -143,7 +143,7 @@ def infer_types(model: Model, engines: Sequence[InferenceEngine] = (onnx_inferen
     for graph in model.graphs():
         for value in graph.values():
             type_proto = found.get(value.name)
-            if type_proto is None or value._type is not None or value._type_proto is not None:
+            if type_proto is None or value.type is not None:
                 continue  # declared types are kept as they are
             if aliases:
                 type_proto = _renamed(type_proto, aliases)

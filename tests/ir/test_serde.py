@@ -11,7 +11,7 @@ import onnx.parser
 import pytest
 
 import ir
-from ir import _serde
+from ir import _serde, _serde_origin
 from ir._serde_tensors import ProtoTensor
 from tests.ir._roundtrip import assert_roundtrip_exact, assert_same_proto
 
@@ -328,21 +328,40 @@ def test_function_container_changes_reach_the_lowered_model() -> None:
 # Reuse of untouched parts
 
 
+def _lowering(model: ir.Model) -> tuple[_serde._Lowering, _serde_origin.ModelOrigin]:
+    origin = _serde_origin.origin_of(model)
+    assert origin is not None
+    return _serde._Lowering(origin), origin
+
+
 def test_untouched_nodes_lower_to_their_original_messages() -> None:
-    model = ir.from_onnx(_rich_model())
+    proto = _rich_model()
+    model = ir.from_onnx(proto)
     relu, add = model.graph.nodes
     add.name = "changed"
-    assert _serde.lower_node(relu) is relu._proto
-    assert _serde.lower_node(add) is not add._proto
+    lowering, origin = _lowering(model)
+    graph = origin.graphs[model.graph]
+    assert lowering.node(relu, graph, 0) is proto.graph.node[0]
+    assert lowering.node(add, graph, 1) is not proto.graph.node[1]
+    assert lowering.graph(model.graph) is not proto.graph
+
+
+def test_untouched_graph_lowers_to_its_original_message() -> None:
+    proto = _rich_model()
+    model = ir.from_onnx(proto)
+    lowering, _ = _lowering(model)
+    assert lowering.graph(model.graph) is proto.graph
 
 
 def test_untouched_function_lowers_to_its_original_message() -> None:
-    model = ir.from_onnx(_function_model())
+    proto = _function_model()
+    model = ir.from_onnx(proto)
     scaled, plain = model.functions.values()
     plain.graph.nodes[0].name = "abs"
-    assert _serde.lower_function(scaled) is scaled._proto
-    lowered = _serde.lower_function(plain)
-    assert lowered is not plain._proto
+    lowering, _ = _lowering(model)
+    assert lowering.function(scaled) is proto.functions[0]
+    lowered = lowering.function(plain)
+    assert lowered is not proto.functions[1]
     assert lowered.node[0].name == "abs"
 
 
@@ -357,9 +376,11 @@ def test_attributes_of_plain_ops_are_lifted_lazily() -> None:
     )
     model = ir.from_onnx(proto)
     node = model.graph.nodes[0]
-    assert node._attributes is None
+    assert isinstance(node._attributes, ir.DeferredAttributes)
     assert node.attribute("perm") == (1, 0)
     assert_same_proto(proto, ir.to_onnx(model))
+    lowering, _ = _lowering(model)
+    assert lowering.graph(model.graph) is proto.graph  # loading is not a change
 
 
 def test_initializer_data_is_not_decoded_by_lifting_or_lowering() -> None:
