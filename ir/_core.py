@@ -6,6 +6,7 @@ as any pass. Invariants it keeps:
 
 * Use-def symmetry: `value.uses` holds `Use(node, i)` exactly when `node.inputs[i] is value`,
   for every node that has not been detached. Inputs change only through `Node` methods.
+  (A value keeps its uses as user node -> bit mask of input positions.)
 * Ownership: a node belongs to at most one graph; a value is produced by at most one node or
   is an input/initializer of one graph.
 * Snapshots are references: a node's inputs, attributes and metadata are held in containers
@@ -416,6 +417,28 @@ class Use(NamedTuple):
     index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the ONNX name
 
 
+def _bits(mask: int) -> Iterator[int]:
+    """The positions of the set bits of `mask`, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def _add_use(value: Value, node: Node, index: int) -> None:
+    uses = value._uses
+    uses[node] = uses.get(node, 0) | 1 << index
+
+
+def _drop_use(value: Value, node: Node, index: int) -> None:
+    uses = value._uses
+    mask = uses.get(node, 0) & ~(1 << index)
+    if mask:
+        uses[node] = mask
+    else:
+        uses.pop(node, None)
+
+
 class Value:
     """A named SSA value: a node output, a graph input or an initializer.
 
@@ -449,8 +472,9 @@ class Value:
         self._producer: Node | None = None
         self._index = -1
         self._graph: Graph | None = None
-        # Keyed by plain (node, index) tuples: cheaper to build than Use, and equal to them.
-        self._uses: dict[tuple[Node, int], None] = {}
+        # User node -> bit mask of the input positions where it reads this value: no object
+        # per use (a graph's values and nodes are many, and each object costs the collector).
+        self._uses: dict[Node, int] = {}
         self._doc_string = doc_string
         # Created on first use: most values never carry metadata.
         self._metadata_props: dict[str, str] | None = None
@@ -515,16 +539,20 @@ class Value:
 
     @property
     def uses(self) -> tuple[Use, ...]:
-        """Every (node, input index) that reads this value, in a deterministic order."""
-        return tuple(Use(node, index) for node, index in self._uses)
+        """Every (node, input index) that reads this value, in a deterministic order.
+
+        Users come in order of first use; a user that reads the value more than once comes
+        with its input positions in increasing order.
+        """
+        return tuple(Use(node, i) for node, mask in self._uses.items() for i in _bits(mask))
 
     def num_uses(self) -> int:
         """How many node inputs read this value (graph outputs not counted)."""
-        return len(self._uses)
+        return sum(map(int.bit_count, self._uses.values()))
 
     def users(self) -> tuple[Node, ...]:
         """The distinct nodes that read this value, in order of first use."""
-        return tuple({node: None for node, _ in self._uses})
+        return tuple(self._uses)
 
     def replace_all_uses_with(self, new: Value, *, replace_graph_outputs: bool = False) -> None:
         """Make every node input that reads this value read `new` instead.
@@ -538,7 +566,7 @@ class Value:
         """
         if new is self:
             raise ValueError(f"cannot replace the uses of {self.name!r} with itself")
-        for node, index in tuple(self._uses):
+        for node, index in self.uses:
             node.replace_input_with(index, new)
         if not replace_graph_outputs:
             return
@@ -684,34 +712,77 @@ class Node:
         Raises:
             ValueError: an output value is already produced by a node or owned by a graph.
         """
+        if outputs is None:
+            outs = tuple([Value() for _ in range(num_outputs)])
+        else:
+            outs = tuple([Value(out) if isinstance(out, str) else out for out in outputs])
+        metadata = dict(metadata_props) if metadata_props else None
+        self._init(
+            op_type, domain, overload, name, doc_string, metadata, tuple(inputs), attributes, outs
+        )
+
+    @classmethod
+    def _create(
+        cls,
+        op_type: str,
+        domain: str,
+        overload: str,
+        name: str,
+        doc_string: str,
+        metadata_props: dict[str, str] | None,
+        inputs: tuple[Value | None, ...],
+        attributes: Iterable[Attr] | Mapping[str, object] | DeferredAttributes,
+        outputs: tuple[Value, ...],
+    ) -> Node:
+        """The constructor for arguments already in the form it converts them to.
+
+        For lifting, which has them in that form for every node of a model: input and output
+        tuples, output Values (not names), and a metadata dict the node may keep (or None).
+        It runs the constructor's own `_init`, so a node is the same whichever way it is made.
+        """
+        node = cls.__new__(cls)
+        node._init(
+            op_type, domain, overload, name, doc_string, metadata_props, inputs, attributes, outputs
+        )
+        return node
+
+    def _init(
+        self,
+        op_type: str,
+        domain: str,
+        overload: str,
+        name: str,
+        doc_string: str,
+        metadata_props: dict[str, str] | None,
+        inputs: tuple[Value | None, ...],
+        attributes: Iterable[Attr] | Mapping[str, object] | DeferredAttributes,
+        outputs: tuple[Value, ...],
+    ) -> None:
+        """Set every field, claim the outputs and register the uses (see `__init__`)."""
         self._op_type = op_type
         self._domain = domain
         self._overload = overload
         self._name = name
         self._doc_string = doc_string
         # None while empty: most nodes carry no metadata.
-        self._metadata_props: dict[str, str] | None = (
-            dict(metadata_props) if metadata_props else None
-        )
+        self._metadata_props = metadata_props or None
         self._graph: Graph | None = None
         self._meta: dict[str, object] | None = None
-        if outputs is None:
-            outputs = [Value() for _ in range(num_outputs)]
-        outs: list[Value] = []
-        for i, out in enumerate(outputs):
-            value = Value(out) if isinstance(out, str) else out
+        for index, value in enumerate(outputs):
             if value._producer is not None or value._graph is not None:
                 raise ValueError(f"value {value.name!r} is already defined elsewhere")
             value._producer = self
-            value._index = i
-            outs.append(value)
-        self._outputs: tuple[Value, ...] = tuple(outs)
-        self._inputs: tuple[Value | None, ...] = tuple(inputs)
-        for i, maybe in enumerate(self._inputs):
+            value._index = index
+        self._outputs = outputs
+        self._inputs = inputs
+        for index, maybe in enumerate(inputs):
             if maybe is not None:
-                maybe._uses[(self, i)] = None
+                uses = maybe._uses
+                uses[self] = uses.get(self, 0) | 1 << index
         self._attributes: dict[str, Attr] | DeferredAttributes
-        if isinstance(attributes, DeferredAttributes):
+        if not attributes:
+            self._attributes = {}
+        elif isinstance(attributes, DeferredAttributes):
             self._attributes = attributes
         else:
             self._attributes = _attribute_dict(attributes)
@@ -829,22 +900,20 @@ class Node:
         if old is value:
             return
         if old is not None:
-            old._uses.pop((self, index), None)
+            _drop_use(old, self, index)
         if value is not None:
-            value._uses[(self, index)] = None
+            _add_use(value, self, index)
         items = list(self._inputs)
         items[index] = value
         self._inputs = tuple(items)
 
     def set_inputs(self, values: Sequence[Value | None]) -> None:
         """Replace the whole input list (its length may change)."""
-        for i, old in enumerate(self._inputs):
-            if old is not None:
-                old._uses.pop((self, i), None)
+        self.detach_inputs()
         self._inputs = tuple(values)
         for i, value in enumerate(self._inputs):
             if value is not None:
-                value._uses[(self, i)] = None
+                _add_use(value, self, i)
 
     def append_input(self, value: Value | None) -> None:
         """Add one input at the end."""
@@ -893,9 +962,9 @@ class Node:
     # lifecycle -------------------------------------------------------------------------------
     def detach_inputs(self) -> None:
         """Drop this node's uses of its inputs (the inputs are kept in `inputs`)."""
-        for i, value in enumerate(self._inputs):
+        for value in self._inputs:
             if value is not None:
-                value._uses.pop((self, i), None)
+                value._uses.pop(self, None)
 
 
 def _attribute_dict(attributes: Iterable[Attr] | Mapping[str, object]) -> dict[str, Attr]:
@@ -1207,7 +1276,7 @@ class Graph:
         if safe:
             for out in node._outputs:
                 if out._uses:
-                    user = next(iter(out._uses))[0]
+                    user = next(iter(out._uses))
                     raise ValueError(
                         f"cannot remove {node!r}: output {out.name!r} is still used by {user!r}"
                     )
@@ -1220,12 +1289,10 @@ class Graph:
         # graph: those uses go away with it.
         for sub in node.subgraphs():
             for value in _outer_values(sub):
-                for key in [
-                    k
-                    for k in value._uses
-                    if k[0]._graph is not None and _is_within(k[0]._graph, sub)
+                for user in [
+                    n for n in value._uses if n._graph is not None and _is_within(n._graph, sub)
                 ]:
-                    del value._uses[key]
+                    del value._uses[user]
         del self._nodes[node]
         node._graph = None
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import operator
 import os
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from sys import intern
 from typing import Any
 
@@ -268,7 +268,11 @@ class _Lifter:
         return found  # type: ignore[return-value]
 
     def describe(self, value: Value, info: onnx.ValueInfoProto) -> None:
-        """Give `value` the type, doc string and metadata of `info`, unless one already did."""
+        """Give `value` the type, doc string and metadata of `info`, unless one already did.
+
+        For graph inputs and outputs: an element type onnx does not define is noted for
+        `validate_model` (the type says UNDEFINED).
+        """
         described = self._described
         if value in described:
             return
@@ -345,14 +349,31 @@ class _Lifter:
     def _value_info(
         self, infos: Iterable[onnx.ValueInfoProto], scope: _Scope
     ) -> list[Value | None]:
-        """Describe the values value_info entries name; the value of each entry, in order."""
-        described: list[Value | None] = []
+        """Describe the values value_info entries name; the value of each entry, in order.
+
+        `describe` inlined: a graph has an entry for nearly every value.
+        """
+        entries: list[Value | None] = []
+        described = self._described
+        types = self._types
+        local = scope.names.get
         for info in infos:
-            found = scope.lookup(info.name)
-            if found is not None:
-                self.describe(found, info)
-            described.append(found)
-        return described
+            name = info.name
+            found = local(name) or scope.lookup(name)
+            entries.append(found)
+            if found is None or found in described:
+                continue
+            described[found] = None
+            lifted = types.get(info.type.SerializeToString(), _UNSEEN)
+            if lifted is _UNSEEN:
+                lifted = self.lifted_type(info)
+            found.type = lifted  # type: ignore[assignment]
+            doc = info.doc_string
+            if doc:
+                found.doc_string = doc
+            if info.metadata_props:
+                found.metadata_props = {e.key: e.value for e in info.metadata_props}
+        return entries
 
     def _nodes(
         self, graph_name: str, protos: Sequence[onnx.NodeProto], scope: _Scope
@@ -366,6 +387,7 @@ class _Lifter:
         names = scope.names
         # Pass 1: the outputs of every node, so that inputs resolve in any node order.
         outputs: list[Value] = []
+        ends: list[int] = []
         for proto in protos:
             for out_name in proto.output:
                 value = Value(out_name)
@@ -377,12 +399,18 @@ class _Lifter:
                         )
                     names[out_name] = value
                 outputs.append(value)
+            ends.append(len(outputs))
         # Pass 2: resolve inputs (local scope first, then enclosing graphs), build the nodes.
         deferred = _origin.DeferredSource(protos, self.deferred_attributes)
-        lookup = names.get
+        local = names.get
+        # An unnamed graph input is in `names` under "": then "" (an absent input) must not
+        # be looked up there.
+        unnamed = "" in names
+        standard = _STANDARD_DOMAINS
+        graph_ops = _GRAPH_OPS
         nodes: list[Node] = []
         start = 0
-        for proto in protos:
+        for proto, end in zip(protos, ends, strict=True):
             # One shared str per op type instead of one per node (lifting is memory-bound).
             try:
                 op_type = intern(proto.op_type)
@@ -390,43 +418,51 @@ class _Lifter:
                 raise GraphStructureError(
                     f"graph {graph_name!r}: node op_type {proto.op_type!r} is not UTF-8 text"
                 ) from None
-            inputs: list[Value | None] = []
-            for in_name in proto.input:
-                if not in_name:
-                    inputs.append(None)
-                    continue
-                found = lookup(in_name) or scope.lookup(in_name)
-                if found is None:
-                    raise GraphStructureError(
-                        f"graph {graph_name!r}: node {proto.name or op_type!r} "
-                        f"({op_type}) reads {in_name!r}, which nothing defines"
-                    )
-                inputs.append(found)
+            input_names = proto.input
+            inputs = list(map(local, input_names))
+            if unnamed or None in inputs:
+                inputs = self._outer_inputs(graph_name, proto, input_names, scope)
             domain = proto.domain
             attributes: dict[str, Attr] | _origin.DeferredSource
-            if not proto.attribute:
-                attributes = {}
-            elif domain in _STANDARD_DOMAINS and op_type not in _GRAPH_OPS:
-                attributes = deferred
+            if domain in standard and op_type not in graph_ops:
+                attributes = deferred  # without even looking whether there are any
             else:
                 attributes = self.attributes(proto.attribute, scope)
-            end = start + len(proto.output)
             metadata = proto.metadata_props
             nodes.append(
-                Node(
+                Node._create(
                     op_type,
-                    inputs,
+                    domain,
+                    proto.overload,
+                    proto.name,
+                    proto.doc_string,
+                    {e.key: e.value for e in metadata} if metadata else None,
+                    tuple(inputs),
                     attributes,
-                    domain=domain,
-                    overload=proto.overload,
-                    name=proto.name,
-                    outputs=outputs[start:end],
-                    doc_string=proto.doc_string,
-                    metadata_props={e.key: e.value for e in metadata} if metadata else None,
+                    tuple(outputs[start:end]),
                 )
             )
             start = end
         return nodes, deferred
+
+    @staticmethod
+    def _outer_inputs(
+        graph_name: str, proto: onnx.NodeProto, input_names: Iterable[str], scope: _Scope
+    ) -> list[Value | None]:
+        """A node's inputs when some are absent ("") or defined in an enclosing graph."""
+        inputs: list[Value | None] = []
+        for name in input_names:
+            if not name:
+                inputs.append(None)
+                continue
+            found = scope.lookup(name)
+            if found is None:
+                raise GraphStructureError(
+                    f"graph {graph_name!r}: node {proto.name or proto.op_type!r} "
+                    f"({proto.op_type}) reads {name!r}, which nothing defines"
+                )
+            inputs.append(found)
+        return inputs
 
     # functions and models --------------------------------------------------------------------
     def function(self, proto: onnx.FunctionProto) -> Function:
@@ -730,32 +766,34 @@ class _Lowering:
 
     def _value_info_entries(
         self, graph: Graph, origin: _origin.GraphOrigin | None, order: Iterable[Node]
-    ) -> list[onnx.ValueInfoProto]:
-        """value_info: the original entries still meaningful, then newly typed values."""
-        entries: list[onnx.ValueInfoProto] = []
+    ) -> Iterator[onnx.ValueInfoProto]:
+        """value_info: the original entries still meaningful, then newly typed values.
+
+        A generator, so that the messages are copied into the graph one at a time (a list of
+        them all would be many objects alive at once, for the cyclic collector to walk).
+        """
         listed: dict[Value, None] = {}
         changes = self._changes
         if origin is not None:
-            originals = origin.proto.value_info
-            for index, value in enumerate(origin.value_info):
+            for value, original in zip(origin.value_info, origin.proto.value_info, strict=True):
                 if value is None:
-                    entries.append(originals[index])  # names nothing; kept as written
+                    yield original  # names nothing; kept as written
                     continue
-                if value.graph is None:
+                producer = value._producer
+                if (producer._graph if producer is not None else value._graph) is None:
                     continue  # its definition was removed
                 listed[value] = None
                 if changes is not None and changes.value_unchanged(value):
-                    entries.append(originals[index])
+                    yield original
                 else:
-                    entries.append(self.value_info(value))
+                    yield self.value_info(value)
         outputs = dict.fromkeys(graph._outputs)
         for node in order:
             for value in node._outputs:
-                if value in listed or value in outputs or not value.name:
+                if value in listed or value in outputs or not value._name:
                     continue
-                if value.type is not None:
-                    entries.append(self.value_info(value))
-        return entries
+                if value._type is not None:
+                    yield self.value_info(value)
 
     # graphs ----------------------------------------------------------------------------------
     def graph(self, graph: Graph, left_out: Set[str] = frozenset()) -> onnx.GraphProto:
@@ -779,9 +817,9 @@ class _Lowering:
         _assign(proto, "doc_string", graph.doc_string)
         order = _emission_order(graph)
         if origin is not None:
-            proto.node.extend([self.node(n, origin, origin.position(n)) for n in order])
+            proto.node.extend(self.node(n, origin, origin.position(n)) for n in order)
         else:
-            proto.node.extend([self.node(n) for n in order])
+            proto.node.extend(self.node(n) for n in order)
         proto.initializer.extend(
             [
                 _initializer_proto(value)
@@ -889,9 +927,9 @@ class _Lowering:
         proto.output.extend([v.name for v in graph._outputs])
         order = _emission_order(graph)
         if body is not None:
-            proto.node.extend([self.node(n, body, body.position(n)) for n in order])
+            proto.node.extend(self.node(n, body, body.position(n)) for n in order)
         else:
-            proto.node.extend([self.node(n) for n in order])
+            proto.node.extend(self.node(n) for n in order)
         proto.attribute.extend(fn.attributes)
         lifted = origin.attribute_defaults if origin is not None else ()
         proto.attribute_proto.extend(
@@ -1010,6 +1048,8 @@ def _emission_order(graph: Graph) -> list[Node]:
                 producer = value._producer
                 if producer is not None and position.get(producer, -1) > i:
                     return _core.topological_order(graph)
+        if type(node._attributes) is not dict or not node._attributes:
+            continue  # no subgraphs
         for sub in node.subgraphs():
             for value in _core._outer_values(sub):
                 producer = value._producer

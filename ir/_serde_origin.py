@@ -36,10 +36,11 @@ from ir._core import Attr, DeferredAttributes, Function, Graph, Model, Node, Ten
 if TYPE_CHECKING:
     import onnx
 
-NodeFields = tuple[str, str, str, str, str]
-"""A node's op_type, domain, overload, name and doc_string."""
-
-node_fields = operator.attrgetter("_op_type", "_domain", "_overload", "_name", "_doc_string")
+_OP_TYPE = operator.attrgetter("_op_type")
+_DOMAIN = operator.attrgetter("_domain")
+_OVERLOAD = operator.attrgetter("_overload")
+_NODE_NAME = operator.attrgetter("_name")
+_NODE_DOC = operator.attrgetter("_doc_string")
 _INPUTS = operator.attrgetter("_inputs")
 _ATTRIBUTES = operator.attrgetter("_attributes")
 _NODE_METADATA = operator.attrgetter("_metadata_props")
@@ -64,7 +65,11 @@ class GraphOrigin:
     doc_string: str
     metadata: dict[str, str]
     nodes: tuple[Node, ...]
-    node_fields: tuple[NodeFields, ...]
+    op_types: tuple[str, ...]
+    domains: tuple[str, ...]
+    overloads: tuple[str, ...]
+    node_names: tuple[str, ...]
+    node_docs: tuple[str, ...]
     node_inputs: tuple[tuple[Value | None, ...], ...]
     node_attributes: tuple[dict[str, Attr] | DeferredAttributes, ...]
     node_metadata: tuple[dict[str, str] | None, ...]
@@ -179,7 +184,7 @@ def snapshot_graph(
     with_subgraphs = tuple(
         i
         for i, attrs in enumerate(attributes)
-        if isinstance(attrs, dict) and any(attr.is_graph for attr in attrs.values())
+        if type(attrs) is dict and attrs and any(attr.is_graph for attr in attrs.values())
     )
     initializers = tuple(graph._initializers.values())
     if deferred is not None:
@@ -190,7 +195,11 @@ def snapshot_graph(
         doc_string=graph._doc_string,
         metadata=dict(graph.metadata_props),
         nodes=nodes,
-        node_fields=tuple(map(node_fields, nodes)),
+        op_types=tuple(map(_OP_TYPE, nodes)),
+        domains=tuple(map(_DOMAIN, nodes)),
+        overloads=tuple(map(_OVERLOAD, nodes)),
+        node_names=tuple(map(_NODE_NAME, nodes)),
+        node_docs=tuple(map(_NODE_DOC, nodes)),
         node_inputs=tuple(map(_INPUTS, nodes)),
         node_attributes=attributes,
         node_metadata=tuple(map(_NODE_METADATA, nodes)),
@@ -281,14 +290,13 @@ class Changes:
         self._changed.update(self._renamed)
         self._collect(values, map(_TYPE, values), origin.value_types, self._changed)
         self._collect(values, map(_DOC, values), origin.value_docs, self._changed)
-        metadata = (m or None for m in map(_VALUE_METADATA, values))
-        self._collect(values, metadata, origin.value_metadata, self._changed)
+        self._collect(values, map(_VALUE_METADATA, values), origin.value_metadata, self._changed)
         # A renamed or retyped value changes the graph defining it (its value_info) and the
         # graphs of the nodes reading it (their inputs name it).
         affected: dict[Graph | None, None] = {}
         for value in self._changed:
             affected[value.graph] = None
-            for user, _ in value._uses:
+            for user in value._uses:
                 affected[user._graph] = None
         self._affected = affected
 
@@ -304,7 +312,8 @@ class Changes:
         if now == recorded:
             return
         for value, new, old in zip(values, now, recorded, strict=True):
-            if new is not old and new != old:
+            # `or None`: an empty metadata dict is no metadata.
+            if new is not old and (new or None) != (old or None):
                 into[value] = None
 
     def value_unchanged(self, value: Value) -> bool:
@@ -346,9 +355,14 @@ class Changes:
         nodes = tuple(graph._nodes)
         if nodes != origin.nodes:
             return False
-        if tuple(map(node_fields, nodes)) != origin.node_fields:
-            return False
-        if tuple(map(_INPUTS, nodes)) != origin.node_inputs:
+        if (
+            tuple(map(_OP_TYPE, nodes)) != origin.op_types
+            or tuple(map(_DOMAIN, nodes)) != origin.domains
+            or tuple(map(_OVERLOAD, nodes)) != origin.overloads
+            or tuple(map(_NODE_NAME, nodes)) != origin.node_names
+            or tuple(map(_NODE_DOC, nodes)) != origin.node_docs
+            or tuple(map(_INPUTS, nodes)) != origin.node_inputs
+        ):
             return False
         if not _same(map(_NODE_METADATA, nodes), origin.node_metadata):
             return False
@@ -363,17 +377,27 @@ class Changes:
 
     def node_unchanged(self, node: Node, origin: GraphOrigin, position: int) -> bool:
         """Whether `node`, built from `origin.proto.node[position]`, is exactly as lifted."""
+        attributes = node._attributes
         if (
-            node_fields(node) != origin.node_fields[position]
-            or node._inputs != origin.node_inputs[position]
+            node._inputs != origin.node_inputs[position]
+            or node._name != origin.node_names[position]
+            or node._op_type != origin.op_types[position]
+            or node._domain != origin.domains[position]
+            or node._overload != origin.overloads[position]
+            or node._doc_string != origin.node_docs[position]
             or node._metadata_props is not origin.node_metadata[position]
-            or not self._attributes_unchanged(node, origin, position)
+            or (
+                attributes is not origin.node_attributes[position]
+                and not self._attributes_unchanged(node, origin, position)
+            )
         ):
             return False
         renamed = self._renamed
         if renamed and any(v in renamed for v in chain(node._inputs, node._outputs)):
             return False
-        return all(self.graph_unchanged(sub) for sub in node.subgraphs())
+        if type(attributes) is dict and attributes:
+            return all(self.graph_unchanged(sub) for sub in node.subgraphs())
+        return True
 
     @staticmethod
     def _attributes_unchanged(node: Node, origin: GraphOrigin, position: int) -> bool:
