@@ -11,6 +11,7 @@ field.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import os
@@ -250,10 +251,6 @@ class _Lifter:
             attrs[attr.name] = attr
         return attrs
 
-    def deferred_attributes(self, protos: Iterable[onnx.AttributeProto]) -> dict[str, Attr]:
-        """`attributes` of a node whose attributes were deferred (they hold no graphs)."""
-        return self.attributes(protos, _Scope(None))
-
     # values ----------------------------------------------------------------------------------
     def lifted_type(self, info: onnx.ValueInfoProto) -> Type | None:
         """The type a ValueInfoProto declares; equal messages give the same Type object."""
@@ -401,7 +398,7 @@ class _Lifter:
                 outputs.append(value)
             ends.append(len(outputs))
         # Pass 2: resolve inputs (local scope first, then enclosing graphs), build the nodes.
-        deferred = _origin.DeferredSource(protos, self.deferred_attributes)
+        deferred = _origin.DeferredSource(functools.partial(_lift_later, self.base_dir))
         local = names.get
         # An unnamed graph input is in `names` under "": then "" (an absent input) must not
         # be looked up there.
@@ -521,6 +518,15 @@ class _Lifter:
         )
         _origin.remember(model, origin)
         return model
+
+
+def _lift_later(base_dir: str | None, protos: Iterable[onnx.AttributeProto]) -> dict[str, Attr]:
+    """The attributes a node left for later (they hold no graphs, so they need no scope).
+
+    A lifter of their own: the one that built the model (and all it keeps while lifting) is
+    not kept alive for them.
+    """
+    return _Lifter(base_dir).attributes(protos, _Scope(None))
 
 
 def _decode(data: bytes) -> str | bytes:

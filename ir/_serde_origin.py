@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -106,30 +106,30 @@ class GraphOrigin:
 class DeferredSource(DeferredAttributes):
     """The attributes of a lifted graph's nodes, lifted from their messages when first asked.
 
-    One per graph. `attributes(protos)` is the lifter's function that turns a node's
-    AttributeProtos into Attrs. The dict handed to each node is kept, so lowering can tell
-    an untouched node (which still holds it) from one whose attributes were set since.
+    One per graph, bound to the graph's origin once lifting is done. `lift` turns a node's
+    AttributeProtos into Attrs (it keeps nothing of the lifter but the model's folder). The
+    dict handed to each node is kept, so lowering can tell an untouched node (which still
+    holds it) from one whose attributes were set since.
     """
 
-    __slots__ = ("_lift", "_loaded", "_nodes", "_positions", "_protos")
+    __slots__ = ("_lift", "_loaded", "_origin")
 
-    def __init__(self, node_protos: Any, lift: Any) -> None:
-        self._protos = node_protos
+    def __init__(self, lift: Callable[[Any], dict[str, Attr]]) -> None:
         self._lift = lift
-        self._nodes: tuple[Node, ...] = ()
-        self._positions: dict[Node, int] = {}
+        self._origin: GraphOrigin | None = None
         self._loaded: dict[Node, dict[str, Attr]] = {}
 
-    def bind(self, nodes: tuple[Node, ...]) -> None:
-        """Name the nodes built from the messages, in the same order (once, after lifting)."""
-        self._nodes = nodes
+    def bind(self, origin: GraphOrigin) -> None:
+        """Name the origin of the graph whose nodes were given this source (once)."""
+        self._origin = origin
 
     def attribute_protos(self, node: Node) -> Any:
         """The AttributeProtos of `node` (a repeated field of its NodeProto)."""
-        positions = self._positions
-        if not positions:
-            positions.update((n, i) for i, n in enumerate(self._nodes))
-        return self._protos[positions[node]].attribute
+        origin = self._origin
+        assert origin is not None, "a deferred source is bound once its graph is lifted"
+        position = origin.position(node)
+        assert position is not None, f"{node!r} was not lifted with this source"
+        return origin.proto.node[position].attribute
 
     def load(self, node: Node) -> dict[str, Attr]:
         """Lift the attributes of `node` (once; later calls return the same dict)."""
@@ -187,9 +187,7 @@ def snapshot_graph(
         if type(attrs) is dict and attrs and any(attr.is_graph for attr in attrs.values())
     )
     initializers = tuple(graph._initializers.values())
-    if deferred is not None:
-        deferred.bind(nodes)
-    return GraphOrigin(
+    origin = GraphOrigin(
         proto=proto,
         name=graph._name,
         doc_string=graph._doc_string,
@@ -214,6 +212,9 @@ def snapshot_graph(
         value_info=tuple(value_info),
         deferred=deferred,
     )
+    if deferred is not None:
+        deferred.bind(origin)
+    return origin
 
 
 def defined_values(graph: Graph) -> Iterator[Value]:
