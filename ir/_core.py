@@ -717,8 +717,13 @@ class Node:
         else:
             outs = tuple([Value(out) if isinstance(out, str) else out for out in outputs])
         metadata = dict(metadata_props) if metadata_props else None
+        attrs: dict[str, Attr] | DeferredAttributes
+        if isinstance(attributes, DeferredAttributes):
+            attrs = attributes
+        else:
+            attrs = _attribute_dict(attributes)
         self._init(
-            op_type, domain, overload, name, doc_string, metadata, tuple(inputs), attributes, outs
+            op_type, domain, overload, name, doc_string, metadata, tuple(inputs), attrs, outs
         )
 
     @classmethod
@@ -731,13 +736,14 @@ class Node:
         doc_string: str,
         metadata_props: dict[str, str] | None,
         inputs: tuple[Value | None, ...],
-        attributes: Iterable[Attr] | Mapping[str, object] | DeferredAttributes,
+        attributes: dict[str, Attr] | DeferredAttributes,
         outputs: tuple[Value, ...],
     ) -> Node:
         """The constructor for arguments already in the form it converts them to.
 
         For lifting, which has them in that form for every node of a model: input and output
-        tuples, output Values (not names), and a metadata dict the node may keep (or None).
+        tuples, output Values (not names), a dict of Attr by name or a deferred source, and a
+        metadata dict (or None); the node keeps the dicts it is given.
         It runs the constructor's own `_init`, so a node is the same whichever way it is made.
         """
         node = cls.__new__(cls)
@@ -755,7 +761,7 @@ class Node:
         doc_string: str,
         metadata_props: dict[str, str] | None,
         inputs: tuple[Value | None, ...],
-        attributes: Iterable[Attr] | Mapping[str, object] | DeferredAttributes,
+        attributes: dict[str, Attr] | DeferredAttributes,
         outputs: tuple[Value, ...],
     ) -> None:
         """Set every field, claim the outputs and register the uses (see `__init__`)."""
@@ -779,14 +785,9 @@ class Node:
             if maybe is not None:
                 uses = maybe._uses
                 uses[self] = uses.get(self, 0) | 1 << index
-        self._attributes: dict[str, Attr] | DeferredAttributes
-        if not attributes:
-            self._attributes = {}
-        elif isinstance(attributes, DeferredAttributes):
-            self._attributes = attributes
-        else:
-            self._attributes = _attribute_dict(attributes)
-            for attr in self._attributes.values():
+        self._attributes = attributes
+        if type(attributes) is dict:
+            for attr in attributes.values():
                 for sub in attr.graphs():
                     sub._set_owner(self)
 

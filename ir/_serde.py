@@ -314,7 +314,7 @@ class _Lifter:
             value.const_value = SparseProtoTensor(sparse_proto)
             names[name] = value
             sparse[name] = value
-        nodes, deferred = self._nodes(proto.name, proto.node, scope)
+        nodes, deferred, with_subgraphs = self._nodes(proto.name, proto.node, scope)
         outputs: list[Value] = []
         for info in proto.output:
             found = scope.lookup(info.name)
@@ -340,7 +340,8 @@ class _Lifter:
             )
         except ValueError as exc:
             raise GraphStructureError(f"graph {proto.name!r}: {exc}") from exc
-        self._graphs[graph] = _origin.snapshot_graph(graph, proto, described, deferred)
+        origin = _origin.snapshot_graph(graph, proto, described, deferred, with_subgraphs)
+        self._graphs[graph] = origin
         return graph
 
     def _value_info(
@@ -374,12 +375,13 @@ class _Lifter:
 
     def _nodes(
         self, graph_name: str, protos: Sequence[onnx.NodeProto], scope: _Scope
-    ) -> tuple[list[Node], _origin.DeferredSource]:
+    ) -> tuple[list[Node], _origin.DeferredSource, list[int]]:
         """Build the nodes of a graph (or function body), in order, through `Node`.
 
         Attributes of standard ops that cannot hold graphs are left to a DeferredSource and
         lifted on first access; those of other nodes are lifted now, so that outer-scope
-        references inside their subgraphs resolve in `scope`.
+        references inside their subgraphs resolve in `scope`. Returns the nodes, the source
+        and the positions of the nodes given graph attributes.
         """
         names = scope.names
         # Pass 1: the outputs of every node, so that inputs resolve in any node order.
@@ -406,6 +408,7 @@ class _Lifter:
         standard = _STANDARD_DOMAINS
         graph_ops = _GRAPH_OPS
         nodes: list[Node] = []
+        with_subgraphs: list[int] = []
         start = 0
         for proto, end in zip(protos, ends, strict=True):
             # One shared str per op type instead of one per node (lifting is memory-bound).
@@ -425,6 +428,8 @@ class _Lifter:
                 attributes = deferred  # without even looking whether there are any
             else:
                 attributes = self.attributes(proto.attribute, scope)
+                if any(attr.is_graph for attr in attributes.values()):
+                    with_subgraphs.append(len(nodes))
             metadata = proto.metadata_props
             nodes.append(
                 Node._create(
@@ -440,7 +445,7 @@ class _Lifter:
                 )
             )
             start = end
-        return nodes, deferred
+        return nodes, deferred, with_subgraphs
 
     @staticmethod
     def _outer_inputs(
@@ -466,7 +471,7 @@ class _Lifter:
         scope = _Scope(None)
         inputs = [Value(name) for name in proto.input]
         scope.names.update((value.name, value) for value in inputs)
-        nodes, deferred = self._nodes(proto.name, proto.node, scope)
+        nodes, deferred, with_subgraphs = self._nodes(proto.name, proto.node, scope)
         outputs: list[Value] = []
         for name in proto.output:
             found = scope.lookup(name)
@@ -480,7 +485,8 @@ class _Lifter:
             graph = Graph(inputs, outputs, nodes, name=proto.name)
         except ValueError as exc:
             raise GraphStructureError(f"function {proto.domain}.{proto.name}: {exc}") from exc
-        self._graphs[graph] = _origin.snapshot_graph(graph, proto, described, deferred)
+        origin = _origin.snapshot_graph(graph, proto, described, deferred, with_subgraphs)
+        self._graphs[graph] = origin
         defaults = [self.attr(a, scope) for a in proto.attribute_proto]
         metadata = proto.metadata_props
         fn = Function(
@@ -1130,24 +1136,9 @@ def lower_model(model: Model, *, weights: bool = True, reuse: bool = True) -> on
     return _Lowering(_origin.origin_of(model), reuse=reuse).model(model, weights=weights)
 
 
-def lower_graph(graph: Graph) -> onnx.GraphProto:
-    """A GraphProto built from `graph` alone (no model: nothing is reused)."""
-    return _Lowering(None).graph(graph)
-
-
 def lower_node(node: Node) -> onnx.NodeProto:
     """A NodeProto built from `node` alone (what per-node inference and evaluation run)."""
     return _Lowering(None).node(node)
-
-
-def lower_attr(attr: Attr) -> onnx.AttributeProto:
-    """An AttributeProto built from `attr`."""
-    return _Lowering(None).attr(attr)
-
-
-def lower_value_info(value: Value) -> onnx.ValueInfoProto:
-    """A ValueInfoProto built from `value`."""
-    return _Lowering(None).value_info(value)
 
 
 def model_dir(path: str | os.PathLike[str]) -> str:

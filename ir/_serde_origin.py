@@ -49,6 +49,7 @@ _TYPE = operator.attrgetter("_type")
 _DOC = operator.attrgetter("_doc_string")
 _VALUE_METADATA = operator.attrgetter("_metadata_props")
 _CONST = operator.attrgetter("_const_value")
+_OUTPUTS = operator.attrgetter("_outputs")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -177,15 +178,14 @@ def snapshot_graph(
     proto: onnx.GraphProto | onnx.FunctionProto,
     value_info: Iterable[Value | None],
     deferred: DeferredSource | None,
+    with_subgraphs: Iterable[int],
 ) -> GraphOrigin:
-    """The origin of a graph just lifted from `proto` (call before anything changes it)."""
+    """The origin of a graph just lifted from `proto` (call before anything changes it).
+
+    `with_subgraphs` are the positions of the nodes that were given graph attributes.
+    """
     nodes = tuple(graph._nodes)
     attributes = tuple(map(_ATTRIBUTES, nodes))
-    with_subgraphs = tuple(
-        i
-        for i, attrs in enumerate(attributes)
-        if type(attrs) is dict and attrs and any(attr.is_graph for attr in attrs.values())
-    )
     initializers = tuple(graph._initializers.values())
     origin = GraphOrigin(
         proto=proto,
@@ -201,7 +201,7 @@ def snapshot_graph(
         node_inputs=tuple(map(_INPUTS, nodes)),
         node_attributes=attributes,
         node_metadata=tuple(map(_NODE_METADATA, nodes)),
-        with_subgraphs=with_subgraphs,
+        with_subgraphs=tuple(with_subgraphs),
         inputs=tuple(graph._inputs),
         outputs=tuple(graph._outputs),
         initializer_names=tuple(graph._initializers),
@@ -219,11 +219,12 @@ def snapshot_graph(
 
 def defined_values(graph: Graph) -> Iterator[Value]:
     """The values `graph` defines (an initializer that is also an input comes twice)."""
-    yield from graph._inputs
-    yield from graph._initializers.values()
-    yield from graph._sparse_initializers.values()
-    for node in graph._nodes:
-        yield from node._outputs
+    return chain(
+        graph._inputs,
+        graph._initializers.values(),
+        graph._sparse_initializers.values(),
+        chain.from_iterable(map(_OUTPUTS, graph._nodes)),
+    )
 
 
 def snapshot_model(
@@ -242,15 +243,17 @@ def snapshot_model(
         value_names=tuple(map(_NAME, values)),
         value_types=tuple(map(_TYPE, values)),
         value_docs=tuple(map(_DOC, values)),
-        value_metadata=tuple(_copy_metadata(values)),
+        value_metadata=_copy_metadata(values),
         unknown_element_types=unknown_element_types,
     )
 
 
-def _copy_metadata(values: Iterable[Value]) -> Iterator[dict[str, str] | None]:
+def _copy_metadata(values: tuple[Value, ...]) -> tuple[dict[str, str] | None, ...]:
     """Each value's metadata as a copy (a value's metadata dict is changed in place)."""
-    for metadata in map(_VALUE_METADATA, values):
-        yield dict(metadata) if metadata else None
+    metadata = tuple(map(_VALUE_METADATA, values))
+    if not any(metadata):
+        return metadata  # all None (or empty): nothing to copy
+    return tuple(dict(m) if m else None for m in metadata)
 
 
 _ORIGINS: weakref.WeakKeyDictionary[Model, ModelOrigin] = weakref.WeakKeyDictionary()
