@@ -645,10 +645,12 @@ class _Lowering:
             proto.CopyFrom(original)
             # Only graph contents can differ from the original: rebuild those fields.
             if attr.type == AttrType.GRAPH:
-                proto.g.CopyFrom(self.graph(subgraphs[0]))
+                proto.g.Clear()
+                self.graph_into(proto.g, subgraphs[0])
             else:
                 del proto.graphs[:]
-                proto.graphs.extend(self.graph(g) for g in subgraphs)
+                for g in subgraphs:
+                    self.graph_into(proto.graphs.add(), g)
             return proto
         return self._new_attr(attr)
 
@@ -681,9 +683,10 @@ class _Lowering:
         elif kind == AttrType.TENSORS:
             proto.tensors.extend(tensor_to_proto(t) for t in value)
         elif kind == AttrType.GRAPH:
-            proto.g.CopyFrom(self.graph(value))
+            self.graph_into(proto.g, value)
         elif kind == AttrType.GRAPHS:
-            proto.graphs.extend(self.graph(g) for g in value)
+            for g in value:
+                self.graph_into(proto.graphs.add(), g)
         elif kind == AttrType.SPARSE_TENSOR:
             proto.sparse_tensor.CopyFrom(value._proto)
         elif kind == AttrType.SPARSE_TENSORS:
@@ -809,7 +812,7 @@ class _Lowering:
 
     # graphs ----------------------------------------------------------------------------------
     def graph(self, graph: Graph, left_out: Set[str] = frozenset()) -> onnx.GraphProto:
-        """A GraphProto for `graph` without the initializers named in `left_out`."""
+        """A GraphProto for `graph`: the original message itself when nothing in it changed."""
         origin = self._graph_origin(graph)
         changes = self._changes
         if (
@@ -819,48 +822,117 @@ class _Lowering:
             and changes.graph_unchanged(graph)
         ):
             return origin.proto  # type: ignore[no-any-return]
-        original: Any = origin.proto if origin is not None else None
         proto = onnx.GraphProto()
+        self.graph_into(proto, graph, left_out)
+        return proto
+
+    def graph_into(
+        self, target: onnx.GraphProto, graph: Graph, left_out: Set[str] = frozenset()
+    ) -> None:
+        """Lower `graph` into the empty message `target`, without the initializers `left_out`.
+
+        An unchanged graph is copied from its original message; one whose nodes are still the
+        lifted ones in the lifted order is copied and patched where it changed; any other is
+        built node by node (each unchanged node still copied from its original message).
+        """
+        origin = self._graph_origin(graph)
+        changes = self._changes
+        if origin is not None and changes is not None and not left_out:
+            if changes.graph_unchanged(graph):
+                target.CopyFrom(origin.proto)
+                return
+            if self._patch(target, graph, origin, changes):
+                return
+        self._build(target, graph, origin, left_out)
+
+    def _patch(
+        self,
+        target: onnx.GraphProto,
+        graph: Graph,
+        origin: _origin.GraphOrigin,
+        changes: _origin.Changes,
+    ) -> bool:
+        """Copy the original message and rebuild what changed (False: the nodes moved)."""
+        changed = changes.changed_positions(graph, origin)
+        if changed is None:
+            return False
+        nodes = origin.nodes
+        order = _emission_order(graph)
+        if len(order) != len(nodes) or not all(map(operator.is_, order, nodes)):
+            return False  # lowering would sort them
+        original: Any = origin.proto
+        target.CopyFrom(original)
+        for position in changed:
+            target.node[position].CopyFrom(self.node(nodes[position], origin, position))
+        _assign(target, "name", graph.name)
+        _assign(target, "doc_string", graph.doc_string)
+        if graph.metadata_props != origin.metadata:
+            _lower_metadata(target, graph.metadata_props, original)
+        values_changed = changes.values_changed_in(graph, origin)
+        if values_changed or tuple(graph._inputs) != origin.inputs:
+            del target.input[:]
+            target.input.extend(self._io_infos(graph._inputs, origin.inputs, original.input))
+        if values_changed or tuple(graph._outputs) != origin.outputs:
+            _refuse_unnamed_outputs(graph)
+            del target.output[:]
+            target.output.extend(self._io_infos(graph._outputs, origin.outputs, original.output))
+        if not changes.initializers_unchanged(graph, origin):
+            del target.initializer[:]
+            del target.sparse_initializer[:]
+            self._initializers_into(target, graph, frozenset())
+        if values_changed:
+            del target.value_info[:]
+            target.value_info.extend(self._value_info_entries(graph, origin, order))
+        return True
+
+    def _build(
+        self,
+        target: onnx.GraphProto,
+        graph: Graph,
+        origin: _origin.GraphOrigin | None,
+        left_out: Set[str],
+    ) -> None:
+        """Build `graph` into `target` node by node."""
+        original: Any = origin.proto if origin is not None else None
         if original is not None:
-            _assign(proto, "name", original.name)
-            _assign(proto, "doc_string", original.doc_string)
-            proto.quantization_annotation.extend(original.quantization_annotation)
-        _assign(proto, "name", graph.name)
-        _assign(proto, "doc_string", graph.doc_string)
+            _assign(target, "name", original.name)
+            _assign(target, "doc_string", original.doc_string)
+            target.quantization_annotation.extend(original.quantization_annotation)
+        _assign(target, "name", graph.name)
+        _assign(target, "doc_string", graph.doc_string)
         order = _emission_order(graph)
         if origin is not None:
-            proto.node.extend(self.node(n, origin, origin.position(n)) for n in order)
+            target.node.extend(self.node(n, origin, origin.position(n)) for n in order)
         else:
-            proto.node.extend(self.node(n) for n in order)
-        proto.initializer.extend(
-            [
-                _initializer_proto(value)
-                for name, value in graph._initializers.items()
-                if name not in left_out
-            ]
-        )
-        proto.sparse_initializer.extend(
-            [_sparse_initializer_proto(v) for v in graph._sparse_initializers.values()]
-        )
+            target.node.extend(self.node(n) for n in order)
+        self._initializers_into(target, graph, left_out)
         lifted_inputs = origin.inputs if origin is not None else ()
         lifted_outputs = origin.outputs if origin is not None else ()
         orig_inputs = original.input if original is not None else None
         orig_outputs = original.output if original is not None else None
-        proto.input.extend(
-            [self._io_info(v, lifted_inputs, orig_inputs, i) for i, v in enumerate(graph._inputs)]
-        )
-        if any(not v.name for v in graph._outputs):
-            raise ValueError(f"graph {graph.name!r} has an unnamed output: name it first")
-        proto.output.extend(
-            [
-                self._io_info(v, lifted_outputs, orig_outputs, i)
-                for i, v in enumerate(graph._outputs)
-            ]
-        )
-        proto.value_info.extend(self._value_info_entries(graph, origin, order))
+        target.input.extend(self._io_infos(graph._inputs, lifted_inputs, orig_inputs))
+        _refuse_unnamed_outputs(graph)
+        target.output.extend(self._io_infos(graph._outputs, lifted_outputs, orig_outputs))
+        target.value_info.extend(self._value_info_entries(graph, origin, order))
         if graph.metadata_props or (original is not None and original.metadata_props):
-            _lower_metadata(proto, graph.metadata_props, original)
-        return proto
+            _lower_metadata(target, graph.metadata_props, original)
+
+    @staticmethod
+    def _initializers_into(target: onnx.GraphProto, graph: Graph, left_out: Set[str]) -> None:
+        target.initializer.extend(
+            _initializer_proto(value)
+            for name, value in graph._initializers.items()
+            if name not in left_out
+        )
+        target.sparse_initializer.extend(
+            _sparse_initializer_proto(v) for v in graph._sparse_initializers.values()
+        )
+
+    def _io_infos(
+        self, values: Sequence[Value], lifted: tuple[Value, ...], originals: Any
+    ) -> list[onnx.ValueInfoProto]:
+        """Graph inputs or outputs: each the original entry when it still describes it."""
+        return [self._io_info(value, lifted, originals, i) for i, value in enumerate(values)]
 
     def structure(self, target: onnx.GraphProto, graph: Graph) -> None:
         """`graph` into `target` with large initializers as typed inputs (see to_onnx).
@@ -878,7 +950,7 @@ class _Lowering:
                 if value.const_value is not None
                 and value.const_value.size > STRUCTURE_ONLY_ELEMENTS
             }
-            target.CopyFrom(self.graph(graph, large))
+            self.graph_into(target, graph, large)
             declared = {info.name for info in target.input}
             for name in sorted(large, key=list(graph._initializers).index):
                 tensor = graph._initializers[name].const_value
@@ -979,13 +1051,18 @@ class _Lowering:
         _assign(proto, "doc_string", model.doc_string)
         _lower_opsets(proto, model.opset_imports, original)
         if weights:
-            proto.graph.CopyFrom(self.graph(model.graph))
+            self.graph_into(proto.graph, model.graph)
         else:
             self.structure(proto.graph, model.graph)
         if model.metadata_props or (original is not None and original.metadata_props):
             _lower_metadata(proto, model.metadata_props, original)
         proto.functions.extend([self.function(f) for f in model.functions.values()])
         return proto
+
+
+def _refuse_unnamed_outputs(graph: Graph) -> None:
+    if any(not v.name for v in graph._outputs):
+        raise ValueError(f"graph {graph.name!r} has an unnamed output: name it first")
 
 
 def _last_named(protos: Any, name: str) -> Any:

@@ -16,10 +16,10 @@ containers the node had, and `is` finds every change made through the IR's metho
 fields (strings, types) are compared by value. Nothing is marked when it changes, so there is
 no bookkeeping to forget: a change the comparison misses would have to bypass the IR's API.
 
-Cost: the snapshot is a handful of tuples per graph (no object per node but one tuple of the
-node's strings), and comparing an untouched graph is a few passes at C speed over those tuples.
-The records keep the nodes and values that lifting built alive as long as the model lives, even
-after a pass removes them.
+Cost: the snapshot is a handful of tuples per graph, with no object per node or value (the
+collector walks every object a model is made of, so each one counts), and comparing an
+untouched graph is a few passes at C speed over those tuples. The records keep the nodes and
+values that lifting built alive as long as the model lives, even after a pass removes them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import dataclasses
 import operator
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from itertools import chain
+from itertools import chain, compress
 from typing import TYPE_CHECKING, Any
 
 from ir._core import Attr, DeferredAttributes, Function, Graph, Model, Node, Tensor, Type, Value
@@ -252,7 +252,7 @@ def _copy_metadata(values: tuple[Value, ...]) -> tuple[dict[str, str] | None, ..
     """Each value's metadata as a copy (a value's metadata dict is changed in place)."""
     metadata = tuple(map(_VALUE_METADATA, values))
     if not any(metadata):
-        return metadata  # all None (or empty): nothing to copy
+        return (None,) * len(metadata)  # nothing to copy (the usual case)
     return tuple(dict(m) if m else None for m in metadata)
 
 
@@ -334,26 +334,69 @@ class Changes:
         return verdict
 
     def _graph_unchanged(self, graph: Graph, origin: GraphOrigin) -> bool:
-        changed = self._changed
-        if graph in self._affected:
-            return False
-        if changed and any(
-            v in changed for v in chain(origin.inputs, origin.outputs, origin.value_info)
-        ):
-            return False
         return (
-            graph._name == origin.name
+            not self.values_changed_in(graph, origin)
+            and graph._name == origin.name
             and graph._doc_string == origin.doc_string
             and graph.metadata_props == origin.metadata
             and tuple(graph._inputs) == origin.inputs
             and tuple(graph._outputs) == origin.outputs
-            and tuple(graph._initializers) == origin.initializer_names
+            and self.initializers_unchanged(graph, origin)
+            and self._nodes_unchanged(graph, origin)
+        )
+
+    def values_changed_in(self, graph: Graph, origin: GraphOrigin) -> bool:
+        """Whether a value `graph` defines, reads or describes changed since lifting."""
+        changed = self._changed
+        if not changed:
+            return False
+        return graph in self._affected or any(
+            v in changed for v in chain(origin.inputs, origin.outputs, origin.value_info)
+        )
+
+    @staticmethod
+    def initializers_unchanged(graph: Graph, origin: GraphOrigin) -> bool:
+        """Whether the graph's initializers and sparse initializers are still the lifted ones."""
+        return (
+            tuple(graph._initializers) == origin.initializer_names
             and _same(graph._initializers.values(), origin.initializer_values)
             and _same(map(_CONST, origin.initializer_values), origin.initializer_tensors)
             and tuple(graph._sparse_initializers) == origin.sparse_names
             and _same(graph._sparse_initializers.values(), origin.sparse_values)
-            and self._nodes_unchanged(graph, origin)
         )
+
+    def changed_positions(self, graph: Graph, origin: GraphOrigin) -> list[int] | None:
+        """The positions of the nodes that changed, in order.
+
+        None unless the graph's nodes are still the lifted ones in the lifted order. Each
+        field is compared for every node at once (at C speed), and only the nodes that differ
+        somewhere are looked at closely.
+        """
+        nodes = tuple(graph._nodes)
+        if nodes != origin.nodes:
+            return None
+        count = len(nodes)
+        if self._renamed:
+            # A renamed value changes its producer and its readers: look at every node.
+            return [i for i in range(count) if not self.node_unchanged(nodes[i], origin, i)]
+        suspects = set(origin.with_subgraphs)
+        for getter, recorded, compare in (
+            (_OP_TYPE, origin.op_types, operator.eq),
+            (_DOMAIN, origin.domains, operator.eq),
+            (_OVERLOAD, origin.overloads, operator.eq),
+            (_NODE_NAME, origin.node_names, operator.eq),
+            (_NODE_DOC, origin.node_docs, operator.eq),
+            (_INPUTS, origin.node_inputs, operator.eq),
+            (_NODE_METADATA, origin.node_metadata, operator.is_),
+            (_ATTRIBUTES, origin.node_attributes, operator.is_),
+        ):
+            current = tuple(map(getter, nodes))
+            if all(map(compare, current, recorded)):
+                continue
+            suspects.update(
+                compress(range(count), map(operator.not_, map(compare, current, recorded)))
+            )
+        return [i for i in sorted(suspects) if not self.node_unchanged(nodes[i], origin, i)]
 
     def _nodes_unchanged(self, graph: Graph, origin: GraphOrigin) -> bool:
         nodes = tuple(graph._nodes)
