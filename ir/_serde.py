@@ -869,18 +869,23 @@ class _Lowering:
         if graph.metadata_props != origin.metadata:
             _lower_metadata(target, graph.metadata_props, original)
         values_changed = changes.values_changed_in(graph, origin)
-        if values_changed or tuple(graph._inputs) != origin.inputs:
+        inputs_changed = tuple(graph._inputs) != origin.inputs
+        outputs_changed = tuple(graph._outputs) != origin.outputs
+        initializers_changed = not changes.initializers_unchanged(graph, origin)
+        if values_changed or inputs_changed:
             del target.input[:]
             target.input.extend(self._io_infos(graph._inputs, origin.inputs, original.input))
-        if values_changed or tuple(graph._outputs) != origin.outputs:
+        if values_changed or outputs_changed:
             _refuse_unnamed_outputs(graph)
             del target.output[:]
             target.output.extend(self._io_infos(graph._outputs, origin.outputs, original.output))
-        if not changes.initializers_unchanged(graph, origin):
+        if initializers_changed:
             del target.initializer[:]
             del target.sparse_initializer[:]
             self._initializers_into(target, graph, frozenset())
-        if values_changed:
+        # value_info lists typed values that are not graph outputs, and drops the entries of
+        # values no longer defined: only changed nodes alone leave it as it was.
+        if values_changed or inputs_changed or outputs_changed or initializers_changed:
             del target.value_info[:]
             target.value_info.extend(self._value_info_entries(graph, origin, order))
         return True
