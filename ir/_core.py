@@ -647,9 +647,10 @@ class DeferredAttributes(abc.ABC):
     at are never built. A node calls `load(node)` once, on first access, and from then on
     holds the dict it returned; `Node.set_attribute` then replaces that dict as usual.
 
-    Invariants an implementation keeps: `load` returns a new dict each time it is called for
-    a node, with the same attributes every time, and never a GRAPH or GRAPHS attribute (a
-    node that owns subgraphs is given them when it is made, so that their owner is known).
+    Invariants an implementation keeps: `load(node)` returns the same attributes whenever it
+    is called (the node keeps the returned dict and never changes it in place), and never a
+    GRAPH or GRAPHS attribute (a node that owns subgraphs is given them when it is made, so
+    that their owner is known).
     """
 
     __slots__ = ()
@@ -743,8 +744,8 @@ class Node:
 
         For lifting, which has them in that form for every node of a model: input and output
         tuples, output Values (not names), a dict of Attr by name or a deferred source, and a
-        metadata dict (or None); the node keeps the dicts it is given.
-        It runs the constructor's own `_init`, so a node is the same whichever way it is made.
+        metadata dict (or None); the node keeps the dicts it is given. It runs the
+        constructor's own `_init`, so a node is the same whichever way it is made.
         """
         node = cls.__new__(cls)
         node._init(
