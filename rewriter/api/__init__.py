@@ -7,10 +7,12 @@ every standard pass); `pass_manager` gives an engine pass manager with that voca
 
 from __future__ import annotations
 
+from rewriter.api._find import find
 from rewriter.api._library import (
     OPT_IN_FOLDERS,
     RulesLike,
     default_library_files,
+    inline_files,
     library_path,
     load_ruleset,
     rule_files,
@@ -37,7 +39,9 @@ __all__ = [
     "as_model",
     "check_files",
     "default_library_files",
+    "find",
     "freeze_inputs_with_initializers",
+    "inline_files",
     "library_path",
     "load_rules",
     "load_ruleset",

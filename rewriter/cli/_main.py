@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "rewriter.cli._extract_rule",
         "print a rule skeleton for a subgraph of a model",
     ),
+    "find": ("rewriter.cli._find", "list where rules or match lines match, without rewriting"),
     "stats": ("rewriter.cli._stats", "summarize a model: opsets, op counts, parameters"),
     "verify": ("rewriter.cli._verify", "compare two models on generated inputs"),
     "check-rules": ("rewriter.cli._check_rules", "verify every rule on generated models"),

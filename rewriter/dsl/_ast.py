@@ -377,6 +377,8 @@ class Rule:
     priority: int = 0
     requires: tuple[Requirement, ...] = ()
     one_line: bool = False
+    # A query (`rewrite find -e`): match lines and `where` only, never rewritten.
+    query: bool = False
     name_span: Span = _span_field()
     # The `where` section (block form) or clause (one-line form); not compared.
     where_span: Span = _span_field()

@@ -28,10 +28,15 @@ _CLASSES: dict[str, type] = {
     for name, cls in vars(ast).items()
     if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == ast.__name__
 }
+# Entries are decoded by field position: the key carries every AST class's field names, so
+# a change to the AST never reads an entry written before it.
+_LAYOUT = repr(
+    sorted((name, [f.name for f in dataclasses.fields(cls)]) for name, cls in _CLASSES.items())
+)
 
 
 def _entry_name(text: str) -> str:
-    return f"ast-{digest(_FORMAT, grammar_digest(grammar_text()), text)}.json"
+    return f"ast-{digest(_FORMAT, _LAYOUT, grammar_digest(grammar_text()), text)}.json"
 
 
 def parse_cached(text: str, path: str, cache: CacheFolder) -> ast.File:
