@@ -50,6 +50,7 @@ from ir._core import (
 )
 from ir._enums import AttrType, DataType
 from ir._evaluate import EvaluationError, evaluate_node, evaluation_model
+from ir._extract import ExtractError, extract
 from ir._infer import (
     NodeInferenceError,
     fact_type,
@@ -76,6 +77,7 @@ __all__ = [
     "EvaluationError",
     "ExternalDataError",
     "ExternalTensor",
+    "ExtractError",
     "Function",
     "Graph",
     "GraphStructureError",
@@ -110,6 +112,7 @@ __all__ = [
     "convert_version",
     "evaluate_node",
     "evaluation_model",
+    "extract",
     "fact_type",
     "format_graph",
     "format_node",

@@ -50,8 +50,12 @@ def _drop_added_value_info(before: onnx.GraphProto, after: onnx.GraphProto) -> N
 
 
 def check_model(model: Model) -> str | None:
-    """Run onnx's checker on the lowered model; the first problem it reports, or None."""
-    proto = to_onnx(model)
+    """Run onnx's checker on the lowered model; the first problem it reports, or None.
+
+    The weights' bytes are left out (they become typed inputs): the checker would read
+    external data relative to the working folder, and the bytes are not what it checks.
+    """
+    proto = to_onnx(model, weights=False)
     if proto.ByteSize() > 2**31 - 1:
         return None  # too big for the in-memory checker; the per-rewrite checks still ran
     try:

@@ -7,6 +7,7 @@ every standard pass); `pass_manager` gives an engine pass manager with that voca
 
 from __future__ import annotations
 
+from rewriter.api._extract import extract, verify_extracted
 from rewriter.api._find import find
 from rewriter.api._library import (
     OPT_IN_FOLDERS,
@@ -39,6 +40,7 @@ __all__ = [
     "as_model",
     "check_files",
     "default_library_files",
+    "extract",
     "find",
     "freeze_inputs_with_initializers",
     "inline_files",
@@ -48,4 +50,5 @@ __all__ = [
     "pass_manager",
     "rewrite",
     "rule_files",
+    "verify_extracted",
 ]

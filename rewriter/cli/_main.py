@@ -23,6 +23,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "rewriter.cli._extract_rule",
         "print a rule skeleton for a subgraph of a model",
     ),
+    "extract": (
+        "rewriter.cli._extract",
+        "write the subgraph between some values as a runnable model",
+    ),
     "find": ("rewriter.cli._find", "list where rules or match lines match, without rewriting"),
     "stats": ("rewriter.cli._stats", "summarize a model: opsets, op counts, parameters"),
     "verify": ("rewriter.cli._verify", "compare two models on generated inputs"),
