@@ -51,6 +51,7 @@ from ir._core import (
 from ir._enums import AttrType, DataType
 from ir._evaluate import EvaluationError, evaluate_node, evaluation_model
 from ir._extract import ExtractError, extract
+from ir._graft import Adapter, Connection, GraftError, graft
 from ir._infer import (
     NodeInferenceError,
     fact_type,
@@ -67,9 +68,11 @@ from ir._validate import validate_model
 from ir._verify import verify
 
 __all__ = [
+    "Adapter",
     "Attr",
     "AttrType",
     "AttrValue",
+    "Connection",
     "ConversionError",
     "DataType",
     "DeferredAttributes",
@@ -79,6 +82,7 @@ __all__ = [
     "ExternalTensor",
     "ExtractError",
     "Function",
+    "GraftError",
     "Graph",
     "GraphStructureError",
     "IRError",
@@ -117,6 +121,7 @@ __all__ = [
     "format_graph",
     "format_node",
     "from_onnx",
+    "graft",
     "infer_attr",
     "infer_node_types",
     "infer_types",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rewriter.api._extract import extract, verify_extracted
 from rewriter.api._find import find
+from rewriter.api._graft import Grafted, graft, parse_connection
 from rewriter.api._library import (
     OPT_IN_FOLDERS,
     RulesLike,
@@ -33,6 +34,7 @@ __all__ = [
     "OPT_IN_FOLDERS",
     "PASSES",
     "VOCABULARY",
+    "Grafted",
     "PhaseClock",
     "RewriteOptions",
     "RewriteResult",
@@ -43,10 +45,12 @@ __all__ = [
     "extract",
     "find",
     "freeze_inputs_with_initializers",
+    "graft",
     "inline_files",
     "library_path",
     "load_rules",
     "load_ruleset",
+    "parse_connection",
     "pass_manager",
     "rewrite",
     "rule_files",

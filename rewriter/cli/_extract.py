@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
+from pathlib import Path
 
 import ir
 from rewriter._errors import RewriteError
@@ -47,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Cut, optionally verify, write; returns the exit code."""
     source = _files.input_model_path(args.model)
-    target = _output_target(args, source)
+    target = output_target(args.output, [source], force=args.force)
     sub = extract(source, _names(args.inputs), _names(args.outputs))
     if args.verify:
         with _status.verify_progress(not args.no_progress, args.examples) as on_progress:
@@ -66,18 +68,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _output_target(args: argparse.Namespace, source: os.PathLike[str]) -> str:
-    """The output path, refused where writing it would replace the model or its data."""
-    from pathlib import Path
-
-    target = Path(args.output)
+def output_target(path: str, models: Sequence[Path], *, force: bool) -> str:
+    """The output path, refused where writing it would replace a model or its data."""
+    target = Path(path)
     _files.check_output_folder("-o", target)
     if target.exists():
-        if os.path.samefile(target, source):
-            raise RewriteError(f"-o {target} would overwrite the model it is cut from")
-        if os.path.realpath(target) in _files.external_data_files(Path(source)):
-            raise RewriteError(f"-o {target} would overwrite external data of {source}")
-        if not args.force:
+        for model in models:
+            if os.path.samefile(target, model):
+                raise RewriteError(f"-o {target} would overwrite the model {model}")
+            if os.path.realpath(target) in _files.external_data_files(model):
+                raise RewriteError(f"-o {target} would overwrite external data of {model}")
+        if not force:
             raise RewriteError(f"{target} exists; pass --force to overwrite it")
     return str(target)
 

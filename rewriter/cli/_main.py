@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "rewriter.cli._extract",
         "write the subgraph between some values as a runnable model",
     ),
+    "graft": ("rewriter.cli._graft", "feed one model with another's values, as one model"),
     "find": ("rewriter.cli._find", "list where rules or match lines match, without rewriting"),
     "stats": ("rewriter.cli._stats", "summarize a model: opsets, op counts, parameters"),
     "verify": ("rewriter.cli._verify", "compare two models on generated inputs"),
