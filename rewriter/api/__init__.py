@@ -22,6 +22,7 @@ from rewriter.api._library import (
 from rewriter.api._models import as_model, freeze_inputs_with_initializers
 from rewriter.api._options import RewriteOptions
 from rewriter.api._rewrite import PhaseClock, RewriteResult, rewrite
+from rewriter.api._split import Stage, load_pipeline, split, write_pipeline
 from rewriter.api._vocabulary import (
     PASSES,
     VOCABULARY,
@@ -39,6 +40,7 @@ __all__ = [
     "RewriteOptions",
     "RewriteResult",
     "RulesLike",
+    "Stage",
     "as_model",
     "check_files",
     "default_library_files",
@@ -48,11 +50,14 @@ __all__ = [
     "graft",
     "inline_files",
     "library_path",
+    "load_pipeline",
     "load_rules",
     "load_ruleset",
     "parse_connection",
     "pass_manager",
     "rewrite",
     "rule_files",
+    "split",
     "verify_extracted",
+    "write_pipeline",
 ]

@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "write the subgraph between some values as a runnable model",
     ),
     "graft": ("rewriter.cli._graft", "feed one model with another's values, as one model"),
+    "split": ("rewriter.cli._split", "cut a model into pipeline stages of balanced cost"),
     "find": ("rewriter.cli._find", "list where rules or match lines match, without rewriting"),
     "stats": ("rewriter.cli._stats", "summarize a model: opsets, op counts, parameters"),
     "verify": ("rewriter.cli._verify", "compare two models on generated inputs"),

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import ir
 from rewriter.cli import _files, _status
 from rewriter.cli._arguments import positive_int
 
@@ -54,7 +55,10 @@ def _tolerance(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the `verify` subcommand's arguments."""
     parser.add_argument("original", help="the reference model (.onnx)")
-    parser.add_argument("rewritten", help="the model to check against it (.onnx)")
+    parser.add_argument(
+        "rewritten",
+        help="the model to check against it (.onnx), or the pipeline.json of `rewrite split`",
+    )
     parser.add_argument(
         "--examples", type=positive_int, default=20, help="generated examples (default 20)"
     )
@@ -171,10 +175,15 @@ def run(args: argparse.Namespace) -> int:
         models=[original, rewritten],
     )
     ranges = input_ranges(args)
+    candidate: str | ir.Model = args.rewritten
+    if rewritten.suffix == ".json":
+        from rewriter.api import load_pipeline
+
+        candidate = load_pipeline(rewritten)  # the stages chained into one model
     with _status.verify_progress(True, args.examples) as on_progress:
         result = check_equivalence(
             args.original,
-            args.rewritten,
+            candidate,
             examples=args.examples,
             seed=args.seed,
             rtol=args.rtol,
