@@ -56,6 +56,7 @@ from ir._infer import (
     NodeInferenceError,
     fact_type,
     infer_node_types,
+    inferred_type,
     merge_types,
     record_inferred_type,
 )
@@ -125,6 +126,7 @@ __all__ = [
     "infer_attr",
     "infer_node_types",
     "infer_types",
+    "inferred_type",
     "load",
     "merge_types",
     "numpy_dtype",

@@ -65,6 +65,16 @@ def fact_type(value: Value) -> Type | None:
     return merge_types(declared, inferred)
 
 
+def inferred_type(value: Value) -> Type | None:
+    """The type inference recorded for `value` (not merged with its declared type)."""
+    inferred = value.meta.get(INFERRED) if value._meta else None
+    if inferred is None or isinstance(inferred, _TYPES):
+        return inferred
+    lifted = lift_inferred_type(inferred)  # type: ignore[arg-type]
+    value.meta[INFERRED] = lifted
+    return lifted
+
+
 def _sizes_only(t: Type | None) -> Type | None:
     """`t` with its negative dims made unknown (a declared `float[3, -1]` is `[3, ?]`)."""
     if not isinstance(t, TensorType) or t.shape is None:
