@@ -1,0 +1,393 @@
+"""The `optimize_transposes` pass: sink Transposes through layout-agnostic ops until they cancel.
+
+Converters from channels-last frameworks (tf2onnx) leave `Transpose(perm)` after a Conv and
+its inverse before the next one, with elementwise work in between. A Transpose whose output
+only one node reads is pushed below that node when the node does not care about layout, as
+long as the chain keeps going; where it meets another Transpose the two compose into one (or
+into nothing when they are inverse). Ops it passes through:
+
+* unary elementwise ops (Relu, Sigmoid, Cast, ...) and Clip with scalar bounds;
+* broadcasting ops (Add, Mul, Where, ...) whose other operands are scalars, constants (the
+  constant is permuted to match: an exact data movement) or Transposes with the same perm
+  (those are then read through, and vanish when nothing else reads them);
+* Concat of such operands (its axis is permuted), Softmax / LogSoftmax / Hardmax from opset
+  13 (the axis is permuted), Reduce ops with `keepdims=1` (the axes are permuted).
+
+A chain is rewritten only when that removes Transposes: the count never grows. Graphs that
+cannot hold initializers (function bodies) are left alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import ir
+from rewriter.engine import _facts, _trace
+from rewriter.engine._pass import ChangeLog, PassResult
+
+_STANDARD = ("", "ai.onnx")
+
+_UNARY = frozenset(
+    {
+        "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Cast", "Ceil", "Celu",
+        "Cos", "Cosh", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish",
+        "Identity", "IsInf", "IsNaN", "LeakyRelu", "Log", "Mish", "Neg", "Not", "Reciprocal",
+        "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign",
+        "Sqrt", "Tan", "Tanh", "ThresholdedRelu",
+    }
+)  # fmt: skip
+_BROADCAST = frozenset(
+    {
+        "Add", "And", "BitShift", "Div", "Equal", "Greater", "GreaterOrEqual", "Less",
+        "LessOrEqual", "Max", "Mean", "Min", "Mod", "Mul", "Or", "Pow", "PRelu", "Sub", "Sum",
+        "Where", "Xor",
+    }
+)  # fmt: skip
+_SOFTMAX = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
+_REDUCE = frozenset(
+    {
+        "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+        "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
+    }
+)  # fmt: skip
+# The opset from which a Reduce op takes its axes as an input instead of an attribute.
+_AXES_INPUT_SINCE = {"ReduceSum": 13}
+_AXES_INPUT_SINCE_OTHERS = 18
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OptimizeTransposesOptions:
+    """Options of `pass optimize_transposes` (none)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Permuted:
+    """A constant operand to be written permuted (made an initializer when applied)."""
+
+    array: np.ndarray[Any, Any]
+    original: ir.Value
+
+
+@dataclasses.dataclass(slots=True)
+class _Step:
+    """One node the Transpose passes: how to rebuild it below the Transpose."""
+
+    node: ir.Node
+    slot: int  # the input that carries the transposed value
+    inputs: list[ir.Value | _Permuted | None]  # the rebuilt node's inputs (carried: later)
+    attributes: dict[str, object]
+    freed: list[ir.Node]  # Transposes of other operands that become dead
+
+
+def optimize_transposes(model: ir.Model, options: OptimizeTransposesOptions) -> PassResult:
+    """Sink Transposes towards their inverses (see the module docstring)."""
+    removed = 0
+    touched: dict[ir.Node, None] = {}
+    log = ChangeLog()
+    names = ir.NameAllocator(model)
+    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+    for graph in list(model.graphs()):
+        if not _facts.can_hold_initializers(graph, model):
+            continue
+        changed = True
+        while changed:
+            changed = False
+            for node in list(graph):
+                if node.graph is not graph or not _is_transpose(node):
+                    continue
+                saved = _sink(graph, node, opset, names, log, touched)
+                if saved:
+                    removed += saved
+                    changed = True
+    return PassResult(
+        "optimize_transposes",
+        removed > 0,
+        tuple(n for n in touched if n.graph),
+        removed,
+        log.changes(),
+    )
+
+
+def _is_transpose(node: ir.Node) -> bool:
+    return node.op_type == "Transpose" and node.domain in _STANDARD and len(node.inputs) == 1
+
+
+def _perm(node: ir.Node) -> list[int] | None:
+    """The Transpose's permutation (its default, the reversal, needs the input's rank)."""
+    perm = node.attribute("perm")
+    if isinstance(perm, Sequence) and all(isinstance(p, int) for p in perm):
+        return [int(p) for p in perm]  # type: ignore[arg-type]
+    rank = _rank(node.inputs[0])
+    return list(reversed(range(rank))) if rank is not None else None
+
+
+def _rank(value: ir.Value | None) -> int | None:
+    fact = ir.fact_type(value) if value is not None else None
+    if isinstance(fact, ir.TensorType) and fact.shape is not None:
+        return len(fact.shape)
+    const = _facts.const_array(value) if value is not None else None
+    return const.ndim if const is not None else None
+
+
+def _only_reader(value: ir.Value) -> tuple[ir.Node, int] | None:
+    """The one node input that reads `value`, if that is its only use."""
+    if value.is_graph_output():
+        return None
+    uses = value.uses
+    if len(uses) != 1:
+        return None
+    return uses[0].node, uses[0].index
+
+
+def _sink(
+    graph: ir.Graph,
+    start: ir.Node,
+    opset: int,
+    names: ir.NameAllocator,
+    log: ChangeLog,
+    touched: dict[ir.Node, None],
+) -> int:
+    """Push `start` down its chain when that removes Transposes; how many it removed."""
+    perm = _perm(start)
+    source = start.inputs[0]
+    if perm is None or source is None or sorted(perm) != list(range(len(perm))):
+        return 0
+    steps: list[_Step] = []
+    carried = start.outputs[0]
+    end: ir.Node | None = None
+    while True:
+        reader = _only_reader(carried)
+        if reader is None:
+            break
+        node, slot = reader
+        if _is_transpose(node):
+            end = node
+            break
+        step = _plan_step(node, slot, perm, opset)
+        if step is None:
+            break
+        steps.append(step)
+        carried = node.outputs[0]
+    composed = _compose(perm, end) if end is not None else None
+    if end is not None and composed is None:
+        end = None
+    removed = 1 + sum(len(s.freed) for s in steps) + (1 if end is not None else 0)
+    added = 0 if composed is not None and composed == sorted(composed) else 1
+    if removed - added <= 0:
+        return 0
+    _apply(graph, start, source, perm, steps, end, composed, names, log, touched)
+    return removed - added
+
+
+def _compose(perm: list[int], end: ir.Node) -> list[int] | None:
+    """The one permutation of `end` applied after `perm`, or None when `end`'s is unknown."""
+    second = _perm(end)
+    if second is None or len(second) != len(perm):
+        return None
+    return [perm[q] for q in second]
+
+
+def _plan_step(node: ir.Node, slot: int, perm: list[int], opset: int) -> _Step | None:
+    """How `node` is rebuilt below a Transpose of `perm` entering at input `slot`, if it can."""
+    if node.domain not in _STANDARD or len(node.outputs) != 1:
+        return None
+    op = node.op_type
+    attributes: dict[str, object] = {name: attr.value for name, attr in node.attributes.items()}
+    inputs: list[ir.Value | _Permuted | None] = list(node.inputs)
+    rank = len(perm)
+    if op in _UNARY and len(inputs) == 1:
+        return _Step(node, slot, inputs, attributes, [])
+    if op == "Clip" and all(_rank(v) == 0 for v in node.inputs[1:] if v is not None):
+        return _Step(node, slot, inputs, attributes, [])
+    if (op in _BROADCAST and (op != "PRelu" or slot == 0)) or op == "Concat":
+        freed: list[ir.Node] = []
+        for index, other in enumerate(node.inputs):
+            if index == slot or other is None:
+                continue
+            replacement = _operand(other, perm, exact_rank=op == "Concat", freed=freed)
+            if replacement is None:
+                return None
+            inputs[index] = replacement
+        if op == "Concat":
+            axis = _axis(node.attribute("axis"), rank)
+            if axis is None:
+                return None
+            attributes["axis"] = perm[axis]
+        return _Step(node, slot, inputs, attributes, freed)
+    if op in _SOFTMAX and opset >= 13 and slot == 0:
+        axis = _axis(node.attribute("axis", -1), rank)
+        if axis is None:
+            return None
+        attributes["axis"] = perm[axis]
+        return _Step(node, slot, inputs, attributes, [])
+    if op in _REDUCE and slot == 0 and node.attribute("keepdims", 1) == 1:
+        return _reduce_step(node, inputs, attributes, perm, opset)
+    return None
+
+
+def _operand(
+    value: ir.Value, perm: list[int], *, exact_rank: bool, freed: list[ir.Node]
+) -> ir.Value | _Permuted | None:
+    """What another operand becomes below the Transpose, or None when it cannot follow."""
+    rank = len(perm)
+    producer = value.producer()
+    if producer is not None and _is_transpose(producer) and _perm(producer) == perm:
+        if len(value.uses) == 1 and not value.is_graph_output():
+            freed.append(producer)
+        return producer.inputs[0]
+    const = _facts.const_array(value)
+    if const is not None and const.ndim <= rank and not (exact_rank and const.ndim != rank):
+        if const.ndim == 0:
+            return value
+        full = const.reshape((1,) * (rank - const.ndim) + const.shape)
+        return _Permuted(np.transpose(full, np.argsort(perm)), value)
+    if not exact_rank and _rank(value) == 0:
+        return value  # a scalar broadcasts the same in any layout
+    return None
+
+
+def _axis(value: object, rank: int) -> int | None:
+    if not isinstance(value, int) or not -rank <= value < rank:
+        return None
+    return value % rank
+
+
+def _reduce_step(
+    node: ir.Node,
+    inputs: list[ir.Value | _Permuted | None],
+    attributes: dict[str, object],
+    perm: list[int],
+    opset: int,
+) -> _Step | None:
+    rank = len(perm)
+    since = _AXES_INPUT_SINCE.get(node.op_type, _AXES_INPUT_SINCE_OTHERS)
+    if opset < since:
+        axes = attributes.get("axes")
+        if axes is None:
+            return _Step(node, 0, inputs, attributes, [])  # every axis: layout does not matter
+        mapped = [_axis(a, rank) for a in axes]  # type: ignore[attr-defined]
+        if any(a is None for a in mapped):
+            return None
+        attributes["axes"] = sorted(perm[a] for a in mapped if a is not None)
+        return _Step(node, 0, inputs, attributes, [])
+    given = node.inputs[1] if len(node.inputs) > 1 else None
+    if given is None:
+        return _Step(node, 0, inputs, attributes, [])
+    axes = _facts.const_array(given)
+    if axes is None or axes.ndim != 1:
+        return None
+    mapped = [_axis(int(a), rank) for a in axes]
+    if any(a is None for a in mapped):
+        return None
+    permuted = np.array(sorted(perm[a] for a in mapped if a is not None), dtype=np.int64)
+    inputs[1] = _Permuted(permuted, given)
+    return _Step(node, 0, inputs, attributes, [])
+
+
+def _apply(
+    graph: ir.Graph,
+    start: ir.Node,
+    source: ir.Value,
+    perm: list[int],
+    steps: Sequence[_Step],
+    end: ir.Node | None,
+    composed: list[int] | None,
+    names: ir.NameAllocator,
+    log: ChangeLog,
+    touched: dict[ir.Node, None],
+) -> None:
+    """Rebuild the chain with the Transpose below it (see `_sink`).
+
+    Each rebuilt node goes just before the node it replaces (its other operands are defined
+    there); the Transpose that remains, if any, goes before the chain's end.
+    """
+    carried = source
+    for step in steps:
+        inputs: list[ir.Value | None] = []
+        for index, value in enumerate(step.inputs):
+            if index == step.slot:
+                inputs.append(carried)
+            elif isinstance(value, _Permuted):
+                inputs.append(_constant(graph, value, names, log))
+            else:
+                inputs.append(value)
+        old = step.node.outputs[0]
+        out = ir.Value(names.fresh(f"{old.name}_layout"))
+        known = _unpermuted(old, perm)
+        if known is not None:
+            ir.record_inferred_type(out, known)
+        rebuilt = ir.Node(
+            step.node.op_type,
+            inputs,
+            step.attributes,
+            domain=step.node.domain,
+            name=names.fresh(step.node.name or step.node.op_type),
+            outputs=[out],
+        )
+        graph.insert_before(step.node, [rebuilt])
+        log.created(graph, _trace.distinct_label(rebuilt))
+        touched[rebuilt] = None
+        carried = out
+    last = end.outputs[0] if end is not None else steps[-1].node.outputs[0]
+    before = end if end is not None else steps[-1].node
+    final_perm = composed if end is not None else perm
+    assert final_perm is not None, "a chain that ends at a Transpose has a composed perm"
+    replacement = carried
+    if final_perm != sorted(final_perm) or last.is_graph_output():
+        replacement = ir.Value(names.fresh(last.name), type=last.type)
+        if final_perm == sorted(final_perm):
+            node = ir.Node("Identity", [carried], outputs=[replacement])
+        else:
+            label = (end or start).name or "Transpose"
+            node = ir.Node(
+                "Transpose",
+                [carried],
+                {"perm": final_perm},
+                name=names.fresh(label),
+                outputs=[replacement],
+            )
+        graph.insert_before(before, [node])
+        log.created(graph, _trace.distinct_label(node))
+        touched[node] = None
+    for use in last.uses:
+        touched[use.node] = None
+    keep_name = last.name
+    last.replace_all_uses_with(replacement, replace_graph_outputs=True)
+    old_nodes = [start, *(s.node for s in steps), *(n for s in steps for n in s.freed)]
+    if end is not None:
+        old_nodes.append(end)
+    for node in reversed(_in_graph_order(graph, old_nodes)):
+        log.removed(graph, _trace.distinct_label(node))
+        graph.remove(node)
+    if replacement is not carried:
+        replacement.name = keep_name  # the value downstream nodes and outputs knew
+
+
+def _in_graph_order(graph: ir.Graph, nodes: list[ir.Node]) -> list[ir.Node]:
+    wanted = set(nodes)
+    return [node for node in graph if node in wanted]
+
+
+def _constant(
+    graph: ir.Graph, permuted: _Permuted, names: ir.NameAllocator, log: ChangeLog
+) -> ir.Value:
+    name = names.fresh(f"{permuted.original.name}_permuted")
+    value = ir.Value(name, const_value=ir.NumpyTensor(np.ascontiguousarray(permuted.array), name))
+    graph.add_initializer(value)
+    log.created(graph, _trace.value_label(value))
+    return value
+
+
+def _unpermuted(value: ir.Value, perm: list[int]) -> ir.Type | None:
+    """`value`'s type before the Transpose of `perm` (its dims put back in place)."""
+    fact = ir.fact_type(value)
+    if not isinstance(fact, ir.TensorType) or fact.shape is None or len(fact.shape) != len(perm):
+        return ir.TensorType(fact.dtype) if isinstance(fact, ir.TensorType) else None
+    dims: list[ir.Dim] = [None] * len(perm)
+    for index, axis in enumerate(perm):
+        dims[axis] = fact.shape[index]
+    return ir.TensorType(fact.dtype, tuple(dims))

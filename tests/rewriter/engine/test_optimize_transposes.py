@@ -1,0 +1,131 @@
+"""`pass optimize_transposes`: Transposes sink through layout-agnostic ops until they cancel."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper
+import pytest
+
+import rewriter
+from tests.helpers import assert_same_outputs, model_from_text, op_types, run_rules
+
+NHWC_TO_NCHW = "[0, 3, 1, 2]"
+NCHW_TO_NHWC = "[0, 2, 3, 1]"
+
+
+def _rewrite(model: onnx.ModelProto, tmp_path) -> onnx.ModelProto:
+    passes = "pass optimize_transposes\npass eliminate_dead_code\n"
+    return run_rules(model, passes, tmp_path).proto
+
+
+def _count(model: onnx.ModelProto, op: str = "Transpose") -> int:
+    return op_types(model).count(op)
+
+
+def _values(array: np.ndarray) -> str:
+    """An initializer's values in ONNX text (`{0.1, 0.2, ...}`)."""
+    return "{" + ", ".join(f"{v!r}" for v in array.ravel().tolist()) + "}"
+
+
+def test_a_tf2onnx_conv_chain_loses_its_inner_transposes(tmp_path):
+    # NHWC graph converted to NCHW Convs: Transpose after a Conv, bias add and Relu in NHWC,
+    # then the inverse Transpose before the next Conv.
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 8, 8, 3] x, float[4, 3, 3, 3] w1, float[4, 4, 3, 3] w2) => (float[N, 8, 8, 4] y)
+      <float[4] bias = {_values(np.arange(4, dtype=np.float32) / 10)}>
+    {{
+        a = Transpose <perm = {NHWC_TO_NCHW}> (x)
+        c1 = Conv <pads = [1, 1, 1, 1]> (a, w1)
+        b = Transpose <perm = {NCHW_TO_NHWC}> (c1)
+        biased = Add (b, bias)
+        r = Relu (biased)
+        d = Transpose <perm = {NHWC_TO_NCHW}> (r)
+        c2 = Conv <pads = [1, 1, 1, 1]> (d, w2)
+        y = Transpose <perm = {NCHW_TO_NHWC}> (c2)
+    }}"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    assert _count(model) == 4
+    assert _count(rewritten) == 2  # the middle pair cancelled
+    assert_same_outputs(model, rewritten)
+
+
+def test_binary_ops_with_two_transposed_operands_merge_them(tmp_path):
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3, 4, 5] x, float[2, 3, 4, 5] z) => (float[2, 3, 4, 5] y) {{
+        a = Transpose <perm = {NCHW_TO_NHWC}> (x)
+        b = Transpose <perm = {NCHW_TO_NHWC}> (z)
+        s = Mul (a, b)
+        e = Exp (s)
+        y = Transpose <perm = {NHWC_TO_NCHW}> (e)
+    }}"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    assert _count(rewritten) == 0
+    assert_same_outputs(model, rewritten)
+
+
+@pytest.mark.parametrize(
+    ("op", "extra"),
+    [
+        ("Softmax <axis = 3>", ""),
+        ("ReduceMean <axes = [1, 2], keepdims = 1>", ""),
+        ("ReduceSum <keepdims = 1>", ", axes"),
+        ("Concat <axis = -1>", ", k"),
+    ],
+)
+def test_axis_attributes_follow_the_permutation(tmp_path, op, extra):
+    k = np.random.default_rng(0).standard_normal((2, 4, 5, 6)).astype(np.float32)
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3, 4, 5] x) => (float[A, B, C, D] y)
+      <float[2, 4, 5, 6] k = {_values(k)}, int64[2] axes = {{1, 2}}>
+    {{
+        a = Transpose <perm = {NCHW_TO_NHWC}> (x)
+        m = {op} (a{extra})
+        y = Transpose <perm = {NHWC_TO_NCHW}> (m)
+    }}"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    assert _count(rewritten) == 0
+    assert_same_outputs(model, rewritten)
+
+
+def test_a_chain_that_meets_no_inverse_is_left_alone(tmp_path):
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3, 4, 5] x, float[2, 4, 5, 3] z) => (float[2, 4, 5, 3] y) {{
+        a = Transpose <perm = {NCHW_TO_NHWC}> (x)
+        r = Relu (a)
+        y = Add (r, z)
+    }}"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    assert op_types(rewritten) == op_types(model)  # nothing to gain: no change
+
+
+def test_shared_transposes_and_graph_outputs_keep_their_values(tmp_path):
+    # `a` is read twice and `r` is an output: sinking must not duplicate work or lose `r`.
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3, 4, 5] x) => (float[2, 3, 4, 5] y, float[2, 4, 5, 3] r) {{
+        a = Transpose <perm = {NCHW_TO_NHWC}> (x)
+        r = Relu (a)
+        y = Transpose <perm = {NHWC_TO_NCHW}> (r)
+    }}"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    assert [o.name for o in rewritten.graph.output] == ["y", "r"]
+    assert _count(rewritten) <= _count(model)
+    assert_same_outputs(model, rewritten)
+
+
+def test_the_default_library_runs_the_pass(tmp_path):
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3, 4, 5] x) => (float[2, 3, 4, 5] y) {{
+        a = Transpose <perm = {NCHW_TO_NHWC}> (x)
+        r = Sigmoid (a)
+        y = Transpose <perm = {NHWC_TO_NCHW}> (r)
+    }}"""
+    model = model_from_text(text)
+    rewritten = rewriter.rewrite(model, ["patterns/"]).proto
+    assert op_types(rewritten) == ["Sigmoid"]
+    assert_same_outputs(model, rewritten)
