@@ -11,7 +11,10 @@ into nothing when they are inverse). Ops it passes through:
   constant is permuted to match: an exact data movement) or Transposes with the same perm
   (those are then read through, and vanish when nothing else reads them);
 * Concat of such operands (its axis is permuted), Softmax / LogSoftmax / Hardmax from opset
-  13 (the axis is permuted), Reduce ops with `keepdims=1` (the axes are permuted).
+  13 (the axis is permuted), Reduce ops with `keepdims=1` (the axes are permuted);
+* Reshapes that only split dims or merge adjacent ones, with static shapes: above the
+  Transpose they split (merge) the matching dims of the original, and the perm moves the
+  pieces as blocks (a merge needs its dims adjacent and in order there too).
 
 A chain is rewritten only when that removes Transposes: the count never grows. Graphs that
 cannot hold initializers (function bodies) are left alone.
@@ -81,6 +84,10 @@ class _Step:
     inputs: list[ir.Value | _Permuted | None]  # the rebuilt node's inputs (carried: later)
     attributes: dict[str, object]
     freed: list[ir.Node]  # Transposes of other operands that become dead
+    # The perm of the Transpose below the rebuilt node (a Reshape changes it), and the
+    # rebuilt node's output type when the step knows it better than the old one's facts.
+    perm_after: list[int] = dataclasses.field(default_factory=list)
+    layout_type: ir.Type | None = None
 
 
 def optimize_transposes(model: ir.Model, options: OptimizeTransposesOptions) -> PassResult:
@@ -159,6 +166,7 @@ def _sink(
     steps: list[_Step] = []
     carried = start.outputs[0]
     end: ir.Node | None = None
+    current = perm
     while True:
         reader = _only_reader(carried)
         if reader is None:
@@ -167,19 +175,22 @@ def _sink(
         if _is_transpose(node):
             end = node
             break
-        step = _plan_step(node, slot, perm, opset)
+        step = _plan_step(node, slot, current, opset)
         if step is None:
             break
+        if not step.perm_after:
+            step.perm_after = current
         steps.append(step)
+        current = step.perm_after
         carried = node.outputs[0]
-    composed = _compose(perm, end) if end is not None else None
+    composed = _compose(current, end) if end is not None else None
     if end is not None and composed is None:
         end = None
     removed = 1 + sum(len(s.freed) for s in steps) + (1 if end is not None else 0)
     added = 0 if composed is not None and composed == sorted(composed) else 1
     if removed - added <= 0:
         return 0
-    _apply(graph, start, source, perm, steps, end, composed, names, log, touched)
+    _apply(graph, start, source, current, steps, end, composed, names, log, touched)
     return removed - added
 
 
@@ -224,6 +235,8 @@ def _plan_step(node: ir.Node, slot: int, perm: list[int], opset: int) -> _Step |
             return None
         attributes["axis"] = perm[axis]
         return _Step(node, slot, inputs, attributes, [])
+    if op == "Reshape" and slot == 0:
+        return _reshape_step(node, inputs, attributes, perm)
     if op in _REDUCE and slot == 0 and node.attribute("keepdims", 1) == 1:
         return _reduce_step(node, inputs, attributes, perm, opset)
     return None
@@ -288,6 +301,94 @@ def _reduce_step(
     return _Step(node, 0, inputs, attributes, [])
 
 
+def _static_shape(value: ir.Value | None) -> list[int] | None:
+    fact = ir.fact_type(value) if value is not None else None
+    if not isinstance(fact, ir.TensorType) or fact.shape is None:
+        return None
+    if not all(isinstance(d, int) and d > 0 for d in fact.shape):
+        return None
+    return [int(d) for d in fact.shape]  # type: ignore[arg-type]
+
+
+def _groups(before: list[int], after: list[int]) -> list[tuple[list[int], list[int]]] | None:
+    """Pair a reshape's dims in row-major order: splits of one dim, merges of adjacent ones.
+
+    None when the reshape does anything else (regroups across dims).
+    """
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(before) and j < len(after):
+        if before[i] == after[j]:
+            groups.append(([i], [j]))
+            i, j = i + 1, j + 1
+        elif before[i] > after[j]:
+            taken, product = [j], after[j]
+            while product < before[i] and j + len(taken) < len(after):
+                product *= after[j + len(taken)]
+                taken.append(j + len(taken))
+            if product != before[i]:
+                return None
+            groups.append(([i], taken))
+            i, j = i + 1, j + len(taken)
+        else:
+            taken, product = [i], before[i]
+            while product < after[j] and i + len(taken) < len(before):
+                product *= before[i + len(taken)]
+                taken.append(i + len(taken))
+            if product != after[j]:
+                return None
+            groups.append((taken, [j]))
+            i, j = i + len(taken), j + 1
+    if i != len(before) or j != len(after):
+        return None
+    return groups
+
+
+def _reshape_step(
+    node: ir.Node,
+    inputs: list[ir.Value | _Permuted | None],
+    attributes: dict[str, object],
+    perm: list[int],
+) -> _Step | None:
+    """A Reshape that only splits dims or merges adjacent ones, moved above the Transpose.
+
+    Below the Transpose it splits dim i of the transposed value; above, it splits dim
+    perm[i] of the original the same way, and the Transpose's perm grows to move the pieces
+    as one block. A merge moves up only when the merged dims are adjacent, in order, in the
+    original too. Needs static shapes on both sides.
+    """
+    before = _static_shape(node.inputs[0])
+    after = _static_shape(node.outputs[0])
+    if before is None or after is None or len(before) != len(perm):
+        return None
+    groups = _groups(before, after)
+    if groups is None:
+        return None
+    owner: dict[int, int] = {}  # original dim -> its group
+    for index, (dims, _) in enumerate(groups):
+        sources = [perm[d] for d in dims]
+        if sources != list(range(sources[0], sources[0] + len(sources))):
+            return None  # merged dims that are not adjacent and in order above the Transpose
+        for source in sources:
+            owner[source] = index
+    shape: list[int] = []
+    block_start: dict[int, int] = {}
+    for dim in range(len(perm)):
+        index = owner[dim]
+        if index in block_start:
+            continue  # a merged group is written once, at its first dim
+        block_start[index] = len(shape)
+        shape.extend(after[j] for j in groups[index][1])
+    moved = [
+        block_start[index] + k for index, (_, outs) in enumerate(groups) for k in range(len(outs))
+    ]
+    inputs[1] = _Permuted(np.array(shape, dtype=np.int64), node.inputs[1])  # type: ignore[arg-type]
+    fact = ir.fact_type(node.outputs[0])
+    dtype = fact.dtype if isinstance(fact, ir.TensorType) else None
+    layout = ir.TensorType(dtype, tuple(shape)) if dtype is not None else None
+    return _Step(node, 0, inputs, attributes, [], moved, layout)
+
+
 def _apply(
     graph: ir.Graph,
     start: ir.Node,
@@ -300,7 +401,7 @@ def _apply(
     log: ChangeLog,
     touched: dict[ir.Node, None],
 ) -> None:
-    """Rebuild the chain with the Transpose below it (see `_sink`).
+    """Rebuild the chain with the Transpose below it (see `_sink`); `perm` is the last one.
 
     Each rebuilt node goes just before the node it replaces (its other operands are defined
     there); the Transpose that remains, if any, goes before the chain's end.
@@ -317,7 +418,7 @@ def _apply(
                 inputs.append(value)
         old = step.node.outputs[0]
         out = ir.Value(names.fresh(f"{old.name}_layout"))
-        known = _unpermuted(old, perm)
+        known = step.layout_type or _unpermuted(old, step.perm_after)
         if known is not None:
             ir.record_inferred_type(out, known)
         rebuilt = ir.Node(

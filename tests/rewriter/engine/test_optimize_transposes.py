@@ -129,3 +129,48 @@ def test_the_default_library_runs_the_pass(tmp_path):
     rewritten = rewriter.rewrite(model, ["patterns/"]).proto
     assert op_types(rewritten) == ["Sigmoid"]
     assert_same_outputs(model, rewritten)
+
+
+@pytest.mark.parametrize(
+    ("perm", "shape", "target", "second"),
+    [
+        # NCHW [2, 4, 5, 6] to NHWC [2, 5, 6, 4]; split the channels into 2 x 2; then back
+        # to channels-first.
+        ("[0, 2, 3, 1]", "[2, 4, 5, 6]", "[2, 5, 6, 2, 2]", "[0, 3, 4, 1, 2]"),
+        # Merge H and W (adjacent in both layouts), then the inverse.
+        ("[0, 2, 3, 1]", "[2, 4, 5, 6]", "[2, 30, 4]", "[0, 2, 1]"),
+        # Split the middle dim.
+        ("[0, 2, 1]", "[3, 4, 6]", "[3, 2, 3, 4]", "[0, 3, 1, 2]"),
+    ],
+)
+def test_transposes_pass_reshapes_that_split_or_merge(tmp_path, perm, shape, target, second):
+    dims = [int(d) for d in shape.strip("[]").split(",")]
+    transposed = [dims[int(p)] for p in perm.strip("[]").split(",")]
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float{shape} x) => (float[A, B, C, D, E] y)
+      <int64[{target.count(",") + 1}] s = {{{target.strip("[]")}}}>
+    {{
+        a = Transpose <perm = {perm}> (x)
+        r = Reshape (a, s)
+        y = Transpose <perm = {second}> (r)
+    }}"""
+    outputs = target.count(",") + 1
+    text = text.replace("float[A, B, C, D, E] y", f"float[{', '.join('ABCDE'[:outputs])}] y")
+    model = model_from_text(text)
+    assert transposed  # the shape after the first Transpose, for the reader
+    rewritten = _rewrite(model, tmp_path)
+    assert _count(rewritten) < _count(model)
+    assert_same_outputs(model, rewritten)
+
+
+def test_a_reshape_that_regroups_dims_stops_the_transpose(tmp_path):
+    # [2, 3, 4] -> transposed [4, 3, 2] -> reshape to [6, 4]: crosses dim boundaries.
+    text = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3, 4] x) => (float[A, B] y) <int64[2] s = {6, 4}> {
+        a = Transpose <perm = [2, 1, 0]> (x)
+        r = Reshape (a, s)
+        y = Transpose <perm = [1, 0]> (r)
+    }"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    assert op_types(rewritten) == op_types(model)
