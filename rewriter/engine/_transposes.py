@@ -12,9 +12,11 @@ into nothing when they are inverse). Ops it passes through:
   (those are then read through, and vanish when nothing else reads them);
 * Concat of such operands (its axis is permuted), Softmax / LogSoftmax / Hardmax from opset
   13 (the axis is permuted), Reduce ops with `keepdims=1` (the axes are permuted);
-* Reshapes that only split dims or merge adjacent ones, with static shapes: above the
-  Transpose they split (merge) the matching dims of the original, and the perm moves the
-  pieces as blocks (a merge needs its dims adjacent and in order there too).
+* Slice (its axes permuted) and Pad (its pads permuted);
+* Reshapes (and Squeeze / Unsqueeze, as Reshapes) that only split dims or merge adjacent
+  ones, with static shapes: above the Transpose they split (merge) the matching dims of the
+  original, and the perm moves the pieces as blocks (a merge needs its dims adjacent and in
+  order there too).
 
 A chain is rewritten only when that removes Transposes: the count never grows. Graphs that
 cannot hold initializers (function bodies) are left alone.
@@ -72,7 +74,7 @@ class _Permuted:
     """A constant operand to be written permuted (made an initializer when applied)."""
 
     array: np.ndarray[Any, Any]
-    original: ir.Value
+    stem: str  # what its name is made from
 
 
 @dataclasses.dataclass(slots=True)
@@ -88,6 +90,7 @@ class _Step:
     # rebuilt node's output type when the step knows it better than the old one's facts.
     perm_after: list[int] = dataclasses.field(default_factory=list)
     layout_type: ir.Type | None = None
+    op_type: str = ""  # the rebuilt node's op when it changes (Squeeze as a Reshape)
 
 
 def optimize_transposes(model: ir.Model, options: OptimizeTransposesOptions) -> PassResult:
@@ -237,6 +240,18 @@ def _plan_step(node: ir.Node, slot: int, perm: list[int], opset: int) -> _Step |
         return _Step(node, slot, inputs, attributes, [])
     if op == "Reshape" and slot == 0:
         return _reshape_step(node, inputs, attributes, perm)
+    if op in ("Squeeze", "Unsqueeze") and slot == 0:
+        # A static Squeeze or Unsqueeze is a Reshape that drops or adds 1s; moved above the
+        # Transpose it becomes that Reshape.
+        shape_slot: list[ir.Value | _Permuted | None] = [inputs[0], None]
+        step = _reshape_step(node, shape_slot, {}, perm)
+        if step is not None:
+            step.op_type = "Reshape"
+        return step
+    if op == "Slice" and slot == 0:
+        return _slice_step(node, inputs, attributes, perm)
+    if op == "Pad" and slot == 0 and len(node.inputs) < 4:
+        return _pad_step(node, inputs, attributes, perm)
     if op in _REDUCE and slot == 0 and node.attribute("keepdims", 1) == 1:
         return _reduce_step(node, inputs, attributes, perm, opset)
     return None
@@ -257,7 +272,7 @@ def _operand(
         if const.ndim == 0:
             return value
         full = const.reshape((1,) * (rank - const.ndim) + const.shape)
-        return _Permuted(np.transpose(full, np.argsort(perm)), value)
+        return _Permuted(np.transpose(full, np.argsort(perm)), f"{value.name}_permuted")
     if not exact_rank and _rank(value) == 0:
         return value  # a scalar broadcasts the same in any layout
     return None
@@ -297,7 +312,61 @@ def _reduce_step(
     if any(a is None for a in mapped):
         return None
     permuted = np.array(sorted(perm[a] for a in mapped if a is not None), dtype=np.int64)
-    inputs[1] = _Permuted(permuted, given)
+    inputs[1] = _Permuted(permuted, f"{given.name}_permuted")
+    return _Step(node, 0, inputs, attributes, [])
+
+
+def _constant_ints(value: ir.Value | None) -> list[int] | None:
+    array = _facts.const_array(value) if value is not None else None
+    if array is None or array.ndim != 1 or array.dtype.kind not in "iu":
+        return None
+    return [int(v) for v in array]
+
+
+def _slice_step(
+    node: ir.Node,
+    inputs: list[ir.Value | _Permuted | None],
+    attributes: dict[str, object],
+    perm: list[int],
+) -> _Step | None:
+    """Slice below a Transpose slices the original's matching axes (axes input permuted)."""
+    rank = len(perm)
+    if len(node.inputs) < 3:
+        return None  # Slice-1 (attributes): not worth the special case
+    starts = _constant_ints(node.inputs[1])
+    axes_value = node.inputs[3] if len(node.inputs) > 3 else None
+    axes = _constant_ints(axes_value) if axes_value is not None else None
+    if starts is None or (axes_value is not None and axes is None):
+        return None
+    given = axes if axes is not None else list(range(len(starts)))
+    mapped = [_axis(a, rank) for a in given]
+    if any(a is None for a in mapped):
+        return None
+    moved = np.array([perm[a] for a in mapped if a is not None], dtype=np.int64)
+    while len(inputs) < 4:
+        inputs.append(None)
+    inputs[3] = _Permuted(moved, f"{node.outputs[0].name}_axes")
+    return _Step(node, 0, inputs, attributes, [])
+
+
+def _pad_step(
+    node: ir.Node,
+    inputs: list[ir.Value | _Permuted | None],
+    attributes: dict[str, object],
+    perm: list[int],
+) -> _Step | None:
+    """Pad below a Transpose pads the original's matching axes (pads permuted)."""
+    rank = len(perm)
+    if len(node.inputs) < 2:
+        return None  # Pad-1/2 (attributes)
+    pads = _constant_ints(node.inputs[1])
+    if pads is None or len(pads) != 2 * rank:
+        return None
+    moved = [0] * (2 * rank)
+    for index, axis in enumerate(perm):
+        moved[axis] = pads[index]
+        moved[rank + axis] = pads[rank + index]
+    inputs[1] = _Permuted(np.array(moved, dtype=np.int64), f"{node.outputs[0].name}_pads")
     return _Step(node, 0, inputs, attributes, [])
 
 
@@ -382,7 +451,7 @@ def _reshape_step(
     moved = [
         block_start[index] + k for index, (_, outs) in enumerate(groups) for k in range(len(outs))
     ]
-    inputs[1] = _Permuted(np.array(shape, dtype=np.int64), node.inputs[1])  # type: ignore[arg-type]
+    inputs[1] = _Permuted(np.array(shape, dtype=np.int64), f"{node.outputs[0].name}_shape")
     fact = ir.fact_type(node.outputs[0])
     dtype = fact.dtype if isinstance(fact, ir.TensorType) else None
     layout = ir.TensorType(dtype, tuple(shape)) if dtype is not None else None
@@ -422,7 +491,7 @@ def _apply(
         if known is not None:
             ir.record_inferred_type(out, known)
         rebuilt = ir.Node(
-            step.node.op_type,
+            step.op_type or step.node.op_type,
             inputs,
             step.attributes,
             domain=step.node.domain,
@@ -476,7 +545,7 @@ def _in_graph_order(graph: ir.Graph, nodes: list[ir.Node]) -> list[ir.Node]:
 def _constant(
     graph: ir.Graph, permuted: _Permuted, names: ir.NameAllocator, log: ChangeLog
 ) -> ir.Value:
-    name = names.fresh(f"{permuted.original.name}_permuted")
+    name = names.fresh(permuted.stem)
     value = ir.Value(name, const_value=ir.NumpyTensor(np.ascontiguousarray(permuted.array), name))
     graph.add_initializer(value)
     log.created(graph, _trace.value_label(value))

@@ -174,3 +174,28 @@ def test_a_reshape_that_regroups_dims_stops_the_transpose(tmp_path):
     model = model_from_text(text)
     rewritten = _rewrite(model, tmp_path)
     assert op_types(rewritten) == op_types(model)
+
+
+@pytest.mark.parametrize(
+    ("middle", "constants"),
+    [
+        ("m = Unsqueeze (a, axes)", "int64[1] axes = {2}"),
+        ("m = Slice (a, starts, ends, axes)", "int64[2] starts = {1, 0}, int64[2] ends = {3, 2}, "
+         "int64[2] axes = {1, -1}"),
+        ("m = Pad (a, pads)", "int64[8] pads = {0, 1, 0, 2, 0, 0, 3, 1}"),
+    ],
+)  # fmt: skip
+def test_transposes_pass_unsqueeze_slice_and_pad(tmp_path, middle, constants):
+    second = "[0, 4, 1, 2, 3]" if "Unsqueeze" in middle else NHWC_TO_NCHW
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3, 4, 5] x) => (float[{"A, B, C, D, E" if "Unsqueeze" in middle else "A, B, C, D"}] y)
+      <{constants}>
+    {{
+        a = Transpose <perm = {NCHW_TO_NHWC}> (x)
+        {middle}
+        y = Transpose <perm = {second}> (m)
+    }}"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    assert _count(rewritten) == 0
+    assert_same_outputs(model, rewritten)
