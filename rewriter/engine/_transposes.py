@@ -161,40 +161,59 @@ def _sink(
     log: ChangeLog,
     touched: dict[ir.Node, None],
 ) -> int:
-    """Push `start` down its chain when that removes Transposes; how many it removed."""
+    """Push `start` down a chain when that removes Transposes; how many it removed.
+
+    With one reader, `start` itself moves down. With several (or as a graph output), it
+    stays for the others, and a chain below one reader is rebuilt on `start`'s input when
+    that chain ends in a Transpose it cancels: the same as hoisting that Transpose up.
+    """
     perm = _perm(start)
     source = start.inputs[0]
     if perm is None or source is None or sorted(perm) != list(range(len(perm))):
         return 0
+    value = start.outputs[0]
+    shared = value.is_graph_output() or len(value.uses) != 1
+    for use in value.uses if shared else value.uses[:1]:
+        plan = _plan_chain(use.node, use.index, perm, opset)
+        if plan is None:
+            continue
+        steps, end, current, composed = plan
+        removed = (0 if shared else 1) + sum(len(s.freed) for s in steps)
+        removed += 1 if end is not None else 0
+        added = 0 if composed is not None and composed == sorted(composed) else 1
+        if removed - added <= 0:
+            continue
+        _apply(graph, start, source, current, steps, end, composed, names, log, touched, shared)
+        return removed - added
+    return 0
+
+
+def _plan_chain(
+    node: ir.Node, slot: int, perm: list[int], opset: int
+) -> tuple[list[_Step], ir.Node | None, list[int], list[int] | None] | None:
+    """The steps from `node` down to a Transpose, or as far as they go.
+
+    Returns the steps, the Transpose at the end (None without one), the perm after the last
+    step, and the perm the end composes to (None without an end).
+    """
     steps: list[_Step] = []
-    carried = start.outputs[0]
-    end: ir.Node | None = None
     current = perm
-    while True:
-        reader = _only_reader(carried)
-        if reader is None:
-            break
-        node, slot = reader
-        if _is_transpose(node):
-            end = node
-            break
+    while not _is_transpose(node):
         step = _plan_step(node, slot, current, opset)
         if step is None:
-            break
+            return (steps, None, current, None) if steps else None
         if not step.perm_after:
             step.perm_after = current
         steps.append(step)
         current = step.perm_after
-        carried = node.outputs[0]
-    composed = _compose(current, end) if end is not None else None
-    if end is not None and composed is None:
-        end = None
-    removed = 1 + sum(len(s.freed) for s in steps) + (1 if end is not None else 0)
-    added = 0 if composed is not None and composed == sorted(composed) else 1
-    if removed - added <= 0:
-        return 0
-    _apply(graph, start, source, current, steps, end, composed, names, log, touched)
-    return removed - added
+        reader = _only_reader(node.outputs[0])
+        if reader is None:
+            return steps, None, current, None
+        node, slot = reader
+    composed = _compose(current, node)
+    if composed is None:
+        return (steps, None, current, None) if steps else None
+    return steps, node, current, composed
 
 
 def _compose(perm: list[int], end: ir.Node) -> list[int] | None:
@@ -469,6 +488,7 @@ def _apply(
     names: ir.NameAllocator,
     log: ChangeLog,
     touched: dict[ir.Node, None],
+    keep_start: bool = False,
 ) -> None:
     """Rebuild the chain with the Transpose below it (see `_sink`); `perm` is the last one.
 
@@ -527,7 +547,9 @@ def _apply(
         touched[use.node] = None
     keep_name = last.name
     last.replace_all_uses_with(replacement, replace_graph_outputs=True)
-    old_nodes = [start, *(s.node for s in steps), *(n for s in steps for n in s.freed)]
+    old_nodes = [*(s.node for s in steps), *(n for s in steps for n in s.freed)]
+    if not keep_start:
+        old_nodes.append(start)
     if end is not None:
         old_nodes.append(end)
     for node in reversed(_in_graph_order(graph, old_nodes)):

@@ -199,3 +199,20 @@ def test_transposes_pass_unsqueeze_slice_and_pad(tmp_path, middle, constants):
     rewritten = _rewrite(model, tmp_path)
     assert _count(rewritten) == 0
     assert_same_outputs(model, rewritten)
+
+
+def test_a_transpose_read_twice_cancels_its_inverse_on_one_branch(tmp_path):
+    # `a` feeds an output and a chain ending in the inverse Transpose: `a` stays for the
+    # output, the chain reads `x` directly and the inverse goes (the hoisting case).
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3, 4, 5] x) => (float[2, 4, 5, 3] a, float[2, 3, 4, 5] y) {{
+        a = Transpose <perm = {NCHW_TO_NHWC}> (x)
+        r = Relu (a)
+        n = Neg (r)
+        y = Transpose <perm = {NHWC_TO_NCHW}> (n)
+    }}"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    assert _count(rewritten) == 1
+    assert [o.name for o in rewritten.graph.output] == ["a", "y"]
+    assert_same_outputs(model, rewritten)
