@@ -1,15 +1,19 @@
 """The `optimize_transposes` pass: sink Transposes through layout-agnostic ops until they cancel.
 
 Converters from channels-last frameworks (tf2onnx) leave `Transpose(perm)` after a Conv and
-its inverse before the next one, with elementwise work in between. A Transpose whose output
-only one node reads is pushed below that node when the node does not care about layout, as
-long as the chain keeps going; where it meets another Transpose the two compose into one (or
-into nothing when they are inverse). Ops it passes through:
+its inverse before the next one, with elementwise work in between. For each Transpose the
+pass grows the region of nodes it could sink through (following every reader, so a value
+that fans out takes all its readers along): values in the region are held un-transposed, and
+a node joins when it does not care about layout given how its operands are held. Where the
+region meets another Transpose the two compose into one (or into nothing when they are
+inverse); where a reader outside the region (or a graph output) needs the transposed value,
+a Transpose is put back. The region is rewritten only when that removes Transposes: the
+count never grows. Ops a Transpose passes through:
 
 * unary elementwise ops (Relu, Sigmoid, Cast, ...) and Clip with scalar bounds;
 * broadcasting ops (Add, Mul, Where, ...) whose other operands are scalars, constants (the
-  constant is permuted to match: an exact data movement) or Transposes with the same perm
-  (those are then read through, and vanish when nothing else reads them);
+  constant is permuted to match: an exact data movement), Transposes with the same perm
+  (read through; they vanish when nothing else reads them) or values of the region;
 * Concat of such operands (its axis is permuted), Softmax / LogSoftmax / Hardmax from opset
   13 (the axis is permuted), Reduce ops with `keepdims=1` (the axes are permuted);
 * Slice (its axes permuted) and Pad (its pads permuted);
@@ -18,8 +22,8 @@ into nothing when they are inverse). Ops it passes through:
   original, and the perm moves the pieces as blocks (a merge needs its dims adjacent and in
   order there too).
 
-A chain is rewritten only when that removes Transposes: the count never grows. Graphs that
-cannot hold initializers (function bodies) are left alone.
+Operands that are values of the region with the same perm are read un-transposed as well.
+Graphs that cannot hold initializers (function bodies) are left alone.
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ class _Step:
 
     node: ir.Node
     slot: int  # the input that carries the transposed value
-    inputs: list[ir.Value | _Permuted | None]  # the rebuilt node's inputs (carried: later)
+    inputs: list[ir.Value | _Permuted | _Held | None]  # the rebuilt node's inputs
     attributes: dict[str, object]
     freed: list[ir.Node]  # Transposes of other operands that become dead
     # The perm of the Transpose below the rebuilt node (a Reshape changes it), and the
@@ -143,14 +147,79 @@ def _rank(value: ir.Value | None) -> int | None:
     return const.ndim if const is not None else None
 
 
-def _only_reader(value: ir.Value) -> tuple[ir.Node, int] | None:
-    """The one node input that reads `value`, if that is its only use."""
-    if value.is_graph_output():
-        return None
-    uses = value.uses
-    if len(uses) != 1:
-        return None
-    return uses[0].node, uses[0].index
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Held:
+    """An operand that is a value of the region: read in its un-transposed form."""
+
+    value: ir.Value
+
+
+@dataclasses.dataclass(slots=True)
+class _Region:
+    """The values a Transpose's sinking holds un-transposed, and what that costs.
+
+    `perms` maps each such value to the perm that would give it back; `steps` rebuild the
+    nodes computing them; `ends` are Transposes reading them (composed away); `exits` are
+    values some reader needs transposed (a Transpose is put back for those readers).
+    """
+
+    start: ir.Node
+    perms: dict[ir.Value, list[int]]
+    steps: dict[ir.Node, _Step]
+    ends: dict[ir.Node, list[int]]
+    exits: list[ir.Value]
+
+    def gain(self) -> int:
+        """Transposes removed minus Transposes added, if the region is rewritten."""
+        start_value = self.start.outputs[0]
+        removed = 0 if start_value in self.exits else 1
+        removed += sum(1 for perm in self.ends.values() if perm == sorted(perm))
+        removed += len({node for step in self.steps.values() for node in step.freed})
+        added = sum(1 for value in self.exits if value is not start_value)
+        return removed - added
+
+
+def _grow(start: ir.Node, perm: list[int], opset: int) -> _Region:
+    """Every node the Transpose can sink through, grown until nothing more joins."""
+    value = start.outputs[0]
+    region = _Region(start, {value: perm}, {}, {}, [])
+    grew = True
+    while grew:
+        grew = False
+        for held, held_perm in list(region.perms.items()):
+            for use in held.uses:
+                node = use.node
+                if node in region.steps or node in region.ends:
+                    continue
+                if _is_transpose(node):
+                    composed = _compose(held_perm, node)
+                    if composed is not None:
+                        region.ends[node] = composed
+                    continue
+                step = _plan_step(node, use.index, held_perm, opset, region.perms)
+                if step is None:
+                    continue
+                if not step.perm_after:
+                    step.perm_after = held_perm
+                region.steps[node] = step
+                region.perms[node.outputs[0]] = step.perm_after
+                grew = True
+    # A transposed operand another operand's Transpose would free must not be read elsewhere.
+    for step in region.steps.values():
+        step.freed = [
+            n
+            for n in step.freed
+            if n not in region.ends and _only_read_by(n.outputs[0], region.steps)
+        ]
+    for held in region.perms:
+        outside = [u for u in held.uses if u.node not in region.steps and u.node not in region.ends]
+        if outside or held.is_graph_output():
+            region.exits.append(held)
+    return region
+
+
+def _only_read_by(value: ir.Value, nodes: dict[ir.Node, _Step]) -> bool:
+    return not value.is_graph_output() and all(use.node in nodes for use in value.uses)
 
 
 def _sink(
@@ -161,59 +230,17 @@ def _sink(
     log: ChangeLog,
     touched: dict[ir.Node, None],
 ) -> int:
-    """Push `start` down a chain when that removes Transposes; how many it removed.
-
-    With one reader, `start` itself moves down. With several (or as a graph output), it
-    stays for the others, and a chain below one reader is rebuilt on `start`'s input when
-    that chain ends in a Transpose it cancels: the same as hoisting that Transpose up.
-    """
+    """Sink `start` through the region below it when that removes Transposes; how many."""
     perm = _perm(start)
     source = start.inputs[0]
     if perm is None or source is None or sorted(perm) != list(range(len(perm))):
         return 0
-    value = start.outputs[0]
-    shared = value.is_graph_output() or len(value.uses) != 1
-    for use in value.uses if shared else value.uses[:1]:
-        plan = _plan_chain(use.node, use.index, perm, opset)
-        if plan is None:
-            continue
-        steps, end, current, composed = plan
-        removed = (0 if shared else 1) + sum(len(s.freed) for s in steps)
-        removed += 1 if end is not None else 0
-        added = 0 if composed is not None and composed == sorted(composed) else 1
-        if removed - added <= 0:
-            continue
-        _apply(graph, start, source, current, steps, end, composed, names, log, touched, shared)
-        return removed - added
-    return 0
-
-
-def _plan_chain(
-    node: ir.Node, slot: int, perm: list[int], opset: int
-) -> tuple[list[_Step], ir.Node | None, list[int], list[int] | None] | None:
-    """The steps from `node` down to a Transpose, or as far as they go.
-
-    Returns the steps, the Transpose at the end (None without one), the perm after the last
-    step, and the perm the end composes to (None without an end).
-    """
-    steps: list[_Step] = []
-    current = perm
-    while not _is_transpose(node):
-        step = _plan_step(node, slot, current, opset)
-        if step is None:
-            return (steps, None, current, None) if steps else None
-        if not step.perm_after:
-            step.perm_after = current
-        steps.append(step)
-        current = step.perm_after
-        reader = _only_reader(node.outputs[0])
-        if reader is None:
-            return steps, None, current, None
-        node, slot = reader
-    composed = _compose(current, node)
-    if composed is None:
-        return (steps, None, current, None) if steps else None
-    return steps, node, current, composed
+    region = _grow(start, perm, opset)
+    gain = region.gain()
+    if gain <= 0:
+        return 0
+    _apply(graph, region, source, names, log, touched)
+    return gain
 
 
 def _compose(perm: list[int], end: ir.Node) -> list[int] | None:
@@ -224,13 +251,28 @@ def _compose(perm: list[int], end: ir.Node) -> list[int] | None:
     return [perm[q] for q in second]
 
 
-def _plan_step(node: ir.Node, slot: int, perm: list[int], opset: int) -> _Step | None:
-    """How `node` is rebuilt below a Transpose of `perm` entering at input `slot`, if it can."""
+def _plan_step(
+    node: ir.Node,
+    slot: int,
+    perm: list[int],
+    opset: int,
+    held: dict[ir.Value, list[int]],
+) -> _Step | None:
+    """How `node` is rebuilt below a Transpose of `perm` entering at input `slot`, if it can.
+
+    `held` are the region's values: another operand among them with the same perm is read
+    un-transposed too.
+    """
     if node.domain not in _STANDARD or len(node.outputs) != 1:
         return None
+    others = [v for i, v in enumerate(node.inputs) if i != slot and v is not None]
+    if any(v in held for v in others) and not (
+        node.op_type in _BROADCAST or node.op_type == "Concat"
+    ):
+        return None  # another input of the region where only one can be
     op = node.op_type
     attributes: dict[str, object] = {name: attr.value for name, attr in node.attributes.items()}
-    inputs: list[ir.Value | _Permuted | None] = list(node.inputs)
+    inputs: list[ir.Value | _Permuted | _Held | None] = list(node.inputs)
     rank = len(perm)
     if op in _UNARY and len(inputs) == 1:
         return _Step(node, slot, inputs, attributes, [])
@@ -240,6 +282,9 @@ def _plan_step(node: ir.Node, slot: int, perm: list[int], opset: int) -> _Step |
         freed: list[ir.Node] = []
         for index, other in enumerate(node.inputs):
             if index == slot or other is None:
+                continue
+            if held.get(other) == perm:
+                inputs[index] = _Held(other)
                 continue
             replacement = _operand(other, perm, exact_rank=op == "Concat", freed=freed)
             if replacement is None:
@@ -262,7 +307,7 @@ def _plan_step(node: ir.Node, slot: int, perm: list[int], opset: int) -> _Step |
     if op in ("Squeeze", "Unsqueeze") and slot == 0:
         # A static Squeeze or Unsqueeze is a Reshape that drops or adds 1s; moved above the
         # Transpose it becomes that Reshape.
-        shape_slot: list[ir.Value | _Permuted | None] = [inputs[0], None]
+        shape_slot: list[ir.Value | _Permuted | _Held | None] = [inputs[0], None]
         step = _reshape_step(node, shape_slot, {}, perm)
         if step is not None:
             step.op_type = "Reshape"
@@ -305,7 +350,7 @@ def _axis(value: object, rank: int) -> int | None:
 
 def _reduce_step(
     node: ir.Node,
-    inputs: list[ir.Value | _Permuted | None],
+    inputs: list[ir.Value | _Permuted | _Held | None],
     attributes: dict[str, object],
     perm: list[int],
     opset: int,
@@ -344,7 +389,7 @@ def _constant_ints(value: ir.Value | None) -> list[int] | None:
 
 def _slice_step(
     node: ir.Node,
-    inputs: list[ir.Value | _Permuted | None],
+    inputs: list[ir.Value | _Permuted | _Held | None],
     attributes: dict[str, object],
     perm: list[int],
 ) -> _Step | None:
@@ -370,7 +415,7 @@ def _slice_step(
 
 def _pad_step(
     node: ir.Node,
-    inputs: list[ir.Value | _Permuted | None],
+    inputs: list[ir.Value | _Permuted | _Held | None],
     attributes: dict[str, object],
     perm: list[int],
 ) -> _Step | None:
@@ -434,7 +479,7 @@ def _groups(before: list[int], after: list[int]) -> list[tuple[list[int], list[i
 
 def _reshape_step(
     node: ir.Node,
-    inputs: list[ir.Value | _Permuted | None],
+    inputs: list[ir.Value | _Permuted | _Held | None],
     attributes: dict[str, object],
     perm: list[int],
 ) -> _Step | None:
@@ -479,89 +524,117 @@ def _reshape_step(
 
 def _apply(
     graph: ir.Graph,
-    start: ir.Node,
+    region: _Region,
     source: ir.Value,
-    perm: list[int],
-    steps: Sequence[_Step],
-    end: ir.Node | None,
-    composed: list[int] | None,
     names: ir.NameAllocator,
     log: ChangeLog,
     touched: dict[ir.Node, None],
-    keep_start: bool = False,
 ) -> None:
-    """Rebuild the chain with the Transpose below it (see `_sink`); `perm` is the last one.
+    """Rewrite the region: its nodes rebuilt on un-transposed values, Transposes at the edges.
 
-    Each rebuilt node goes just before the node it replaces (its other operands are defined
-    there); the Transpose that remains, if any, goes before the chain's end.
+    Each rebuilt node goes just before the node it replaces (whatever else it reads is
+    defined there); a Transpose put back for an exit goes just before the exit's producer's
+    replacement is used, i.e. before that producer; ends compose in place.
     """
-    carried = source
-    for step in steps:
+    start = region.start
+    plain: dict[ir.Value, ir.Value] = {start.outputs[0]: source}
+    for node in _in_graph_order(graph, list(region.steps)):
+        step = region.steps[node]
         inputs: list[ir.Value | None] = []
         for index, value in enumerate(step.inputs):
             if index == step.slot:
-                inputs.append(carried)
+                inputs.append(plain[node.inputs[index]])  # type: ignore[index]
+            elif isinstance(value, _Held):
+                inputs.append(plain[value.value])
             elif isinstance(value, _Permuted):
                 inputs.append(_constant(graph, value, names, log))
             else:
                 inputs.append(value)
-        old = step.node.outputs[0]
+        old = node.outputs[0]
         out = ir.Value(names.fresh(f"{old.name}_layout"))
         known = step.layout_type or _unpermuted(old, step.perm_after)
         if known is not None:
             ir.record_inferred_type(out, known)
         rebuilt = ir.Node(
-            step.op_type or step.node.op_type,
+            step.op_type or node.op_type,
             inputs,
             step.attributes,
-            domain=step.node.domain,
-            name=names.fresh(step.node.name or step.node.op_type),
+            domain=node.domain,
+            name=names.fresh(node.name or node.op_type),
             outputs=[out],
         )
-        graph.insert_before(step.node, [rebuilt])
+        graph.insert_before(node, [rebuilt])
         log.created(graph, _trace.distinct_label(rebuilt))
         touched[rebuilt] = None
-        carried = out
-    last = end.outputs[0] if end is not None else steps[-1].node.outputs[0]
-    before = end if end is not None else steps[-1].node
-    final_perm = composed if end is not None else perm
-    assert final_perm is not None, "a chain that ends at a Transpose has a composed perm"
-    replacement = carried
-    if final_perm != sorted(final_perm) or last.is_graph_output():
-        replacement = ir.Value(names.fresh(last.name), type=last.type)
-        if final_perm == sorted(final_perm):
-            node = ir.Node("Identity", [carried], outputs=[replacement])
-        else:
-            label = (end or start).name or "Transpose"
-            node = ir.Node(
-                "Transpose",
-                [carried],
-                {"perm": final_perm},
-                name=names.fresh(label),
-                outputs=[replacement],
-            )
-        graph.insert_before(before, [node])
-        log.created(graph, _trace.distinct_label(node))
-        touched[node] = None
-    for use in last.uses:
-        touched[use.node] = None
-    keep_name = last.name
-    last.replace_all_uses_with(replacement, replace_graph_outputs=True)
-    old_nodes = [*(s.node for s in steps), *(n for s in steps for n in s.freed)]
-    if not keep_start:
+        plain[old] = out
+    renames: list[tuple[ir.Value, str]] = []
+    for end, composed in region.ends.items():
+        held = end.inputs[0]
+        assert held is not None, "an end reads a value of the region"
+        _replace(graph, end.outputs[0], plain[held], composed, end, names, log, touched, renames)
+    for held in region.exits:
+        if held is start.outputs[0]:
+            continue  # the Transpose stays for the readers outside the region
+        producer = held.producer()
+        assert producer is not None, "a held value other than the start's is computed"
+        perm = region.perms[held]
+        _replace(graph, held, plain[held], perm, producer, names, log, touched, renames)
+    old_nodes = [
+        *region.steps,
+        *region.ends,
+        *(n for st in region.steps.values() for n in st.freed),
+    ]
+    if start.outputs[0] not in region.exits:
         old_nodes.append(start)
-    if end is not None:
-        old_nodes.append(end)
     for node in reversed(_in_graph_order(graph, old_nodes)):
         log.removed(graph, _trace.distinct_label(node))
         graph.remove(node)
-    if replacement is not carried:
-        replacement.name = keep_name  # the value downstream nodes and outputs knew
+    for value, name in renames:
+        value.name = name  # the name downstream nodes and graph outputs knew
+
+
+def _replace(
+    graph: ir.Graph,
+    old: ir.Value,
+    plain: ir.Value,
+    perm: list[int],
+    before: ir.Node,
+    names: ir.NameAllocator,
+    log: ChangeLog,
+    touched: dict[ir.Node, None],
+    renames: list[tuple[ir.Value, str]],
+) -> None:
+    """Make the readers of `old` read `Transpose(plain, perm)` (or `plain` for the identity).
+
+    Readers inside the region go with their nodes; the others, and graph outputs, move.
+    """
+    for use in old.uses:
+        touched[use.node] = None
+    if perm == sorted(perm) and not old.is_graph_output():
+        old.replace_all_uses_with(plain)
+        return
+    replacement = ir.Value(names.fresh(old.name), type=old.type)
+    if perm == sorted(perm):
+        node = ir.Node("Identity", [plain], outputs=[replacement])
+    else:
+        node = ir.Node(
+            "Transpose",
+            [plain],
+            {"perm": perm},
+            name=names.fresh(f"{old.name}_transpose"),
+            outputs=[replacement],
+        )
+    graph.insert_before(before, [node])
+    log.created(graph, _trace.distinct_label(node))
+    touched[node] = None
+    old.replace_all_uses_with(replacement, replace_graph_outputs=True)
+    renames.append((replacement, old.name))
 
 
 def _in_graph_order(graph: ir.Graph, nodes: list[ir.Node]) -> list[ir.Node]:
+    """`nodes` producers first (the node list is not kept sorted while rules run)."""
     wanted = set(nodes)
-    return [node for node in graph if node in wanted]
+    return [node for node in ir.topological_order(graph) if node in wanted]
 
 
 def _constant(

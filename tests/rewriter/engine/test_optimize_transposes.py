@@ -216,3 +216,67 @@ def test_a_transpose_read_twice_cancels_its_inverse_on_one_branch(tmp_path):
     assert _count(rewritten) == 1
     assert [o.name for o in rewritten.graph.output] == ["a", "y"]
     assert_same_outputs(model, rewritten)
+
+
+def _nhwc_blocks(blocks: int) -> onnx.ModelProto:
+    """A tf2onnx-style NHWC network: each Conv wrapped in Transposes, bias and Relu in NHWC,
+    every second block fanning out into a scaled copy and a Concat over channels."""
+    rng = np.random.default_rng(0)
+    nodes, initializers = [], []
+    channels, current = 4, "x"
+
+    def weight(name: str, shape: tuple[int, ...]) -> str:
+        array = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        initializers.append(onnx.numpy_helper.from_array(array, name))
+        return name
+
+    for i in range(blocks):
+        conv = (f"t{i}", weight(f"w{i}", (channels, channels, 3, 3)))
+        nodes += [
+            onnx.helper.make_node("Transpose", [current], [f"t{i}"], perm=[0, 3, 1, 2]),
+            onnx.helper.make_node("Conv", list(conv), [f"c{i}"], pads=[1, 1, 1, 1]),
+            onnx.helper.make_node("Transpose", [f"c{i}"], [f"u{i}"], perm=[0, 2, 3, 1]),
+            onnx.helper.make_node("Add", [f"u{i}", weight(f"b{i}", (channels,))], [f"a{i}"]),
+            onnx.helper.make_node("Relu", [f"a{i}"], [f"r{i}"]),
+        ]
+        current = f"r{i}"
+        if i % 2:
+            scale = weight(f"s{i}", (1, 1, 1, channels))
+            squeeze = weight(f"q{i}", (channels, 2 * channels, 1, 1))
+            nodes += [
+                onnx.helper.make_node("Mul", [current, scale], [f"m{i}"]),
+                onnx.helper.make_node("Concat", [current, f"m{i}"], [f"k{i}"], axis=3),
+                onnx.helper.make_node("Transpose", [f"k{i}"], [f"tk{i}"], perm=[0, 3, 1, 2]),
+                onnx.helper.make_node("Conv", [f"tk{i}", squeeze], [f"pk{i}"]),
+                onnx.helper.make_node("Transpose", [f"pk{i}"], [f"uk{i}"], perm=[0, 2, 3, 1]),
+            ]
+            current = f"uk{i}"
+    nodes.append(onnx.helper.make_node("Identity", [current], ["y"]))
+    shape = [1, 8, 8, channels]
+    graph = onnx.helper.make_graph(
+        nodes,
+        "nhwc",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)],
+        initializers,
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_no_more_transposes_than_onnxruntimes_own_optimizer_leaves(tmp_path):
+    import onnxruntime as ort
+
+    model = _nhwc_blocks(4)
+    path = tmp_path / "nhwc.onnx"
+    onnx.save(model, path)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(tmp_path / "ort.onnx")
+    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    peer = _count(onnx.load(tmp_path / "ort.onnx"))
+    rewritten = rewriter.rewrite(model, ["patterns/"]).proto
+    assert _count(model) == 12
+    assert _count(rewritten) <= peer
+    assert_same_outputs(model, rewritten)
