@@ -280,3 +280,27 @@ def test_no_more_transposes_than_onnxruntimes_own_optimizer_leaves(tmp_path):
     assert _count(model) == 12
     assert _count(rewritten) <= peer
     assert_same_outputs(model, rewritten)
+
+
+@pytest.mark.parametrize(
+    ("gemm", "first", "second", "a_shape", "b_shape"),
+    [
+        ("Gemm <alpha = 0.5> (ta, b, c)", "ta = Transpose (a)", "", "[4, 3]", "[4, 5]"),
+        ("Gemm <transA = 1> (ta, b, c)", "ta = Transpose <perm = [1, 0]> (a)", "", "[3, 4]", "[4, 5]"),
+        ("Gemm <transB = 1> (a, tb, c)", "tb = Transpose (b)", "", "[3, 4]", "[4, 5]"),
+        ("Gemm (ta, tb)", "ta = Transpose (a)", "tb = Transpose (b)", "[4, 3]", "[5, 4]"),
+    ],
+)  # fmt: skip
+def test_transposes_of_gemm_operands_become_its_flags(
+    tmp_path, gemm, first, second, a_shape, b_shape
+):
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float{a_shape} a, float{b_shape} b, float[5] c) => (float[A, B] y) {{
+        {first}
+        {second}
+        y = {gemm}
+    }}"""
+    model = model_from_text(text)
+    rewritten = rewriter.rewrite(model, ["patterns/"]).proto
+    assert _count(rewritten) == 0
+    assert_same_outputs(model, rewritten)
