@@ -890,6 +890,37 @@ CASES = [
         None,
         False,
     ),
+    (
+        "absorb_transpose_into_gemm_a",
+        _model(
+            "t = Transpose (a)\n y = Gemm <alpha = 0.5> (t, b)",
+            inputs="float[4, 3] a, float[4, 5] b",
+            outputs="float[3, 5] y",
+        ),
+        ["Gemm"],
+        True,
+    ),
+    (
+        # the Transpose is read twice: absorbing it into one Gemm leaves it for the other
+        "absorb_transpose_into_gemm_a",
+        _model(
+            "t = Transpose (a)\n y = Gemm (t, b)\n z = Relu (t)",
+            inputs="float[4, 3] a, float[4, 5] b",
+            outputs="float[3, 5] y, float[3, 4] z",
+        ),
+        None,
+        False,
+    ),
+    (
+        "absorb_transpose_into_gemm_b",
+        _model(
+            "t = Transpose <perm = [1, 0]> (b)\n y = Gemm <transB = 1> (a, t, c)",
+            inputs="float[3, 4] a, float[4, 5] b, float[5] c",
+            outputs="float[3, 5] y",
+        ),
+        ["Gemm"],
+        True,
+    ),
 ]
 
 
