@@ -107,7 +107,7 @@ def _nodes_between(graph: Graph, sources: list[Value], targets: list[Value]) -> 
                 continue  # a constant, or an outer-scope value (not in the main graph)
             raise ExtractError(_elsewhere(graph, value, parent, stop))
         kept.add(node)
-        for read in _reads(node):
+        for read in node.reads():
             pending.append((read, value))
     return kept
 
@@ -141,32 +141,9 @@ def _downstream(graph: Graph, sources: set[Value]) -> set[Value]:
     """The values of `graph` computed (in part) from `sources`, the sources included."""
     fed = set(sources)
     for node in graph:
-        if any(value in fed for value in _reads(node)):
+        if any(value in fed for value in node.reads()):
             fed.update(node.outputs)
     return fed
-
-
-def _reads(node: Node) -> list[Value]:
-    """What a node reads: its inputs and the outer values its subgraphs read."""
-    reads = [value for value in node.inputs if value is not None]
-    for sub in node.subgraphs():
-        for inner in sub.all_nodes():
-            reads.extend(
-                value
-                for value in inner.inputs
-                if value is not None and value.graph is not None and not _within(value.graph, sub)
-            )
-    return reads
-
-
-def _within(graph: Graph, outer: Graph) -> bool:
-    current: Graph | None = graph
-    while current is not None:
-        if current is outer:
-            return True
-        owner = current.owner
-        current = owner.graph if isinstance(owner, Node) else None
-    return False
 
 
 def _as_graph_input(graph: Graph, value: Value) -> Value:

@@ -84,7 +84,7 @@ def _costs(model: ir.Model, nodes: Sequence[ir.Node], balance: str) -> list[int]
     costs = []
     for node in nodes:
         cost = 0
-        for value in _reads(node):
+        for value in node.reads():
             if value in counted or not value.is_initializer():
                 continue
             counted.add(value)
@@ -145,7 +145,7 @@ def _boundaries(
     inputs: list[dict[str, None]] = [{} for _ in range(count)]
     outputs: list[dict[str, None]] = [{} for _ in range(count)]
     for node, stage in stage_of.items():
-        for value in _reads(node):
+        for value in node.reads():
             producer = value.producer()
             if producer is None:
                 if not value.is_initializer() and value.graph is model.graph:
@@ -158,14 +158,6 @@ def _boundaries(
         if producer is not None:
             outputs[stage_of[producer]][value.name] = None
     return [(list(i), list(o)) for i, o in zip(inputs, outputs, strict=True)]
-
-
-def _reads(node: ir.Node) -> list[ir.Value]:
-    reads = [value for value in node.inputs if value is not None]
-    for sub in node.subgraphs():
-        for inner in sub.all_nodes():
-            reads.extend(v for v in inner.inputs if v is not None and v.graph is node.graph)
-    return reads
 
 
 def write_pipeline(
