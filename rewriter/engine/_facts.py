@@ -188,3 +188,87 @@ def lower_bound(value: ir.Value, depth: int = 0) -> float | None:
         known = [b for b in bounds if b is not None]
         return min(known) if known and len(known) == len(bounds) else None
     return None
+
+
+# Ops that compute each element from the element at the same place alone: a value whose last
+# axis is two equal halves keeps that through them.
+_ELEMENTWISE_UNARY = frozenset(
+    {"Cast", "Cos", "Sin", "Exp", "Identity", "Neg", "Sqrt", "Reciprocal", "Tanh", "Sigmoid"}
+)
+_SCALAR_BINARY = frozenset({"Add", "Sub", "Mul", "Div"})
+_HALVES_DEPTH = 8
+
+
+def repeats_halves(value: ir.Value) -> bool:
+    """True when `value`'s last axis is two equal halves by construction.
+
+    That is `Concat(f, f)` on the last axis (one value twice), followed only by ops that
+    compute each element alone (Cos, Sin, Cast, ...), by arithmetic with a one-element
+    constant, and by Unsqueeze at axes other than the last: how rotary embeddings write
+    their cos and sin tables (`emb = cat(freqs, freqs)`). A constant is read: its halves
+    must be equal bit for bit.
+    """
+    for _ in range(_HALVES_DEPTH):
+        if const_size(value) is not None:
+            return _constant_repeats_halves(value)
+        node = value.producer()
+        if node is None or node.domain not in ("", "ai.onnx") or not node.inputs:
+            return False
+        op, first = node.op_type, node.inputs[0]
+        if op == "Concat":
+            rank = _rank_of(value)
+            axis = node.attribute("axis")
+            return (
+                len(node.inputs) == 2
+                and first is not None
+                and node.inputs[1] is first
+                and rank is not None
+                and isinstance(axis, int)
+                and axis % rank == rank - 1
+            )
+        if op in _ELEMENTWISE_UNARY and first is not None:
+            value = first
+        elif op in _SCALAR_BINARY and len(node.inputs) == 2:
+            left, right = node.inputs
+            if right is not None and const_size(right) == 1 and left is not None:
+                value = left
+            elif left is not None and const_size(left) == 1 and right is not None:
+                value = right
+            else:
+                return False
+        elif op == "Unsqueeze" and first is not None and not _unsqueezes_last(node, value):
+            value = first
+        else:
+            return False
+    return False
+
+
+def _rank_of(value: ir.Value) -> int | None:
+    dims = shape_of(value)
+    return None if dims is None else len(dims)
+
+
+def _unsqueezes_last(node: ir.Node, out: ir.Value) -> bool:
+    """True unless the Unsqueeze's axes are known and leave the last axis where it was."""
+    rank = _rank_of(out)
+    given = node.inputs[1] if len(node.inputs) > 1 else None
+    axes = const_array(given) if given is not None else None
+    if axes is None:
+        attribute = node.attribute("axes")
+        axes = np.asarray(attribute) if isinstance(attribute, list | tuple) else None
+    if rank is None or axes is None:
+        return True
+    return any(int(a) % rank == rank - 1 for a in np.asarray(axes).ravel())
+
+
+def _constant_repeats_halves(value: ir.Value) -> bool:
+    size = const_size(value)
+    array = const_array(value) if size is not None and size <= _HALVES_ELEMENTS else None
+    if array is None or array.ndim == 0 or array.shape[-1] % 2:
+        return False
+    half = array.shape[-1] // 2
+    return array[..., :half].tobytes() == array[..., half:].tobytes()
+
+
+# Constants up to this many elements are read to see whether their halves repeat.
+_HALVES_ELEMENTS = 1 << 20
