@@ -586,6 +586,14 @@ def _declared_covers(value: Value, fact: Type) -> bool:
         return True
     if declared.shape is None:
         return fact.shape is None
+    if fact.shape is not None and len(fact.shape) == len(declared.shape):
+        # A number found for a dim the model only names (an exporter's output symbol) is
+        # news: `merge_types` keeps the declared symbol elsewhere and takes the number here.
+        if any(
+            isinstance(d, str) and isinstance(f, int)
+            for d, f in zip(declared.shape, fact.shape, strict=True)
+        ):
+            return False
     return all(
         isinstance(d, str) or (isinstance(d, int) and d >= 0) for d in declared.shape
     ) and bool(declared.dtype)
