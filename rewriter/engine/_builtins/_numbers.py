@@ -267,6 +267,10 @@ sign = _elementwise(np.sign, "sign", "-1, 0 or 1, elementwise")
 signbit = _elementwise(
     np.signbit, "signbit", "true where the sign bit is set (negatives and -0.0), elementwise"
 )
+isfinite = _elementwise(
+    np.isfinite, "isfinite", "true where an element is neither infinite nor NaN, elementwise"
+)
+isnan = _elementwise(np.isnan, "isnan", "true where an element is NaN, elementwise")
 tanh = _elementwise(np.tanh, "tanh", "hyperbolic tangent, elementwise")
 erf = _elementwise(_erf, "erf", "error function, elementwise")
 reciprocal = _elementwise(
