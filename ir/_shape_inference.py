@@ -577,6 +577,15 @@ def _has_declared_dims(value: Value) -> bool:
     return shape is not None and any(d is not None for d in shape)
 
 
+def _names_a_found_number(declared: Sequence[Dim], found: Sequence[Dim] | None) -> bool:
+    """True when some dim is declared as a symbol where the facts found a number."""
+    if found is None or len(found) != len(declared):
+        return False
+    return any(
+        isinstance(d, str) and isinstance(f, int) for d, f in zip(declared, found, strict=True)
+    )
+
+
 def _declared_covers(value: Value, fact: Type) -> bool:
     """True when the value's declared type already says all `fact` says."""
     declared = value.type
@@ -586,14 +595,10 @@ def _declared_covers(value: Value, fact: Type) -> bool:
         return True
     if declared.shape is None:
         return fact.shape is None
-    if fact.shape is not None and len(fact.shape) == len(declared.shape):
-        # A number found for a dim the model only names (an exporter's output symbol) is
-        # news: `merge_types` keeps the declared symbol elsewhere and takes the number here.
-        if any(
-            isinstance(d, str) and isinstance(f, int)
-            for d, f in zip(declared.shape, fact.shape, strict=True)
-        ):
-            return False
+    # A number found for a dim the model only names (an exporter's output symbol) is news:
+    # `merge_types` keeps the declared symbol elsewhere and takes the number here.
+    if _names_a_found_number(declared.shape, fact.shape):
+        return False
     return all(
         isinstance(d, str) or (isinstance(d, int) and d >= 0) for d in declared.shape
     ) and bool(declared.dtype)

@@ -21,10 +21,9 @@ from rewriter.engine._values import (
     EvalError,
     NodeRef,
     equal,
+    exact_numpy,
     node_attribute,
     numeric,
-    exact_numpy,
-    quiet_numpy,
     truth,
 )
 

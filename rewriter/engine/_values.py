@@ -112,9 +112,9 @@ def truth(value: object) -> bool | _Unknown:
 
 
 def quiet_numpy() -> Any:
-    """For built-in functions: numpy's floating-point warnings silenced, but overflow where
-    the caller raises it.
+    """For built-in functions: numpy's floating-point warnings silenced, except overflow.
 
+    Overflow still raises where the caller makes it raise.
     The builder evaluates rewrites with every floating-point exception raising (see
     `exact_numpy`); a function of a constant may still give an infinity or a NaN on purpose
     (`log(0.0)` for a -inf mask, `sqrt` of a negative variance as the op computes it), so

@@ -19,7 +19,6 @@ from rewriter.engine._values import (
     EvalError,
     exact_numpy,
     numeric,
-    quiet_numpy,
 )
 
 
