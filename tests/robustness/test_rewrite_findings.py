@@ -183,3 +183,54 @@ def test_float32_attention_is_fused_and_agrees_on_large_scores() -> None:
         want = fuzz.run_model(model, feeds)
         have = fuzz.run_model(result.proto, feeds)
         assert fuzz.output_difference(want["y"], have["y"], exact=False) is None
+
+
+def _gelu_tanh_model(dtype: int, sqrt_2_over_pi: float) -> onnx.ModelProto:
+    """(x * 0.5) * (1 + Tanh(c * (x + 0.044715 x^3))), GPT-2's gelu_new, at opset 20."""
+    numpy_dtype = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    constants = {"three": 3.0, "k": 0.044715, "c": sqrt_2_over_pi, "half": 0.5, "one": 1.0}
+    nodes = [
+        oh.make_node("Pow", ["x", "three"], ["x3"]),
+        oh.make_node("Mul", ["x3", "k"], ["s"]),
+        oh.make_node("Add", ["x", "s"], ["a"]),
+        oh.make_node("Mul", ["a", "c"], ["v"]),
+        oh.make_node("Tanh", ["v"], ["th"]),
+        oh.make_node("Add", ["th", "one"], ["h"]),
+        oh.make_node("Mul", ["x", "half"], ["t"]),
+        oh.make_node("Mul", ["t", "h"], ["y"]),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "g",
+        [oh.make_tensor_value_info("x", dtype, [2, 5])],
+        [oh.make_tensor_value_info("y", dtype, [2, 5])],
+        [
+            onnx.numpy_helper.from_array(np.array(value, numpy_dtype), name)
+            for name, value in constants.items()
+        ],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 20)])
+
+
+@pytest.mark.parametrize(
+    ("dtype", "constant", "fused"),
+    [
+        (DOUBLE, 0.7978846, False),  # the finding: sqrt(2/pi) to 7 digits is not it in double
+        (DOUBLE, float(np.sqrt(2 / np.pi)), True),
+        (FLOAT, 0.7978846, True),  # the same float32 as sqrt(2/pi)
+        (onnx.TensorProto.FLOAT16, 0.7978846, True),
+    ],
+)
+def test_gelu_tanh_constant_matches_sqrt_2_over_pi_in_its_own_dtype(
+    dtype: int, constant: float, fused: bool
+) -> None:
+    # The rules' literal was 0.7978846: a double model with that constant was fused into
+    # Gelu, which computes with sqrt(2/pi) (relative difference 5e-8, far above double rounding).
+    model = _gelu_tanh_model(dtype, constant)
+    result = rewriter.rewrite(model)
+    assert ("Gelu" in op_types(result.proto)) == fused
+    numpy_dtype = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    x = np.linspace(-6, 6, 10).reshape(2, 5).astype(numpy_dtype)
+    want = fuzz.run_model(model, {"x": x})["y"]
+    have = fuzz.run_model(result.proto, {"x": x})["y"]
+    assert fuzz.output_difference(want, have, exact=not fused) is None
