@@ -930,7 +930,11 @@ def discrepancy(
     feeds: dict[str, np.ndarray],
     exact: bool,
 ) -> str | None:
-    """How the rewritten model's outputs on `feeds` differ from `want` (None: they do not)."""
+    """How the rewritten model's outputs on `feeds` differ from `want` (None: they do not).
+
+    The output is not named: a finding's key is the rule and the kind of difference, so one
+    class of finding counts once however its outputs are named.
+    """
     try:
         have = run_model(rewritten, feeds)
     except Exception as exc:
@@ -938,7 +942,7 @@ def discrepancy(
     for output, expected in want.items():
         difference = output_difference(expected, have.get(output), exact)
         if difference is not None:
-            return f"{difference} (output {output})"
+            return difference
     return None
 
 
