@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis
+import ml_dtypes
 import numpy as np
 import onnx
 import onnx.helper
@@ -857,6 +858,23 @@ def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str,
     return dict(zip(names, _ort.run(session, inputs), strict=True))
 
 
+def _infinities_differ(a: np.ndarray, b: np.ndarray, dtype: np.dtype[Any], exact: bool) -> bool:
+    """Whether `a` and `b` (as float64) hold infinities in different places.
+
+    Unless `exact`, an infinity facing a finite value of the same sign within a factor 2 of
+    the dtype's largest value is rounding at the edge of the range, not a difference: a fused
+    op that does not overflow in an intermediate (Gelu(x) at x = float max, where
+    `x * (1 + erf(...))` overflows) is as accurate as the original, or more.
+    """
+    differ = (np.isposinf(a) != np.isposinf(b)) | (np.isneginf(a) != np.isneginf(b))
+    if exact or not differ.any():
+        return bool(differ.any())
+    edge = float(ml_dtypes.finfo(dtype).max) / 2  # type: ignore[no-untyped-call]
+    with np.errstate(invalid="ignore"):
+        rounded = (np.sign(a) == np.sign(b)) & (np.minimum(np.abs(a), np.abs(b)) >= edge)
+    return bool((differ & ~rounded).any())
+
+
 def output_difference(want: Any, have: Any, exact: bool) -> str | None:
     """How `have` differs from `want` (None when it does not): dtype, shape, integers and
     bools exactly, NaN and infinities by position, finite floats bit for bit when `exact`,
@@ -875,11 +893,9 @@ def output_difference(want: Any, have: Any, exact: bool) -> str | None:
     b = have.astype(np.float64)
     if not np.array_equal(np.isnan(a), np.isnan(b)):
         return "NaN positions differ"
-    if not np.array_equal(np.isposinf(a), np.isposinf(b)) or not np.array_equal(
-        np.isneginf(a), np.isneginf(b)
-    ):
+    if _infinities_differ(a, b, want.dtype, exact):
         return "infinities differ"
-    finite = np.isfinite(a)
+    finite = np.isfinite(a) & np.isfinite(b)
     if exact:
         if not np.array_equal(a[finite], b[finite]):
             return "values differ (exact rules only)"
