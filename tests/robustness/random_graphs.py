@@ -3,9 +3,10 @@
 A model is a chain of *motifs* applied to one running tensor: each motif writes the ops some
 rules of the library look for (an algebraic identity, a clamp pair, a Conv with a per-channel
 scale or a BatchNormalization, a written-out LayerNorm, GELU, HardSwish, attention, reshapes,
-shape reads, an If whose branches name their values alike, a local function reusing the main
-graph's names, ...), with parameters drawn to sit on the edges: dtypes float, float16, double,
-bfloat16, integers and bool; dims of size 0 and symbolic dims; constants that are NaN,
+shape reads, an If whose branches name their values alike, two Loop bodies that do the same, a
+local function reusing the main graph's names, ops of newer opsets for the decompositions of
+a lower target opset, ...), with parameters drawn to sit on the edges: dtypes float, float16,
+double, bfloat16, integers and bool; dims of size 0 and symbolic dims; constants that are NaN,
 infinities, signed zeros, subnormals, the dtype's extremes or numbers close to a rule's
 literal. Inputs are drawn the same way (`input_values`). `fuzz.check_rewrite` pushes each model
 through the default library and compares it with the original under onnxruntime.
