@@ -15,6 +15,7 @@ import onnx.helper as oh
 import onnx.numpy_helper
 import pytest
 
+import ir
 import rewriter
 from tests.helpers import assert_same_outputs, op_types
 from tests.robustness import fuzz
@@ -329,3 +330,33 @@ def test_an_ill_conditioned_layer_norm_is_judged_by_the_originals_own_noise() ->
     )
     expected = fuzz.run_model(model, spread)
     assert fuzz.discrepancy(model, expected, wrong, spread, exact=False) is not None
+
+
+def _hard_sigmoid_model(dtype: int) -> onnx.ModelProto:
+    graph = oh.make_graph(
+        [oh.make_node("HardSigmoid", ["x"], ["y"], alpha=0.25, beta=0.5)],
+        "g",
+        [oh.make_tensor_value_info("x", dtype, [2, 3])],
+        [oh.make_tensor_value_info("y", dtype, [2, 3])],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+
+
+def test_opset_conversion_refuses_to_make_a_model_unrunnable() -> None:
+    # The fuzzer's finding (issue 16, class 7 for conversions): onnxruntime runs HardSigmoid
+    # on double at opset 18 and has no kernel for it from opset 21; `--target-opset 23` wrote
+    # a model it cannot load.
+    model = _hard_sigmoid_model(DOUBLE)
+    assert fuzz.run_model(model, {"x": np.ones((2, 3))})["y"].shape == (2, 3)
+    with pytest.raises(ir.ConversionError, match=r"no kernel for HardSigmoid\(double\)"):
+        rewriter.rewrite(model, None, rewriter.RewriteOptions(target_opset=23))
+    unchecked = rewriter.RewriteOptions(target_opset=23, keep_runnable=False)
+    assert rewriter.rewrite(model, None, unchecked).proto.opset_import[0].version == 23
+
+
+def test_opset_conversion_of_a_runnable_model_still_converts() -> None:
+    model = _hard_sigmoid_model(FLOAT)
+    result = rewriter.rewrite(model, None, rewriter.RewriteOptions(target_opset=23))
+    assert {o.domain: o.version for o in result.proto.opset_import}[""] == 23
+    assert_same_outputs(model, result.proto)
+
