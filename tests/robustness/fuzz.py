@@ -86,6 +86,9 @@ class Tally:
     rewritten: int = 0
     rewrites: int = 0
     by_rule: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Differences in NaN or infinities that only inputs near the dtype's largest value cause
+    # (see `_only_at_the_range_edge`): counted, shown, not findings.
+    edge_overflows: int = 0
 
     def add(self, key: str) -> None:
         """Count one occurrence of finding `key`."""
@@ -1040,6 +1043,43 @@ def _first_breaking_rule(case: random_graphs.Case, want: dict[str, np.ndarray], 
     return "not reproduced by a prefix"
 
 
+def _without_extremes(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`feeds` with every finite float within a factor 16 of its dtype's largest set to +-1."""
+    calm = {}
+    for name, value in feeds.items():
+        if value.dtype.kind != "f" and value.dtype.name != "bfloat16":
+            calm[name] = value
+            continue
+        edge = float(ml_dtypes.finfo(value.dtype).max) / 16  # type: ignore[no-untyped-call]
+        wide = value.astype(np.float64)
+        extreme = np.isfinite(wide) & (np.abs(wide) >= edge)
+        calm[name] = np.where(extreme, np.sign(wide), wide).astype(value.dtype)
+    return calm
+
+
+def _only_at_the_range_edge(
+    case: random_graphs.Case, rewritten: onnx.ModelProto, difference: str
+) -> bool:
+    """Whether a NaN or infinity `difference` goes away when no input is near its dtype's
+    largest value.
+
+    A fold that scales weights (BatchNorm into MatMul) moves where a product overflows: with
+    an input at float max the original's sum may reach +inf where the folded one meets
+    +inf - inf. That is rounding at the edge of the range, which no reassociation avoids; a
+    rewrite that mishandles NaN or infinities themselves still differs without those inputs.
+    """
+    if difference not in ("NaN positions differ", "infinities differ"):
+        return False
+    calm = _without_extremes(case.feeds)
+    if all(np.array_equal(calm[k], v, equal_nan=True) for k, v in case.feeds.items()):
+        return False
+    try:
+        want = run_model(case.model, calm)
+    except Exception:
+        return False
+    return discrepancy(case.model, want, rewritten, calm, exact=False) is None
+
+
 def check_rewrite(case: random_graphs.Case) -> None:
     """Rewrite `case.model` with the default library and compare it with the original."""
     tally = _tally("rewrite")
@@ -1068,6 +1108,9 @@ def check_rewrite(case: random_graphs.Case) -> None:
     exact = not any(e.rule.startswith(_ROUNDING_RULES) for e in entries)
     difference = discrepancy(case.model, want, result.proto, case.feeds, exact)
     if difference is None:
+        return
+    if not exact and _only_at_the_range_edge(case, result.proto, difference):
+        tally.edge_overflows += 1
         return
     rule = _first_breaking_rule(case, want, exact)
     tally.by_rule[rule] = tally.by_rule.get(rule, 0) + 1
@@ -1187,6 +1230,10 @@ def _summary(name: str, tally: Tally, minutes: float) -> list[str]:
         lines.append(
             f"  {tally.examples} graphs generated, {tally.loaded} run by onnxruntime, "
             f"{tally.rewritten} rewritten, {tally.rewrites} rewrites applied"
+        )
+        lines.append(
+            f"  {tally.edge_overflows} differences in NaN or infinities only where an input is "
+            "near its dtype's largest value (overflow at the range's edge; not findings)"
         )
         for rule, count in sorted(tally.by_rule.items()):
             lines.append(f"  discrepancies first caused by {rule}: {count}")
