@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import onnx
 import onnx.checker
+import onnx.helper
 import onnx.version_converter
 
 from ir._core import IRError, Model
@@ -32,7 +33,46 @@ def convert_version(model: Model, target: int) -> Model:
             f"cannot convert from opset {current} to {target}: {message}"
         ) from exc
     _drop_added_value_info(proto.graph, converted.graph)
+    # onnx's converter leaves local functions out of the model it returns; their calls would
+    # then name no function. Bodies are converted like the graph (the checker wants one
+    # version of a domain across the model and its functions).
+    del converted.functions[:]
+    converted.functions.extend(_convert_function(f, target) for f in proto.functions)
     return from_onnx(converted, base_dir=model.base_dir)
+
+
+def _convert_function(function: onnx.FunctionProto, target: int) -> onnx.FunctionProto:
+    """`function` with its body converted to default-domain opset `target`.
+
+    Raises:
+        ConversionError: the converter could not convert the body.
+    """
+    versions = {entry.domain: entry.version for entry in function.opset_import}
+    current = versions.get("", versions.get("ai.onnx"))
+    if current is None or current == target:
+        return function
+    body = onnx.helper.make_graph(
+        list(function.node),
+        function.name,
+        [onnx.ValueInfoProto(name=name) for name in function.input],
+        [onnx.ValueInfoProto(name=name) for name in function.output],
+    )
+    wrapper = onnx.helper.make_model(body, opset_imports=list(function.opset_import))
+    try:
+        converted = onnx.version_converter.convert_version(wrapper, target)
+    except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConversionError(
+            f"cannot convert function `{function.domain}.{function.name}` from opset "
+            f"{current} to {target}: {message}"
+        ) from exc
+    result = onnx.FunctionProto()
+    result.CopyFrom(function)
+    del result.node[:]
+    result.node.extend(converted.graph.node)
+    del result.opset_import[:]
+    result.opset_import.extend(converted.opset_import)
+    return result
 
 
 def _drop_added_value_info(before: onnx.GraphProto, after: onnx.GraphProto) -> None:

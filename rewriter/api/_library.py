@@ -1,8 +1,8 @@
 """Which rule files a run uses: the shipped library, folders, files, or a loaded RuleSet.
 
 A folder means every `.rw` file below it in sorted path order, except the opt-in subfolders
-(`loops/`, `ort/`), which are used only when named directly. Loaded rule sets are kept by
-their files' names and stat, so a program rewriting many models with the same rules parses
+(`loops/`, `ort/`, `relaxed/`), which are used only when named directly. Loaded rule sets are
+kept by their files' names and stat, so a program rewriting many models with the same rules parses
 them once (an edited file has a new mtime or size and is loaded again).
 """
 
@@ -31,7 +31,7 @@ def library_path() -> Path:
 
 # Rule folders that are opt-in: below a folder given as rules, a subfolder with one of these
 # names is left out; name it directly (`--rules patterns/loops`) to use it.
-OPT_IN_FOLDERS = ("loops", "ort")
+OPT_IN_FOLDERS = ("loops", "ort", "relaxed")
 
 
 def rule_files(folder: str | os.PathLike[str]) -> list[Path]:

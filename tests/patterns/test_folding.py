@@ -381,6 +381,26 @@ CASES = [
         False,
     ),
     (
+        # a symbolic trailing dim: [-1, k] cannot be written, and [0, -1] fails at N = 0
+        "flatten_to_reshape",
+        _model("y = Flatten <axis = 1> (x)", inputs="float[N, M, 3] x", outputs="float[N, ?] y"),
+        None,
+        False,
+    ),
+    (
+        "flatten_to_reshape_static_batch",
+        _model("y = Flatten <axis = 1> (x)", inputs="float[2, M, 3] x", outputs="float[2, ?] y"),
+        ["Reshape"],
+        True,
+    ),
+    (
+        # a symbolic batch may be 0, where Reshape(x, [0, -1]) is undefined
+        "flatten_to_reshape_static_batch",
+        _model("y = Flatten <axis = 1> (x)", inputs="float[N, M, 3] x", outputs="float[N, ?] y"),
+        None,
+        False,
+    ),
+    (
         "materialize_reshape_shape",
         _model(
             "s = Shape (x)\n y = Reshape (x, s)",
@@ -886,6 +906,19 @@ CASES = [
             "s = Shape (z)\n y = Reshape (x, s)",
             inputs="float[N, M, 6] x, float[M, N, 6] z",
             outputs="float[M, N, 6] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        # [N, M*6] would be [0, -1]: undefined when N is 0, where the computed shape is not
+        "materialize_reshape_shape_symbolic",
+        _model(
+            "s = Shape (x)\n n = Slice (s, zero, one)\n m = Slice (s, one, two)\n"
+            " k = Mul (m, six)\n t = Concat <axis = 0> (n, k)\n y = Reshape (x, t)",
+            inputs="float[N, M, 6] x",
+            outputs="float[N, ?] y",
+            inits="int64[1] zero = {0}, int64[1] one = {1}, int64[1] two = {2}, int64[1] six = {6}",
         ),
         None,
         False,
