@@ -10,7 +10,7 @@ cut against the original's own intermediate values.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import onnx
@@ -18,7 +18,7 @@ import onnx.compose
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api._models import as_model
+from rewriter.api._models import as_model, set_input_shapes
 
 if TYPE_CHECKING:
     from rewriter.verification import VerifyResult
@@ -30,13 +30,21 @@ ModelLike = str | os.PathLike[str] | ir.Model | onnx.ModelProto
 _PREFIX = "extracted/"
 
 
-def extract(model: ModelLike, inputs: Sequence[str], outputs: Sequence[str]) -> ir.Model:
+def extract(
+    model: ModelLike,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> ir.Model:
     """The model computing `outputs` from `inputs`, cut out of `model` (left unchanged).
 
     Args:
         model: a path (weights stay on disk), a ModelProto or an IR model (copied).
         inputs: names of values of the main graph that become the inputs, in this order.
         outputs: names of values of the main graph that become the outputs, in this order.
+        input_shapes: fix graph inputs' shapes first (see `set_input_shapes`), so the cut's
+            boundary values get static types where they follow from them.
 
     Raises:
         RewriteError: a name is unknown, an output depends on a value that is not among the
@@ -45,6 +53,8 @@ def extract(model: ModelLike, inputs: Sequence[str], outputs: Sequence[str]) -> 
     if not outputs:
         raise RewriteError("extract: give at least one output (--outputs)")
     cut = as_model(model)
+    if input_shapes:
+        set_input_shapes(cut, input_shapes)
     ir.infer_types(cut)  # the new inputs and outputs get the types inference finds
     try:
         ir.extract(cut, inputs, outputs)
@@ -63,17 +73,21 @@ def verify_extracted(
     examples: int = 20,
     seed: int = 0,
     progress: VerifyProgress | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> VerifyResult:
     """Check on generated inputs of `original` that `extracted` computes its values.
 
     The original runs up to the extracted model's inputs, the extracted model runs on those
     values, and its outputs are compared with the original's values of the same names (by
     the verifier's criterion), on inputs generated for the original (as `rewrite --verify`
-    generates them). Outputs are named `extracted/NAME` in the table.
+    generates them; `input_shapes` as given to `extract`). Outputs are named
+    `extracted/NAME` in the table.
     """
     from rewriter.verification import check_equivalence
 
     source = as_model(original)
+    if input_shapes:
+        set_input_shapes(source, input_shapes)
     graph_inputs = [value.name for value in source.graph.inputs if not value.is_initializer()]
     cut_inputs = [value.name for value in extracted.graph.inputs]
     cut_outputs = [value.name for value in extracted.graph.outputs]

@@ -27,6 +27,7 @@ from rewriter.api._models import (
     drop_unused_opsets,
     freeze_inputs_with_initializers,
     raise_ir_version_for_initializers,
+    set_input_shapes,
 )
 from rewriter.api._options import RewriteOptions
 from rewriter.api._vocabulary import pass_manager
@@ -134,6 +135,8 @@ def rewrite(
         ir_model = as_model(model, copy=options.copy)
     start = time.perf_counter()
     before = op_histogram(ir_model)
+    if options.input_shapes:
+        set_input_shapes(ir_model, options.input_shapes)
     added = add_opsets(ir_model, options.add_opsets)
     if options.freeze_initializer_inputs or 0 < ir_model.ir_version < 4:
         freeze_inputs_with_initializers(ir_model)

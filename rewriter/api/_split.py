@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import onnx
@@ -28,7 +28,7 @@ import ir
 from rewriter._errors import RewriteError
 from rewriter.api._extract import extract
 from rewriter.api._flops import node_flops
-from rewriter.api._models import as_model
+from rewriter.api._models import as_model, set_input_shapes
 
 ModelLike = str | os.PathLike[str] | ir.Model | onnx.ModelProto
 
@@ -46,18 +46,28 @@ class Stage:
     nodes: int
 
 
-def split(model: ModelLike, stages: int, *, balance: str = "params") -> list[Stage]:
+def split(
+    model: ModelLike,
+    stages: int,
+    *,
+    balance: str = "params",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> list[Stage]:
     """The model cut into `stages` consecutive stages of balanced cost.
 
     Args:
         model: a path (weights stay on disk), a ModelProto or an IR model.
         stages: how many stages (at least 1, at most the number of nodes).
         balance: "params" (weight bytes) or "flops" (estimated operations).
+        input_shapes: fix graph inputs' shapes first (see `set_input_shapes`): the stages
+            take them, and FLOPs are counted at those sizes.
 
     Raises:
         RewriteError: fewer nodes than stages, or an unknown `balance`.
     """
     source = as_model(model)
+    if input_shapes:
+        set_input_shapes(source, input_shapes)
     ir.infer_types(source)  # facts for the flops estimate and the stages' boundary types
     nodes = list(source.graph)
     if stages < 1 or stages > len(nodes):
@@ -70,7 +80,7 @@ def split(model: ModelLike, stages: int, *, balance: str = "params") -> list[Sta
     result = []
     for stage, (inputs, outputs) in enumerate(plans):
         start, end = cuts[stage], cuts[stage + 1]
-        cut = extract(origin, inputs, outputs)
+        cut = extract(origin, inputs, outputs, input_shapes=input_shapes)
         result.append(Stage(cut, tuple(inputs), tuple(outputs), sum(costs[start:end]), end - start))
     return result
 

@@ -15,7 +15,7 @@ import ir
 from rewriter._errors import RewriteError
 from rewriter.api import extract, verify_extracted
 from rewriter.cli import _files, _status
-from rewriter.cli._arguments import non_negative_int, positive_int
+from rewriter.cli._arguments import input_shape, non_negative_int, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", required=True, metavar="SUB", help="the model to write")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    parser.add_argument(
+        "--input-shape",
+        type=input_shape,
+        action="append",
+        default=[],
+        metavar="NAME=D1xD2x...",
+        help="fix a graph input's shape first (repeatable); its symbols take those sizes",
+    )
     parser.add_argument(
         "--verify",
         action="store_true",
@@ -50,11 +58,17 @@ def run(args: argparse.Namespace) -> int:
     """Cut, optionally verify, write; returns the exit code."""
     source = _files.input_model_path(args.model)
     target = output_target(args.output, [source], force=args.force)
-    sub = extract(source, _names(args.inputs), _names(args.outputs))
+    shapes = dict(args.input_shape)
+    sub = extract(source, _names(args.inputs), _names(args.outputs), input_shapes=shapes)
     if args.verify:
         with _status.verify_progress(not args.no_progress, args.examples) as on_progress:
             verdict = verify_extracted(
-                source, sub, examples=args.examples, seed=args.seed, progress=on_progress
+                source,
+                sub,
+                examples=args.examples,
+                seed=args.seed,
+                progress=on_progress,
+                input_shapes=shapes,
             )
         print(verdict.render_table())
         if not verdict.ok:

@@ -12,7 +12,7 @@ from pathlib import Path
 from rewriter._errors import RewriteError
 from rewriter.api import split, write_pipeline
 from rewriter.cli import _files
-from rewriter.cli._arguments import positive_int
+from rewriter.cli._arguments import input_shape, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force", action="store_true", help="write into a folder that already holds a pipeline"
     )
+    parser.add_argument(
+        "--input-shape",
+        type=input_shape,
+        action="append",
+        default=[],
+        metavar="NAME=D1xD2x...",
+        help="fix a graph input's shape first (repeatable); its symbols take those sizes",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         raise RewriteError(f"{folder} already holds a pipeline; pass --force to replace it")
     if folder.resolve() == source.parent.resolve():
         raise RewriteError(f"-o {folder}: choose a folder other than the model's own")
-    stages = split(source, args.stages, balance=args.balance)
+    shapes = dict(args.input_shape)
+    stages = split(source, args.stages, balance=args.balance, input_shapes=shapes)
     folder.mkdir(parents=True, exist_ok=True)
     import ir
 
