@@ -57,6 +57,10 @@ def graft(
         raise RewriteError("graft: give at least one connection (--connect A_OUT=B_IN)")
     first, second = as_model(a), as_model(b)
     first, second, notes = _same_default_opset(first, second)
+    ir.infer_types(first)
+    for connection in connections:
+        if connection.adapter is None:
+            _check_types_meet(first, second, connection)
     try:
         model = ir.graft(first, second, connections, keep_outputs=keep_outputs)
     except ir.GraftError as exc:
@@ -65,6 +69,33 @@ def graft(
     if problem is not None:
         raise RewriteError(f"the grafted model fails onnx's checker: {problem}")
     return Grafted(model, tuple(notes))
+
+
+def _check_types_meet(a: ir.Model, b: ir.Model, connection: ir.Connection) -> None:
+    """Refuse a direct connection whose value cannot be what B's input takes.
+
+    The dtype must be the input's, and so must the rank and every dim that both know.
+    """
+    given = next((v for v in a.graph.values() if v.name == connection.a_output), None)
+    taken = next((v for v in b.graph.inputs if v.name == connection.b_input), None)
+    if given is None or taken is None:
+        return  # ir.graft names the unknown one
+    have, want = ir.fact_type(given), taken.type
+    if not isinstance(have, ir.TensorType) or not isinstance(want, ir.TensorType):
+        return
+    clash = have.dtype != want.dtype
+    if have.shape is not None and want.shape is not None:
+        clash = clash or len(have.shape) != len(want.shape)
+        clash = clash or any(
+            isinstance(x, int) and isinstance(y, int) and x >= 0 and y >= 0 and x != y
+            for x, y in zip(have.shape, want.shape, strict=False)
+        )
+    if clash:
+        raise RewriteError(
+            f"--connect {connection.a_output}={connection.b_input}: "
+            f"{connection.a_output!r} is {have} but {connection.b_input!r} takes {want}; "
+            "give an adapter (A_OUT=B_IN:Flatten, :Reshape, ...)"
+        )
 
 
 def parse_connection(text: str) -> ir.Connection:
