@@ -183,27 +183,29 @@ def _grow(start: ir.Node, perm: list[int], opset: int) -> _Region:
     """Every node the Transpose can sink through, grown until nothing more joins."""
     value = start.outputs[0]
     region = _Region(start, {value: perm}, {}, {}, [])
-    grew = True
-    while grew:
-        grew = False
-        for held, held_perm in list(region.perms.items()):
-            for use in held.uses:
-                node = use.node
-                if node in region.steps or node in region.ends:
-                    continue
-                if _is_transpose(node):
-                    composed = _compose(held_perm, node)
-                    if composed is not None:
-                        region.ends[node] = composed
-                    continue
-                step = _plan_step(node, use.index, held_perm, opset, region.perms)
-                if step is None:
-                    continue
-                if not step.perm_after:
-                    step.perm_after = held_perm
-                region.steps[node] = step
-                region.perms[node.outputs[0]] = step.perm_after
-                grew = True
+    # Each new held value's readers are tried once it joins; a reader that needs another
+    # operand held too is tried again when that operand joins (it reads that one as well).
+    pending = [value]
+    while pending:
+        held = pending.pop()
+        held_perm = region.perms[held]
+        for use in held.uses:
+            node = use.node
+            if node in region.steps or node in region.ends:
+                continue
+            if _is_transpose(node):
+                composed = _compose(held_perm, node)
+                if composed is not None:
+                    region.ends[node] = composed
+                continue
+            step = _plan_step(node, use.index, held_perm, opset, region.perms)
+            if step is None:
+                continue
+            if not step.perm_after:
+                step.perm_after = held_perm
+            region.steps[node] = step
+            region.perms[node.outputs[0]] = step.perm_after
+            pending.append(node.outputs[0])
     # A transposed operand another operand's Transpose would free must not be read elsewhere.
     for step in region.steps.values():
         step.freed = [
@@ -632,9 +634,29 @@ def _replace(
 
 
 def _in_graph_order(graph: ir.Graph, nodes: list[ir.Node]) -> list[ir.Node]:
-    """`nodes` producers first (the node list is not kept sorted while rules run)."""
-    wanted = set(nodes)
-    return [node for node in ir.topological_order(graph) if node in wanted]
+    """`nodes` producers first, ordered among themselves only.
+
+    The node list is not kept sorted while rules run, and sorting the whole graph for every
+    region would make the pass quadratic: a depth-first walk over the producers inside the
+    set orders them in time proportional to their inputs.
+    """
+    wanted = dict.fromkeys(nodes)
+    done: dict[ir.Node, None] = {}
+    for root in wanted:
+        stack: list[tuple[ir.Node, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node in done:
+                continue
+            if expanded:
+                done[node] = None
+                continue
+            stack.append((node, True))
+            for value in node.reads():
+                producer = value.producer()
+                if producer is not None and producer in wanted and producer not in done:
+                    stack.append((producer, False))
+    return list(done)
 
 
 def _constant(
