@@ -144,7 +144,7 @@ def test_a_bug_only_special_elements_trigger_is_shrunk_to_one_element():
     assert result.shrink_runs > 0
     x = result.counterexample["x"]
     assert x.shape == (1, 1)
-    assert x[0, 0] == -1e4
+    assert x[0, 0] in (-1e4, -np.finfo(np.float32).max)  # "large" or the extreme
 
 
 def test_softmax_axis_counterexample_keeps_just_enough_elements():
@@ -289,7 +289,8 @@ def test_table_lists_every_output_and_the_verdict():
     result = check_equivalence(models.matmul_add(), models.gemm(), examples=5)
     table = result.render_table()
     assert table.splitlines()[0].split()[:3] == ["output", "dtype", "shape"]
-    assert "equivalent (5 examples; seed 0; original on onnxruntime" in table
+    assert "equivalent (5 examples; seed 0; accuracy: <= 8x the original's error" in table
+    assert "original on onnxruntime, rewritten on onnxruntime" in table
     assert result.original_runtime == "onnxruntime"
     assert result.rewritten_runtime == "onnxruntime"
 
