@@ -2,7 +2,8 @@
 
 `ir.load` / `ir.save` read and write files; `ir.from_onnx` / `ir.to_onnx` convert protobuf
 messages. Graphs are made of `Node`s and `Value`s with use-def links kept consistent by the
-mutation methods; lowering emits every untouched part of a model exactly as it was read.
+mutation methods; lifting builds them through their constructors like any other code, and
+lowering emits every untouched part of a model exactly as it was read.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from ir._convert import ConversionError, check_model, convert_version
 from ir._core import (
     Attr,
     AttrValue,
+    DeferredAttributes,
     Dim,
     ExternalDataError,
     Function,
@@ -69,6 +71,7 @@ __all__ = [
     "AttrValue",
     "ConversionError",
     "DataType",
+    "DeferredAttributes",
     "Dim",
     "EvaluationError",
     "ExternalDataError",

@@ -1,24 +1,26 @@
 """The IR core: Model, Graph, Node, Value, attributes, types and tensors.
 
-This module never imports onnx. Invariants it keeps:
+This module never imports onnx and knows nothing of how models are stored: lifting and
+lowering (`_serde`) build and read these objects through the same constructors and methods
+as any pass. Invariants it keeps:
 
 * Use-def symmetry: `value.uses` holds `Use(node, i)` exactly when `node.inputs[i] is value`,
   for every node that has not been detached. Inputs change only through `Node` methods.
+  (A value keeps its uses as user node -> bit mask of input positions.)
 * Ownership: a node belongs to at most one graph; a value is produced by at most one node or
   is an input/initializer of one graph.
-* Change tracking: every mutation clears the cached protobuf of what it touched and marks the
-  enclosing graphs dirty, so lowering can reuse untouched parts byte for byte.
-
-Lifting (`_serde`) stores the original protobuf objects in the private `_proto` slots; this
-module treats them as opaque.
+* Snapshots are references: a node's inputs, attributes and metadata are held in containers
+  that are replaced, never changed in place, when the node changes. Keeping a reference to
+  one is a snapshot of it, and `is` tells whether it changed since (lowering uses this to
+  emit untouched nodes as they were read).
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, Union
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypeVar, Union
 
 import numpy as np
 
@@ -42,56 +44,6 @@ class ExternalDataError(IRError):
 
 class GraphStructureError(IRError):
     """The graph violates a structural rule (cycle, undefined value, duplicate definition)."""
-
-
-class _TrackedDict(dict[str, str]):
-    """A str -> str dict that reports every in-place change to its owner.
-
-    Used for metadata_props, so that `value.metadata_props["k"] = "v"` reaches lowering
-    like any other mutation instead of being hidden behind a reused protobuf message.
-    """
-
-    __slots__ = ("_on_change",)
-
-    def __init__(self, on_change: Callable[[], None], items: Mapping[str, str] = {}) -> None:
-        super().__init__(items)
-        self._on_change = on_change
-
-    def __setitem__(self, key: str, value: str) -> None:
-        super().__setitem__(key, value)
-        self._on_change()
-
-    def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
-        self._on_change()
-
-    def __ior__(self, other: object) -> _TrackedDict:  # type: ignore[override,misc]
-        super().update(other)  # type: ignore[call-overload]
-        self._on_change()
-        return self
-
-    def clear(self) -> None:
-        super().clear()
-        self._on_change()
-
-    def pop(self, key: str, *default: str) -> str:  # type: ignore[override]
-        result = super().pop(key, *default)
-        self._on_change()
-        return result
-
-    def popitem(self) -> tuple[str, str]:
-        result = super().popitem()
-        self._on_change()
-        return result
-
-    def setdefault(self, key: str, default: str = "") -> str:
-        result = super().setdefault(key, default)
-        self._on_change()
-        return result
-
-    def update(self, *args: Any, **kwargs: str) -> None:
-        super().update(*args, **kwargs)
-        self._on_change()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,14 +261,13 @@ class Attr:
     function attribute (`ref_attr_name`) has value None.
     """
 
-    __slots__ = ("_proto", "doc_string", "name", "ref_attr_name", "type", "value")
+    __slots__ = ("doc_string", "name", "ref_attr_name", "type", "value")
 
     name: str
     type: AttrType
     value: AttrValue
     ref_attr_name: str
     doc_string: str
-    _proto: object
 
     def __init__(
         self,
@@ -331,7 +282,6 @@ class Attr:
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "ref_attr_name", ref_attr_name)
         object.__setattr__(self, "doc_string", doc_string)
-        object.__setattr__(self, "_proto", None)
 
     def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError("Attr is immutable; build a new Attr and use Node.set_attribute")
@@ -467,14 +417,33 @@ class Use(NamedTuple):
     index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: the ONNX name
 
 
-# Lifting installs a function that turns a lazily kept TypeProto into a Type (see `_serde`).
-_type_lifter: list[object] = []
+def _bits(mask: int) -> Iterator[int]:
+    """The positions of the set bits of `mask`, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def _add_use(value: Value, node: Node, index: int) -> None:
+    uses = value._uses
+    uses[node] = uses.get(node, 0) | 1 << index
+
+
+def _drop_use(value: Value, node: Node, index: int) -> None:
+    uses = value._uses
+    mask = uses.get(node, 0) & ~(1 << index)
+    if mask:
+        uses[node] = mask
+    else:
+        uses.pop(node, None)
 
 
 class Value:
     """A named SSA value: a node output, a graph input or an initializer.
 
-    `uses` is maintained by Node; a value is never linked to its users by hand.
+    `uses` is maintained by Node; a value is never linked to its users by hand. Its type,
+    doc string and metadata are plain data that anyone may set.
     """
 
     __slots__ = (
@@ -487,9 +456,7 @@ class Value:
         "_name",
         "_producer",
         "_type",
-        "_type_proto",
         "_uses",
-        "_vi_proto",
     )
 
     def __init__(
@@ -501,14 +468,13 @@ class Value:
     ) -> None:
         self._name = name
         self._type: Type | None = type
-        self._type_proto: object = None
         self._const_value = const_value
         self._producer: Node | None = None
         self._index = -1
         self._graph: Graph | None = None
-        # Keyed by plain (node, index) tuples: cheaper to build than Use, and equal to them.
-        self._uses: dict[tuple[Node, int], None] = {}
-        self._vi_proto: object = None
+        # User node -> bit mask of the input positions where it reads this value: no object
+        # per use (a graph's values and nodes are many, and each object costs the collector).
+        self._uses: dict[Node, int] = {}
         self._doc_string = doc_string
         # Created on first use: most values never carry metadata.
         self._metadata_props: dict[str, str] | None = None
@@ -525,26 +491,17 @@ class Value:
     @doc_string.setter
     def doc_string(self, value: str) -> None:
         self._doc_string = value
-        self._info_changed()
 
     @property
     def metadata_props(self) -> dict[str, str]:
-        """String key/value metadata (from value_info); changes in place are tracked."""
-        if not isinstance(self._metadata_props, _TrackedDict):
-            self._metadata_props = _TrackedDict(self._info_changed, self._metadata_props or {})
+        """String key/value metadata (from value_info), changed in place."""
+        if self._metadata_props is None:
+            self._metadata_props = {}
         return self._metadata_props
 
     @metadata_props.setter
     def metadata_props(self, value: Mapping[str, str]) -> None:
-        self._metadata_props = _TrackedDict(self._info_changed, value)
-        self._info_changed()
-
-    def _info_changed(self) -> None:
-        # The value_info entry kept from lifting no longer describes this value.
-        self._vi_proto = None
-        owner = self.graph
-        if owner is not None:
-            owner._touch()
+        self._metadata_props = dict(value)
 
     @property
     def meta(self) -> dict[str, object]:
@@ -556,7 +513,7 @@ class Value:
     # identity --------------------------------------------------------------------------------
     @property
     def name(self) -> str:
-        """The value's name; renaming updates every protobuf that mentions it on lowering."""
+        """The value's name (node inputs and outputs refer to values, not names)."""
         return self._name
 
     @name.setter
@@ -569,14 +526,6 @@ class Value:
         if graph is not None and graph._sparse_initializers.get(self._name) is self:
             graph._rename_sparse_initializer(self, new_name)
         self._name = new_name
-        self._vi_proto = None
-        if self._producer is not None:
-            self._producer._invalidate()
-        for node, _ in self._uses:
-            node._invalidate()
-        owner = self.graph
-        if owner is not None:
-            owner._touch()
 
     # producer and uses -----------------------------------------------------------------------
     def producer(self) -> Node | None:
@@ -590,16 +539,20 @@ class Value:
 
     @property
     def uses(self) -> tuple[Use, ...]:
-        """Every (node, input index) that reads this value, in a deterministic order."""
-        return tuple(Use(node, index) for node, index in self._uses)
+        """Every (node, input index) that reads this value, in a deterministic order.
+
+        Users come in order of first use; a user that reads the value more than once comes
+        with its input positions in increasing order.
+        """
+        return tuple(Use(node, i) for node, mask in self._uses.items() for i in _bits(mask))
 
     def num_uses(self) -> int:
         """How many node inputs read this value (graph outputs not counted)."""
-        return len(self._uses)
+        return sum(map(int.bit_count, self._uses.values()))
 
     def users(self) -> tuple[Node, ...]:
         """The distinct nodes that read this value, in order of first use."""
-        return tuple({node: None for node, _ in self._uses})
+        return tuple(self._uses)
 
     def replace_all_uses_with(self, new: Value, *, replace_graph_outputs: bool = False) -> None:
         """Make every node input that reads this value read `new` instead.
@@ -613,7 +566,7 @@ class Value:
         """
         if new is self:
             raise ValueError(f"cannot replace the uses of {self.name!r} with itself")
-        for node, index in tuple(self._uses):
+        for node, index in self.uses:
             node.replace_input_with(index, new)
         if not replace_graph_outputs:
             return
@@ -650,30 +603,19 @@ class Value:
     # facts -----------------------------------------------------------------------------------
     @property
     def type(self) -> Type | None:
-        """The value's type, when known."""
-        if self._type_proto is not None:
-            lift_type = _type_lifter[0]
-            self._type = lift_type(self._type_proto)  # type: ignore[operator]
-            self._type_proto = None
+        """The value's declared type, when known."""
         return self._type
 
     @type.setter
     def type(self, new_type: Type | None) -> None:
-        self._type_proto = None
-        if new_type == self._type:
-            return
         self._type = new_type
-        self._vi_proto = None
-        owner = self.graph
-        if owner is not None:
-            owner._touch()
 
     @property
     def dtype(self) -> DataType | None:
         """Element type for tensor values (from the type or the constant), else None."""
         if self._const_value is not None:
             return self._const_value.dtype
-        t = self.type
+        t = self._type
         if isinstance(t, TensorType | SparseTensorType) and t.dtype != DataType.UNDEFINED:
             return t.dtype
         return None
@@ -683,7 +625,7 @@ class Value:
         """Shape for tensor values (from the constant or the type), None when rank unknown."""
         if self._const_value is not None:
             return self._const_value.shape
-        t = self.type
+        t = self._type
         if isinstance(t, TensorType | SparseTensorType):
             return t.shape
         return None
@@ -696,36 +638,54 @@ class Value:
     @const_value.setter
     def const_value(self, tensor: Tensor | None) -> None:
         self._const_value = tensor
-        owner = self._graph
-        if owner is not None:
-            owner._touch()
+
+
+class DeferredAttributes(abc.ABC):
+    """Where nodes that were given it find their attributes the first time they are asked.
+
+    Lifting hands one to the nodes of a graph so that the attributes of nodes no pass looks
+    at are never built. A node calls `load(node)` once, on first access, and from then on
+    holds the dict it returned; `Node.set_attribute` then replaces that dict as usual.
+
+    Invariants an implementation keeps: `load(node)` returns the same attributes whenever it
+    is called (the node keeps the returned dict and never changes it in place), and never a
+    GRAPH or GRAPHS attribute (a node that owns subgraphs is given them when it is made, so
+    that their owner is known).
+    """
+
+    __slots__ = ()
+
+    @abc.abstractmethod
+    def load(self, node: Node) -> dict[str, Attr]:
+        """The attributes of `node`, by name, in their order."""
 
 
 class Node:
-    """One operator application. Inputs may be None (an omitted optional input)."""
+    """One operator application. Inputs may be None (an omitted optional input).
+
+    Inputs are a tuple, and attributes and metadata dicts that are replaced rather than
+    changed in place (see the module docstring: a reference to one is a snapshot).
+    """
 
     __slots__ = (
         "_attributes",
-        "_dirty",
         "_doc_string",
         "_domain",
         "_graph",
         "_inputs",
-        "_lazy",
         "_meta",
         "_metadata_props",
         "_name",
         "_op_type",
         "_outputs",
         "_overload",
-        "_proto",
     )
 
     def __init__(
         self,
         op_type: str,
         inputs: Sequence[Value | None] = (),
-        attributes: Iterable[Attr] | Mapping[str, object] = (),
+        attributes: Iterable[Attr] | Mapping[str, object] | DeferredAttributes = (),
         *,
         domain: str = "",
         overload: str = "",
@@ -740,7 +700,8 @@ class Node:
         Args:
             op_type: ONNX operator name.
             inputs: the input values (None for an omitted optional input).
-            attributes: Attr objects, or a mapping from name to a Python value.
+            attributes: Attr objects, a mapping from name to a Python value, or a source
+                the node loads them from on first access.
             domain: operator domain ("" is the default ONNX domain).
             overload: function overload name.
             name: node name.
@@ -748,41 +709,88 @@ class Node:
             num_outputs: number of outputs when `outputs` is None.
             doc_string: documentation string.
             metadata_props: string key/value metadata.
+
+        Raises:
+            ValueError: an output value is already produced by a node or owned by a graph.
         """
+        if outputs is None:
+            outs = tuple([Value() for _ in range(num_outputs)])
+        else:
+            outs = tuple([Value(out) if isinstance(out, str) else out for out in outputs])
+        metadata = dict(metadata_props) if metadata_props else None
+        attrs: dict[str, Attr] | DeferredAttributes
+        if isinstance(attributes, DeferredAttributes):
+            attrs = attributes
+        else:
+            attrs = _attribute_dict(attributes)
+        self._init(
+            op_type, domain, overload, name, doc_string, metadata, tuple(inputs), attrs, outs
+        )
+
+    @classmethod
+    def _create(
+        cls,
+        op_type: str,
+        domain: str,
+        overload: str,
+        name: str,
+        doc_string: str,
+        metadata_props: dict[str, str] | None,
+        inputs: tuple[Value | None, ...],
+        attributes: dict[str, Attr] | DeferredAttributes,
+        outputs: tuple[Value, ...],
+    ) -> Node:
+        """The constructor for arguments already in the form it converts them to.
+
+        For lifting, which has them in that form for every node of a model: input and output
+        tuples, output Values (not names), a dict of Attr by name or a deferred source, and a
+        metadata dict (or None); the node keeps the dicts it is given. It runs the
+        constructor's own `_init`, so a node is the same whichever way it is made.
+        """
+        node = cls.__new__(cls)
+        node._init(
+            op_type, domain, overload, name, doc_string, metadata_props, inputs, attributes, outputs
+        )
+        return node
+
+    def _init(
+        self,
+        op_type: str,
+        domain: str,
+        overload: str,
+        name: str,
+        doc_string: str,
+        metadata_props: dict[str, str] | None,
+        inputs: tuple[Value | None, ...],
+        attributes: dict[str, Attr] | DeferredAttributes,
+        outputs: tuple[Value, ...],
+    ) -> None:
+        """Set every field, claim the outputs and register the uses (see `__init__`)."""
         self._op_type = op_type
         self._domain = domain
         self._overload = overload
         self._name = name
         self._doc_string = doc_string
-        self._metadata_props: dict[str, str] | None = dict(metadata_props or {})
+        # None while empty: most nodes carry no metadata.
+        self._metadata_props = metadata_props or None
         self._graph: Graph | None = None
-        self._proto: object = None
-        self._dirty = True
-        self._lazy: object = None
         self._meta: dict[str, object] | None = None
-        if isinstance(attributes, Mapping):
-            attrs = [a if isinstance(a, Attr) else infer_attr(k, a) for k, a in attributes.items()]
-        else:
-            attrs = list(attributes)
-        self._attributes: dict[str, Attr] | None = {a.name: a for a in attrs}
-        if outputs is None:
-            outputs = [Value() for _ in range(num_outputs)]
-        outs: list[Value] = []
-        for i, out in enumerate(outputs):
-            value = Value(out) if isinstance(out, str) else out
+        for index, value in enumerate(outputs):
             if value._producer is not None or value._graph is not None:
                 raise ValueError(f"value {value.name!r} is already defined elsewhere")
             value._producer = self
-            value._index = i
-            outs.append(value)
-        self._outputs: tuple[Value, ...] = tuple(outs)
-        self._inputs: tuple[Value | None, ...] = tuple(inputs)
-        for i, maybe in enumerate(self._inputs):
+            value._index = index
+        self._outputs = outputs
+        self._inputs = inputs
+        for index, maybe in enumerate(inputs):
             if maybe is not None:
-                maybe._uses[(self, i)] = None
-        for attr in attrs:
-            for sub in attr.graphs():
-                sub._set_owner(self)
+                uses = maybe._uses
+                uses[self] = uses.get(self, 0) | 1 << index
+        self._attributes = attributes
+        if type(attributes) is dict:
+            for attr in attributes.values():
+                for sub in attr.graphs():
+                    sub._set_owner(self)
 
     def __repr__(self) -> str:
         label = f"{self._domain}.{self._op_type}" if self._domain else self._op_type
@@ -791,7 +799,7 @@ class Node:
     def __str__(self) -> str:
         return format_node(self)
 
-    # plain fields whose change invalidates the cached proto ----------------------------------
+    # plain fields ----------------------------------------------------------------------------
     @property
     def op_type(self) -> str:
         """Operator type."""
@@ -800,7 +808,6 @@ class Node:
     @op_type.setter
     def op_type(self, value: str) -> None:
         self._op_type = value
-        self._invalidate()
 
     @property
     def domain(self) -> str:
@@ -810,7 +817,6 @@ class Node:
     @domain.setter
     def domain(self, value: str) -> None:
         self._domain = value
-        self._invalidate()
 
     @property
     def overload(self) -> str:
@@ -820,7 +826,6 @@ class Node:
     @overload.setter
     def overload(self, value: str) -> None:
         self._overload = value
-        self._invalidate()
 
     @property
     def name(self) -> str:
@@ -830,7 +835,6 @@ class Node:
     @name.setter
     def name(self, value: str) -> None:
         self._name = value
-        self._invalidate()
 
     @property
     def doc_string(self) -> str:
@@ -840,30 +844,24 @@ class Node:
     @doc_string.setter
     def doc_string(self, value: str) -> None:
         self._doc_string = value
-        self._invalidate()
 
     @property
     def metadata_props(self) -> Mapping[str, str]:
         """Read-only view of metadata; change it with `set_metadata`."""
-        return self._metadata()
+        return _ReadOnlyView(self._metadata_props or {})
 
     def set_metadata(self, key: str, value: str) -> None:
-        """Set one metadata entry."""
-        self._metadata()[key] = value
-        self._invalidate()
-
-    def _metadata(self) -> dict[str, str]:
-        if self._metadata_props is None:
-            lifter = self._lazy
-            self._metadata_props = lifter.node_metadata(self) if lifter is not None else {}  # type: ignore[attr-defined]
-        return self._metadata_props
+        """Set one metadata entry (the metadata dict is replaced, not changed in place)."""
+        self._metadata_props = {**(self._metadata_props or {}), key: value}
 
     def _attrs(self) -> dict[str, Attr]:
-        # Lifting leaves attributes of nodes without subgraphs unread until first asked for.
-        if self._attributes is None:
-            lifter = self._lazy
-            self._attributes = lifter.node_attributes(self) if lifter is not None else {}  # type: ignore[attr-defined]
-        return self._attributes
+        attrs = self._attributes
+        if type(attrs) is dict:
+            return attrs
+        assert isinstance(attrs, DeferredAttributes), f"{self!r} holds {type(attrs).__name__}"
+        loaded = attrs.load(self)
+        self._attributes = loaded
+        return loaded
 
     @property
     def meta(self) -> dict[str, object]:
@@ -904,24 +902,20 @@ class Node:
         if old is value:
             return
         if old is not None:
-            old._uses.pop((self, index), None)
+            _drop_use(old, self, index)
         if value is not None:
-            value._uses[(self, index)] = None
+            _add_use(value, self, index)
         items = list(self._inputs)
         items[index] = value
         self._inputs = tuple(items)
-        self._invalidate()
 
     def set_inputs(self, values: Sequence[Value | None]) -> None:
         """Replace the whole input list (its length may change)."""
-        for i, old in enumerate(self._inputs):
-            if old is not None:
-                old._uses.pop((self, i), None)
+        self.detach_inputs()
         self._inputs = tuple(values)
         for i, value in enumerate(self._inputs):
             if value is not None:
-                value._uses[(self, i)] = None
-        self._invalidate()
+                _add_use(value, self, i)
 
     def append_input(self, value: Value | None) -> None:
         """Add one input at the end."""
@@ -931,7 +925,7 @@ class Node:
     @property
     def attributes(self) -> Mapping[str, Attr]:
         """Read-only view of the attributes by name; change them with `set_attribute`."""
-        return _AttributeView(self._attrs())
+        return _ReadOnlyView(self._attrs())
 
     def attribute(self, name: str, default: AttrValue = None) -> AttrValue:
         """The value of attribute `name`, or `default` when the node does not carry it."""
@@ -939,56 +933,65 @@ class Node:
         return default if attr is None else attr.value
 
     def set_attribute(self, attr: Attr) -> None:
-        """Add or replace one attribute."""
+        """Add or replace one attribute (the attribute dict is replaced, not changed)."""
         attrs = self._attrs()
         old = attrs.get(attr.name)
         if old is not None:
             for sub in old.graphs():
                 sub._set_owner(None)
-        attrs[attr.name] = attr
+        self._attributes = {**attrs, attr.name: attr}
         for sub in attr.graphs():
             sub._set_owner(self)
-        self._invalidate()
 
     def remove_attribute(self, name: str) -> None:
-        """Remove one attribute if present."""
-        old = self._attrs().pop(name, None)
-        if old is not None:
-            for sub in old.graphs():
-                sub._set_owner(None)
-            self._invalidate()
+        """Remove one attribute if present (the attribute dict is replaced, not changed)."""
+        attrs = self._attrs()
+        old = attrs.get(name)
+        if old is None:
+            return
+        for sub in old.graphs():
+            sub._set_owner(None)
+        self._attributes = {key: attr for key, attr in attrs.items() if key != name}
 
     def subgraphs(self) -> Iterator[Graph]:
         """The graphs held by this node's attributes, in attribute order."""
         attrs = self._attributes
-        if attrs is None:
-            return  # attributes left unread by lifting never hold graphs
+        if type(attrs) is not dict:
+            return  # attributes not loaded yet never hold graphs (see DeferredAttributes)
         for attr in attrs.values():
             yield from attr.graphs()
 
     # lifecycle -------------------------------------------------------------------------------
     def detach_inputs(self) -> None:
         """Drop this node's uses of its inputs (the inputs are kept in `inputs`)."""
-        for i, value in enumerate(self._inputs):
+        for value in self._inputs:
             if value is not None:
-                value._uses.pop((self, i), None)
-
-    def _invalidate(self) -> None:
-        self._dirty = True
-        graph = self._graph
-        if graph is not None and not graph._dirty:
-            graph._touch()
+                value._uses.pop(self, None)
 
 
-class _AttributeView(Mapping[str, Attr]):
-    """A read-only mapping over a node's attribute dict."""
+def _attribute_dict(attributes: Iterable[Attr] | Mapping[str, object]) -> dict[str, Attr]:
+    """Attributes by name, from Attr objects or from a mapping of names to Python values."""
+    if isinstance(attributes, Mapping):
+        attrs = [
+            value if isinstance(value, Attr) else infer_attr(key, value)
+            for key, value in attributes.items()
+        ]
+        return {attr.name: attr for attr in attrs}
+    return {attr.name: attr for attr in attributes}
+
+
+_V = TypeVar("_V")
+
+
+class _ReadOnlyView(Mapping[str, _V]):
+    """A read-only mapping over a node's attribute or metadata dict."""
 
     __slots__ = ("_data",)
 
-    def __init__(self, data: dict[str, Attr]) -> None:
+    def __init__(self, data: dict[str, _V]) -> None:
         self._data = data
 
-    def __getitem__(self, key: str) -> Attr:
+    def __getitem__(self, key: str) -> _V:
         return self._data[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -1009,23 +1012,21 @@ class Graph:
     """A graph: ordered nodes, inputs, outputs and initializers.
 
     Node order is kept as given; lowering emits a topological order that keeps the given
-    order wherever it is already valid.
+    order wherever it is already valid. `metadata_props` (string key/value metadata) and
+    `meta` (scratch space for passes, never serialized) are plain dicts.
     """
 
     __slots__ = (
-        "_dirty",
         "_doc_string",
         "_initializers",
         "_inputs",
-        "_metadata_props",
         "_name",
         "_nodes",
         "_outputs",
         "_owner",
-        "_proto",
         "_sparse_initializers",
-        "_value_info",
         "meta",
+        "metadata_props",
     )
 
     def __init__(
@@ -1035,12 +1036,20 @@ class Graph:
         nodes: Iterable[Node] = (),
         initializers: Iterable[Value] = (),
         *,
+        sparse_initializers: Iterable[Value] = (),
         name: str = "",
         doc_string: str = "",
+        metadata_props: Mapping[str, str] | None = None,
     ) -> None:
+        """Create a graph from its parts (which must not belong to another graph).
+
+        Raises:
+            ValueError: a node already belongs to a graph, a value is defined elsewhere, an
+                initializer has no `const_value`, or two initializers share a name.
+        """
         self._name = name
         self._doc_string = doc_string
-        self._metadata_props = _TrackedDict(self._touch)
+        self.metadata_props: dict[str, str] = dict(metadata_props or {})
         self.meta: dict[str, object] = {}
         self._inputs: list[Value] = []
         self._outputs: list[Value] = []
@@ -1048,16 +1057,13 @@ class Graph:
         self._sparse_initializers: dict[str, Value] = {}
         self._nodes: dict[Node, None] = {}
         self._owner: Node | Function | None = None
-        self._proto: object = None
-        self._dirty = True
-        # Values described by value_info, in file order, with the entry each came from.
-        self._value_info: list[tuple[Value | None, object]] = []
         for value in inputs:
             self.add_input(value)
         for value in initializers:
             self.add_initializer(value)
-        for node in nodes:
-            self.append(node)
+        for value in sparse_initializers:
+            self.add_sparse_initializer(value)
+        self.extend(nodes)
         for value in outputs:
             self.add_output(value)
 
@@ -1067,7 +1073,7 @@ class Graph:
     def __str__(self) -> str:
         return format_graph(self)
 
-    # plain fields whose change marks the graph changed ---------------------------------------
+    # plain fields ----------------------------------------------------------------------------
     @property
     def name(self) -> str:
         """Graph name."""
@@ -1076,7 +1082,6 @@ class Graph:
     @name.setter
     def name(self, value: str) -> None:
         self._name = value
-        self._touch()
 
     @property
     def doc_string(self) -> str:
@@ -1086,17 +1091,6 @@ class Graph:
     @doc_string.setter
     def doc_string(self, value: str) -> None:
         self._doc_string = value
-        self._touch()
-
-    @property
-    def metadata_props(self) -> dict[str, str]:
-        """String key/value metadata; changes in place are tracked."""
-        return self._metadata_props
-
-    @metadata_props.setter
-    def metadata_props(self, value: Mapping[str, str]) -> None:
-        self._metadata_props = _TrackedDict(self._touch, value)
-        self._touch()
 
     # structure -------------------------------------------------------------------------------
     @property
@@ -1142,13 +1136,11 @@ class Graph:
         """Append a graph input."""
         self._claim(value)
         self._inputs.append(value)
-        self._touch()
 
     def insert_input(self, index: int, value: Value) -> None:
         """Insert a graph input at `index`."""
         self._claim(value)
         self._inputs.insert(index, value)
-        self._touch()
 
     def remove_input(self, value: Value) -> None:
         """Remove a graph input that nothing uses any more.
@@ -1161,22 +1153,18 @@ class Graph:
         self._inputs.remove(value)
         if not self._is_defined_here(value):
             value._graph = None
-        self._touch()
 
     def add_output(self, value: Value) -> None:
         """Append a graph output."""
         self._outputs.append(value)
-        self._touch()
 
     def set_output(self, index: int, value: Value) -> None:
         """Make graph output `index` be `value`."""
         self._outputs[index] = value
-        self._touch()
 
     def remove_output(self, index: int) -> None:
         """Remove graph output `index`."""
         del self._outputs[index]
-        self._touch()
 
     def add_initializer(self, value: Value) -> None:
         """Register `value` (which must carry a `const_value`) as an initializer."""
@@ -1186,7 +1174,6 @@ class Graph:
             raise ValueError(f"an initializer named {value.name!r} already exists")
         self._claim(value)
         self._initializers[value.name] = value
-        self._touch()
 
     def remove_initializer(self, name: str) -> Value:
         """Unregister an initializer that nothing uses any more; returns it."""
@@ -1196,14 +1183,12 @@ class Graph:
         del self._initializers[name]
         if not self._is_defined_here(value):
             value._graph = None
-        self._touch()
         return value
 
     def add_sparse_initializer(self, value: Value) -> None:
         """Register a sparse initializer."""
         self._claim(value)
         self._sparse_initializers[value.name] = value
-        self._touch()
 
     def _claim(self, value: Value) -> None:
         if value._producer is not None:
@@ -1237,16 +1222,24 @@ class Graph:
     # nodes -----------------------------------------------------------------------------------
     def append(self, node: Node) -> None:
         """Add a detached node at the end."""
-        if node._graph is not None:
-            raise ValueError(f"{node!r} already belongs to a graph")
-        node._graph = self
-        self._nodes[node] = None
-        self._touch()
+        self.extend((node,))
 
     def extend(self, nodes: Iterable[Node]) -> None:
-        """Add detached nodes at the end, in order."""
-        for node in nodes:
-            self.append(node)
+        """Add detached nodes at the end, in order (none is added if one is refused).
+
+        Raises:
+            ValueError: a node already belongs to a graph, or is given twice.
+        """
+        items = list(nodes)
+        batch = dict.fromkeys(items)
+        for node in batch:
+            if node._graph is not None:
+                raise ValueError(f"{node!r} already belongs to a graph")
+        if len(batch) != len(items):
+            raise ValueError("a node is given twice")
+        for node in batch:
+            node._graph = self
+        self._nodes.update(batch)
 
     def insert_before(self, anchor: Node, nodes: Sequence[Node]) -> None:
         """Insert detached nodes just before `anchor` (O(number of nodes))."""
@@ -1272,7 +1265,6 @@ class Graph:
         for node in nodes:
             node._graph = self
         self._nodes = reordered
-        self._touch()
 
     def remove(self, node: Node, *, safe: bool = True) -> None:
         """Remove a node and drop its uses of its inputs.
@@ -1286,7 +1278,7 @@ class Graph:
         if safe:
             for out in node._outputs:
                 if out._uses:
-                    user = next(iter(out._uses))[0]
+                    user = next(iter(out._uses))
                     raise ValueError(
                         f"cannot remove {node!r}: output {out.name!r} is still used by {user!r}"
                     )
@@ -1299,34 +1291,19 @@ class Graph:
         # graph: those uses go away with it.
         for sub in node.subgraphs():
             for value in _outer_values(sub):
-                for key in [
-                    k
-                    for k in value._uses
-                    if k[0]._graph is not None and _is_within(k[0]._graph, sub)
+                for user in [
+                    n for n in value._uses if n._graph is not None and _is_within(n._graph, sub)
                 ]:
-                    del value._uses[key]
+                    del value._uses[user]
         del self._nodes[node]
         node._graph = None
-        self._touch()
 
     def sort(self) -> None:
         """Put nodes in the topological order lowering would emit."""
         self._nodes = dict.fromkeys(topological_order(self))
-        self._touch()
 
-    # change tracking -------------------------------------------------------------------------
     def _set_owner(self, owner: Node | Function | None) -> None:
         self._owner = owner
-
-    def _touch(self) -> None:
-        if self._dirty:
-            return
-        self._dirty = True
-        owner = self._owner
-        if isinstance(owner, Node):
-            owner._invalidate()
-        elif isinstance(owner, Function):
-            owner._touch()
 
     # traversal -------------------------------------------------------------------------------
     def all_nodes(self) -> Iterator[Node]:
@@ -1465,8 +1442,6 @@ class Function:
     """A model-local function: a body graph plus its identity, attributes and opsets."""
 
     __slots__ = (
-        "_dirty",
-        "_proto",
         "attribute_defaults",
         "attributes",
         "doc_string",
@@ -1490,6 +1465,7 @@ class Function:
         attribute_defaults: Sequence[Attr] = (),
         opset_imports: Mapping[str, int] | None = None,
         doc_string: str = "",
+        metadata_props: Mapping[str, str] | None = None,
     ) -> None:
         self.domain = domain
         self.name = name
@@ -1500,10 +1476,8 @@ class Function:
         self.attribute_defaults: list[Attr] = list(attribute_defaults)
         self.opset_imports: dict[str, int] = dict(opset_imports or {})
         self.doc_string = doc_string
-        self.metadata_props: dict[str, str] = {}
+        self.metadata_props: dict[str, str] = dict(metadata_props or {})
         self.meta: dict[str, object] = {}
-        self._proto: object = None
-        self._dirty = True
 
     @property
     def identifier(self) -> tuple[str, str, str]:
@@ -1513,15 +1487,16 @@ class Function:
     def __repr__(self) -> str:
         return f"Function({self.domain}.{self.name})"
 
-    def _touch(self) -> None:
-        self._dirty = True
-
 
 class Model:
-    """A model: the main graph, functions, opset imports and model-level metadata."""
+    """A model: the main graph, functions, opset imports and model-level metadata.
+
+    Weakly referenceable, so that lowering can keep what it needs about a lifted model (the
+    messages it was read from) beside it rather than in it.
+    """
 
     __slots__ = (
-        "_proto",
+        "__weakref__",
         "base_dir",
         "doc_string",
         "domain",
@@ -1548,7 +1523,24 @@ class Model:
         model_version: int = 0,
         doc_string: str = "",
         functions: Iterable[Function] = (),
+        metadata_props: Mapping[str, str] | None = None,
+        base_dir: str | None = None,
     ) -> None:
+        """Create a model around its main graph.
+
+        Args:
+            graph: the main graph.
+            ir_version: the ONNX IR version.
+            opset_imports: domain -> version (the default domain at 21 when None).
+            producer_name: the producing tool.
+            producer_version: its version.
+            domain: the model's domain.
+            model_version: the model's own version number.
+            doc_string: documentation string.
+            functions: model-local functions.
+            metadata_props: string key/value metadata.
+            base_dir: the folder relative external-data locations are resolved against.
+        """
         self.graph = graph
         self.ir_version = ir_version
         self.opset_imports: dict[str, int] = (
@@ -1559,12 +1551,10 @@ class Model:
         self.domain = domain
         self.model_version = model_version
         self.doc_string = doc_string
-        self.metadata_props: dict[str, str] = {}
+        self.metadata_props: dict[str, str] = dict(metadata_props or {})
         self.functions: dict[tuple[str, str, str], Function] = {f.identifier: f for f in functions}
-        # Folder that relative external-data locations are resolved against.
-        self.base_dir: str | None = None
+        self.base_dir = base_dir
         self.meta: dict[str, object] = {}
-        self._proto: object = None
 
     def __repr__(self) -> str:
         return f"Model({self.graph.name!r}, opsets={self.opset_imports})"

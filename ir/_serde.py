@@ -1,25 +1,28 @@
 """Lifting (ONNX protobuf -> IR) and lowering (IR -> ONNX protobuf).
 
 This is the one module of the IR that reads and writes ONNX protobuf messages (with its
-helper `_serde_tensors` for tensor payloads). Lowering is lossless: everything lifting did
-not interpret is copied from the original messages, and every node, graph, attribute and
-value_info entry that was not changed since lifting is emitted as the original message, so
-`lower(lift(m)) == m` field by field.
+helpers `_serde_tensors` for tensor payloads and `_serde_origin` for what lowering keeps of
+the messages a model came from). Lifting builds every object through the IR's constructors,
+exactly as a pass would. Lowering is lossless: everything lifting did not interpret is copied
+from the original messages, and every node, graph, attribute and value_info entry that was not
+changed since lifting is emitted as the original message, so `lower(lift(m)) == m` field by
+field.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
+import functools
 import math
+import operator
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from sys import intern
 from typing import Any
 
 import onnx
 
 from ir import _core
+from ir import _serde_origin as _origin
 from ir._core import (
     Attr,
     Function,
@@ -102,14 +105,6 @@ def _lift_tensor_type(
     return dtype, tuple(dims), dims_den
 
 
-def _lift_info_type(info: onnx.ValueInfoProto) -> Type | None:
-    """The type of a ValueInfoProto (what `Value._type_proto` holds until first read)."""
-    return lift_type(info.type)
-
-
-_core._type_lifter.append(_lift_info_type)
-
-
 def lower_type(t: Type, proto: onnx.TypeProto) -> None:
     """Fill an empty TypeProto from an IR type."""
     if isinstance(t, TensorType | SparseTensorType):
@@ -162,6 +157,7 @@ _ATTR_TYPES = {int(k): k for k in AttrType}
 _GRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 _STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"})
 _DATA_TYPES = {int(k): k for k in DataType}
+_UNSEEN = object()
 
 
 class _Scope:
@@ -184,11 +180,21 @@ class _Scope:
 
 
 class _Lifter:
-    """Lifts one model; holds the external-data folder for tensors."""
+    """Lifts one model through the IR's constructors, recording its origin for lowering.
+
+    Holds the external-data folder for tensors, the types met so far (equal TypeProtos give
+    one shared, immutable Type), which values took a value_info description (the first one
+    that applies wins), and the origins of the graphs and functions built.
+    """
 
     def __init__(self, base_dir: str | None) -> None:
         self.base_dir = base_dir
         self.external: list[ExternalTensor] = []
+        self._types: dict[bytes, Type | None] = {}
+        self._described: dict[Value, None] = {}
+        self._unknown_element_types: dict[Value, int] = {}
+        self._graphs: dict[Graph, _origin.GraphOrigin] = {}
+        self._functions: dict[Function, _origin.FunctionOrigin] = {}
 
     # tensors ---------------------------------------------------------------------------------
     def tensor(self, proto: onnx.TensorProto) -> Tensor:
@@ -200,7 +206,7 @@ class _Lifter:
         return ProtoTensor(proto)
 
     # attributes ------------------------------------------------------------------------------
-    def attr(self, proto: onnx.AttributeProto, scope: _Scope, owner: Node | None) -> Attr:
+    def attr(self, proto: onnx.AttributeProto, scope: _Scope) -> Attr:
         kind = proto.type or _guess_attr_type(proto)
         value: _core.AttrValue
         if proto.ref_attr_name:
@@ -235,205 +241,271 @@ class _Lifter:
             value = tuple(t for t in (lift_type(t) for t in proto.type_protos) if t is not None)
         else:
             value = None
-        attr = Attr(proto.name, _ATTR_TYPES[kind], value, proto.ref_attr_name, proto.doc_string)
-        object.__setattr__(attr, "_proto", proto)
-        return attr
+        return Attr(proto.name, _ATTR_TYPES[kind], value, proto.ref_attr_name, proto.doc_string)
+
+    def attributes(self, protos: Iterable[onnx.AttributeProto], scope: _Scope) -> dict[str, Attr]:
+        """Attributes by name (a repeated name keeps its first place and its last value)."""
+        attrs: dict[str, Attr] = {}
+        for proto in protos:
+            attr = self.attr(proto, scope)
+            attrs[attr.name] = attr
+        return attrs
+
+    # values ----------------------------------------------------------------------------------
+    def lifted_type(self, info: onnx.ValueInfoProto) -> Type | None:
+        """The type a ValueInfoProto declares; equal messages give the same Type object."""
+        type_proto = info.type
+        key = type_proto.SerializeToString()
+        found = self._types.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            # An empty key is an absent `type` or a present but empty one: not shared.
+            found = lift_type(type_proto) if info.HasField("type") else None
+            if key:
+                self._types[key] = found
+        return found  # type: ignore[return-value]
+
+    def describe(self, value: Value, info: onnx.ValueInfoProto) -> None:
+        """Give `value` the type, doc string and metadata of `info`, unless one already did.
+
+        For graph inputs and outputs: an element type onnx does not define is noted for
+        `validate_model` (the type says UNDEFINED).
+        """
+        described = self._described
+        if value in described:
+            return
+        described[value] = None
+        lifted = self.lifted_type(info)
+        value.type = lifted
+        if isinstance(lifted, TensorType) and lifted.dtype is DataType.UNDEFINED:
+            code = info.type.tensor_type.elem_type
+            if code not in _DATA_TYPES:
+                self._unknown_element_types[value] = code
+        doc = info.doc_string
+        if doc:
+            value.doc_string = doc
+        if info.metadata_props:
+            value.metadata_props = {e.key: e.value for e in info.metadata_props}
 
     # graphs ----------------------------------------------------------------------------------
     def graph(self, proto: onnx.GraphProto, scope: _Scope) -> Graph:
-        graph = Graph(name=proto.name, doc_string=proto.doc_string)
         names = scope.names
-        for vi in proto.input:
-            value = self._value_from_info(vi)
-            names[vi.name] = value
-            value._graph = graph
-            graph._inputs.append(value)
-        for tp in proto.initializer:
-            existing = names.get(tp.name)
-            if existing is not None and existing._const_value is None:
-                value = existing  # an initializer that is also a graph input
+        inputs: list[Value] = []
+        for info in proto.input:
+            value = Value(info.name)
+            self.describe(value, info)
+            names[info.name] = value
+            inputs.append(value)
+        initializers: dict[str, Value] = {}
+        for tensor_proto in proto.initializer:
+            name = tensor_proto.name
+            tensor = self.tensor(tensor_proto)
+            existing = names.get(name)
+            if existing is not None and existing.const_value is None:
+                existing.const_value = tensor  # an initializer that is also a graph input
+                value = existing
             else:
-                value = Value(tp.name)
-                value._graph = graph
-                names[tp.name] = value
-            value._const_value = self.tensor(tp)
-            graph._initializers[tp.name] = value
-        for sp in proto.sparse_initializer:
-            name = sp.values.name
+                value = Value(name, const_value=tensor)
+                names[name] = value
+            initializers[name] = value  # a repeated name keeps its place, with the last one
+        sparse: dict[str, Value] = {}
+        for sparse_proto in proto.sparse_initializer:
+            name = sparse_proto.values.name
             value = names.get(name) or Value(name)
-            value._graph = graph
-            value._const_value = SparseProtoTensor(sp)
+            value.const_value = SparseProtoTensor(sparse_proto)
             names[name] = value
-            graph._sparse_initializers[name] = value
-        self._lift_nodes(graph, proto.node, scope)
-        for vi in proto.output:
-            found = scope.lookup(vi.name)
+            sparse[name] = value
+        nodes, deferred, with_subgraphs = self._nodes(proto.name, proto.node, scope)
+        outputs: list[Value] = []
+        for info in proto.output:
+            found = scope.lookup(info.name)
             if found is None:
                 raise GraphStructureError(
-                    f"graph {proto.name!r}: output {vi.name!r} is not defined by any node, "
+                    f"graph {proto.name!r}: output {info.name!r} is not defined by any node, "
                     "input or initializer"
                 )
-            _adopt_info(found, vi)
-            graph._outputs.append(found)
-        for vi in proto.value_info:
-            found = scope.lookup(vi.name)
-            if found is not None:
-                _adopt_info(found, vi)
-            graph._value_info.append((found, vi))
-        if proto.metadata_props:
-            graph.metadata_props = {e.key: e.value for e in proto.metadata_props}
-        graph._proto = proto
-        graph._dirty = False
+            self.describe(found, info)
+            outputs.append(found)
+        described = self._value_info(proto.value_info, scope)
+        metadata = proto.metadata_props
+        try:
+            graph = Graph(
+                inputs,
+                outputs,
+                nodes,
+                initializers.values(),
+                sparse_initializers=sparse.values(),
+                name=proto.name,
+                doc_string=proto.doc_string,
+                metadata_props={e.key: e.value for e in metadata} if metadata else None,
+            )
+        except ValueError as exc:
+            raise GraphStructureError(f"graph {proto.name!r}: {exc}") from exc
+        origin = _origin.snapshot_graph(graph, proto, described, deferred, with_subgraphs)
+        self._graphs[graph] = origin
         return graph
 
-    def _lift_nodes(self, graph: Graph, protos: Sequence[onnx.NodeProto], scope: _Scope) -> None:
+    def _value_info(
+        self, infos: Iterable[onnx.ValueInfoProto], scope: _Scope
+    ) -> list[Value | None]:
+        """Describe the values value_info entries name; the value of each entry, in order.
+
+        `describe` inlined: a graph has an entry for nearly every value.
+        """
+        entries: list[Value | None] = []
+        described = self._described
+        types = self._types
+        local = scope.names.get
+        for info in infos:
+            name = info.name
+            found = local(name) or scope.lookup(name)
+            entries.append(found)
+            if found is None or found in described:
+                continue
+            described[found] = None
+            lifted = types.get(info.type.SerializeToString(), _UNSEEN)
+            if lifted is _UNSEEN:
+                lifted = self.lifted_type(info)
+            found.type = lifted  # type: ignore[assignment]
+            doc = info.doc_string
+            if doc:
+                found.doc_string = doc
+            if info.metadata_props:
+                found.metadata_props = {e.key: e.value for e in info.metadata_props}
+        return entries
+
+    def _nodes(
+        self, graph_name: str, protos: Sequence[onnx.NodeProto], scope: _Scope
+    ) -> tuple[list[Node], _origin.DeferredSource, list[int]]:
+        """Build the nodes of a graph (or function body), in order, through `Node`.
+
+        Attributes of standard ops that cannot hold graphs are left to a DeferredSource and
+        lifted on first access; those of other nodes are lifted now, so that outer-scope
+        references inside their subgraphs resolve in `scope`. Returns the nodes, the source
+        and the positions of the nodes given graph attributes.
+        """
         names = scope.names
-        nodes: list[Node] = []
-        new_node = Node.__new__
-        new_value = Value.__new__
-        eager_ops = _GRAPH_OPS
-        # Pass 1: create every node and its outputs, so inputs resolve in any node order.
+        # Pass 1: the outputs of every node, so that inputs resolve in any node order.
+        outputs: list[Value] = []
+        ends: list[int] = []
         for proto in protos:
-            node = new_node(Node)
+            for out_name in proto.output:
+                value = Value(out_name)
+                if out_name:
+                    if out_name in names:
+                        raise GraphStructureError(
+                            f"graph {graph_name!r}: value {out_name!r} is defined twice "
+                            f"(again by node {proto.name or proto.op_type!r})"
+                        )
+                    names[out_name] = value
+                outputs.append(value)
+            ends.append(len(outputs))
+        # Pass 2: resolve inputs (local scope first, then enclosing graphs), build the nodes.
+        deferred = _origin.DeferredSource(functools.partial(_lift_later, self.base_dir))
+        local = names.get
+        # An unnamed graph input is in `names` under "": then "" (an absent input) must not
+        # be looked up there.
+        unnamed = "" in names
+        standard = _STANDARD_DOMAINS
+        graph_ops = _GRAPH_OPS
+        nodes: list[Node] = []
+        with_subgraphs: list[int] = []
+        start = 0
+        for proto, end in zip(protos, ends, strict=True):
             # One shared str per op type instead of one per node (lifting is memory-bound).
             try:
                 op_type = intern(proto.op_type)
             except TypeError:  # protobuf gives bytes for an op type that is not UTF-8
                 raise GraphStructureError(
-                    f"graph {graph.name!r}: node op_type {proto.op_type!r} is not UTF-8 text"
+                    f"graph {graph_name!r}: node op_type {proto.op_type!r} is not UTF-8 text"
                 ) from None
+            input_names = proto.input
+            inputs = list(map(local, input_names))
+            if unnamed or None in inputs:
+                inputs = self._outer_inputs(graph_name, proto, input_names, scope)
             domain = proto.domain
-            node._op_type = op_type
-            node._domain = domain
-            node._overload = proto.overload
-            node._name = proto.name
-            node._doc_string = proto.doc_string
-            node._metadata_props = None  # read from the proto on first access
-            node._graph = graph
-            node._proto = proto
-            node._dirty = False
-            node._lazy = self
-            node._meta = None
-            # Attributes of ops that cannot hold subgraphs are lifted on first access.
-            node._attributes = (
-                None if domain in _STANDARD_DOMAINS and op_type not in eager_ops else {}
+            attributes: dict[str, Attr] | _origin.DeferredSource
+            if domain in standard and op_type not in graph_ops:
+                attributes = deferred  # without even looking whether there are any
+            else:
+                attributes = self.attributes(proto.attribute, scope)
+                if any(attr.is_graph for attr in attributes.values()):
+                    with_subgraphs.append(len(nodes))
+            metadata = proto.metadata_props
+            nodes.append(
+                Node._create(
+                    op_type,
+                    domain,
+                    proto.overload,
+                    proto.name,
+                    proto.doc_string,
+                    {e.key: e.value for e in metadata} if metadata else None,
+                    tuple(inputs),
+                    attributes,
+                    tuple(outputs[start:end]),
+                )
             )
-            outputs = []
-            for i, out_name in enumerate(proto.output):
-                value = new_value(Value)
-                value._name = out_name
-                value._type = None
-                value._type_proto = None
-                value._const_value = None
-                value._producer = node
-                value._index = i
-                value._graph = None
-                value._uses = {}
-                value._vi_proto = None
-                value._doc_string = ""
-                value._metadata_props = None
-                value._meta = None
-                if out_name:
-                    if out_name in names:
-                        raise GraphStructureError(
-                            f"graph {graph.name!r}: value {out_name!r} is defined twice "
-                            f"(again by node {proto.name or op_type!r})"
-                        )
-                    names[out_name] = value
-                outputs.append(value)
-            node._outputs = tuple(outputs)
-            nodes.append(node)
-        # Pass 2: resolve inputs (local scope first, then enclosing graphs) and attributes.
-        lookup = names.get
-        for node, proto in zip(nodes, protos, strict=False):
-            inputs: list[Value | None] = []
-            i = 0
-            for in_name in proto.input:
-                if not in_name:
-                    inputs.append(None)
-                    i += 1
-                    continue
-                found = lookup(in_name)
-                if found is None:
-                    found = scope.lookup(in_name)
-                    if found is None:
-                        raise GraphStructureError(
-                            f"graph {graph.name!r}: node {proto.name or proto.op_type!r} "
-                            f"({proto.op_type}) reads {in_name!r}, which nothing defines"
-                        )
-                found._uses[(node, i)] = None
-                inputs.append(found)
-                i += 1
-            node._inputs = tuple(inputs)
-            if node._attributes is not None:
-                attrs = node._attributes
-                for ap in proto.attribute:
-                    attr = self.attr(ap, scope, node)
-                    attrs[attr.name] = attr
-                    for sub in attr.graphs():
-                        sub._owner = node
-        graph._nodes = dict.fromkeys(nodes)
+            start = end
+        return nodes, deferred, with_subgraphs
 
-    def node_attributes(self, node: Node) -> dict[str, Attr]:
-        """Lift the attributes of a node whose attributes were left for later."""
-        proto: Any = node._proto
-        attrs: dict[str, Attr] = {}
-        for ap in proto.attribute:
-            attr = self.attr(ap, _Scope(None), node)
-            attrs[attr.name] = attr
-        return attrs
-
-    def node_metadata(self, node: Node) -> dict[str, str]:
-        """Lift the metadata of a node on first access."""
-        proto: Any = node._proto
-        return {e.key: e.value for e in proto.metadata_props}
-
-    def _value_from_info(self, vi: onnx.ValueInfoProto) -> Value:
-        value = Value(vi.name)
-        _adopt_info(value, vi)
-        return value
+    @staticmethod
+    def _outer_inputs(
+        graph_name: str, proto: onnx.NodeProto, input_names: Iterable[str], scope: _Scope
+    ) -> list[Value | None]:
+        """A node's inputs when some are absent ("") or defined in an enclosing graph."""
+        inputs: list[Value | None] = []
+        for name in input_names:
+            if not name:
+                inputs.append(None)
+                continue
+            found = scope.lookup(name)
+            if found is None:
+                raise GraphStructureError(
+                    f"graph {graph_name!r}: node {proto.name or proto.op_type!r} "
+                    f"({proto.op_type}) reads {name!r}, which nothing defines"
+                )
+            inputs.append(found)
+        return inputs
 
     # functions and models --------------------------------------------------------------------
     def function(self, proto: onnx.FunctionProto) -> Function:
-        graph = Graph(name=proto.name)
         scope = _Scope(None)
-        for name in proto.input:
-            value = Value(name)
-            value._graph = graph
-            scope.names[name] = value
-            graph._inputs.append(value)
-        self._lift_nodes(graph, proto.node, scope)
+        inputs = [Value(name) for name in proto.input]
+        scope.names.update((value.name, value) for value in inputs)
+        nodes, deferred, with_subgraphs = self._nodes(proto.name, proto.node, scope)
+        outputs: list[Value] = []
         for name in proto.output:
             found = scope.lookup(name)
             if found is None:
                 raise GraphStructureError(
                     f"function {proto.domain}.{proto.name}: output {name!r} is not defined"
                 )
-            graph._outputs.append(found)
-        for vi in proto.value_info:
-            found = scope.lookup(vi.name)
-            if found is not None:
-                _adopt_info(found, vi)
-            graph._value_info.append((found, vi))
-        graph._dirty = False
+            outputs.append(found)
+        described = self._value_info(proto.value_info, scope)
+        try:
+            graph = Graph(inputs, outputs, nodes, name=proto.name)
+        except ValueError as exc:
+            raise GraphStructureError(f"function {proto.domain}.{proto.name}: {exc}") from exc
+        origin = _origin.snapshot_graph(graph, proto, described, deferred, with_subgraphs)
+        self._graphs[graph] = origin
+        defaults = [self.attr(a, scope) for a in proto.attribute_proto]
+        metadata = proto.metadata_props
         fn = Function(
             proto.domain,
             proto.name,
             graph,
             overload=proto.overload,
             attributes=list(proto.attribute),
-            attribute_defaults=[self.attr(a, scope, None) for a in proto.attribute_proto],
+            attribute_defaults=defaults,
             opset_imports={o.domain: o.version for o in proto.opset_import},
             doc_string=proto.doc_string,
+            metadata_props={e.key: e.value for e in metadata} if metadata else None,
         )
-        if proto.metadata_props:
-            fn.metadata_props = {e.key: e.value for e in proto.metadata_props}
-        fn._proto = proto
-        fn._dirty = False
+        self._functions[fn] = _origin.FunctionOrigin(proto, tuple(defaults))
         return fn
 
     def model(self, proto: onnx.ModelProto) -> Model:
         graph = self.graph(proto.graph, _Scope(None))
+        metadata = proto.metadata_props
         model = Model(
             graph,
             ir_version=proto.ir_version,
@@ -444,24 +516,23 @@ class _Lifter:
             model_version=proto.model_version,
             doc_string=proto.doc_string,
             functions=[self.function(f) for f in proto.functions],
+            metadata_props={e.key: e.value for e in metadata} if metadata else None,
+            base_dir=self.base_dir,
         )
-        if proto.metadata_props:
-            model.metadata_props = {e.key: e.value for e in proto.metadata_props}
-        model.base_dir = self.base_dir
-        model._proto = proto
+        origin = _origin.snapshot_model(
+            proto, self._graphs, self._functions, self._unknown_element_types
+        )
+        _origin.remember(model, origin)
         return model
 
 
-def _adopt_info(value: Value, vi: onnx.ValueInfoProto) -> None:
-    """Take the type (lazily) and docs of a ValueInfoProto, unless the value has them."""
-    if value._vi_proto is None and value._type is None and value._type_proto is None:
-        if vi.HasField("type"):
-            # Keep the ValueInfoProto, not a wrapper of its `type` (one object less per value).
-            value._type_proto = vi
-        value._doc_string = vi.doc_string
-        if vi.metadata_props:
-            value._metadata_props = {e.key: e.value for e in vi.metadata_props}
-        value._vi_proto = vi
+def _lift_later(base_dir: str | None, protos: Iterable[onnx.AttributeProto]) -> dict[str, Attr]:
+    """The attributes a node left for later (they hold no graphs, so they need no scope).
+
+    A lifter of their own: the one that built the model (and all it keeps while lifting) is
+    not kept alive for them.
+    """
+    return _Lifter(base_dir).attributes(protos, _Scope(None))
 
 
 def _decode(data: bytes) -> str | bytes:
@@ -508,8 +579,8 @@ def lift_model(
 ) -> tuple[Model, list[ExternalTensor]]:
     """Lift a ModelProto into the IR; also returns the external tensors met while lifting.
 
-    The IR keeps references into `proto` (to reuse unchanged messages when lowering), so the
-    caller should not mutate `proto` afterwards.
+    Lowering reuses the messages of `proto` for the parts of the model that do not change,
+    so the caller should not mutate `proto` afterwards.
 
     Args:
         proto: the model.
@@ -523,27 +594,10 @@ def lift_model(
     if not isinstance(proto, onnx.ModelProto):
         raise TypeError(f"from_onnx expects an onnx.ModelProto, got {type(proto).__name__}")
     lifter = _Lifter(base_dir)
-    with paused_gc():
-        try:
-            return lifter.model(proto), lifter.external
-        except GraphStructureError as exc:
-            raise ModelLoadError(str(exc)) from exc
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """The cyclic garbage collector paused while a model is lifted, validated or lowered.
-
-    These allocate many small objects that form no garbage cycles while they run; the
-    collector's passes over them would cost as much as the work itself.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+        return lifter.model(proto), lifter.external
+    except GraphStructureError as exc:
+        raise ModelLoadError(str(exc)) from exc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -560,65 +614,500 @@ def _lower_string(value: str | bytes) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
-def lower_attr(attr: Attr) -> onnx.AttributeProto:
-    """An AttributeProto for `attr` (the original message when nothing in it changed)."""
-    original = attr._proto
-    subgraphs = attr.graphs()
-    if original is not None and not any(g._dirty for g in subgraphs):
-        return original  # type: ignore[return-value]
-    proto = onnx.AttributeProto()
-    if original is not None:
-        proto.CopyFrom(original)
-        # Only graph contents can differ from the original: rebuild those fields.
-        if attr.type == AttrType.GRAPH:
-            proto.g.CopyFrom(lower_graph(subgraphs[0]))
+class _Lowering:
+    """One lowering of IR objects to messages.
+
+    With the origin of a lifted model and `reuse` set, every part that did not change since
+    lifting (see `_serde_origin.Changes`) is emitted as the message it was lifted from, and a
+    changed node, graph or function starts from its original message to keep the fields the
+    IR does not model. Without an origin (or with `reuse` off) everything is built from the
+    IR; the original messages still provide the fields the IR does not model.
+    """
+
+    __slots__ = ("_changes", "_origin")
+
+    def __init__(self, origin: _origin.ModelOrigin | None, *, reuse: bool = True) -> None:
+        self._origin = origin
+        self._changes = _origin.Changes(origin) if reuse and origin is not None else None
+
+    def _graph_origin(self, graph: Graph) -> _origin.GraphOrigin | None:
+        return self._origin.graphs.get(graph) if self._origin is not None else None
+
+    # attributes ------------------------------------------------------------------------------
+    def attr(self, attr: Attr, original: Any = None) -> onnx.AttributeProto:
+        """An AttributeProto for `attr`; `original` is the message it was lifted from."""
+        changes = self._changes
+        subgraphs = attr.graphs()
+        if original is not None and changes is not None:
+            if all(changes.graph_unchanged(g) for g in subgraphs):
+                return original  # type: ignore[no-any-return]
+            proto = onnx.AttributeProto()
+            proto.CopyFrom(original)
+            # Only graph contents can differ from the original: rebuild those fields.
+            if attr.type == AttrType.GRAPH:
+                proto.g.Clear()
+                self.graph_into(proto.g, subgraphs[0])
+            else:
+                del proto.graphs[:]
+                for g in subgraphs:
+                    self.graph_into(proto.graphs.add(), g)
+            return proto
+        return self._new_attr(attr)
+
+    def _new_attr(self, attr: Attr) -> onnx.AttributeProto:
+        proto = onnx.AttributeProto()
+        proto.name = attr.name
+        proto.type = int(attr.type)  # type: ignore[assignment]
+        if attr.ref_attr_name:
+            proto.ref_attr_name = attr.ref_attr_name
+        if attr.doc_string:
+            proto.doc_string = attr.doc_string
+        if attr.ref_attr_name:
+            return proto
+        kind = attr.type
+        value: Any = attr.value  # its member is given by `kind`
+        if kind == AttrType.FLOAT:
+            proto.f = float(value)
+        elif kind == AttrType.INT:
+            proto.i = int(value)
+        elif kind == AttrType.STRING:
+            proto.s = _lower_string(value)
+        elif kind == AttrType.INTS:
+            proto.ints.extend(int(v) for v in value)
+        elif kind == AttrType.FLOATS:
+            proto.floats.extend(float(v) for v in value)
+        elif kind == AttrType.STRINGS:
+            proto.strings.extend(_lower_string(v) for v in value)
+        elif kind == AttrType.TENSOR:
+            proto.t.CopyFrom(tensor_to_proto(value))
+        elif kind == AttrType.TENSORS:
+            proto.tensors.extend(tensor_to_proto(t) for t in value)
+        elif kind == AttrType.GRAPH:
+            self.graph_into(proto.g, value)
+        elif kind == AttrType.GRAPHS:
+            for g in value:
+                self.graph_into(proto.graphs.add(), g)
+        elif kind == AttrType.SPARSE_TENSOR:
+            proto.sparse_tensor.CopyFrom(value._proto)
+        elif kind == AttrType.SPARSE_TENSORS:
+            proto.sparse_tensors.extend(t._proto for t in value)
+        elif kind == AttrType.TYPE_PROTO:
+            lower_type(value, proto.tp)
+        elif kind == AttrType.TYPE_PROTOS:
+            for t in value:
+                lower_type(t, proto.type_protos.add())
+        return proto
+
+    # nodes -----------------------------------------------------------------------------------
+    def node(
+        self, node: Node, origin: _origin.GraphOrigin | None = None, position: int | None = None
+    ) -> onnx.NodeProto:
+        """A NodeProto for `node`, built from `origin.proto.node[position]` when given."""
+        original: Any = None
+        lifted: dict[str, Attr] | None = None
+        if origin is not None and position is not None:
+            original = origin.proto.node[position]
+            changes = self._changes
+            if changes is not None and changes.node_unchanged(node, origin, position):
+                return original  # type: ignore[no-any-return]
+            lifted = origin.lifted_attributes(position)
+        proto = onnx.NodeProto()
+        if original is not None:
+            # Start from the original to keep fields the IR does not model (device configs).
+            proto.CopyFrom(original)
+            del proto.input[:]
+            del proto.output[:]
+            del proto.attribute[:]
+        for index, value in enumerate(node._inputs):
+            if value is not None and not value.name:
+                # ONNX reads an empty input name as an absent input: lowering it would silently
+                # disconnect the node.
+                raise ValueError(f"{node!r} reads an unnamed value (input {index}): name it first")
+        proto.input.extend([v.name if v is not None else "" for v in node._inputs])
+        proto.output.extend([v.name for v in node._outputs])
+        _assign(proto, "name", node._name)
+        _assign(proto, "op_type", node._op_type)
+        _assign(proto, "domain", node._domain)
+        _assign(proto, "overload", node._overload)
+        _assign(proto, "doc_string", node._doc_string)
+        proto.attribute.extend(self._node_attributes(node, original, lifted))
+        metadata = node._metadata_props or {}
+        if metadata or (original is not None and original.metadata_props):
+            _lower_metadata(proto, metadata, original)
+        return proto
+
+    def _node_attributes(
+        self, node: Node, original: Any, lifted: dict[str, Attr] | None
+    ) -> list[onnx.AttributeProto]:
+        """The node's AttributeProtos: the original message for each attribute still lifted."""
+        reuse = self._changes is not None
+        if reuse and original is not None and not isinstance(node._attributes, dict):
+            return list(original.attribute)  # never loaded, so never changed
+        protos = []
+        for attr in node._attrs().values():
+            source = None
+            if reuse and lifted is not None and lifted.get(attr.name) is attr:
+                source = _last_named(original.attribute, attr.name)
+            protos.append(self.attr(attr, source))
+        return protos
+
+    # values ----------------------------------------------------------------------------------
+    def value_info(self, value: Value) -> onnx.ValueInfoProto:
+        """A ValueInfoProto built from `value`."""
+        proto = onnx.ValueInfoProto()
+        proto.name = value.name
+        t = value.type
+        if t is not None:
+            lower_type(t, proto.type)
+        if value.doc_string:
+            proto.doc_string = value.doc_string
+        if value._metadata_props:
+            _lower_metadata(proto, value._metadata_props, None)
+        return proto
+
+    def _io_info(
+        self, value: Value, lifted: tuple[Value, ...], originals: Any, index: int
+    ) -> onnx.ValueInfoProto:
+        """Graph input/output `index`: the original entry when it still describes `value`."""
+        changes = self._changes
+        if (
+            changes is not None
+            and index < len(lifted)
+            and lifted[index] is value
+            and changes.value_unchanged(value)
+        ):
+            return originals[index]  # type: ignore[no-any-return]
+        return self.value_info(value)
+
+    def _value_info_entries(
+        self, graph: Graph, origin: _origin.GraphOrigin | None, order: Iterable[Node]
+    ) -> Iterator[onnx.ValueInfoProto]:
+        """value_info: the original entries still meaningful, then newly typed values.
+
+        A generator, so that the messages are copied into the graph one at a time (a list of
+        them all would be many objects alive at once, for the cyclic collector to walk).
+        """
+        listed: dict[Value, None] = {}
+        changes = self._changes
+        if origin is not None:
+            for value, original in zip(origin.value_info, origin.proto.value_info, strict=True):
+                if value is None:
+                    yield original  # names nothing; kept as written
+                    continue
+                producer = value._producer
+                if (producer._graph if producer is not None else value._graph) is None:
+                    continue  # its definition was removed
+                listed[value] = None
+                if changes is not None and changes.value_unchanged(value):
+                    yield original
+                else:
+                    yield self.value_info(value)
+        outputs = dict.fromkeys(graph._outputs)
+        for node in order:
+            for value in node._outputs:
+                if value in listed or value in outputs or not value._name:
+                    continue
+                if value._type is not None:
+                    yield self.value_info(value)
+
+    # graphs ----------------------------------------------------------------------------------
+    def graph(self, graph: Graph, left_out: Set[str] = frozenset()) -> onnx.GraphProto:
+        """A GraphProto for `graph`: the original message itself when nothing in it changed."""
+        origin = self._graph_origin(graph)
+        changes = self._changes
+        if (
+            origin is not None
+            and changes is not None
+            and not left_out
+            and changes.graph_unchanged(graph)
+        ):
+            return origin.proto  # type: ignore[no-any-return]
+        proto = onnx.GraphProto()
+        self.graph_into(proto, graph, left_out)
+        return proto
+
+    def graph_into(
+        self, target: onnx.GraphProto, graph: Graph, left_out: Set[str] = frozenset()
+    ) -> None:
+        """Lower `graph` into the empty message `target`, without the initializers `left_out`.
+
+        An unchanged graph is copied from its original message; one whose nodes are still the
+        lifted ones in the lifted order is copied and patched where it changed; any other is
+        built node by node (each unchanged node still copied from its original message).
+        """
+        origin = self._graph_origin(graph)
+        changes = self._changes
+        if origin is not None and changes is not None and not left_out:
+            if changes.graph_unchanged(graph):
+                target.CopyFrom(origin.proto)
+                return
+            if self._patch(target, graph, origin, changes):
+                return
+        self._build(target, graph, origin, left_out)
+
+    def _patch(
+        self,
+        target: onnx.GraphProto,
+        graph: Graph,
+        origin: _origin.GraphOrigin,
+        changes: _origin.Changes,
+    ) -> bool:
+        """Copy the original message and rebuild what changed (False: the nodes moved)."""
+        changed = changes.changed_positions(graph, origin)
+        if changed is None:
+            return False
+        nodes = origin.nodes
+        order = _emission_order(graph)
+        if len(order) != len(nodes) or not all(map(operator.is_, order, nodes)):
+            return False  # lowering would sort them
+        original: Any = origin.proto
+        target.CopyFrom(original)
+        for position in changed:
+            target.node[position].CopyFrom(self.node(nodes[position], origin, position))
+        _assign(target, "name", graph.name)
+        _assign(target, "doc_string", graph.doc_string)
+        if graph.metadata_props != origin.metadata:
+            _lower_metadata(target, graph.metadata_props, original)
+        values_changed = changes.values_changed_in(graph, origin)
+        inputs_changed = tuple(graph._inputs) != origin.inputs
+        outputs_changed = tuple(graph._outputs) != origin.outputs
+        initializers_changed = not changes.initializers_unchanged(graph, origin)
+        if values_changed or inputs_changed:
+            del target.input[:]
+            target.input.extend(self._io_infos(graph._inputs, origin.inputs, original.input))
+        if values_changed or outputs_changed:
+            _refuse_unnamed_outputs(graph)
+            del target.output[:]
+            target.output.extend(self._io_infos(graph._outputs, origin.outputs, original.output))
+        if initializers_changed:
+            del target.initializer[:]
+            del target.sparse_initializer[:]
+            self._initializers_into(target, graph, frozenset())
+        # value_info lists typed values that are not graph outputs, and drops the entries of
+        # values no longer defined: only changed nodes alone leave it as it was.
+        if values_changed or inputs_changed or outputs_changed or initializers_changed:
+            del target.value_info[:]
+            target.value_info.extend(self._value_info_entries(graph, origin, order))
+        return True
+
+    def _build(
+        self,
+        target: onnx.GraphProto,
+        graph: Graph,
+        origin: _origin.GraphOrigin | None,
+        left_out: Set[str],
+    ) -> None:
+        """Build `graph` into `target` node by node."""
+        original: Any = origin.proto if origin is not None else None
+        if original is not None:
+            _assign(target, "name", original.name)
+            _assign(target, "doc_string", original.doc_string)
+            target.quantization_annotation.extend(original.quantization_annotation)
+        _assign(target, "name", graph.name)
+        _assign(target, "doc_string", graph.doc_string)
+        order = _emission_order(graph)
+        if origin is not None:
+            target.node.extend(self.node(n, origin, origin.position(n)) for n in order)
         else:
-            del proto.graphs[:]
-            proto.graphs.extend(lower_graph(g) for g in subgraphs)
+            target.node.extend(self.node(n) for n in order)
+        self._initializers_into(target, graph, left_out)
+        lifted_inputs = origin.inputs if origin is not None else ()
+        lifted_outputs = origin.outputs if origin is not None else ()
+        orig_inputs = original.input if original is not None else None
+        orig_outputs = original.output if original is not None else None
+        target.input.extend(self._io_infos(graph._inputs, lifted_inputs, orig_inputs))
+        _refuse_unnamed_outputs(graph)
+        target.output.extend(self._io_infos(graph._outputs, lifted_outputs, orig_outputs))
+        target.value_info.extend(self._value_info_entries(graph, origin, order))
+        if graph.metadata_props or (original is not None and original.metadata_props):
+            _lower_metadata(target, graph.metadata_props, original)
+
+    @staticmethod
+    def _initializers_into(target: onnx.GraphProto, graph: Graph, left_out: Set[str]) -> None:
+        target.initializer.extend(
+            _initializer_proto(value)
+            for name, value in graph._initializers.items()
+            if name not in left_out
+        )
+        target.sparse_initializer.extend(
+            _sparse_initializer_proto(v) for v in graph._sparse_initializers.values()
+        )
+
+    def _io_infos(
+        self, values: Sequence[Value], lifted: tuple[Value, ...], originals: Any
+    ) -> list[onnx.ValueInfoProto]:
+        """Graph inputs or outputs: each the original entry when it still describes it."""
+        return [self._io_info(value, lifted, originals, i) for i, value in enumerate(values)]
+
+    def structure(self, target: onnx.GraphProto, graph: Graph) -> None:
+        """`graph` into `target` with large initializers as typed inputs (see to_onnx).
+
+        An unchanged graph copies its original message field by field, leaving out the large
+        initializers, so their bytes are never copied.
+        """
+        origin = self._graph_origin(graph)
+        changes = self._changes
+        if origin is None or changes is None or not changes.graph_unchanged(graph):
+            # Build it with every initializer but the large ones (their protos are not made).
+            large = {
+                name
+                for name, value in graph._initializers.items()
+                if value.const_value is not None
+                and value.const_value.size > STRUCTURE_ONLY_ELEMENTS
+            }
+            self.graph_into(target, graph, large)
+            declared = {info.name for info in target.input}
+            for name in sorted(large, key=list(graph._initializers).index):
+                tensor = graph._initializers[name].const_value
+                assert tensor is not None, f"initializer {name!r} lost its tensor"
+                _add_typed_input(target, declared, name, int(tensor.dtype), list(tensor.shape))
+            return
+        source: Any = origin.proto
+        for field in ("name", "doc_string"):
+            if source.HasField(field):
+                setattr(target, field, getattr(source, field))
+        for field in (
+            "node",
+            "input",
+            "output",
+            "value_info",
+            "sparse_initializer",
+            "quantization_annotation",
+            "metadata_props",
+        ):
+            getattr(target, field).extend(getattr(source, field))
+        declared = {info.name for info in target.input}
+        for tensor in source.initializer:
+            if math.prod(tensor.dims) <= STRUCTURE_ONLY_ELEMENTS:
+                target.initializer.append(tensor)
+            else:
+                _add_typed_input(target, declared, tensor.name, tensor.data_type, list(tensor.dims))
+
+    # functions and models --------------------------------------------------------------------
+    def function(self, fn: Function) -> onnx.FunctionProto:
+        """A FunctionProto for `fn` (the original message if nothing in it changed)."""
+        origin = self._origin.functions.get(fn) if self._origin is not None else None
+        original: Any = origin.proto if origin is not None else None
+        changes = self._changes
+        if (
+            origin is not None
+            and changes is not None
+            and changes.graph_unchanged(fn.graph)
+            and _function_fields_unchanged(fn, origin)
+        ):
+            return original  # type: ignore[no-any-return]
+        proto = onnx.FunctionProto()
+        if original is not None:
+            proto.CopyFrom(original)
+            del proto.input[:]
+            del proto.output[:]
+            del proto.node[:]
+            del proto.attribute[:]
+            del proto.attribute_proto[:]
+            del proto.opset_import[:]
+            del proto.value_info[:]
+        _assign(proto, "name", fn.name)
+        _assign(proto, "domain", fn.domain)
+        _assign(proto, "overload", fn.overload)
+        _assign(proto, "doc_string", fn.doc_string)
+        graph = fn.graph
+        body = self._graph_origin(graph)
+        proto.input.extend([v.name for v in graph._inputs])
+        proto.output.extend([v.name for v in graph._outputs])
+        order = _emission_order(graph)
+        if body is not None:
+            proto.node.extend(self.node(n, body, body.position(n)) for n in order)
+        else:
+            proto.node.extend(self.node(n) for n in order)
+        proto.attribute.extend(fn.attributes)
+        lifted = origin.attribute_defaults if origin is not None else ()
+        proto.attribute_proto.extend(
+            [self.attr(a, _lifted_default(a, lifted, original)) for a in fn.attribute_defaults]
+        )
+        _lower_opsets(proto, fn.opset_imports, original)
+        proto.value_info.extend(self._value_info_entries(graph, body, order))
+        if fn.metadata_props or (original is not None and original.metadata_props):
+            _lower_metadata(proto, fn.metadata_props, original)
         return proto
-    proto.name = attr.name
-    proto.type = int(attr.type)  # type: ignore[assignment]
-    if attr.ref_attr_name:
-        proto.ref_attr_name = attr.ref_attr_name
-    if attr.doc_string:
-        proto.doc_string = attr.doc_string
-    if attr.ref_attr_name:
+
+    def model(self, model: Model, *, weights: bool = True) -> onnx.ModelProto:
+        """A new ModelProto for `model` (see `to_onnx`)."""
+        proto = onnx.ModelProto()
+        original: Any = self._origin.proto if self._origin is not None else None
+        if original is not None:
+            # Scalars: copy the originals (keeping their presence), then apply changes.
+            for field in (
+                "ir_version",
+                "producer_name",
+                "producer_version",
+                "domain",
+                "model_version",
+                "doc_string",
+            ):
+                if original.HasField(field):
+                    setattr(proto, field, getattr(original, field))
+            proto.training_info.extend(original.training_info)
+            proto.configuration.extend(original.configuration)
+        _assign(proto, "ir_version", model.ir_version)
+        _assign(proto, "producer_name", model.producer_name)
+        _assign(proto, "producer_version", model.producer_version)
+        _assign(proto, "domain", model.domain)
+        _assign(proto, "model_version", model.model_version)
+        _assign(proto, "doc_string", model.doc_string)
+        _lower_opsets(proto, model.opset_imports, original)
+        if weights:
+            self.graph_into(proto.graph, model.graph)
+        else:
+            self.structure(proto.graph, model.graph)
+        if model.metadata_props or (original is not None and original.metadata_props):
+            _lower_metadata(proto, model.metadata_props, original)
+        proto.functions.extend([self.function(f) for f in model.functions.values()])
         return proto
-    kind = attr.type
-    value: Any = attr.value  # its member is given by `kind`
-    if kind == AttrType.FLOAT:
-        proto.f = float(value)
-    elif kind == AttrType.INT:
-        proto.i = int(value)
-    elif kind == AttrType.STRING:
-        proto.s = _lower_string(value)
-    elif kind == AttrType.INTS:
-        proto.ints.extend(int(v) for v in value)
-    elif kind == AttrType.FLOATS:
-        proto.floats.extend(float(v) for v in value)
-    elif kind == AttrType.STRINGS:
-        proto.strings.extend(_lower_string(v) for v in value)
-    elif kind == AttrType.TENSOR:
-        proto.t.CopyFrom(tensor_to_proto(value))
-    elif kind == AttrType.TENSORS:
-        proto.tensors.extend(tensor_to_proto(t) for t in value)
-    elif kind == AttrType.GRAPH:
-        proto.g.CopyFrom(lower_graph(value))
-    elif kind == AttrType.GRAPHS:
-        proto.graphs.extend(lower_graph(g) for g in value)
-    elif kind == AttrType.SPARSE_TENSOR:
-        proto.sparse_tensor.CopyFrom(value._proto)
-    elif kind == AttrType.SPARSE_TENSORS:
-        proto.sparse_tensors.extend(t._proto for t in value)
-    elif kind == AttrType.TYPE_PROTO:
-        lower_type(value, proto.tp)
-    elif kind == AttrType.TYPE_PROTOS:
-        for t in value:
-            lower_type(t, proto.type_protos.add())
-    return proto
 
 
-def _lower_metadata(target: Any, metadata: dict[str, str], original: Any) -> None:
+def _refuse_unnamed_outputs(graph: Graph) -> None:
+    if any(not v.name for v in graph._outputs):
+        raise ValueError(f"graph {graph.name!r} has an unnamed output: name it first")
+
+
+def _last_named(protos: Any, name: str) -> Any:
+    """The last of `protos` called `name` (the one lifting kept for a repeated name)."""
+    found = None
+    for proto in protos:
+        if proto.name == name:
+            found = proto
+    return found
+
+
+def _lifted_default(attr: Attr, lifted: tuple[Attr, ...], original: Any) -> Any:
+    """The AttributeProto a function's attribute default was lifted from, if it was."""
+    for index, candidate in enumerate(lifted):
+        if candidate is attr:
+            return original.attribute_proto[index]
+    return None
+
+
+def _function_fields_unchanged(fn: Function, origin: _origin.FunctionOrigin) -> bool:
+    """Whether a function's own fields still match the message it was lifted from.
+
+    Function fields are plain attributes: functions are few, so they are compared with the
+    message itself.
+    """
+    original = origin.proto
+    return (
+        fn.name == original.name
+        and fn.domain == original.domain
+        and fn.overload == original.overload
+        and fn.doc_string == original.doc_string
+        and fn.attributes == list(original.attribute)
+        and len(fn.attribute_defaults) == len(origin.attribute_defaults)
+        and all(map(operator.is_, fn.attribute_defaults, origin.attribute_defaults))
+        and list(fn.opset_imports.items()) == [(o.domain, o.version) for o in original.opset_import]
+        and fn.metadata_props == {e.key: e.value for e in original.metadata_props}
+    )
+
+
+def _lower_metadata(target: Any, metadata: Mapping[str, str], original: Any) -> None:
     """Write metadata_props, reusing the original entries when the content is unchanged."""
     if original is not None:
         before = {e.key: e.value for e in original.metadata_props}
@@ -634,142 +1123,6 @@ def _lower_metadata(target: Any, metadata: dict[str, str], original: Any) -> Non
         entry.value = value
 
 
-def lower_node(node: Node) -> onnx.NodeProto:
-    """A NodeProto for `node` (the original message when the node is unchanged)."""
-    original = node._proto
-    if original is not None and not node._dirty:
-        return original  # type: ignore[return-value]
-    proto = onnx.NodeProto()
-    if original is not None:
-        # Start from the original to keep fields the IR does not model (device configs).
-        proto.CopyFrom(original)
-        del proto.input[:]
-        del proto.output[:]
-        del proto.attribute[:]
-    for index, value in enumerate(node._inputs):
-        if value is not None and not value.name:
-            # ONNX reads an empty input name as an absent input: lowering it would silently
-            # disconnect the node.
-            raise ValueError(f"{node!r} reads an unnamed value (input {index}): name it first")
-    proto.input.extend([v.name if v is not None else "" for v in node._inputs])
-    proto.output.extend([v.name for v in node._outputs])
-    _assign(proto, "name", node._name)
-    _assign(proto, "op_type", node._op_type)
-    _assign(proto, "domain", node._domain)
-    _assign(proto, "overload", node._overload)
-    _assign(proto, "doc_string", node._doc_string)
-    proto.attribute.extend([lower_attr(a) for a in node._attrs().values()])
-    metadata = node._metadata()
-    if metadata or (original is not None and original.metadata_props):  # type: ignore[attr-defined]
-        _lower_metadata(proto, metadata, original)
-    return proto
-
-
-def lower_value_info(value: Value, original: Any = None) -> onnx.ValueInfoProto:
-    """A ValueInfoProto for `value`, reusing `original` when the value did not change."""
-    if (
-        original is not None
-        and value._vi_proto is not None
-        and original.name == value.name
-        and original.doc_string == value.doc_string
-    ):
-        return original  # type: ignore[no-any-return]
-    proto = onnx.ValueInfoProto()
-    proto.name = value.name
-    t = value.type
-    if t is not None:
-        lower_type(t, proto.type)
-    if value.doc_string:
-        proto.doc_string = value.doc_string
-    if value._metadata_props:
-        _lower_metadata(proto, value._metadata_props, None)
-    return proto
-
-
-def _io_info(value: Value, original_list: Any, index: int) -> onnx.ValueInfoProto:
-    """The graph input/output entry at `index`, reusing the original when still accurate."""
-    if original_list is not None and index < len(original_list):
-        original = original_list[index]
-        if original.name == value.name and value._vi_proto is not None:
-            return original  # type: ignore[no-any-return]
-    return lower_value_info(value)
-
-
-def lower_graph(graph: Graph) -> onnx.GraphProto:
-    """A GraphProto for `graph`, nodes in topological order (original message if unchanged)."""
-    original: Any = graph._proto
-    if original is not None and not graph._dirty:
-        return original  # type: ignore[no-any-return]
-    proto = onnx.GraphProto()
-    if original is not None:
-        _assign(proto, "name", original.name)
-        _assign(proto, "doc_string", original.doc_string)
-        proto.quantization_annotation.extend(original.quantization_annotation)
-    _assign(proto, "name", graph.name)
-    _assign(proto, "doc_string", graph.doc_string)
-    order = _emission_order(graph)
-    proto.node.extend([lower_node(n) for n in order])
-    proto.initializer.extend([_initializer_proto(v) for v in graph._initializers.values()])
-    proto.sparse_initializer.extend(
-        [_sparse_initializer_proto(v) for v in graph._sparse_initializers.values()]
-    )
-    orig_inputs = original.input if original is not None else None
-    orig_outputs = original.output if original is not None else None
-    proto.input.extend([_io_info(v, orig_inputs, i) for i, v in enumerate(graph._inputs)])
-    if any(not v.name for v in graph._outputs):
-        raise ValueError(f"graph {graph.name!r} has an unnamed output: name it first")
-    proto.output.extend([_io_info(v, orig_outputs, i) for i, v in enumerate(graph._outputs)])
-    proto.value_info.extend(_value_info_entries(graph, order))
-    if graph.metadata_props or (original is not None and original.metadata_props):
-        _lower_metadata(proto, graph.metadata_props, original)
-    return proto
-
-
-def _lower_structure(target: onnx.GraphProto, graph: Graph) -> None:
-    """`lower_graph(graph)` into `target` with large initializers as typed inputs (see to_onnx).
-
-    An unchanged graph copies its original message field by field, leaving out the large
-    initializers, so their bytes are never copied.
-    """
-    original: Any = graph._proto
-    if original is not None and not graph._dirty:
-        source = original
-        for field in ("name", "doc_string"):
-            if source.HasField(field):
-                setattr(target, field, getattr(source, field))
-        for field in (
-            "node",
-            "input",
-            "output",
-            "value_info",
-            "sparse_initializer",
-            "quantization_annotation",
-            "metadata_props",
-        ):
-            getattr(target, field).extend(getattr(source, field))
-        tensors = list(source.initializer)
-    else:
-        # Build it with every initializer but the large ones (their protos are not made).
-        large = {
-            name
-            for name, value in graph._initializers.items()
-            if value.const_value is not None and value.const_value.size > STRUCTURE_ONLY_ELEMENTS
-        }
-        target.CopyFrom(_lower_graph_without(graph, large))
-        declared = {info.name for info in target.input}
-        for name in sorted(large, key=list(graph._initializers).index):
-            tensor = graph._initializers[name].const_value
-            assert tensor is not None, f"initializer {name!r} lost its tensor"
-            _add_typed_input(target, declared, name, int(tensor.dtype), list(tensor.shape))
-        return
-    declared = {info.name for info in target.input}
-    for tensor in tensors:
-        if math.prod(tensor.dims) <= STRUCTURE_ONLY_ELEMENTS:
-            target.initializer.append(tensor)
-        else:
-            _add_typed_input(target, declared, tensor.name, tensor.data_type, list(tensor.dims))
-
-
 def _add_typed_input(
     target: onnx.GraphProto, declared: set[str], name: str, dtype: int, dims: list[int]
 ) -> None:
@@ -777,19 +1130,6 @@ def _add_typed_input(
         return  # an IR-3 initializer is already an input
     declared.add(name)
     target.input.append(onnx.helper.make_tensor_value_info(name, dtype, dims))
-
-
-def _lower_graph_without(graph: Graph, left_out: set[str]) -> onnx.GraphProto:
-    """`lower_graph` of a changed graph, leaving out the initializers named in `left_out`."""
-    if not left_out:
-        return lower_graph(graph)
-    kept = {n: v for n, v in graph._initializers.items() if n not in left_out}
-    everything = graph._initializers
-    graph._initializers = kept
-    try:
-        return lower_graph(graph)
-    finally:
-        graph._initializers = everything
 
 
 def _emission_order(graph: Graph) -> list[Node]:
@@ -802,38 +1142,14 @@ def _emission_order(graph: Graph) -> list[Node]:
                 producer = value._producer
                 if producer is not None and position.get(producer, -1) > i:
                     return _core.topological_order(graph)
-        if node._attributes:
-            for sub in node.subgraphs():
-                for value in _core._outer_values(sub):
-                    producer = value._producer
-                    if producer is not None and position.get(producer, -1) > i:
-                        return _core.topological_order(graph)
+        if type(node._attributes) is not dict or not node._attributes:
+            continue  # no subgraphs
+        for sub in node.subgraphs():
+            for value in _core._outer_values(sub):
+                producer = value._producer
+                if producer is not None and position.get(producer, -1) > i:
+                    return _core.topological_order(graph)
     return list(nodes)
-
-
-def _value_info_entries(graph: Graph, order: Iterable[Node]) -> list[onnx.ValueInfoProto]:
-    """value_info: the original entries still meaningful, then newly typed values."""
-    entries: list[onnx.ValueInfoProto] = []
-    listed: dict[Value, None] = {}
-    for value, original in graph._value_info:
-        if value is None:
-            entries.append(original)  # type: ignore[arg-type]  # names nothing; kept as written
-            continue
-        if value.graph is None:
-            continue  # its definition was removed
-        listed[value] = None
-        if value._vi_proto is not None:
-            entries.append(original)  # type: ignore[arg-type]  # unchanged since lifting
-        else:
-            entries.append(lower_value_info(value))
-    outputs = dict.fromkeys(graph._outputs)
-    for node in order:
-        for value in node._outputs:
-            if value in listed or value in outputs or not value.name:
-                continue
-            if value.type is not None:
-                entries.append(lower_value_info(value))
-    return entries
 
 
 def _initializer_proto(value: Value) -> onnx.TensorProto:
@@ -855,60 +1171,6 @@ def _sparse_initializer_proto(value: Value) -> onnx.SparseTensorProto:
     return renamed
 
 
-def lower_function(fn: Function) -> onnx.FunctionProto:
-    """A FunctionProto for `fn` (the original message if unchanged)."""
-    original: Any = fn._proto
-    unchanged = original is not None and not fn._dirty and not fn.graph._dirty
-    if unchanged and _function_fields_unchanged(fn, original):
-        return original  # type: ignore[no-any-return]
-    proto = onnx.FunctionProto()
-    if original is not None:
-        proto.CopyFrom(original)
-        del proto.input[:]
-        del proto.output[:]
-        del proto.node[:]
-        del proto.attribute[:]
-        del proto.attribute_proto[:]
-        del proto.opset_import[:]
-        del proto.value_info[:]
-    _assign(proto, "name", fn.name)
-    _assign(proto, "domain", fn.domain)
-    _assign(proto, "overload", fn.overload)
-    _assign(proto, "doc_string", fn.doc_string)
-    graph = fn.graph
-    proto.input.extend([v.name for v in graph._inputs])
-    proto.output.extend([v.name for v in graph._outputs])
-    order = _emission_order(graph)
-    proto.node.extend([lower_node(n) for n in order])
-    proto.attribute.extend(fn.attributes)
-    proto.attribute_proto.extend([lower_attr(a) for a in fn.attribute_defaults])
-    _lower_opsets(proto, fn.opset_imports, original)
-    proto.value_info.extend(_value_info_entries(graph, order))
-    if fn.metadata_props or (original is not None and original.metadata_props):
-        _lower_metadata(proto, fn.metadata_props, original)
-    return proto
-
-
-def _function_fields_unchanged(fn: Function, original: Any) -> bool:
-    """Whether a function's plain fields still match the message it was lifted from.
-
-    Function fields are plain attributes, so their changes are detected here (functions
-    are few) rather than tracked when they happen.
-    """
-    defaults = original.attribute_proto
-    return (
-        fn.name == original.name
-        and fn.domain == original.domain
-        and fn.overload == original.overload
-        and fn.doc_string == original.doc_string
-        and fn.attributes == list(original.attribute)
-        and len(fn.attribute_defaults) == len(defaults)
-        and all(a._proto is d for a, d in zip(fn.attribute_defaults, defaults, strict=True))
-        and list(fn.opset_imports.items()) == [(o.domain, o.version) for o in original.opset_import]
-        and fn.metadata_props == {e.key: e.value for e in original.metadata_props}
-    )
-
-
 def _lower_opsets(proto: Any, opsets: dict[str, int], original: Any) -> None:
     if original is not None:
         before = [(o.domain, o.version) for o in original.opset_import]
@@ -921,8 +1183,16 @@ def _lower_opsets(proto: Any, opsets: dict[str, int], original: Any) -> None:
         entry.version = version
 
 
+# Initializers up to this many elements keep their data in a structure-only lowering: shape
+# inference reads such constants as values (Reshape shapes, axes, Slice bounds).
+STRUCTURE_ONLY_ELEMENTS = 64
+
+
 def to_onnx(model: Model, *, weights: bool = True) -> onnx.ModelProto:
     """Lower an IR model to a new ModelProto (the IR model is not changed).
+
+    Every part of a lifted model that did not change since lifting is emitted as the message
+    it was read from.
 
     Args:
         model: the model.
@@ -935,47 +1205,22 @@ def to_onnx(model: Model, *, weights: bool = True) -> onnx.ModelProto:
         ValueError: a node reads, or a graph outputs, a value without a name (ONNX would
             read the empty name as an absent value).
     """
-    with paused_gc():
-        return _lower_model(model, weights=weights)
+    return lower_model(model, weights=weights)
 
 
-# Initializers up to this many elements keep their data in a structure-only lowering: shape
-# inference reads such constants as values (Reshape shapes, axes, Slice bounds).
-STRUCTURE_ONLY_ELEMENTS = 64
+def lower_model(model: Model, *, weights: bool = True, reuse: bool = True) -> onnx.ModelProto:
+    """`to_onnx`; with `reuse` off every node, graph and function is built from the IR.
+
+    Without reuse, the original messages of a lifted model still provide what the IR does
+    not model (device configurations, quantization annotations); tests use it to check that
+    building from the IR is as exact as reusing.
+    """
+    return _Lowering(_origin.origin_of(model), reuse=reuse).model(model, weights=weights)
 
 
-def _lower_model(model: Model, *, weights: bool = True) -> onnx.ModelProto:
-    proto = onnx.ModelProto()
-    original: Any = model._proto
-    if original is not None:
-        # Scalars: copy the originals (keeping their presence), then apply changes.
-        for field in (
-            "ir_version",
-            "producer_name",
-            "producer_version",
-            "domain",
-            "model_version",
-            "doc_string",
-        ):
-            if original.HasField(field):
-                setattr(proto, field, getattr(original, field))
-        proto.training_info.extend(original.training_info)
-        proto.configuration.extend(original.configuration)
-    _assign(proto, "ir_version", model.ir_version)
-    _assign(proto, "producer_name", model.producer_name)
-    _assign(proto, "producer_version", model.producer_version)
-    _assign(proto, "domain", model.domain)
-    _assign(proto, "model_version", model.model_version)
-    _assign(proto, "doc_string", model.doc_string)
-    _lower_opsets(proto, model.opset_imports, original)
-    if weights:
-        proto.graph.CopyFrom(lower_graph(model.graph))
-    else:
-        _lower_structure(proto.graph, model.graph)
-    if model.metadata_props or (original is not None and original.metadata_props):
-        _lower_metadata(proto, model.metadata_props, original)
-    proto.functions.extend([lower_function(f) for f in model.functions.values()])
-    return proto
+def lower_node(node: Node) -> onnx.NodeProto:
+    """A NodeProto built from `node` alone (what per-node inference and evaluation run)."""
+    return _Lowering(None).node(node)
 
 
 def model_dir(path: str | os.PathLike[str]) -> str:

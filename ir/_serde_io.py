@@ -18,7 +18,7 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from ir._core import ExternalDataError, IRError, Model, ModelLoadError
-from ir._serde import lift_model, model_dir, paused_gc, to_onnx
+from ir._serde import lift_model, model_dir, to_onnx
 from ir._serde_tensors import ExternalTensor, check_external_location
 from ir._validate import validate_model
 
@@ -56,16 +56,15 @@ def load(path: str | os.PathLike[str]) -> Model:
         raise ModelLoadError(f"{filename}: not an ONNX model (it has no graph)")
     base_dir = model_dir(filename)
     try:
-        with paused_gc():
-            model, external = lift_model(proto, base_dir=base_dir)
-            for tensor in external:
-                tensor.check()
-            if may_have_external:
-                # Attributes of most ops are lifted lazily: their tensors were not checked yet.
-                for tensor_proto in _tensor_protos(proto):
-                    if tensor_proto.data_location == onnx.TensorProto.EXTERNAL:
-                        _source_path(tensor_proto, base_dir)
-            validate_model(model)
+        model, external = lift_model(proto, base_dir=base_dir)
+        for tensor in external:
+            tensor.check()
+        if may_have_external:
+            # Attributes of most ops are lifted lazily: their tensors were not checked yet.
+            for tensor_proto in _tensor_protos(proto):
+                if tensor_proto.data_location == onnx.TensorProto.EXTERNAL:
+                    _source_path(tensor_proto, base_dir)
+        validate_model(model)
     except IRError as exc:
         # Same error class, one line that names the file first.
         raise type(exc)(f"{filename}: {exc}") from exc

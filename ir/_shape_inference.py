@@ -129,7 +129,7 @@ def _record_onnx_types(types: dict[Value, Any]) -> int:
     """Record onnx's types as the facts (no value read has a dim onnx invented)."""
     gained = 0
     for value, type_proto in types.items():
-        if value._type is not None or value._type_proto is not None:
+        if value.type is not None:
             continue  # declared types are kept as they are
         # Kept as a TypeProto; `fact_type` lifts it when a rule first asks.
         value.meta[INFERRED] = type_proto
@@ -483,7 +483,7 @@ def _elem_type(type_proto: Any) -> int:
 
 
 def _declared_shape(value: Value) -> Shape | None:
-    declared = value.type if value._type is not None or value._type_proto is not None else None
+    declared = value.type
     if not isinstance(declared, TensorType) or declared.shape is None:
         return None
     return tuple(from_dim(d) for d in declared.shape)
@@ -491,9 +491,9 @@ def _declared_shape(value: Value) -> Shape | None:
 
 def _declared_covers(value: Value, fact: Type) -> bool:
     """True when the value's declared type already says all `fact` says."""
-    if value._type is None and value._type_proto is None:
-        return False
     declared = value.type
+    if declared is None:
+        return False
     if not isinstance(declared, TensorType) or not isinstance(fact, TensorType):
         return True
     if declared.shape is None:

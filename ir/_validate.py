@@ -13,7 +13,8 @@ and shape (raw byte count, count of typed values, external-data length and file 
 Invariants: no external-data byte is ever read (only file sizes); an embedded tensor's
 `raw_data` is measured one tensor at a time, so at most one tensor's bytes are copied at once;
 the graph is not changed. Part of the serde layer: tensor checks read the original
-TensorProtos that `ProtoTensor` wraps.
+TensorProtos that `ProtoTensor` wraps, and the attributes lifting left for later are checked
+in their original messages (see `_serde_origin.DeferredSource`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+from collections.abc import Mapping
 from typing import Any
 
 import onnx
@@ -33,11 +35,15 @@ from ir._core import (
     ModelLoadError,
     Node,
     Tensor,
+    TensorType,
+    Type,
+    Value,
     _outer_values,
     topological_order,
 )
 from ir._enums import DataType
 from ir._schemas import find_schema, is_known_domain, normalize_domain, since_version
+from ir._serde_origin import DeferredSource, origin_of
 from ir._serde_tensors import (
     ExternalTensor,
     ProtoTensor,
@@ -118,15 +124,17 @@ def validate_model(model: Model) -> None:
         )
     imports = _domains(model.opset_imports)
     ops = _OpCheck(model.opset_imports, model)
+    origin = origin_of(model)
+    unknown = origin.unknown_element_types if origin is not None else {}
     for graph in model.graph.all_graphs():
-        _check_graph(graph, imports, model.opset_imports, model.base_dir)
+        _check_graph(graph, imports, model.opset_imports, model.base_dir, unknown)
         ops.check(graph)
     for fn in model.functions.values():
         fn_imports = imports | _domains(fn.opset_imports)
         declared = {**model.opset_imports, **fn.opset_imports}
         fn_ops = _OpCheck(declared, model)
         for graph in fn.graph.all_graphs():
-            _check_graph(graph, fn_imports, declared, model.base_dir)
+            _check_graph(graph, fn_imports, declared, model.base_dir, unknown)
             fn_ops.check(graph)
 
 
@@ -211,21 +219,25 @@ class _OpCheck:
 
 def _attribute_names(node: Node) -> frozenset[str]:
     """The node's attribute names, without lifting attributes lifting left for later."""
-    if node._attributes is not None:
-        return frozenset(node._attributes)
-    proto: Any = node._proto
-    return frozenset(a.name for a in proto.attribute) if proto is not None else frozenset()
+    attrs = node._attributes
+    if isinstance(attrs, DeferredSource):
+        return frozenset(a.name for a in attrs.attribute_protos(node))
+    return frozenset(node.attributes)
 
 
 def _check_graph(
-    graph: Graph, imports: frozenset[str], declared: dict[str, int], base_dir: str | None
+    graph: Graph,
+    imports: frozenset[str],
+    declared: dict[str, int],
+    base_dir: str | None,
+    unknown_element_types: Mapping[Value, int],
 ) -> None:
     """One pass over the nodes (order, domains, attribute tensors), then the initializers.
 
     The full sort runs only for a graph out of order, to name a node on a cycle if any.
     """
     _check_text(graph)
-    _check_signature(graph)
+    _check_signature(graph, unknown_element_types)
     nodes = graph._nodes
     seen: set[Node] = set()
     add = seen.add
@@ -245,7 +257,8 @@ def _check_graph(
                 f"which the model does not import (opset_import: {_list_imports(declared)})"
             )
         attrs = node._attributes
-        if attrs or (attrs is None and (domain, node._op_type) in tensor_ops):
+        deferred = isinstance(attrs, DeferredSource)
+        if (attrs and not deferred) or (deferred and (domain, node._op_type) in tensor_ops):
             if in_order and not _subgraphs_in_order(node, seen, nodes):
                 in_order = False
             _check_attribute_tensors(node, base_dir)
@@ -302,21 +315,23 @@ def _describe_non_text(graph: Graph) -> str:
     return f"graph {graph.name!r}: a name is not UTF-8 text"
 
 
-def _check_signature(graph: Graph) -> None:
+def _check_signature(graph: Graph, unknown_element_types: Mapping[Value, int]) -> None:
     """Graph inputs and outputs must be named and have element types that onnx defines."""
     for role, values in (("input", graph._inputs), ("output", graph._outputs)):
         for index, value in enumerate(values):
             if not value._name:
                 # ONNX reads an empty name as "absent": the graph would lose the value.
                 raise ModelLoadError(f"graph {graph.name!r}: {role} {index} has no name")
-            info: Any = value._vi_proto
-            if info is None or info.type.WhichOneof("value") != "tensor_type":
-                continue
-            code = info.type.tensor_type.elem_type
-            if code not in _BITS:
+            code = unknown_element_types.get(value)
+            if code is not None and _still_undefined(value.type):
                 raise ModelLoadError(
                     f"graph {graph.name!r}: {role} {value.name!r} has unknown element type {code}"
                 )
+
+
+def _still_undefined(declared: Type | None) -> bool:
+    """Whether a type lifted with an element type onnx does not define still says so."""
+    return isinstance(declared, TensorType) and declared.dtype == DataType.UNDEFINED
 
 
 def _list_imports(opset_imports: dict[str, int]) -> str:
@@ -344,14 +359,14 @@ def _check_attribute_tensors(node: Node, base_dir: str | None) -> None:
     """Check the tensors a node's attributes hold, without lifting attributes left unread."""
     try:
         attrs = node._attributes
-        if attrs is None:
-            for proto in node._proto.attribute:  # type: ignore[attr-defined]
+        if isinstance(attrs, DeferredSource):
+            for proto in attrs.attribute_protos(node):
                 if proto.HasField("t"):
                     _check_attribute_proto(proto.t, base_dir)
                 for tensor in proto.tensors:
                     _check_attribute_proto(tensor, base_dir)
             return
-        for attr in attrs.values():
+        for attr in node.attributes.values():
             value = attr.value
             for tensor in value if isinstance(value, tuple) else (value,):
                 if isinstance(tensor, Tensor):

@@ -73,7 +73,7 @@ def _verify_graph(graph: Graph, outer: tuple[Graph, ...]) -> None:
                 continue
             if not read.name:
                 raise _fail(graph, f"{node!r} reads an unnamed value (input {i}): name it")
-            if (node, i) not in read._uses:
+            if not read._uses.get(node, 0) >> i & 1:
                 raise _fail(graph, f"{node!r} reads {read.name!r} but is not in its uses")
             if read not in defined and not _defined_outside(read, outer):
                 raise _fail(graph, f"{node!r} reads {read.name!r}, which is not defined in scope")

@@ -1,1 +1,4 @@
-"""The standard rule library: `.rw` files only (this file exists so the rules ship as package data)."""
+"""The standard rule library: `.rw` files only.
+
+This file exists so that the rules ship as package data.
+"""

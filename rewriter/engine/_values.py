@@ -87,12 +87,12 @@ class EvalContext:
         )
 
 
-def is_true(value: Any) -> bool:
+def is_true(value: object) -> bool:
     """True only for a definitely true value."""
     return truth(value) is True
 
 
-def truth(value: Any) -> bool | _Unknown:
+def truth(value: object) -> bool | _Unknown:
     """Kleene truth of a value: True, False or UNKNOWN."""
     if value is UNKNOWN:
         return _Unknown()  # the singleton (spelled so for the type checker)
@@ -147,7 +147,7 @@ def numeric(value: Any, span: Span | None = None) -> Any:
     raise EvalError(f"{type(value).__name__} used in arithmetic", span)
 
 
-def equal(a: Any, b: Any) -> bool | _Unknown:
+def equal(a: object, b: object) -> bool | _Unknown:
     """Three-valued equality (see module docstring)."""
     if a is UNKNOWN or b is UNKNOWN:
         return _Unknown()  # the singleton (spelled so for the type checker)
@@ -181,6 +181,7 @@ def equal(a: Any, b: Any) -> bool | _Unknown:
     if isinstance(a, list | tuple) != isinstance(b, list | tuple):
         # A list against a scalar compares every element (like a tensor against a scalar).
         items, scalar = (a, b) if isinstance(a, list | tuple) else (b, a)
+        assert isinstance(items, list | tuple), "one side is a list here"
         if isinstance(scalar, int | float | np.integer | np.floating | bool):
             result_all: bool | _Unknown = True
             for item in items:

@@ -1,10 +1,9 @@
 """Round-trip helpers shared by the IR tests.
 
-`force_rebuild` makes lowering build every node, graph, attribute, value_info and function
-from the IR instead of returning the protobuf messages kept from lifting, so a test can
-check that the rebuilt path is exact too. It keeps each node's and function's original
-message, because lowering copies the fields the IR does not model (device configurations)
-from it.
+`roundtrip_rebuilt` lowers with reuse off, so that every node, graph, attribute, value_info
+and function is built from the IR instead of being the message kept from lifting, and a test
+can check that the rebuilt path is exact too. Lowering still copies, from each node's and
+function's original message, the fields the IR does not model (device configurations).
 """
 
 from __future__ import annotations
@@ -14,46 +13,25 @@ import difflib
 import onnx
 
 import ir
-from ir import _serde
-
-
-def _touch_value(value: ir.Value) -> None:
-    _ = value.type  # materialize a lazily kept TypeProto before dropping the cached entry
-    value._vi_proto = None
-
-
-def force_rebuild(model: ir.Model) -> None:
-    """Mark every part of `model` changed, so lowering rebuilds it from the IR."""
-    for graph in model.graphs():
-        for value in graph.values():
-            _touch_value(value)
-        for value in graph.outputs:
-            _touch_value(value)
-        for described, _ in graph._value_info:
-            if described is not None:
-                _touch_value(described)
-        for node in graph:
-            attrs = node._attrs()
-            node._metadata()
-            for attr in attrs.values():
-                object.__setattr__(attr, "_proto", None)
-            for read in node.inputs:
-                if read is not None:
-                    _touch_value(read)
-            node._dirty = True
-        graph._dirty = True
-    for fn in model.functions.values():
-        for attr in fn.attribute_defaults:
-            object.__setattr__(attr, "_proto", None)
-        fn._dirty = True
+from ir import _serde, _serde_origin
 
 
 def assert_rebuilt(model: ir.Model) -> None:
-    """Check that `force_rebuild` took effect: no node or graph lowers to its cached message."""
+    """Check that lowering without reuse emits no graph or node as its original message."""
+    origin = _serde_origin.origin_of(model)
+    assert origin is not None, "the model was not lifted"
+    lowering = _serde._Lowering(origin, reuse=False)
     for graph in model.graphs():
-        assert graph._proto is None or _serde.lower_graph(graph) is not graph._proto, graph
+        graph_origin = origin.graphs.get(graph)
+        if graph_origin is None:
+            continue
+        if isinstance(graph_origin.proto, onnx.GraphProto):
+            assert lowering.graph(graph) is not graph_origin.proto, graph
         for node in graph:
-            assert node._proto is None or _serde.lower_node(node) is not node._proto, node
+            position = graph_origin.position(node)
+            if position is not None:
+                lowered = lowering.node(node, graph_origin, position)
+                assert lowered is not graph_origin.proto.node[position], node
 
 
 def proto_diff(expected: onnx.ModelProto, actual: onnx.ModelProto, limit: int = 40) -> str:
@@ -78,9 +56,8 @@ def roundtrip(proto: onnx.ModelProto) -> onnx.ModelProto:
 def roundtrip_rebuilt(proto: onnx.ModelProto) -> onnx.ModelProto:
     """lower(lift(proto)) with every node, graph and function rebuilt from the IR."""
     model = ir.from_onnx(proto)
-    force_rebuild(model)
     assert_rebuilt(model)
-    return ir.to_onnx(model)
+    return _serde.lower_model(model, reuse=False)
 
 
 def assert_roundtrip_exact(proto: onnx.ModelProto) -> None:

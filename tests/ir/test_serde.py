@@ -11,7 +11,7 @@ import onnx.parser
 import pytest
 
 import ir
-from ir import _serde
+from ir import _serde, _serde_origin
 from ir._serde_tensors import ProtoTensor
 from tests.ir._roundtrip import assert_roundtrip_exact, assert_same_proto
 
@@ -265,6 +265,24 @@ _MUTATIONS: dict[str, tuple[Callable[[ir.Model], None], Callable[[onnx.ModelProt
         lambda m: m.metadata_props.update(k="v"),
         lambda p: {e.key: e.value for e in p.metadata_props},
     ),
+    "attribute replaced by an equal one with a doc string": (
+        lambda m: _graph_of(m).nodes[1].set_attribute(_documented(_graph_of(m).nodes[1])),
+        lambda p: p.graph.node[1].attribute[0].doc_string,
+    ),
+    "type given to an untyped value": (
+        lambda m: setattr(
+            _graph_of(m).nodes[0].outputs[0], "type", ir.TensorType(ir.DataType.FLOAT)
+        ),
+        lambda p: [info.name for info in p.graph.value_info],
+    ),
+    "input rewired to another value": (
+        lambda m: _graph_of(m).nodes[0].replace_input_with(0, _graph_of(m).inputs[1]),
+        lambda p: list(p.graph.node[0].input),
+    ),
+    "node renamed and renamed back": (
+        lambda m: [setattr(_graph_of(m).nodes[0], "name", n) for n in ("other", "")],
+        lambda p: p.graph.node[0].name,
+    ),
     "producer": (
         lambda m: setattr(m, "producer_name", "someone"),
         lambda p: p.producer_name,
@@ -284,7 +302,19 @@ _EXPECTED = {
     "node doc_string": "node doc",
     "model metadata": {"k": "v"},
     "producer": "someone",
+    "attribute replaced by an equal one with a doc string": "documented",
+    "type given to an untyped value": ["t"],
+    "input rewired to another value": ["c"],
+    "node renamed and renamed back": "",
 }
+
+
+def _documented(node: ir.Node) -> ir.Attr:
+    """The node's first attribute with a doc string: equal to it (Attr equality ignores docs)."""
+    attr = next(iter(node.attributes.values()))
+    documented = ir.Attr(attr.name, attr.type, attr.value, doc_string="documented")
+    assert documented == attr
+    return documented
 
 
 @pytest.mark.parametrize("name", list(_MUTATIONS))
@@ -328,21 +358,40 @@ def test_function_container_changes_reach_the_lowered_model() -> None:
 # Reuse of untouched parts
 
 
+def _lowering(model: ir.Model) -> tuple[_serde._Lowering, _serde_origin.ModelOrigin]:
+    origin = _serde_origin.origin_of(model)
+    assert origin is not None
+    return _serde._Lowering(origin), origin
+
+
 def test_untouched_nodes_lower_to_their_original_messages() -> None:
-    model = ir.from_onnx(_rich_model())
+    proto = _rich_model()
+    model = ir.from_onnx(proto)
     relu, add = model.graph.nodes
     add.name = "changed"
-    assert _serde.lower_node(relu) is relu._proto
-    assert _serde.lower_node(add) is not add._proto
+    lowering, origin = _lowering(model)
+    graph = origin.graphs[model.graph]
+    assert lowering.node(relu, graph, 0) is proto.graph.node[0]
+    assert lowering.node(add, graph, 1) is not proto.graph.node[1]
+    assert lowering.graph(model.graph) is not proto.graph
+
+
+def test_untouched_graph_lowers_to_its_original_message() -> None:
+    proto = _rich_model()
+    model = ir.from_onnx(proto)
+    lowering, _ = _lowering(model)
+    assert lowering.graph(model.graph) is proto.graph
 
 
 def test_untouched_function_lowers_to_its_original_message() -> None:
-    model = ir.from_onnx(_function_model())
+    proto = _function_model()
+    model = ir.from_onnx(proto)
     scaled, plain = model.functions.values()
     plain.graph.nodes[0].name = "abs"
-    assert _serde.lower_function(scaled) is scaled._proto
-    lowered = _serde.lower_function(plain)
-    assert lowered is not plain._proto
+    lowering, _ = _lowering(model)
+    assert lowering.function(scaled) is proto.functions[0]
+    lowered = lowering.function(plain)
+    assert lowered is not proto.functions[1]
     assert lowered.node[0].name == "abs"
 
 
@@ -357,9 +406,37 @@ def test_attributes_of_plain_ops_are_lifted_lazily() -> None:
     )
     model = ir.from_onnx(proto)
     node = model.graph.nodes[0]
-    assert node._attributes is None
+    assert isinstance(node._attributes, ir.DeferredAttributes)
     assert node.attribute("perm") == (1, 0)
     assert_same_proto(proto, ir.to_onnx(model))
+    lowering, _ = _lowering(model)
+    assert lowering.graph(model.graph) is proto.graph  # loading is not a change
+
+
+def test_an_attribute_set_to_negative_zero_is_lowered_though_it_equals_zero() -> None:
+    proto = _parse(
+        """
+        <ir_version: 10, opset_import: ["" : 18]>
+        main (float[2] x) => (float[2] y) {
+            y = LeakyRelu <alpha = 0.0> (x)
+        }
+        """
+    )
+    model = ir.from_onnx(proto)
+    node = model.graph.nodes[0]
+    node.set_attribute(ir.attr_float("alpha", -0.0))
+    assert node.attributes["alpha"] == ir.attr_float("alpha", 0.0)
+    lowered = ir.to_onnx(model).graph.node[0].attribute[0].f
+    assert np.signbit(lowered)
+
+
+def test_an_unchanged_model_shares_no_message_with_its_lowered_copy() -> None:
+    proto = _rich_model()
+    model = ir.from_onnx(proto)
+    lowered = ir.to_onnx(model)
+    lowered.graph.node[0].name = "edited"
+    assert proto.graph.node[0].name != "edited"
+    assert ir.to_onnx(model).graph.node[0].name == proto.graph.node[0].name
 
 
 def test_initializer_data_is_not_decoded_by_lifting_or_lowering() -> None:

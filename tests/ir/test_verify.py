@@ -47,11 +47,11 @@ def test_well_formed_graph_and_lifted_model_pass() -> None:
 
 
 def _stale_use(graph: ir.Graph, x: ir.Value, relu: ir.Node, neg: ir.Node) -> None:
-    x._uses[(neg, 0)] = None
+    x._uses[neg] = 1  # neg reads x at input 0, says x
 
 
 def _missing_use(graph: ir.Graph, x: ir.Value, relu: ir.Node, neg: ir.Node) -> None:
-    del x._uses[(relu, 0)]
+    del x._uses[relu]
 
 
 def _value_from_another_graph(graph: ir.Graph, x: ir.Value, relu: ir.Node, neg: ir.Node) -> None:
