@@ -486,12 +486,16 @@ def _size_ranges(
     return ranges
 
 
+def _dim_label(key: DimKey) -> str:
+    return key[1] if key[0] == "sym" else f"axis {key[1]}"
+
+
 def _unsatisfiable_message(
     search: _Search, specs: tuple[InputSpec, ...], found: FoundSizes | None, tried: bool
 ) -> str:
     from rewriter.verification._inputs import dim_keys
 
-    symbols = [key[1] if key[0] == "sym" else f"axis {key[1]}" for key in dim_keys(specs)]
+    symbols = [_dim_label(key) for key in dim_keys(specs)]
     sizes = ""
     if tried and found is None and symbols:
         sizes = f"; sizes up to 8192 were tried for {', '.join(symbols)}"
@@ -706,7 +710,15 @@ def check_equivalence(
     if found is None and examples:
         found = _generated(search, specs, examples, seed, found_sizes)
     return _result(
-        pair, search, specs, found, seed, counterexample_path, save_counterexample, found_sizes
+        pair,
+        search,
+        specs,
+        found,
+        seed,
+        counterexample_path,
+        save_counterexample,
+        found_sizes,
+        fixed,
     )
 
 
@@ -747,6 +759,7 @@ def _result(
     counterexample_path: str | os.PathLike[str] | None,
     save_counterexample: bool,
     found_sizes: FoundSizes | None,
+    fixed: Mapping[DimKey, int],
 ) -> VerifyResult:
     counterexample: Mapping[str, Array] | None = None
     path: str | None = None
@@ -764,6 +777,9 @@ def _result(
         notes.append(pair.oracle.unavailable)
     notes.extend(f"oracle: {note}" for note in pair.oracle.notes)
     inputs = [f"{spec.name}: {spec.describe()}" for spec in specs]
+    if fixed:
+        given = ", ".join(f"`{_dim_label(key)}` {size}" for key, size in fixed.items())
+        inputs.append(f"sizes given: {given}")
     if found_sizes is not None:
         inputs.append(f"sizes found by search: {found_sizes.describe()}")
     result = VerifyResult(
