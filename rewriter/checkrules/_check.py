@@ -17,6 +17,9 @@ matcher's 1e-6 relative tolerance (0.7978846 for sqrt(2/pi)), and float attribut
 (HardSigmoid's alpha, Attention's scale), so a correct rule can move a float64 result by about
 1e-7 of its magnitude.
 
+A rule declared `assumes finite` is exact for finite inputs only: its instances are checked
+without NaN, infinities and dtype extremes, and its report says so.
+
 Instances are drawn with the rule's base dtypes; when none of them is an integer (or a bool)
 although every match line's op admits one, a few more attempts are made with that dtype
 forced, so that a rule wrong only for integers fails (`(x / 2) * 2 -> x`) wherever its
@@ -230,6 +233,8 @@ def _check_instance(
             seed=seed,
             rtol=rtol,
             atol=atol,
+            # A rule that `assumes finite` declares its result may differ at NaN and inf.
+            special_values=not rule.assumes_finite,
             ort_enable_all=False,
             save_counterexample=False,
         )
@@ -328,6 +333,8 @@ def _check_rule(
         {(i.opsets.get("", 0), i.target or 0): _opset_label(i) for i in search.accepted}.items()
     )
     detail = f"opset {', '.join(label for _, label in opsets)}"
+    if rule.assumes_finite:
+        detail += "; finite inputs only (the rule assumes finite)"
     return report(
         Status.VERIFIED,
         instances=checked,
