@@ -235,6 +235,7 @@ def _check_instance(
             atol=atol,
             # A rule that `assumes finite` declares its result may differ at NaN and inf.
             special_values=not rule.assumes_finite,
+            float_extremes=True,
             ort_enable_all=False,
             save_counterexample=False,
         )

@@ -57,6 +57,7 @@ def check_pass(
                 result.proto,
                 examples=examples,
                 seed=seed + index,
+                float_extremes=True,
                 ort_enable_all=False,
                 save_counterexample=False,
             )

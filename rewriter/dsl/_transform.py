@@ -238,7 +238,9 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
     def on_assumes(self, meta: Meta, children: list[Token]) -> tuple[str, str, Span]:
         what = children[0]
         if str(what) != "finite":
-            raise LocatedError(self._tok(what), f"expected `finite` after `assumes`, found `{what}`")
+            raise LocatedError(
+                self._tok(what), f"expected `finite` after `assumes`, found `{what}`"
+            )
         return ("assumes", "finite", self._span(meta))
 
     def on_requires(self, meta: Meta, children: list[Any]) -> tuple[str, tuple[Any, ...], Span]:

@@ -143,7 +143,7 @@ def rank_of(value: ir.Value | None) -> int | None:
 def _ints(node: ir.Node, name: str, default: Sequence[int]) -> list[int]:
     found = node.attribute(name)
     if isinstance(found, tuple) and found:
-        return [int(v) for v in found]
+        return [int(v) for v in found if isinstance(v, int)]
     return list(default)
 
 
@@ -170,7 +170,8 @@ def _conv(node: ir.Node, emit: Emitter) -> list[ir.Value] | None:
     kernel = list(weight_shape[2:])
     if _ints(node, "kernel_shape", kernel) != kernel:
         return None
-    group = int(node.attribute("group", 1) or 1)
+    found_group = node.attribute("group", 1)
+    group = found_group if isinstance(found_group, int) and found_group else 1
     out_channels = weight_shape[0]
     if group < 1 or out_channels % group:
         return None
@@ -306,8 +307,8 @@ class _ConvPlan:
         emit = self.emit
         target = [self.out_channels] + [1] * self.spatial
         if self.weights is not None:
-            flat = np.asarray(self.weights, np.float64).reshape(self.out_channels, -1)
-            return emit.const(flat[:, index].reshape(target))
+            matrix = np.asarray(self.weights, np.float64).reshape(self.out_channels, -1)
+            return emit.const(matrix[:, index].reshape(target))
         flat = emit.op("Reshape", self.w, emit.ints([self.out_channels, -1]))
         column = emit.op("Gather", flat, emit.ints([index]), axis=1)
         return emit.op("Reshape", column, emit.ints(target))

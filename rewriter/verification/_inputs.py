@@ -39,8 +39,8 @@ of each where the input has room) holds the exact values +-0.0 and +-1.
 *Special examples* (when `special_values` is on, the default; never the first, simplest
 example) come in two kinds, one in `SPECIAL_ODDS` examples each. *Non-finite* examples draw
 NaN, +-inf and the dtype's smallest subnormal, placed and in a share of at least 10%;
-*extreme* examples draw the dtype's largest magnitudes (+-max) and its smallest subnormal
-instead, and integer inputs that are not indices or masks draw their dtype's extremes there
+*extreme* examples draw the dtype's largest magnitudes (+-max, with `float_extremes`) and its
+smallest subnormal instead, and integer inputs that are not indices or masks draw their dtype's extremes there
 (`min + 1` and `max`: `min / -1` traps the process in onnxruntime's integer Div, so no
 extreme is drawn at all when a model divides). The kinds are kept apart because they test
 different things: NaN and infinity test what a rewrite does with them (a rule that drops a
@@ -48,7 +48,9 @@ NaN fails), extremes test arithmetic at the edge of the range, where a rewrite t
 operations legitimately overflows elsewhere (`_compare` does not judge overflow on such
 examples). Whole-model checks thereby keep finite examples (one infinity in a transformer
 makes every output NaN and hides everything else) while NaN and infinity still reach every
-rule check.
+rule check. Float extremes are drawn for rule checks only (`float_extremes`): in a whole model
+a fold that scales weights overflows where the original did not, and a Clip or Relu after it
+turns that infinity into a finite wrong value that no comparison can tell from a bug.
 """
 
 from __future__ import annotations
@@ -190,6 +192,8 @@ class InputSpec:
     index_chains: tuple[IndexChain, ...] = ()
     # Integer inputs draw their dtype's extremes in special examples (off when a model divides).
     extremes: bool = True
+    # Float inputs draw their dtype's largest magnitudes in extreme examples.
+    float_extremes: bool = True
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -439,6 +443,8 @@ def analyze_inputs(
     rewritten: ir.Model,
     input_ranges: Mapping[str, tuple[float, float]] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    *,
+    float_extremes: bool = True,
 ) -> tuple[InputSpec, ...]:
     """What to feed each graph input of the original model (see the module docstring).
 
@@ -481,7 +487,9 @@ def analyze_inputs(
             chains = ()
         if name in shapes:
             dims = _given_shape(name, dims, shapes[name])
-        spec = InputSpec(name, value_type.dtype, dims, role, user_range, chains, extremes)
+        spec = InputSpec(
+            name, value_type.dtype, dims, role, user_range, chains, extremes, float_extremes
+        )
         specs.append(spec)
     for spec in specs:
         logger.info("input %s: %s", spec.name, spec.describe())
@@ -792,8 +800,10 @@ def _float_extremes(spec: InputSpec, special: str) -> tuple[float, ...]:
     _, _, _, top, smallest = _finfo(spec.dtype)
     if special == NONFINITE:
         return (math.nan, math.inf, -math.inf, smallest, -smallest)
-    if special == EXTREME:
+    if special == EXTREME and spec.float_extremes:
         return (top, -top, smallest, -smallest)
+    if special == EXTREME:
+        return (smallest, -smallest)
     return ()
 
 

@@ -91,7 +91,12 @@ class Reference:
     """The original's outputs on one input set, and the oracle's when first needed."""
 
     def __init__(
-        self, feeds: Mapping[str, object], expected: Mapping[str, object], oracle: Oracle | None
+        self,
+        feeds: Mapping[str, object],
+        expected: Mapping[str, object],
+        oracle: Oracle | None,
+        *,
+        shares: Reference | None = None,
     ) -> None:
         self.feeds = feeds
         self.expected = expected
@@ -99,6 +104,12 @@ class Reference:
         self._oracle_outputs: dict[str, object] | None = None
         self._asked = False
         self._extreme: bool | None = None
+        # Another reference on the same inputs whose oracle outputs this one reuses.
+        self._shares = shares
+
+    def with_expected(self, expected: Mapping[str, object]) -> Reference:
+        """The same inputs with other expected outputs (the oracle still runs at most once)."""
+        return Reference(self.feeds, expected, self._oracle, shares=self)
 
     @property
     def extreme_inputs(self) -> bool:
@@ -112,6 +123,8 @@ class Reference:
 
     def oracle_outputs(self) -> dict[str, object] | None:
         """The oracle's outputs on these inputs (run once), or None without an oracle."""
+        if self._shares is not None:
+            return self._shares.oracle_outputs()
         if not self._asked:
             self._asked = True
             if self._oracle is not None:
@@ -156,7 +169,7 @@ def judge_output(
         return close
     outputs = reference.oracle_outputs()
     oracle = None if outputs is None else outputs.get(name)
-    if oracle is None or isinstance(oracle, list) or np.shape(oracle) != e.shape:
+    if oracle is None or isinstance(oracle, list) or np.asarray(oracle).shape != e.shape:
         return _direct(reference, expected, actual, criterion)
     return compare_accuracy(
         oracle, expected, actual, criterion, extreme_inputs=reference.extreme_inputs

@@ -161,8 +161,8 @@ class _Widener:
     def _record_types(self, graph: ir.Graph) -> None:
         for value in graph.values():
             dtype = _dtype(value)
-            if dtype in WIDENED:
-                self.original[value] = dtype  # type: ignore[assignment]
+            if dtype is not None and dtype in WIDENED:
+                self.original[value] = dtype
 
     def _widen_values(self, graph: ir.Graph) -> None:
         for value in graph.values():

@@ -132,7 +132,8 @@ def test_priority_and_requires_in_either_order(header: str) -> None:
 def test_assumes_finite_is_read_in_any_position(header: str) -> None:
     block = _rule(f"rule r {header} {{ match {{ y = Relu (x) }} rewrite {{ y = x }} }}")
     line = _rule(f"rule r {header}: y = Relu (x) => y = x")
-    assert block.assumes_finite and line.assumes_finite
+    assert block.assumes_finite
+    assert line.assumes_finite
     assert not _rule("rule r: y = Relu (x) => y = x").assumes_finite
 
 

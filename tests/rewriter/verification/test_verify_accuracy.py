@@ -37,7 +37,8 @@ def test_a_rounding_only_change_passes_against_the_oracle():
     verdict = compare_accuracy(oracle, original, rewritten, ACCURACY)
     assert verdict.ok, verdict.reason
     assert verdict.basis == "oracle"
-    assert verdict.ratio is not None and verdict.ratio <= ACCURACY.factor
+    assert verdict.ratio is not None
+    assert verdict.ratio <= ACCURACY.factor
 
 
 def test_an_error_of_a_tenth_of_a_percent_fails_and_says_how_much_less_accurate():
@@ -47,7 +48,8 @@ def test_an_error_of_a_tenth_of_a_percent_fails_and_says_how_much_less_accurate(
     verdict = compare_accuracy(oracle, original, rewritten, ACCURACY)
     assert not verdict.ok
     assert "less accurate than allowed" in verdict.reason
-    assert verdict.ratio is not None and verdict.ratio > 100
+    assert verdict.ratio is not None
+    assert verdict.ratio > 100
 
 
 def test_the_ulp_floor_credits_an_exact_original_with_a_few_roundings():
@@ -101,7 +103,9 @@ def test_a_nan_only_the_rewrite_makes_fails():
 def test_within_a_few_floors_of_the_original_needs_no_oracle():
     original = np.linspace(-3, 3, 16).astype(np.float32)
     close = compare_close(original, np.nextafter(original, np.float32(0)), ACCURACY)
-    assert close is not None and close.ok and close.basis == "close"
+    assert close is not None
+    assert close.ok
+    assert close.basis == "close"
     far = compare_close(original, original * np.float32(1.001), ACCURACY)
     assert far is None
 
