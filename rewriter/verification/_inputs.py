@@ -41,8 +41,8 @@ example) come in two kinds, one in `SPECIAL_ODDS` examples each. *Non-finite* ex
 NaN, +-inf and the dtype's smallest subnormal, placed and in a share of at least 10%;
 *extreme* examples draw the dtype's largest magnitudes (+-max, with `float_extremes`) and its
 smallest subnormal instead, and integer inputs that are not indices or masks draw their
-dtype's extremes there (`min + 1` and `max`: `min / -1` traps the process in onnxruntime's integer Div, so no
-extreme is drawn at all when a model divides). The kinds are kept apart because they test
+dtype's extremes there (`min + 1` and `max`: `min / -1` traps the process in onnxruntime's
+integer Div, so no extreme is drawn at all when a model divides). The kinds are kept apart because they test
 different things: NaN and infinity test what a rewrite does with them (a rule that drops a
 NaN fails), extremes test arithmetic at the edge of the range, where a rewrite that reorders
 operations legitimately overflows elsewhere (`_compare` does not judge overflow on such
