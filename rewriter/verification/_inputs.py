@@ -38,18 +38,18 @@ of each where the input has room) holds the exact values +-0.0 and +-1.
 
 *Special examples* (when `special_values` is on, the default; never the first, simplest
 example) come in two kinds, one in `SPECIAL_ODDS` examples each. *Non-finite* examples draw
-NaN, +-inf and the dtype's smallest subnormal, placed and in a share of at least 10%;
-*extreme* examples draw the dtype's largest magnitudes (+-max, with `float_extremes`) and its
-smallest subnormal instead, and integer inputs that are not indices or masks draw their
-dtype's extremes there (`min + 1` and `max`: `min / -1` traps the process in onnxruntime's
-integer Div, so no extreme is drawn at all when a model divides). The kinds are kept apart because they test
-different things: NaN and infinity test what a rewrite does with them (a rule that drops a
-NaN fails), extremes test arithmetic at the edge of the range, where a rewrite that reorders
+NaN, +-inf and the dtype's smallest subnormal, placed and in a share of at least 10%; *extreme*
+examples draw the dtype's largest magnitudes (+-max, with `float_extremes`) and its smallest
+subnormal instead, and integer inputs that are not indices or masks draw their dtype's extremes
+there (`min + 1` and `max`: `min / -1` traps the process in onnxruntime's integer Div, so no
+extreme is drawn at all when a model divides). The kinds are kept apart because they test
+different things: NaN and infinity test what a rewrite does with them (a rule that drops a NaN
+fails), extremes test arithmetic at the edge of the range, where a rewrite that reorders
 operations legitimately overflows elsewhere (`_compare` does not judge overflow on such
-examples). Whole-model checks thereby keep finite examples (one infinity in a transformer
-makes every output NaN and hides everything else) while NaN and infinity still reach every
-rule check. Float extremes are drawn for rule checks only (`float_extremes`): in a whole model
-a fold that scales weights overflows where the original did not, and a Clip or Relu after it
+examples). Whole-model checks thereby keep finite examples (one infinity in a transformer makes
+every output NaN and hides everything else) while NaN and infinity still reach every rule
+check. Float extremes are drawn for rule checks only (`float_extremes`): in a whole model a
+fold that scales weights overflows where the original did not, and a Clip or Relu after it
 turns that infinity into a finite wrong value that no comparison can tell from a bug.
 """
 
