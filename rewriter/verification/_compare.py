@@ -14,6 +14,15 @@ original, whose error is floored at `FLOOR_ULPS` units in the last place (ULPs) 
     E(y) <= factor * max(E(e), FLOOR_ULPS * eps)
 
 that is, per element: `|y_i - o_i| <= factor * max(E(e), FLOOR_ULPS * eps) * (|o_i| + M)`.
+
+Ill-conditioned examples: when the rewritten output fails that test, the floor is raised to
+the output's *sensitivity* `S`, float64's own change when every float input element is
+rounded once more (multiplied by `1 + r * eps` with `r` in [-1, 1], from a fixed seed),
+measured like `E`: `E(y) <= factor * max(E(e), FLOOR_ULPS * eps, S)`. A textbook float
+computation of an ill-conditioned function (a LayerNorm over 1e4 beside 0.1, whose mean
+cancels) errs by about that much even when the original's fused kernel does better; a bug
+changes the function and stays far above it. This costs one more oracle run, on failing
+examples only.
 `eps` is the dtype's machine epsilon (2^-23 for float32), the spacing of numbers near 1. The
 floor keeps outputs that the original computes exactly (a copy, small integers) from
 demanding exactness of a rewrite that rounds once. Defaults: `factor` 8 (`DEFAULT_FACTOR`),
@@ -422,12 +431,15 @@ def compare_accuracy(
     criterion: Criterion,
     *,
     extreme_inputs: bool = False,
+    sensitivity: float = 0.0,
 ) -> Comparison:
     """Judge `actual` (rewritten) against the float64 `oracle`, relative to `expected`'s error.
 
     `expected` and `actual` have the same dtype and shape (`compare_close` checked), and
     `oracle` has that shape. `extreme_inputs`: the inputs hold values near the dtype's
-    largest magnitude (see the module docstring).
+    largest magnitude (see the module docstring). `sensitivity`: how far float64's result
+    moves, measured like an error, when every input is rounded once more (see the module
+    docstring); it raises the original's floor.
     """
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         return _accuracy(
@@ -436,6 +448,7 @@ def compare_accuracy(
             np.asarray(actual),
             criterion,
             extreme_inputs,
+            sensitivity,
         )
 
 
@@ -445,6 +458,7 @@ def _accuracy(
     actual: npt.NDArray[Any],
     criterion: Criterion,
     extreme_inputs: bool,
+    sensitivity: float,
 ) -> Comparison:
     o = oracle.astype(np.float64)
     e = expected.astype(np.float64)
@@ -472,7 +486,7 @@ def _accuracy(
     err_a = np.where(judged_a, np.abs(a - o) / denominator, 0.0)
     original_err = float(err_e.max()) if err_e.size else 0.0
     rewritten_err = float(err_a.max()) if err_a.size else 0.0
-    floor = accuracy_floor(expected.dtype)
+    floor = max(accuracy_floor(expected.dtype), sensitivity)
     allowed = criterion.factor * max(original_err, floor)
     inaccurate = judged_a & (err_a > allowed)
     # Where only the oracle overflowed, the original is the reference.
@@ -489,10 +503,13 @@ def _accuracy(
             parts.append(f"{int(np.count_nonzero(bad))} NaN/inf positions differ")
         if np.any(inaccurate):
             ratio = rewritten_err / max(original_err, floor)
+            credited = ""
+            if sensitivity > max(original_err, accuracy_floor(expected.dtype)):
+                credited = f", credited {_compact(sensitivity)} for the inputs' rounding"
             parts.append(
                 f"{int(np.count_nonzero(inaccurate))} less accurate than allowed: error "
                 f"{_compact(rewritten_err)} against float64 where the original's is "
-                f"{_compact(original_err)} ({_ratio_text(ratio)}, allowed "
+                f"{_compact(original_err)}{credited} ({_ratio_text(ratio)}, allowed "
                 f"{_compact(criterion.factor)}x)"
             )
         if np.any(direct):

@@ -301,3 +301,57 @@ def test_samples_are_checked_first_and_stacked_samples_split():
     assert not result.ok
     assert result.counterexample is not None
     assert np.all(result.counterexample["x"] == -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ill-conditioned examples
+
+
+def test_sensitivity_raises_the_floor_of_an_ill_conditioned_output():
+    oracle = np.linspace(-3, 3, 64)
+    original = oracle.astype(np.float32)
+    rewritten = (original * np.float32(1.0001)).astype(np.float32)
+    assert not compare_accuracy(oracle, original, rewritten, ACCURACY).ok
+    verdict = compare_accuracy(oracle, original, rewritten, ACCURACY, sensitivity=1e-4)
+    assert verdict.ok, verdict.reason
+    assert verdict.floor == 1e-4
+
+
+def _layer_norm(decomposed: bool) -> onnx.ModelProto:
+    signature = "(float[8] x, float[8] scale) => (float[8] y)"
+    if not decomposed:
+        return models.parse(
+            signature, "y = LayerNormalization <axis = 0, epsilon = 1e-12> (x, scale)"
+        )
+    body = """
+        eps = Constant <value = float {1e-12}> ()
+        mean = ReduceMean <axes = [0]> (x)
+        d = Sub (x, mean)
+        d2 = Mul (d, d)
+        var = ReduceMean <axes = [0]> (d2)
+        shifted = Add (var, eps)
+        deviation = Sqrt (shifted)
+        normalized = Div (d, deviation)
+        y = Mul (normalized, scale)
+    """
+    return models.parse(signature, body)
+
+
+def test_a_textbook_layer_norm_on_ill_conditioned_inputs_is_not_a_bug():
+    # 1e4 beside 0.1: the mean cancels, and the written-out formula errs ~30x more than
+    # onnxruntime's kernel; rounding the inputs once more moves float64 as much.
+    x = np.array([0.1257, 1e4, -1e4, 0.1049, -0.5357, 0.3616, 1.304, 0.9471], np.float32)
+    scale = np.array([1e4, 1, 0, -2, -1, -3, -3, -3], np.float32)
+    sample = {"x": x, "scale": scale}
+    result = check_equivalence(
+        _layer_norm(False), _layer_norm(True), examples=0, samples=[sample], ort_enable_all=False
+    )
+    assert result.ok, result.render_table()
+    wrong = _layer_norm(True)
+    for node in wrong.graph.node:
+        if node.output[0] == "eps":
+            node.attribute[0].t.float_data[0] = 2.5e5  # 1% of the variance: std 0.5% off
+    result = check_equivalence(
+        _layer_norm(False), wrong, examples=0, samples=[sample], save_counterexample=False
+    )
+    assert not result.ok
