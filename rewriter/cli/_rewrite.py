@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise RewriteError(f"--exclude-rule: no rule named `{unknown[0]}` is loaded")
     if args.why_not:
-        model = as_model(source)
+        model = _as_rules_see_it(as_model(source), args.target_opset)
         why_not_options = RunOptions(target_opset=args.target_opset)
         report = pass_manager(ruleset, why_not_options).why_not(model, args.why_not)
         print(report.render())
@@ -218,6 +218,18 @@ def run(args: argparse.Namespace) -> int:
             payload["verification"] = verification.to_json()
         _files.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
     return exit_code
+
+
+def _as_rules_see_it(model: ir.Model, target_opset: int | None) -> ir.Model:
+    """The model as a run's rules first see it: converted up when `--target-opset` is newer.
+
+    (A run converts up before the rules, so that fusions into newer ops can fire; converting
+    down happens after them, and `requires` is then judged at the target.)
+    """
+    current = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    if target_opset is None or current is None or target_opset <= current:
+        return model
+    return ir.convert_version(model, target_opset)
 
 
 def _phases(clock: PhaseClock, result: RewriteResult) -> dict[str, float]:
