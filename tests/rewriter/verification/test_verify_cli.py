@@ -249,5 +249,28 @@ def test_zero_examples_need_given_inputs(files, capsys):
     assert "--examples 0 checks nothing without --inputs" in capsys.readouterr().err
 
 
+def test_inputs_option_checks_the_given_samples(files, tmp_path, capsys):
+    positive = tmp_path / "positive.npz"
+    np.savez(positive, x=np.abs(np.random.default_rng(0).standard_normal((3, 2, 4))).astype("f"))
+    negative = tmp_path / "negative.npz"
+    np.savez(negative, x=-np.ones((2, 4), dtype=np.float32))
+    only = ["verify", files["relu"], files["abs"], "--examples", "0"]
+    assert main([*only, "--inputs", str(positive)]) == 0
+    assert "equivalent (3 examples" in capsys.readouterr().out
+    assert main([*only, "--inputs", str(positive), "--inputs", str(negative)]) == 1
+    assert main([*only, "--inputs", str(tmp_path / "missing.npz")]) == 2
+    assert "--inputs" in capsys.readouterr().err
+
+
+def test_input_shape_and_dim_options_fix_sizes(files, capsys):
+    args = ["verify", files["relu"], files["relu"], "--examples", "3"]
+    assert main([*args, "--input-shape", "x=7x4"]) == 0
+    assert main([*args, "--dim", "N=9"]) == 0
+    assert main([*args, "--dim", "T=9"]) == 2
+    assert "no input has that symbolic dim" in capsys.readouterr().err
+    assert main([*args, "--input-shape", "x=7x5"]) == 2
+    assert "dim 1 is 4 in the model" in capsys.readouterr().err
+
+
 def test_missing_arguments_exit_2(capsys):
     assert main(["verify"]) == 2
