@@ -286,6 +286,9 @@ def _counterexample_target(
             if getattr(args, attribute) != default:
                 raise RewriteError(f"{option} applies to --verify; add --verify")
         return None
+    if args.examples == 0 and not args.samples:
+        # Refused before the rewrite runs, not after.
+        raise RewriteError("--examples 0 checks nothing without --inputs")
     protected = {out: "the output model", source: "the input model"}
     protected.update({Path(path): f"the rules file {path}" for path in ruleset.sources})
     for option in ("json", "report"):
@@ -348,8 +351,6 @@ def _verify_and_bisect(
     from rewriter.verification import check_equivalence, find_first_bad
 
     options = comparison_arguments(args)
-    if args.examples == 0 and not args.samples:
-        raise RewriteError("--examples 0 checks nothing without --inputs")
     with _status.verify_progress(not args.no_progress, args.examples) as on_progress:
         verdict = check_equivalence(
             source,
