@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, tuple[list[str], str]] = {
     "loops": ([], "rolled main graph at most 1/4 of the original plus the Loop"),
     "report_speed": ([], "a report of a 6-layer transformer in under 5 s"),
     "big_model": ([], "peak memory far below the weights' size"),
+    "transposes": ([], "no more Transposes than onnxruntime's transpose optimizer leaves"),
     "run": ([], "the corpus against onnxscript, onnxsim, onnxslim, onnxoptimizer, onnxruntime"),
 }
 

@@ -50,10 +50,13 @@ from ir._core import (
 )
 from ir._enums import AttrType, DataType
 from ir._evaluate import EvaluationError, evaluate_node, evaluation_model
+from ir._extract import ExtractError, extract
+from ir._graft import Adapter, Connection, GraftError, graft
 from ir._infer import (
     NodeInferenceError,
     fact_type,
     infer_node_types,
+    inferred_type,
     merge_types,
     record_inferred_type,
 )
@@ -66,9 +69,11 @@ from ir._validate import validate_model
 from ir._verify import verify
 
 __all__ = [
+    "Adapter",
     "Attr",
     "AttrType",
     "AttrValue",
+    "Connection",
     "ConversionError",
     "DataType",
     "DeferredAttributes",
@@ -76,7 +81,9 @@ __all__ = [
     "EvaluationError",
     "ExternalDataError",
     "ExternalTensor",
+    "ExtractError",
     "Function",
+    "GraftError",
     "Graph",
     "GraphStructureError",
     "IRError",
@@ -110,13 +117,16 @@ __all__ = [
     "convert_version",
     "evaluate_node",
     "evaluation_model",
+    "extract",
     "fact_type",
     "format_graph",
     "format_node",
     "from_onnx",
+    "graft",
     "infer_attr",
     "infer_node_types",
     "infer_types",
+    "inferred_type",
     "load",
     "merge_types",
     "numpy_dtype",

@@ -6,6 +6,7 @@ import re
 
 import onnx
 import onnx.checker
+import onnx.helper
 import onnx.version_converter
 
 from ir._core import IRError, Model
@@ -33,6 +34,11 @@ def convert_version(model: Model, target: int) -> Model:
             f"cannot convert from opset {current} to {target}: {_converter_message(exc)}"
         ) from exc
     _drop_added_value_info(proto.graph, converted.graph)
+    # onnx's converter leaves local functions out of the model it returns; their calls would
+    # then name no function. Bodies are converted like the graph (the checker wants one
+    # version of a domain across the model and its functions).
+    del converted.functions[:]
+    converted.functions.extend(_convert_function(f, target) for f in proto.functions)
     return from_onnx(converted, base_dir=model.base_dir)
 
 
@@ -55,6 +61,39 @@ def _converter_message(exc: BaseException) -> str:
     return text
 
 
+def _convert_function(function: onnx.FunctionProto, target: int) -> onnx.FunctionProto:
+    """`function` with its body converted to default-domain opset `target`.
+
+    Raises:
+        ConversionError: the converter could not convert the body.
+    """
+    versions = {entry.domain: entry.version for entry in function.opset_import}
+    current = versions.get("", versions.get("ai.onnx"))
+    if current is None or current == target:
+        return function
+    body = onnx.helper.make_graph(
+        list(function.node),
+        function.name,
+        [onnx.ValueInfoProto(name=name) for name in function.input],
+        [onnx.ValueInfoProto(name=name) for name in function.output],
+    )
+    wrapper = onnx.helper.make_model(body, opset_imports=list(function.opset_import))
+    try:
+        converted = onnx.version_converter.convert_version(wrapper, target)
+    except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
+        raise ConversionError(
+            f"cannot convert function `{function.domain}.{function.name}` from opset "
+            f"{current} to {target}: {_converter_message(exc)}"
+        ) from exc
+    result = onnx.FunctionProto()
+    result.CopyFrom(function)
+    del result.node[:]
+    result.node.extend(converted.graph.node)
+    del result.opset_import[:]
+    result.opset_import.extend(converted.opset_import)
+    return result
+
+
 def _drop_added_value_info(before: onnx.GraphProto, after: onnx.GraphProto) -> None:
     """Keep only the value_info entries the model had: the converter adds its inference's.
 
@@ -70,8 +109,12 @@ def _drop_added_value_info(before: onnx.GraphProto, after: onnx.GraphProto) -> N
 
 
 def check_model(model: Model) -> str | None:
-    """Run onnx's checker on the lowered model; the first problem it reports, or None."""
-    proto = to_onnx(model)
+    """Run onnx's checker on the lowered model; the first problem it reports, or None.
+
+    The weights' bytes are left out (they become typed inputs): the checker would read
+    external data relative to the working folder, and the bytes are not what it checks.
+    """
+    proto = to_onnx(model, weights=False)
     if proto.ByteSize() > 2**31 - 1:
         return None  # too big for the in-memory checker; the per-rewrite checks still ran
     try:

@@ -961,6 +961,17 @@ class Node:
         for attr in attrs.values():
             yield from attr.graphs()
 
+    def reads(self) -> list[Value]:
+        """Every value this node reads: its inputs, then what its subgraphs read from outside.
+
+        A value read several times comes as often (the order is inputs first, then the
+        subgraphs' nodes in order).
+        """
+        found = [value for value in self._inputs if value is not None]
+        for sub in self.subgraphs():
+            found.extend(_outer_values(sub))
+        return found
+
     # lifecycle -------------------------------------------------------------------------------
     def detach_inputs(self) -> None:
         """Drop this node's uses of its inputs (the inputs are kept in `inputs`)."""

@@ -36,10 +36,15 @@ from ir._core import (
 )
 from ir._serde import lift_type, lower_node, lower_type
 from ir._serde_tensors import tensor_to_proto
+from ir._shape_disputes import has_disputed_dims
 
 logger = logging.getLogger(__name__)
 
 INFERRED = "inferred_type"
+# Set on a value whose declared dims are not facts: it is computed from a node whose output
+# dims onnx's inference (which exporters write value_info with) and onnxruntime compute
+# differently (see `_shape_disputes`). Its inferred type alone says what is known.
+UNSURE_DECLARED_DIMS = "unsure_declared_dims"
 # Constant inputs up to this many elements are handed to node inference as data, so that
 # Reshape/Expand/Slice-style ops get static output shapes.
 _DATA_ELEMENTS_LIMIT = 64
@@ -51,7 +56,10 @@ def fact_type(value: Value) -> Type | None:
     A negative declared dim (exporters write -1 for "unknown") is no size: it is unknown here.
     """
     declared = _sizes_only(value.type)
-    inferred = value.meta.get(INFERRED) if value._meta else None
+    meta = value.meta if value._meta else None
+    if meta is not None and meta.get(UNSURE_DECLARED_DIMS):
+        declared = _without_dims(declared)
+    inferred = meta.get(INFERRED) if meta is not None else None
     if inferred is None:
         return declared
     if not isinstance(inferred, _TYPES):
@@ -65,6 +73,16 @@ def fact_type(value: Value) -> Type | None:
     return merge_types(declared, inferred)
 
 
+def inferred_type(value: Value) -> Type | None:
+    """The type inference recorded for `value` (not merged with its declared type)."""
+    inferred = value.meta.get(INFERRED) if value._meta else None
+    if inferred is None or isinstance(inferred, _TYPES):
+        return inferred
+    lifted = lift_inferred_type(inferred)  # type: ignore[arg-type]
+    value.meta[INFERRED] = lifted
+    return lifted
+
+
 def _sizes_only(t: Type | None) -> Type | None:
     """`t` with its negative dims made unknown (a declared `float[3, -1]` is `[3, ?]`)."""
     if not isinstance(t, TensorType) or t.shape is None:
@@ -73,6 +91,13 @@ def _sizes_only(t: Type | None) -> Type | None:
         return t
     dims = tuple(None if isinstance(d, int) and d < 0 else d for d in t.shape)
     return dataclasses.replace(t, shape=dims)
+
+
+def _without_dims(t: Type | None) -> Type | None:
+    """`t` with every dim unknown (its rank kept)."""
+    if not isinstance(t, TensorType) or t.shape is None:
+        return t
+    return dataclasses.replace(t, shape=(None,) * len(t.shape))
 
 
 def lift_inferred_type(proto: onnx.TypeProto) -> Type | None:
@@ -162,7 +187,11 @@ def infer_node_types(
         TypeError,
     ) as exc:
         raise NodeInferenceError(f"{node.op_type}: {exc}") from exc
-    return [lift_inferred_type(result[v.name]) if v.name in result else None for v in node.outputs]
+    types = [lift_inferred_type(result[v.name]) if v.name in result else None for v in node.outputs]
+    if has_disputed_dims(node):
+        # onnx's dims for this node may not be what onnxruntime computes: no facts.
+        return [_without_dims(t) for t in types]
+    return types
 
 
 class NodeInferenceError(IRError):

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import onnx
+import onnx.helper
 
 from ir._core import Graph, Model, Node, Value
 from ir._serde import to_onnx
@@ -62,6 +63,46 @@ def prepare(model: Model) -> PreparedModel:
         values = {v.name: v for v in model.graph.values()}
     outputs = _open_output_symbols(proto)
     return PreparedModel(proto, nested, values, symbols, elsewhere, outputs)
+
+
+# A domain onnx knows nothing of: a node moved there gets no inference (see `hide_nodes`).
+HIDDEN_DOMAIN = "ir.hidden"
+
+
+def hide_nodes(
+    prepared: PreparedModel, nodes: Mapping[Node, None], downstream: Mapping[Value, None]
+) -> None:
+    """Keep onnx's inference from typing `nodes` and the values computed from them.
+
+    Each of `nodes` moves to a domain onnx does not know, so its outputs get no type, and the
+    declared dims of `downstream` values (value_info, graph and body outputs) are cleared, so
+    a dim that an exporter wrote from onnx's inference is not read back as a fact. The
+    declared types of the main graph's outputs are saved for `restore_outputs`.
+    """
+    values = prepared.values
+    graphs = _graphs_in(prepared.proto.graph) if prepared.nested else (prepared.proto.graph,)
+    for graph in graphs:
+        for node in graph.node:
+            value = next((values.get(name) for name in node.output if name), None)
+            if value is not None and value.producer() in nodes:
+                node.domain = HIDDEN_DOMAIN
+        kept = [info for info in graph.value_info if values.get(info.name) not in downstream]
+        if len(kept) != len(graph.value_info):
+            del graph.value_info[:]
+            graph.value_info.extend(kept)
+        is_main = graph is prepared.proto.graph
+        for index, output in enumerate(graph.output):
+            if values.get(output.name) not in downstream:
+                continue
+            if not output.type.HasField("tensor_type"):
+                continue
+            if is_main and index not in prepared.output_types:
+                prepared.output_types[index] = onnx.TypeProto()
+                prepared.output_types[index].CopyFrom(output.type)
+            for dim in output.type.tensor_type.shape.dim:
+                dim.ClearField("dim_value")
+                dim.ClearField("dim_param")
+    prepared.proto.opset_import.append(onnx.helper.make_opsetid(HIDDEN_DOMAIN, 1))
 
 
 def types_by_value(inferred: onnx.ModelProto, prepared: PreparedModel) -> dict[Value, Any]:

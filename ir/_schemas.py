@@ -89,6 +89,21 @@ def find_schema(
     return chosen
 
 
+def is_composite(op_type: str, domain: str = "") -> bool:
+    """True when onnx defines the op (latest version) by a function of other ops.
+
+    LayerNormalization, Attention, RotaryEmbedding and Gelu are; Mul, Slice and Pad are not.
+    """
+    schema = find_schema(op_type, domain)
+    if schema is None:
+        return False
+    # Public OpSchema properties that onnx's type stubs do not list.
+    return bool(
+        getattr(schema, "has_function", False)
+        or getattr(schema, "has_context_dependent_function", False)
+    )
+
+
 def op_exists(op_type: str, domain: str = "", opset: int | None = None) -> bool:
     """True when the op is defined in `domain` at `opset` (any version when None)."""
     return find_schema(op_type, domain, opset) is not None

@@ -48,6 +48,7 @@ from ir._serde_tensors import (
     ProtoTensor,
     SparseProtoTensor,
     check_external_location,
+    embedded_proto,
     tensor_to_proto,
 )
 
@@ -961,6 +962,7 @@ class _Lowering:
                 tensor = graph._initializers[name].const_value
                 assert tensor is not None, f"initializer {name!r} lost its tensor"
                 _add_typed_input(target, declared, name, int(tensor.dtype), list(tensor.shape))
+            _embed_external(target, graph)
             return
         source: Any = origin.proto
         for field in ("name", "doc_string"):
@@ -982,6 +984,7 @@ class _Lowering:
                 target.initializer.append(tensor)
             else:
                 _add_typed_input(target, declared, tensor.name, tensor.data_type, list(tensor.dims))
+        _embed_external(target, graph)
 
     # functions and models --------------------------------------------------------------------
     def function(self, fn: Function) -> onnx.FunctionProto:
@@ -1063,6 +1066,21 @@ class _Lowering:
             _lower_metadata(proto, model.metadata_props, original)
         proto.functions.extend([self.function(f) for f in model.functions.values()])
         return proto
+
+
+def _embed_external(target: onnx.GraphProto, graph: Graph) -> None:
+    """Give the small initializers that live in external files their bytes in `target`.
+
+    A structure-only model is read in memory (shape inference, onnx's checker), where
+    external locations do not resolve; the few small tensors it keeps are read instead.
+    """
+    for index, proto in enumerate(target.initializer):
+        if proto.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        value = graph._initializers.get(proto.name)
+        tensor = value.const_value if value is not None else None
+        if isinstance(tensor, ExternalTensor):
+            target.initializer[index].CopyFrom(embedded_proto(tensor))
 
 
 def _refuse_unnamed_outputs(graph: Graph) -> None:

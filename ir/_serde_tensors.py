@@ -292,6 +292,16 @@ def tensor_to_proto(tensor: Tensor, name: str | None = None) -> onnx.TensorProto
     return proto
 
 
+def embedded_proto(tensor: ExternalTensor) -> onnx.TensorProto:
+    """A TensorProto holding an external tensor's bytes itself (read from its file)."""
+    proto = onnx.TensorProto()
+    proto.CopyFrom(tensor._proto)
+    del proto.external_data[:]
+    proto.data_location = onnx.TensorProto.DEFAULT
+    proto.raw_data = bytes(tensor.raw_view())
+    return proto
+
+
 def from_numpy(array: npt.ArrayLike, name: str = "") -> NumpyTensor:
     """A NumpyTensor with the ONNX dtype numpy's dtype maps to."""
     return NumpyTensor(np.asarray(array), name)

@@ -17,6 +17,12 @@ element type: there one symbol stands for the dims of every element, equal or no
 an unknown dim. Symbols the model declares are never merged with one another: two different
 symbols are two possibly different sizes.
 
+Where onnx's inference and onnxruntime compute different output dims (`_shape_disputes`:
+pooling with `ceil_mode`, Resize by scales, ...), onnx's answer is no fact: such a node is
+hidden from the whole-model inference (its op moved to a domain onnx does not know), the
+values computed from it are typed node by node from the walk's own facts, and their declared
+dims (value_info, which exporters fill with onnx's inference) are not believed either.
+
 Facts belong to values: each is recorded on its IR `Value` (`value.meta["inferred_type"]`),
 per graph; function bodies get none beyond their declared types. Invariants: a fact holds for
 every input the model accepts; inference never changes the model (only value metadata); the
@@ -36,8 +42,21 @@ import onnx.shape_inference
 from ir import _shape_ops_elementwise, _shape_ops_nn, _shape_ops_tensor
 from ir._core import Dim, Graph, Model, Node, TensorType, Type, Value, topological_order
 from ir._enums import DataType
-from ir._infer import INFERRED, NodeInferenceError, infer_node_types, lift_inferred_type
-from ir._inference_scopes import PreparedModel, prepare, restore_outputs, types_by_value
+from ir._infer import (
+    INFERRED,
+    UNSURE_DECLARED_DIMS,
+    NodeInferenceError,
+    infer_node_types,
+    lift_inferred_type,
+)
+from ir._inference_scopes import (
+    PreparedModel,
+    hide_nodes,
+    prepare,
+    restore_outputs,
+    types_by_value,
+)
+from ir._shape_disputes import has_disputed_dims
 from ir._shape_facts import OutputFacts, RuleTable, Shape, ShapeData
 from ir._shape_ops_tensor import tensor_data
 from ir._symbolic_dims import DimExpr, const, from_dim, symbol, to_dim
@@ -67,14 +86,66 @@ def infer_types(model: Model) -> int:
     cannot be typed leaves its outputs without facts (a rule never fires on an unknown fact).
     """
     prepared = prepare(model)
+    disputed = _disputed_nodes(model)
+    downstream = _computed_from(disputed)
+    if disputed:
+        hide_nodes(prepared, disputed, downstream)
     inferred = _onnx_inference(prepared.proto)
     restore_outputs(prepared.proto, prepared.output_types)
     onnx_types = types_by_value(inferred, prepared) if inferred is not None else {}
-    if inferred is not None and not _has_gaps(model, onnx_types, prepared.declared_symbols):
+    if (
+        inferred is not None
+        and not disputed
+        and not _has_gaps(model, onnx_types, prepared.declared_symbols)
+    ):
         return _record_onnx_types(onnx_types)
     walk = _Walk(model, onnx_types, prepared.declared_symbols, per_node=inferred is None)
+    walk.downstream = downstream
     walk.run()
     return walk.record(prepared)
+
+
+def _disputed_nodes(model: Model) -> dict[Node, None]:
+    """The nodes whose output dims onnx's inference may get wrong (see `_shape_disputes`)."""
+    found: dict[Node, None] = {}
+    for graph in _inferred_graphs(model):
+        for node in graph:
+            if has_disputed_dims(node):
+                found[node] = None
+    return found
+
+
+def _computed_from(nodes: Iterable[Node]) -> dict[Value, None]:
+    """Every value computed from the outputs of `nodes` (through uses and subgraph owners)."""
+    found: dict[Value, None] = {}
+    pending = [value for node in nodes for value in node.outputs]
+    while pending:
+        value = pending.pop()
+        if value in found:
+            continue
+        found[value] = None
+        for user in value.users():
+            pending.extend(user.outputs)
+            pending.extend(_owner_outputs(user))
+        if value.is_graph_output():
+            graph = value.graph
+            owner = graph.owner if graph is not None else None
+            if isinstance(owner, Node):
+                pending.extend(owner.outputs)
+    return found
+
+
+def _owner_outputs(node: Node) -> tuple[Value, ...]:
+    """The outputs of the nodes that hold `node`'s graph (a value read inside a body)."""
+    found: list[Value] = []
+    graph = node.graph
+    while graph is not None:
+        owner = graph.owner
+        if not isinstance(owner, Node):
+            break
+        found.extend(owner.outputs)
+        graph = owner.graph
+    return tuple(found)
 
 
 def _onnx_inference(proto: onnx.ModelProto) -> onnx.ModelProto | None:
@@ -209,6 +280,9 @@ class _Walk:
         self.elements: dict[Value, ShapeData] = {}
         self.dtypes: dict[Value, DataType] = {}
         self.substitution: dict[str, DimExpr] = {}
+        # Values computed from a node with disputed dims: onnx's inference did not see them
+        # (typed node by node here), and their declared dims are no facts.
+        self.downstream: dict[Value, None] = {}
         self.invented: dict[str, None] = {}
         self.untrusted = _container_symbols(onnx_types.values(), declared)
         self.printed: dict[str, DimExpr] = {}
@@ -266,8 +340,13 @@ class _Walk:
         found: Sequence[OutputFacts] = ()
         if rule is not None:
             found = rule(node, self) or ()
-        per_node = self._node_inference(node) if self.per_node else ()
-        distrusted = node.op_type in _WRONG_ON_SYMBOLS and not self._static_inputs(node)
+        hidden = any(value in self.downstream for value in node.outputs)
+        per_node = self._node_inference(node) if self.per_node or hidden else ()
+        distrusted = has_disputed_dims(node) or (
+            node.op_type in _WRONG_ON_SYMBOLS and not self._static_inputs(node)
+        )
+        if distrusted:
+            per_node = [None if p is None else (None,) * len(p) for p in per_node]
         for index, value in enumerate(node.outputs):
             mine = found[index] if index < len(found) else _NOTHING
             theirs = self._onnx_shape(value)
@@ -429,7 +508,10 @@ class _Walk:
             if value.producer() is None and value not in self.onnx_types:
                 continue  # an initializer: its tensor is the fact
             fact = self._fact(value, shape, aliases)
-            if fact is None or _declared_covers(value, fact):
+            unsure = value in self.downstream and _has_declared_dims(value)
+            if unsure:
+                value.meta[UNSURE_DECLARED_DIMS] = True
+            if fact is None or (not unsure and _declared_covers(value, fact)):
                 continue
             value.meta[INFERRED] = fact
             gained += 1
@@ -489,6 +571,21 @@ def _declared_shape(value: Value) -> Shape | None:
     return tuple(from_dim(d) for d in declared.shape)
 
 
+def _has_declared_dims(value: Value) -> bool:
+    """True when the value's declared type states a dim (a number or a symbol)."""
+    shape = _declared_shape(value)
+    return shape is not None and any(d is not None for d in shape)
+
+
+def _names_a_found_number(declared: Sequence[Dim], found: Sequence[Dim] | None) -> bool:
+    """True when some dim is declared as a symbol where the facts found a number."""
+    if found is None or len(found) != len(declared):
+        return False
+    return any(
+        isinstance(d, str) and isinstance(f, int) for d, f in zip(declared, found, strict=True)
+    )
+
+
 def _declared_covers(value: Value, fact: Type) -> bool:
     """True when the value's declared type already says all `fact` says."""
     declared = value.type
@@ -498,6 +595,10 @@ def _declared_covers(value: Value, fact: Type) -> bool:
         return True
     if declared.shape is None:
         return fact.shape is None
+    # A number found for a dim the model only names (an exporter's output symbol) is news:
+    # `merge_types` keeps the declared symbol elsewhere and takes the number here.
+    if _names_a_found_number(declared.shape, fact.shape):
+        return False
     return all(
         isinstance(d, str) or (isinstance(d, int) and d >= 0) for d in declared.shape
     ) and bool(declared.dtype)

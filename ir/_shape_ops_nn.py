@@ -3,15 +3,21 @@
 Spatial output dims are expressions in the input dims, with the integer arithmetic the
 operator definitions state: `floor((in + pads - dilation*(k-1) - 1) / stride) + 1` for
 convolution and pooling, `ceil(in / stride)` for SAME padding. onnxruntime computes the same
-size wherever the output is not empty-or-negative, where it rejects the input. Pooling with
-`ceil_mode=1` is left unknown: onnxruntime drops a last window that starts in the padding,
-which the operator definition does not say.
+size for convolutions wherever the output is not empty-or-negative, where it rejects the
+input. Pooling divides toward zero there instead (a size-1 input under a size-2 kernel and
+stride 2 gives one window), so a pooled dim is stated only where the numerator cannot be
+negative. Where onnx's inference and onnxruntime disagree (`_shape_disputes`: pooling with
+`ceil_mode=1`, pooling under SAME with dilations, ConvTranspose under SAME, Resize by scales)
+these rules state a dim only where the two computations agree, and no dim otherwise.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from ir._core import Node
 from ir._shape_facts import (
@@ -25,6 +31,7 @@ from ir._shape_facts import (
     broadcast,
     input_at,
     ints_input_or_attr,
+    ints_of,
     normalize_axes,
     normalize_axis,
 )
@@ -145,7 +152,8 @@ def _conv_transpose(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
     kernel = _kernel(node, w, spatial)
     window = _window_settings(node, spatial, kernel) if kernel is not None else None
     extras = attr_ints(node, "output_padding") or (0,) * spatial
-    if window is None or len(extras) != spatial:
+    if window is None or len(extras) != spatial or window.auto_pad in _SAME:
+        # Under SAME, onnxruntime's sizes differ from onnx's (strides, output_padding).
         return [OutputFacts((x[0], channels, *([None] * spatial)))]
     dims = tuple(window.transposed_dim(i, x[2 + i], extras[i]) for i in range(spatial))
     return [OutputFacts((x[0], channels, *dims))]
@@ -159,12 +167,129 @@ def _pool(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
     given = attr_ints(node, "kernel_shape")
     kernel = tuple(const(k) for k in given) if given is not None else None
     window = _window_settings(node, spatial, kernel) if kernel is not None else None
-    if window is None or attr_int(node, "ceil_mode", 0):
+    if window is None:
         dims: tuple[DimExpr | None, ...] = (None,) * spatial
     else:
-        dims = tuple(window.output_dim(i, x[2 + i]) for i in range(spatial))
+        ceil_mode = attr_int(node, "ceil_mode", 0) == 1
+        dims = tuple(_pooled_dim(window, i, x[2 + i], ceil_mode) for i in range(spatial))
     shape = (x[0], x[1], *dims)
     return [OutputFacts(shape)] * len(node.outputs)
+
+
+def _pooled_dim(
+    window: _Window, index: int, size: DimExpr | None, ceil_mode: bool
+) -> DimExpr | None:
+    """A pooled size where onnx's formula and onnxruntime's provably agree, else None.
+
+    onnxruntime divides `in + pads - reach` by the stride toward zero (so a negative numerator
+    above -stride still gives one window), and with `ceil_mode` drops a last window that would
+    start in the end padding; under SAME it pads for the undilated kernel. So: SAME only
+    without dilations; otherwise the numerator must be non-negative for every input size of
+    at least 1 (an empty spatial axis is rejected), and with `ceil_mode` the division exact.
+    """
+    kernel = window.kernel[index]
+    if size is None or kernel is None:
+        return None
+    stride = window.strides[index]
+    if window.auto_pad in _SAME:
+        if window.dilations[index] != 1 or (ceil_mode and stride != 1):
+            return None
+        return size.ceildiv(stride)
+    head = tail = 0
+    if window.auto_pad != "VALID":
+        head = window.pads[index]
+        tail = window.pads[index + len(window.kernel)]
+    reach = (kernel - 1) * window.dilations[index] + 1
+    numerator = size + head + tail - reach
+    if not (numerator - size + 1).is_nonnegative() and not numerator.is_nonnegative():
+        return None
+    if ceil_mode and stride != 1:
+        exact = numerator.as_int()
+        reach_int = reach.as_int()
+        if exact is None or exact % stride or reach_int is None or tail >= reach_int:
+            return None
+    return numerator // stride + 1
+
+
+def _resize(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    """Resize (opset 10+) and Upsample: `sizes` as given, `scales` where float32 and double agree.
+
+    onnxruntime computes `int64(float32(in) * scale)` in float32, onnx `floor(in * scale)` in
+    double (10 x 2.3 gives 23 and 22); a dim is stated only where both give the same size: a
+    static one by computing both, a symbolic one for a scale of 1 or a power of two, which
+    multiply exactly (below 2**24 elements along the axis, where float32 counts exactly).
+    """
+    x = facts.shape(input_at(node, 0))
+    if x is None:
+        return [OutputFacts()]
+    unknown = OutputFacts((None,) * len(x))
+    axes = _resize_axes(node, len(x))
+    if axes is None:
+        return [unknown]
+    sizes = _resize_sizes(node, facts)
+    if sizes is not None:
+        if attr_str(node, "keep_aspect_ratio_policy", "stretch") != "stretch":
+            return [unknown]
+        if len(sizes) != len(axes):
+            return [unknown]
+        dims = list(x)
+        for axis, size in zip(axes, sizes, strict=True):
+            dims[axis] = const(size) if size >= 0 else None
+        return [OutputFacts(tuple(dims))]
+    scales = _resize_scales(node, facts)
+    if scales is None or len(scales) != len(axes):
+        return [unknown]
+    dims = list(x)
+    for axis, scale in zip(axes, scales, strict=True):
+        dims[axis] = _scaled_dim(x[axis], scale)
+    return [OutputFacts(tuple(dims))]
+
+
+def _resize_axes(node: Node, rank: int) -> tuple[int, ...] | None:
+    given = attr_ints(node, "axes")
+    if given is None:
+        return tuple(range(rank))
+    return normalize_axes(given, rank)
+
+
+def _resize_sizes(node: Node, facts: ShapeFacts) -> tuple[int, ...] | None:
+    """Resize's `sizes` input when it is given and known (opset 11+)."""
+    if node.op_type != "Resize":
+        return None
+    value = input_at(node, 3)
+    if value is None or not value.name:
+        return None
+    found = ints_of(facts, value)
+    return found if found else None
+
+
+def _resize_scales(node: Node, facts: ShapeFacts) -> tuple[float, ...] | None:
+    """The constant `scales` (an input, or Upsample's attribute before opset 9)."""
+    if node.op_type == "Upsample":
+        given = node.attribute("scales")
+        if isinstance(given, tuple) and given:
+            return tuple(float(np.float32(s)) for s in given)  # type: ignore[arg-type]
+        index = 1
+    else:
+        index = 1 if facts.opset() < 11 else 2
+    value = input_at(node, index)
+    tensor = value.const_value if value is not None and not value.is_graph_input() else None
+    if tensor is None or tensor.size == 0:
+        return None
+    return tuple(float(s) for s in np.asarray(tensor.numpy(), dtype=np.float32).reshape(-1))
+
+
+def _scaled_dim(size: DimExpr | None, scale: float) -> DimExpr | None:
+    if size is None or not math.isfinite(scale) or scale <= 0:
+        return None
+    static = size.as_int()
+    if static is not None:
+        wide = math.floor(static * scale)
+        narrow = int(np.float32(np.float32(static) * np.float32(scale)))
+        return const(wide) if wide == narrow else None
+    if scale >= 1 and scale == float(2 ** round(math.log2(scale))):
+        return size * int(scale)
+    return None
 
 
 def _global_pool(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
@@ -222,6 +347,8 @@ def _top_k(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
     return [OutputFacts(shape), OutputFacts(shape)]
 
 
+_SAME = ("SAME_UPPER", "SAME_LOWER")
+
 _REDUCTIONS = [
     "ReduceL1",
     "ReduceL2",
@@ -245,6 +372,8 @@ RULES: dict[str, Rule] = {
     "MaxPool": _pool,
     "AveragePool": _pool,
     "LpPool": _pool,
+    "Resize": _resize,
+    "Upsample": _resize,
     "GlobalAveragePool": _global_pool,
     "GlobalMaxPool": _global_pool,
     "GlobalLpPool": _global_pool,

@@ -7,10 +7,14 @@ every standard pass); `pass_manager` gives an engine pass manager with that voca
 
 from __future__ import annotations
 
+from rewriter.api._extract import extract, verify_extracted
+from rewriter.api._find import find
+from rewriter.api._graft import Grafted, graft, parse_connection
 from rewriter.api._library import (
     OPT_IN_FOLDERS,
     RulesLike,
     default_library_files,
+    inline_files,
     library_path,
     load_ruleset,
     rule_files,
@@ -18,6 +22,7 @@ from rewriter.api._library import (
 from rewriter.api._models import as_model, freeze_inputs_with_initializers
 from rewriter.api._options import RewriteOptions
 from rewriter.api._rewrite import PhaseClock, RewriteResult, rewrite
+from rewriter.api._split import Stage, load_pipeline, split, write_pipeline
 from rewriter.api._vocabulary import (
     PASSES,
     VOCABULARY,
@@ -30,18 +35,29 @@ __all__ = [
     "OPT_IN_FOLDERS",
     "PASSES",
     "VOCABULARY",
+    "Grafted",
     "PhaseClock",
     "RewriteOptions",
     "RewriteResult",
     "RulesLike",
+    "Stage",
     "as_model",
     "check_files",
     "default_library_files",
+    "extract",
+    "find",
     "freeze_inputs_with_initializers",
+    "graft",
+    "inline_files",
     "library_path",
+    "load_pipeline",
     "load_rules",
     "load_ruleset",
+    "parse_connection",
     "pass_manager",
     "rewrite",
     "rule_files",
+    "split",
+    "verify_extracted",
+    "write_pipeline",
 ]

@@ -1,20 +1,22 @@
 """Which rule files a run uses: the shipped library, folders, files, or a loaded RuleSet.
 
 A folder means every `.rw` file below it in sorted path order, except the opt-in subfolders
-(`loops/`, `ort/`), which are used only when named directly. Loaded rule sets are kept by
-their files' names and stat, so a program rewriting many models with the same rules parses
+(`loops/`, `ort/`, `relaxed/`), which are used only when named directly. Loaded rule sets are
+kept by their files' names and stat, so a program rewriting many models with the same rules parses
 them once (an edited file has a new mtime or size and is loaded again).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from rewriter._errors import RewriteError
 from rewriter.api._vocabulary import load_rules
 from rewriter.dsl import _ast as ast
+from rewriter.dsl import parse, parse_query
 
 RulesLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | ast.RuleSet | None
 """Rule files or folders, a loaded RuleSet, or None for the shipped library."""
@@ -29,7 +31,7 @@ def library_path() -> Path:
 
 # Rule folders that are opt-in: below a folder given as rules, a subfolder with one of these
 # names is left out; name it directly (`--rules patterns/loops`) to use it.
-OPT_IN_FOLDERS = ("loops", "ort")
+OPT_IN_FOLDERS = ("loops", "ort", "relaxed")
 
 
 def rule_files(folder: str | os.PathLike[str]) -> list[Path]:
@@ -48,25 +50,52 @@ def default_library_files() -> list[Path]:
     return rule_files(library_path())
 
 
-def load_ruleset(rules: RulesLike, *, allow_python: bool = False) -> ast.RuleSet:
-    """Rules from paths (files or folders), an existing RuleSet, or the shipped library."""
-    if isinstance(rules, ast.RuleSet):
-        return rules
-    if rules is None:
-        given: list[str | os.PathLike[str]] = [library_path()]
-    elif isinstance(rules, str | os.PathLike):
-        given = [rules]
-    else:
-        given = list(rules)
-    paths: list[str | os.PathLike[str]] = []
-    for path in given:
-        if Path(path).is_dir():
-            found = rule_files(path)
-            if not found:
-                raise RewriteError(f"{path}: no .rw rule files in this folder")
-            paths.extend(_readable(p) for p in found)
+# A text given with `-e` holds rules (or, for `rewrite find`, a query) when it starts with
+# one of the words that open a top-level item; otherwise it is the match lines of a query.
+_RULE_TEXT = re.compile(r"\A(?:\s|#[^\n]*)*(?:rule|constraint|pass|use|include)\b")
+
+
+def inline_files(texts: Sequence[str], *, queries: bool = False) -> list[ast.File]:
+    """Rules given as text (`rewrite -e`), parsed as files named `-e#1`, `-e#2`, ...
+
+    With `queries`, a text that is not a rule file is taken as the match lines (and `where`
+    clauses) of a query named `e1`, `e2`, ... (what `rewrite find -e` lists).
+
+    Raises:
+        RuleSyntaxError: a text does not parse (located in that text).
+        RewriteError: without `queries`, a text holds match lines but no rule.
+    """
+    files = []
+    for number, text in enumerate(texts, 1):
+        label = f"-e#{number}"
+        if _RULE_TEXT.match(text):
+            files.append(parse(text, label))
+        elif queries:
+            files.append(parse_query(text, f"e{number}", label))
         else:
-            paths.append(path)
+            raise RewriteError(
+                f"{label}: expected a rule (`rule NAME: PATTERN => REPLACEMENT`), found "
+                f"{text.strip()[:40]!r}; `rewrite find -e` lists what match lines match"
+            )
+    return files
+
+
+def load_ruleset(
+    rules: RulesLike, *, allow_python: bool = False, inline: Sequence[ast.File] = ()
+) -> ast.RuleSet:
+    """Rules from paths (files or folders), an existing RuleSet, or the shipped library.
+
+    `inline` files (from `inline_files`) are loaded after the paths; with inline files and
+    no paths (`rules=None`), they are the only rules: the shipped library is not added.
+    """
+    if isinstance(rules, ast.RuleSet):
+        if inline:
+            raise RewriteError("inline rules cannot be added to an already loaded RuleSet")
+        return rules
+    if inline:
+        paths = [] if rules is None else _expand(rules)
+        return load_rules(*paths, allow_python=allow_python, inline=inline)
+    paths = _expand(rules)
     key = _cache_key(paths, allow_python)
     if key is None:
         return load_rules(*paths, allow_python=allow_python)
@@ -82,6 +111,28 @@ def load_ruleset(rules: RulesLike, *, allow_python: bool = False) -> ast.RuleSet
             _RULESET_CACHE.pop(next(iter(_RULESET_CACHE)))
         _RULESET_CACHE[key] = (ruleset, loaded, stamp)
     return ruleset
+
+
+def _expand(
+    rules: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None,
+) -> list[str | os.PathLike[str]]:
+    """The rule files `rules` names: folders become their files (see `rule_files`)."""
+    if rules is None:
+        given: list[str | os.PathLike[str]] = [library_path()]
+    elif isinstance(rules, str | os.PathLike):
+        given = [rules]
+    else:
+        given = list(rules)
+    paths: list[str | os.PathLike[str]] = []
+    for path in given:
+        if Path(path).is_dir():
+            found = rule_files(path)
+            if not found:
+                raise RewriteError(f"{path}: no .rw rule files in this folder")
+            paths.extend(_readable(p) for p in found)
+        else:
+            paths.append(path)
+    return paths
 
 
 # Loaded rule sets by their files' names and stat (path, mtime, size): a program that rewrites

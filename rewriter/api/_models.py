@@ -1,12 +1,14 @@
 """The model a run starts from: read from a path, lifted from a ModelProto, or copied.
 
-Also the changes a run makes to a model before and after the rules: opset imports added for
-opt-in rules (and dropped again when unused), initializer inputs frozen into constants, and
-IR version 4 for an IR 3 model that ends up with initializers outside its inputs.
+Also the changes a run makes to a model before and after the rules: input shapes fixed by the
+user, opset imports added for opt-in rules (and dropped again when unused), initializer
+inputs frozen into constants, and IR version 4 for an IR 3 model that ends up with
+initializers outside its inputs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -91,3 +93,53 @@ def raise_ir_version_for_initializers(model: ir.Model) -> None:
         if any(name not in inputs for name in graph.initializers):
             model.ir_version = 4
             return
+
+
+def set_input_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]]) -> None:
+    """Fix graph inputs' shapes (their dtypes kept), as onnxsim's `--overwrite-input-shape`.
+
+    A symbolic dim of an input takes the given size everywhere it is declared.
+
+    Raises:
+        RewriteError: an unknown input, or a shape of another rank than the declared one.
+    """
+    inputs = {value.name: value for value in model.graph.inputs}
+    bound: dict[str, int] = {}
+    for name, dims in shapes.items():
+        value = inputs.get(name)
+        if value is None:
+            known = ", ".join(inputs)
+            raise RewriteError(f"--input-shape {name}: no graph input of that name ({known})")
+        declared = value.type
+        if not isinstance(declared, ir.TensorType):
+            raise RewriteError(f"--input-shape {name}: the input is not a tensor")
+        if declared.shape is not None and len(declared.shape) != len(dims):
+            raise RewriteError(
+                f"--input-shape {name}: {len(dims)} dims given, the input has "
+                f"{len(declared.shape)} ({declared})"
+            )
+        if declared.shape is not None:
+            for dim, size in zip(declared.shape, dims, strict=True):
+                if isinstance(dim, str):
+                    bound[dim] = int(size)
+        value.type = ir.TensorType(declared.dtype, tuple(int(d) for d in dims))
+    _bind_symbols(model, bound)
+
+
+def _bind_symbols(model: ir.Model, bound: Mapping[str, int]) -> None:
+    """Write the sizes of the symbols an input shape fixed into every declared type.
+
+    A graph output declared `[batch, 10]` after `--input-shape x=4x3` (x: `[batch, 3]`)
+    becomes `[4, 10]`, as the run would compute; left symbolic, it would keep the facts
+    symbolic where inference meets the declaration.
+    """
+    if not bound:
+        return
+    for graph in model.graphs():
+        for value in [*graph.values(), *graph.outputs]:
+            declared = value.type
+            if not isinstance(declared, ir.TensorType) or declared.shape is None:
+                continue
+            if any(isinstance(d, str) and d in bound for d in declared.shape):
+                dims = tuple(bound.get(d, d) if isinstance(d, str) else d for d in declared.shape)
+                value.type = dataclasses.replace(declared, shape=dims)

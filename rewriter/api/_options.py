@@ -24,6 +24,9 @@ class RewriteOptions:
             before IR version 4 (which list every initializer as an input; such a model
             becomes IR 4).
         exclude_rules: names of rules not to apply.
+        input_shapes: fix graph inputs' shapes before rewriting (`{"x": (1, 128, 768)}`), as
+            onnxsim's `--overwrite-input-shape`: a symbol such an input names takes its size
+            everywhere, static shapes can unlock folding, and the result keeps the shapes.
         max_rewrites: the rewrite budget (default proportional to the graph size).
         max_iterations: rounds of rules and passes at most.
         replay_limit: stop after this many rewrites (to replay a prefix of a run).
@@ -41,6 +44,7 @@ class RewriteOptions:
     add_opsets: Mapping[str, int] = dataclasses.field(default_factory=dict)
     freeze_initializer_inputs: bool = False
     exclude_rules: frozenset[str] = frozenset()
+    input_shapes: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     max_rewrites: int | None = None
     max_iterations: int = 8
     replay_limit: int | None = None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import ir
 from rewriter._errors import RewriteError
+from rewriter.api._conversion import convert_keeping_runnable
 from rewriter.api._library import RulesLike, load_ruleset
 from rewriter.api._models import (
     add_opsets,
@@ -26,11 +27,12 @@ from rewriter.api._models import (
     drop_unused_opsets,
     freeze_inputs_with_initializers,
     raise_ir_version_for_initializers,
+    set_input_shapes,
 )
 from rewriter.api._options import RewriteOptions
 from rewriter.api._vocabulary import pass_manager
 from rewriter.dsl import _ast as ast
-from rewriter.engine import Trace, one_line, op_histogram
+from rewriter.engine import KernelAvailability, Trace, one_line, op_histogram
 
 if TYPE_CHECKING:
     import onnx
@@ -133,6 +135,8 @@ def rewrite(
         ir_model = as_model(model, copy=options.copy)
     start = time.perf_counter()
     before = op_histogram(ir_model)
+    if options.input_shapes:
+        set_input_shapes(ir_model, options.input_shapes)
     added = add_opsets(ir_model, options.add_opsets)
     if options.freeze_initializer_inputs or 0 < ir_model.ir_version < 4:
         freeze_inputs_with_initializers(ir_model)
@@ -166,14 +170,15 @@ def _run(
     current = ir_model.opset_imports.get("", ir_model.opset_imports.get("ai.onnx"))
     if target is None or current is None or target == current:
         return ir_model, manager.run(ir_model)
+    kernels = KernelAvailability() if options.keep_runnable else None
     if target > current:
         with clock.phase("convert"):
-            ir_model = ir.convert_version(ir_model, target)
+            ir_model = convert_keeping_runnable(ir_model, target, kernels)
         return ir_model, Trace.conversion(current, target).followed_by(manager.run(ir_model))
     # Rules that decompose ops the target lacks run first; then convert and run again.
     trace = manager.run(ir_model)
     with clock.phase("convert"):
-        ir_model = ir.convert_version(ir_model, target)
+        ir_model = convert_keeping_runnable(ir_model, target, kernels)
     trace = trace.followed_by(Trace.conversion(current, target)).followed_by(manager.run(ir_model))
     return ir_model, trace
 

@@ -7,6 +7,7 @@ table; this module is where the two meet, so that neither layer imports the ones
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from rewriter import dsl, engine, loops
@@ -24,7 +25,10 @@ VOCABULARY = dsl.Vocabulary(
 
 
 def load_rules(
-    *paths: str | os.PathLike[str], allow_python: bool = False, use_cache: bool = True
+    *paths: str | os.PathLike[str],
+    allow_python: bool = False,
+    use_cache: bool = True,
+    inline: Sequence[ast.File] = (),
 ) -> ast.RuleSet:
     """Load, parse and check rule files and folders (see `rewriter.dsl.load_rules`).
 
@@ -37,7 +41,9 @@ def load_rules(
         FileNotFoundError: a path does not exist.
     """
     cache = dsl.user_cache() if use_cache else None
-    return dsl.load_rules(*paths, vocabulary=VOCABULARY, allow_python=allow_python, cache=cache)
+    return dsl.load_rules(
+        *paths, vocabulary=VOCABULARY, allow_python=allow_python, cache=cache, inline=inline
+    )
 
 
 def check_files(files: list[ast.File], *, allow_python: bool = False) -> list[Diagnostic]:

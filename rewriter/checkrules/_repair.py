@@ -13,7 +13,8 @@ For a line that is false, a few shapes of condition name a choice directly:
 * `is_scalar(v)`: `v` gets shape `[]`; `is_const(v)`: `v` becomes a constant;
 * `uses(v) > k` (or `>=`): `v` also becomes a graph output (through as many Identity
   readers as needed), so something outside the match reads it;
-* `lower_bound(v) >= k` (or `>`): `v` becomes a constant filled with k, k + 1 or k + 3.
+* `lower_bound(v) >= k` (or `>`): `v` becomes a constant filled with k, k + 1 or k + 3;
+* `repeats_halves(v)`: `v` becomes a constant filled with one value (its halves are equal).
 
 `and` repairs each false operand; `or` repairs one drawn operand. Repairs only set choices;
 the instance is then rebuilt from the same draws, so the search stays deterministic.
@@ -220,6 +221,13 @@ class Repairer:
             if self._free(args[0].name):
                 self._set(("const", args[0].name), True)
                 self._set(("shape", args[0].name), ())
+        elif func == "repeats_halves" and args and isinstance(args[0], ast.Name):
+            # A constant filled with one value repeats its halves.
+            name = args[0].name
+            if self._free(name):
+                self._set(("const", name), True)
+                fill = self.choices.pick(("halves", name), (0.5, -1.25, 2.0))
+                self._set(("value", name), np.asarray(fill))
         elif func == "all_close" and len(args) >= 2:
             self._fill(args[0], self.value(args[1]))
         elif func == "all" and len(args) == 1 and isinstance(args[0], ast.Compare):

@@ -45,3 +45,18 @@ def _onnx_version() -> str:
     import onnx
 
     return str(onnx.__version__)
+
+
+def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """An argparse type: `NAME=D1xD2x...` (a graph input's shape; `NAME=` for a scalar)."""
+    name, equals, dims = text.rpartition("=")
+    usage = f"expected NAME=D1xD2x... (e.g. x=1x128x768), got {text!r}"
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(usage)
+    try:
+        shape = tuple(int(d) for d in dims.lower().split("x")) if dims else ()
+    except ValueError:
+        raise argparse.ArgumentTypeError(usage) from None
+    if any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"{text!r}: dims must be sizes (0 or more)")
+    return name, shape

@@ -23,6 +23,13 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "rewriter.cli._extract_rule",
         "print a rule skeleton for a subgraph of a model",
     ),
+    "extract": (
+        "rewriter.cli._extract",
+        "write the subgraph between some values as a runnable model",
+    ),
+    "graft": ("rewriter.cli._graft", "feed one model with another's values, as one model"),
+    "split": ("rewriter.cli._split", "cut a model into pipeline stages of balanced cost"),
+    "find": ("rewriter.cli._find", "list where rules or match lines match, without rewriting"),
     "stats": ("rewriter.cli._stats", "summarize a model: opsets, op counts, parameters"),
     "verify": ("rewriter.cli._verify", "compare two models on generated inputs"),
     "check-rules": ("rewriter.cli._check_rules", "verify every rule on generated models"),

@@ -17,6 +17,7 @@ from rewriter.api import (
     RewriteOptions,
     RewriteResult,
     as_model,
+    inline_files,
     load_ruleset,
     pass_manager,
     rewrite,
@@ -44,6 +45,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="PATH",
         help="a .rw file or a folder of them (repeatable; default: the shipped library)",
+    )
+    parser.add_argument(
+        "-e",
+        "--expression",
+        dest="inline_rules",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="a rule given as text, e.g. 'rule r: y = Relu (x) => y = LeakyRelu (x)' "
+        "(repeatable; like sed -e, the given rules are all the rules: add --rules patterns/ "
+        "for the shipped library too)",
     )
     parser.add_argument(
         "-o",
@@ -168,8 +180,9 @@ def run(args: argparse.Namespace) -> int:
         raise RewriteError("the output would overwrite the input; use --in-place to allow that")
     clock = PhaseClock()
     with clock.phase("load_rules"):
-        ruleset = load_ruleset(args.rules, allow_python=args.allow_python)
-    if args.rules:
+        inline = inline_files(args.inline_rules)
+        ruleset = load_ruleset(args.rules, allow_python=args.allow_python, inline=inline)
+    if args.rules or inline:
         # The shipped library is kept warning-free by its tests; show warnings for user rules.
         _status.print_warnings(ruleset.warnings)
     unknown = [name for name in args.exclude_rule if ruleset.rule(name) is None]

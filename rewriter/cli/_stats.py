@@ -11,11 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ir
+from rewriter.api._profile import Profile, profile
 from rewriter.api._stats import collect, describe_counts, human_bytes
 from rewriter.cli import _files
-from rewriter.cli._arguments import positive_int
+from rewriter.cli._arguments import input_shape, positive_int
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--force", action="store_true", help="overwrite existing --json / --report files"
+    )
+    parser.add_argument(
+        "--input-shape",
+        type=input_shape,
+        action="append",
+        default=[],
+        metavar="NAME=D1xD2x...",
+        help="fix a graph input's shape for the FLOPs and bytes estimates (repeatable; "
+        "symbolic dims count as 1 otherwise)",
     )
 
 
@@ -47,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     )
     model = ir.load(source)
     stats = collect(model, args.top)
+    shapes = dict(args.input_shape)
+    costs = profile(model, input_shapes=shapes)
     console = Console()
     console.print(f"[bold]{args.model}[/bold]")
     console.print(f"IR version {stats['ir_version']}, producer {stats['producer'] or '?'}")
@@ -66,10 +82,49 @@ def run(args: argparse.Namespace) -> int:
     for item in stats["largest_tensors"]:  # type: ignore[attr-defined]
         largest.add_row(item["name"], item["dtype"], str(item["shape"]), human_bytes(item["bytes"]))
     console.print(largest)
+    _print_profile(console, costs, args.top, bool(shapes))
     if args.json:
-        _files.write_text_atomically(args.json, json.dumps(stats, indent=2) + "\n")
+        payload = {**stats, **costs.as_json()}
+        _files.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
     if args.report:
         from rewriter.report import write_stats_report
 
-        write_stats_report(args.report, model, name=Path(args.model).name, top=args.top)
+        write_stats_report(
+            args.report, model, name=Path(args.model).name, top=args.top, profile=costs
+        )
     return 0
+
+
+def _print_profile(console: Console, costs: Profile, top: int, shaped: bool) -> None:
+    from rich.table import Table
+
+    per = "" if shaped else " (symbolic dims counted as 1: per example)"
+    console.print(
+        f"estimated cost of one run{per}: {costs.flops:,} FLOPs, "
+        f"{human_bytes(costs.bytes_moved)} moved",
+        markup=False,
+    )
+    table = Table(title=f"cost by op type (top {top} by FLOPs)")
+    for column in ("op", "nodes", "FLOPs", "share", "bytes moved"):
+        table.add_column(column, justify="left" if column == "op" else "right")
+    total = costs.flops or 1
+    for op, count, flops, moved in costs.by_op()[:top]:
+        table.add_row(
+            op, str(count), f"{flops:,}", f"{100 * flops / total:.1f}%", human_bytes(moved)
+        )
+    console.print(table)
+    layers = Table(title=f"parameter bytes by layer (top {top})")
+    layers.add_column("layer")
+    layers.add_column("bytes", justify="right")
+    for layer, size in costs.layers[:top]:
+        layers.add_row(layer, human_bytes(size))
+    console.print(layers)
+    flagged = [w for w in costs.weights if w.flags]
+    if flagged:
+        console.print(f"weights that stand out ({len(flagged)} of {len(costs.weights)}):")
+        for weight in flagged:
+            console.print(f"  {weight.name}: {', '.join(weight.flags)}", markup=False)
+    else:
+        console.print(f"weights: none of {len(costs.weights)} float tensors stands out")
+    for line in costs.disagreements:
+        console.print(f"shape inference disagrees: {line}", markup=False)

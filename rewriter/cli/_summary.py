@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+import ir
 from rewriter.api import RewriteResult
 from rewriter.engine import KINDS, StopReason, TraceEntry, rewrite_kind
 
@@ -65,9 +66,14 @@ def _changes(entries: Sequence[TraceEntry]) -> list[str]:
 
 
 def _new_ops(entry: TraceEntry) -> list[str]:
-    """The ops a rewrite created whose type it did not match (what it fused into)."""
+    """The ops a rewrite created whose type it did not match (what it fused into).
+
+    When some are ops onnx defines as functions of others (RotaryEmbedding), only those:
+    the shape plumbing around them is not what was fused.
+    """
     matched = set(entry.matched_ops)
-    return [op for op in entry.created_ops if op not in matched and op not in _NO_WORK]
+    new = [op for op in entry.created_ops if op not in matched and op not in _NO_WORK]
+    return [op for op in new if ir.schemas.is_composite(op)] or new
 
 
 def _gone_ops(entry: TraceEntry) -> list[str]:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import ir
 from rewriter._errors import RewriteError
 from rewriter.cli import _files, _status
 from rewriter.cli._arguments import non_negative_int
@@ -93,7 +94,10 @@ def _tolerance(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the `verify` subcommand's arguments."""
     parser.add_argument("original", help="the reference model (.onnx)")
-    parser.add_argument("rewritten", help="the model to check against it (.onnx)")
+    parser.add_argument(
+        "rewritten",
+        help="the model to check against it (.onnx), or the pipeline.json of `rewrite split`",
+    )
     parser.add_argument(
         "--examples",
         type=non_negative_int,
@@ -304,10 +308,15 @@ def run(args: argparse.Namespace) -> int:
     options = comparison_arguments(args)
     if args.examples == 0 and not args.samples:
         raise RewriteError("--examples 0 checks nothing without --inputs")
+    candidate: str | ir.Model = args.rewritten
+    if rewritten.suffix == ".json":
+        from rewriter.api import load_pipeline
+
+        candidate = load_pipeline(rewritten)  # the stages chained into one model
     with _status.verify_progress(True, args.examples) as on_progress:
         result = check_equivalence(
             args.original,
-            args.rewritten,
+            candidate,
             examples=args.examples,
             seed=args.seed,
             counterexample_path=target,

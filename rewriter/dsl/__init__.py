@@ -64,7 +64,7 @@ from rewriter.dsl._dump import dump
 from rewriter.dsl._format import format_file
 from rewriter.dsl._inline import inline_constraints
 from rewriter.dsl._loader import load_rules
-from rewriter.dsl._parser import parse
+from rewriter.dsl._parser import parse, parse_query
 from rewriter.dsl._print_expr import expression_text
 from rewriter.dsl._vocabulary import PassOption, PassSignature, Signature, Vocabulary
 
@@ -125,5 +125,6 @@ __all__ = [
     "inline_constraints",
     "load_rules",
     "parse",
+    "parse_query",
     "user_cache",
 ]

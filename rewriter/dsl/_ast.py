@@ -379,6 +379,8 @@ class Rule:
     # `assumes finite`: exact for finite inputs only; NaN and infinities may come out otherwise.
     assumes_finite: bool = False
     one_line: bool = False
+    # A query (`rewrite find -e`): match lines and `where` only, never rewritten.
+    query: bool = False
     name_span: Span = _span_field()
     # The `where` section (block form) or clause (one-line form); not compared.
     where_span: Span = _span_field()

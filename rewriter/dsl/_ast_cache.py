@@ -28,6 +28,11 @@ _CLASSES: dict[str, type] = {
     for name, cls in vars(ast).items()
     if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == ast.__name__
 }
+# Entries are decoded by field position: the key carries every AST class's field names, so
+# a change to the AST never reads an entry written before it.
+_LAYOUT = repr(
+    sorted((name, [f.name for f in dataclasses.fields(cls)]) for name, cls in _CLASSES.items())
+)
 
 
 # Entries store field values by position: the classes' field names are part of the entry's

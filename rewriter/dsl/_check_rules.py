@@ -42,7 +42,7 @@ def _check_structure(rule: ast.Rule, report: Reporter) -> None:
     match, rewrite = rule.match, rule.rewrite
     if not _match_patterns(match):
         report.error(head(match.span, len("match")), "match block is empty")
-    if isinstance(rewrite, ast.RewriteBlock) and not rewrite.stmts:
+    if isinstance(rewrite, ast.RewriteBlock) and not rewrite.stmts and not rule.query:
         report.error(head(rewrite.span, len("rewrite")), "rewrite block is empty")
     if isinstance(rewrite, ast.RewriteLoop) and match.repeat is None:
         report.error(rewrite.span, "`rewrite loop` needs a `match repeat (...)` block")

@@ -30,6 +30,8 @@ _OPTIONS = {
     "strict": True,
     "propagate_positions": True,
     "maybe_placeholders": False,
+    # A rule file, or the match lines of a query (`rewrite find -e`).
+    "start": ["start", "query"],
 }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rewriter._errors import Diagnostic, RuleCheckError, RuleError, RuleSyntaxError, Span
@@ -71,36 +71,46 @@ def read_rule_file(path: Path) -> str:
 
 
 def parse_files(
-    files: Iterable[Path], cache: CacheFolder | None = None
+    files: Iterable[Path],
+    cache: CacheFolder | None = None,
+    inline: Sequence[ast.File] = (),
 ) -> tuple[list[ast.File], list[Diagnostic]]:
     """Parse every file and the files they include; return the ASTs and the errors.
 
     The errors are syntax errors and includes that cannot be read (reported at the include's
-    path). Included files come after `files`, in the order first included; a file already
-    loaded is not included again. With a `cache`, a file whose exact text was parsed before
-    is read from there.
+    path). `inline` files (rules given as text, parsed by the caller) come after `files`;
+    their includes are read relative to the working folder. Included files come after
+    those, in the order first included; a file already loaded is not included again. With a
+    `cache`, a file whose exact text was parsed before is read from there.
 
     Raises:
         OSError: one of `files` cannot be read.
     """
-    queue: list[tuple[Path, _Inclusion | None]] = [(path, None) for path in files]
+    # Each entry: the path, then the parse when there is one already (inline text), or
+    # the include that asked for the file.
+    queue: list[tuple[Path, ast.File | _Inclusion | None]] = [(path, None) for path in files]
     loaded: dict[Path, None] = {_identity(path): None for path, _ in queue}
+    queue.extend((Path(file.path), file) for file in inline)
     parsed: list[ast.File] = []
     errors: list[Diagnostic] = []
     position = 0
     while position < len(queue):
-        path, inclusion = queue[position]
+        path, given = queue[position]
         position += 1
-        try:
-            file = _parse_file(path, cache)
-        except RuleError as exc:
-            errors.extend(exc.diagnostics)
-            continue
-        except OSError as exc:
-            if inclusion is None:
-                raise
-            errors.append(inclusion.error(_reason(exc)))
-            continue
+        if isinstance(given, ast.File):
+            file = given
+            path = Path(".") / "inline"  # includes resolve against the working folder
+        else:
+            try:
+                file = _parse_file(path, cache)
+            except RuleError as exc:
+                errors.extend(exc.diagnostics)
+                continue
+            except OSError as exc:
+                if given is None:
+                    raise
+                errors.append(given.error(_reason(exc)))
+                continue
         parsed.append(file)
         for target, include in _includes(file, path, errors):
             key = _identity(target)
@@ -169,6 +179,7 @@ def load_rules(
     vocabulary: Vocabulary,
     allow_python: bool = False,
     cache: CacheFolder | None = None,
+    inline: Sequence[ast.File] = (),
 ) -> ast.RuleSet:
     """Load, parse and check rule files and folders.
 
@@ -179,6 +190,8 @@ def load_rules(
         allow_python: permit `use "module"` declarations, importing those modules.
         cache: where parses of files read before are kept (`user_cache()` for the user's
             cache folder); None parses every file.
+        inline: rules given as text (`rewrite -e`), parsed by the caller with `parse` or
+            `parse_query`; checked with the files and loaded after them.
 
     Returns:
         The rules and passes in load order, the helpers that `use` registered, and the
@@ -191,7 +204,7 @@ def load_rules(
         FileNotFoundError: a path does not exist.
     """
     files = find_rule_files(paths)
-    parsed, syntax_errors = parse_files(files, cache)
+    parsed, syntax_errors = parse_files(files, cache, inline)
     diagnostics, checked = check_and_collect(parsed, vocabulary, allow_python=allow_python)
     errors = [d for d in diagnostics if d.severity == "error"]
     if syntax_errors:

@@ -63,6 +63,34 @@ def parse(text: str, filename: str = "<string>") -> ast.File:
     )
 
 
+def parse_query(text: str, name: str, filename: str = "<query>") -> ast.File:
+    """Parse a query: match lines, then `where` clauses, with no rule around them.
+
+    What `rewrite find -e` takes: the match part of a rule, for listing what it matches.
+    The result is a file holding one rule named `name`, marked `query` (its rewrite block is
+    empty; checks and tools that build replacements leave queries alone).
+
+    Raises:
+        RuleSyntaxError: the text does not parse; the diagnostic says where and what was
+            expected.
+    """
+    comments: list[RawComment] = []
+    tree = _parse_tree(text, filename, comments, start="query")
+    try:
+        (rule,) = AstBuilder(filename).transform(tree)
+    except LocatedError as exc:
+        raise RuleSyntaxError([diagnostic("error", exc.span, exc.message, text)]) from exc
+    assert isinstance(rule, ast.Rule), "a query builds one rule"
+    lines = text.count("\n") + 1
+    return ast.File(
+        filename,
+        (dataclasses.replace(rule, name=name),),
+        tuple(ast.Comment(c.text, span=_comment_span(filename, c)) for c in comments),
+        source=text,
+        span=Span(filename, 1, 1, lines, len(text) - text.rfind("\n")),
+    )
+
+
 def _parse_items(text: str, filename: str) -> tuple[tuple[ast.Item, ...], list[RawComment]]:
     """Parse `text` one top-level item at a time (see `top_level_chunks`).
 
@@ -136,10 +164,12 @@ def top_level_chunks(text: str) -> Iterator[tuple[int, str]]:
         begin = end
 
 
-def _parse_tree(text: str, filename: str, comments: list[RawComment]) -> Tree[Token]:
+def _parse_tree(
+    text: str, filename: str, comments: list[RawComment], start: str = "start"
+) -> Tree[Token]:
     reset = COLLECTED_COMMENTS.set(comments)
     try:
-        return lark_parser().parse(text)
+        return lark_parser().parse(text, start=start)
     except UnexpectedInput as exc:
         span, message = describe_unexpected(exc, text, filename)
         raise RuleSyntaxError([diagnostic("error", span, message, text)]) from exc

@@ -280,6 +280,25 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
             rule = dataclasses.replace(rule, where=where.value, where_span=where.span)
         return rule
 
+    def on_query(self, meta: Meta, children: list[Any]) -> tuple[ast.Item, ...]:
+        patterns = tuple(c for c in children if isinstance(c, ast.NodePattern))
+        wheres = [c for c in children if isinstance(c, _Section)]
+        span = self._span(meta)
+        empty = Span(span.path, span.end_line, span.end_col, span.end_line, span.end_col)
+        rule = ast.Rule(
+            name="",
+            match=ast.MatchBlock(patterns, span=span),
+            where=tuple(expr for section in wheres for expr in section.value),
+            rewrite=ast.RewriteBlock((), span=empty),
+            query=True,
+            span=span,
+        )
+        if wheres:
+            first, last = wheres[0].span, wheres[-1].span
+            where_span = Span(first.path, first.line, first.col, last.end_line, last.end_col)
+            rule = dataclasses.replace(rule, where_span=where_span)
+        return (rule,)
+
     def on_where_clause(self, meta: Meta, children: list[Any]) -> _Section:
         return _Section("where", (self._expr(children[0]),), self._span(meta))
 

@@ -20,6 +20,7 @@ from rewriter.engine._facts import (
     is_const,
     shape_of,
 )
+from rewriter.engine._find import Binding, Found, find_matches
 from rewriter.engine._kinds import (
     CLEANUP,
     DECOMPOSITION,
@@ -93,12 +94,14 @@ __all__ = [
     "SOURCE_TAG",
     "UNKNOWN",
     "Applied",
+    "Binding",
     "BlockRules",
     "Builder",
     "Builtin",
     "CompiledRule",
     "EvalContext",
     "EvalError",
+    "Found",
     "KernelAvailability",
     "Match",
     "MatchFailure",
@@ -128,6 +131,7 @@ __all__ = [
     "dtype_of",
     "equal",
     "evaluate",
+    "find_matches",
     "graph_label",
     "is_const",
     "labels",

@@ -56,18 +56,20 @@ class RewriteBuilder:
             raise RewriteRejectedError(f"rule `{rule.name}` has no node rewrite")
         pending = Pending(match.rule)
         try:
-            # An overflow while computing new constants (a float16 BatchNorm fold with a zero
-            # variance) would put an inf the original never computed into the model; numpy's
-            # overflow flag turns it into a decline. Deliberate infinities (`log(0.0)` for a
-            # -inf mask) raise no overflow.
-            with np.errstate(over="raise"):
+            # New constants must be what the unfused graph computes for every input: an
+            # overflow (a float16 BatchNorm fold with a zero variance), an underflow (a float16
+            # weight product that becomes subnormal or zero), a NaN made from numbers (a zero
+            # weight times an infinite scale) or a division by zero in the rewrite's
+            # arithmetic and casts raises here (`exact_numpy`) and declines the rewrite.
+            # Functions may still give infinities on purpose (`log(0.0)` for a -inf mask).
+            with np.errstate(all="raise"):
                 self._statements(match, rule.rewrite, pending)
             check_replacements(pending)
         except FloatingPointError as exc:
             pending.discard()
             raise RewriteDeclinedError(
-                f"computing the rewrite's constants overflows ({exc}): not representable,"
-                " nothing to do"
+                f"computing the rewrite's constants is not exact ({exc}): the unfused graph"
+                " computes something else, nothing to do"
             ) from exc
         except RewriteRejectedError:
             pending.discard()

@@ -21,9 +21,9 @@ from rewriter.engine._values import (
     EvalError,
     NodeRef,
     equal,
+    exact_numpy,
     node_attribute,
     numeric,
-    quiet_numpy,
     truth,
 )
 
@@ -97,7 +97,7 @@ def _binary(expr: ast.Binary, ctx: EvalContext) -> Any:
         return UNKNOWN
     if expr.op == "/" and _is_zero_scalar(right):
         raise EvalError("division by zero", expr.span)
-    with quiet_numpy():
+    with exact_numpy():
         return _ARITH[expr.op](left, right)
 
 

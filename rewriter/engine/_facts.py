@@ -155,7 +155,20 @@ def same_constant(a: ir.Value, b: ir.Value) -> bool:
 # Ops whose every output element is one of their first input's elements (or, for Concat, one
 # of any input's): an element bound carries through them.
 _BOUND_PASSING = frozenset(
-    {"Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Expand", "Transpose", "Slice"}
+    {
+        "Identity",
+        "Unsqueeze",
+        "Squeeze",
+        "Reshape",
+        "Flatten",
+        "Expand",
+        "Transpose",
+        "Slice",
+        "Tile",
+        "Gather",
+        "GatherElements",
+        "GatherND",
+    }
 )
 _BOUND_DEPTH = 16
 _BOUND_ELEMENTS = 1 << 16  # larger constants (weights) are not read for a bound
@@ -165,26 +178,155 @@ def lower_bound(value: ir.Value, depth: int = 0) -> float | None:
     """The smallest element `value` can hold, from its producers (None when not known).
 
     Shape and Size give sizes (never negative); Gather from such a value and the ops that only
-    move elements keep the bound; Concat takes the smallest of its inputs'; a constant's is
-    its minimum. Enough to know that a shape an exporter assembles holds no -1 outside the
-    entries it wrote as -1 constants.
+    move elements keep the bound; Concat and Min take the smallest of their inputs', Where the
+    smaller of its two branches', Max the largest one known; a Cast from an integer or bool
+    type is at least its input's bound (or the input type's minimum) in the new type; a
+    constant's is its minimum. Enough to know that a shape an exporter assembles holds no -1
+    outside the entries it wrote as -1 constants, and that an attention mask built as
+    `Where(keep, 0, lowest)` holds no -inf. NaN elements are below no bound (a NaN bound
+    compares false with anything).
     """
     size = const_size(value)
     array = const_array(value) if size is not None and size <= _BOUND_ELEMENTS else None
     if array is not None:
-        if array.size == 0 or array.dtype.kind not in "iuf":
+        if array.size == 0 or array.dtype.kind not in "iufb":
             return None
         return float(np.min(array))
     node = value.producer()
     if node is None or depth > _BOUND_DEPTH or node.domain not in ("", "ai.onnx"):
         return None
-    if node.op_type in ("Shape", "Size"):
+    op = node.op_type
+    if op in ("Shape", "Size"):
         return 0.0
-    if node.op_type in _BOUND_PASSING or node.op_type in ("Gather", "GatherElements"):
+    if op in _BOUND_PASSING:
         first = node.inputs[0] if node.inputs else None
         return lower_bound(first, depth + 1) if first is not None else None
-    if node.op_type == "Concat":
-        bounds = [lower_bound(v, depth + 1) if v is not None else None for v in node.inputs]
-        known = [b for b in bounds if b is not None]
-        return min(known) if known and len(known) == len(bounds) else None
+    if op in ("Concat", "Min"):
+        return _smallest(node.inputs, depth)
+    if op == "Where":
+        return _smallest(node.inputs[1:3], depth) if len(node.inputs) == 3 else None
+    if op == "Max":
+        known = [b for v in node.inputs if v is not None for b in [lower_bound(v, depth + 1)]]
+        bounds = [b for b in known if b is not None]
+        return max(bounds) if bounds else None
+    if op == "Cast":
+        return _cast_bound(node, depth)
     return None
+
+
+# Ops that compute each element from the element at the same place alone: a value whose last
+# axis is two equal halves keeps that through them.
+_ELEMENTWISE_UNARY = frozenset(
+    {"Cast", "Cos", "Sin", "Exp", "Identity", "Neg", "Sqrt", "Reciprocal", "Tanh", "Sigmoid"}
+)
+_SCALAR_BINARY = frozenset({"Add", "Sub", "Mul", "Div"})
+_HALVES_DEPTH = 8
+
+
+def repeats_halves(value: ir.Value) -> bool:
+    """True when `value`'s last axis is two equal halves by construction.
+
+    That is `Concat(f, f)` on the last axis (one value twice), followed only by ops that
+    compute each element alone (Cos, Sin, Cast, ...), by arithmetic with a one-element
+    constant, and by Unsqueeze at axes other than the last: how rotary embeddings write
+    their cos and sin tables (`emb = cat(freqs, freqs)`). A constant is read: its halves
+    must be equal bit for bit.
+    """
+    for _ in range(_HALVES_DEPTH):
+        if const_size(value) is not None:
+            return _constant_repeats_halves(value)
+        node = value.producer()
+        if node is None or node.domain not in ("", "ai.onnx") or not node.inputs:
+            return False
+        op, first = node.op_type, node.inputs[0]
+        if op == "Concat":
+            rank = _rank_of(value)
+            axis = node.attribute("axis")
+            return (
+                len(node.inputs) == 2
+                and first is not None
+                and node.inputs[1] is first
+                and rank is not None
+                and isinstance(axis, int)
+                and axis % rank == rank - 1
+            )
+        if op in _ELEMENTWISE_UNARY and first is not None:
+            value = first
+        elif op in _SCALAR_BINARY and len(node.inputs) == 2:
+            left, right = node.inputs
+            if right is not None and const_size(right) == 1 and left is not None:
+                value = left
+            elif left is not None and const_size(left) == 1 and right is not None:
+                value = right
+            else:
+                return False
+        elif op == "Unsqueeze" and first is not None and not _unsqueezes_last(node, value):
+            value = first
+        else:
+            return False
+    return False
+
+
+def _rank_of(value: ir.Value) -> int | None:
+    dims = shape_of(value)
+    return None if dims is None else len(dims)
+
+
+def _unsqueezes_last(node: ir.Node, out: ir.Value) -> bool:
+    """True unless the Unsqueeze's axes are known and leave the last axis where it was."""
+    rank = _rank_of(out)
+    given = node.inputs[1] if len(node.inputs) > 1 else None
+    axes = const_array(given) if given is not None else None
+    if axes is None:
+        attribute = node.attribute("axes")
+        axes = np.asarray(attribute) if isinstance(attribute, list | tuple) else None
+    if rank is None or axes is None:
+        return True
+    return any(int(a) % rank == rank - 1 for a in np.asarray(axes).ravel())
+
+
+def _constant_repeats_halves(value: ir.Value) -> bool:
+    size = const_size(value)
+    array = const_array(value) if size is not None and size <= _HALVES_ELEMENTS else None
+    if array is None or array.ndim == 0 or array.shape[-1] % 2:
+        return False
+    half = array.shape[-1] // 2
+    return array[..., :half].tobytes() == array[..., half:].tobytes()
+
+
+# Constants up to this many elements are read to see whether their halves repeat.
+_HALVES_ELEMENTS = 1 << 20
+
+
+def _smallest(values: Any, depth: int) -> float | None:
+    """The smallest of the bounds of `values` (None when one is unknown)."""
+    bounds = [lower_bound(v, depth + 1) if v is not None else None for v in values]
+    if not bounds or any(b is None for b in bounds):
+        return None
+    return min(b for b in bounds if b is not None)
+
+
+def _cast_bound(node: ir.Node, depth: int) -> float | None:
+    """A Cast from an integer or bool type: the input's bound (or its type's minimum), cast."""
+    source = node.inputs[0] if node.inputs else None
+    target = node.attribute("to")
+    if source is None or not isinstance(target, int):
+        return None
+    source_type = source.dtype
+    if source_type is None:
+        fact = ir.fact_type(source)
+        source_type = fact.dtype if isinstance(fact, ir.TensorType) else None
+    if source_type is None or not (source_type.is_integer or source_type == ir.DataType.BOOL):
+        return None
+    try:
+        wanted = ir.numpy_dtype(ir.DataType(target))
+        found = lower_bound(source, depth + 1)
+        if found is None and source_type != ir.DataType.BOOL:
+            found = float(np.iinfo(ir.numpy_dtype(source_type)).min)
+    except (ValueError, TypeError):  # a type numpy has no limits for (int4)
+        return None
+    if wanted.kind not in "iuf":
+        return None
+    found = 0.0 if found is None else found
+    with np.errstate(all="ignore"):
+        return float(np.asarray(found).astype(wanted))

@@ -6,12 +6,15 @@ ops into ops of types already matched (a BatchNormalization into the Conv before
 Transposes into one); a *decomposition* turns an op into more ops of other types (an
 ExtractImagePatches into Pads and Slices); a *cleanup* creates nothing that computes (a no-op
 removed, a Constant made an initializer); anything else is another *rewrite* (as many ops
-before as after).
+before as after). A rewrite that creates an op onnx defines as a function of other ops
+(RotaryEmbedding), and takes no such op apart, is a fusion however many ops come with it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import ir
 
 FUSION = "fusion"
 FOLDING = "folding"
@@ -33,6 +36,15 @@ def rewrite_kind(matched_ops: Sequence[str], created_ops: Sequence[str]) -> str:
     new_types = set(created) - set(matched)
     if len(created) < len(matched):
         return FUSION if new_types else FOLDING
+    # A new op that onnx defines as a function of others, with no such op taken apart, is
+    # a fusion even when the rewrite adds shape plumbing around it (RotaryEmbedding's tables).
+    gone = set(matched) - set(created)
+    if any(map(_composite, new_types)) and not any(map(_composite, gone)):
+        return FUSION
     if len(created) > len(matched) and new_types:
         return DECOMPOSITION
     return REWRITE
+
+
+def _composite(op_type: str) -> bool:
+    return ir.schemas.is_composite(op_type)

@@ -373,7 +373,8 @@ class Matcher:
         depth = len(rule.lines)
         nodes = tuple(n for n in state.nodes if n is not None)
         var_of: dict[int, str] | None = None
-        for node in nodes:
+        # A query (`rewrite find -e`) replaces nothing, so what else reads its values is moot.
+        for node in () if rule.rule.query else nodes:
             for out in node.outputs:
                 if not out.name:
                     continue

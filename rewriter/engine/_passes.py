@@ -26,6 +26,7 @@ from rewriter.engine._pass import (
     pass_table,
 )
 from rewriter.engine._purity import Purity
+from rewriter.engine._transposes import OptimizeTransposesOptions, optimize_transposes
 
 logger = logging.getLogger(__name__)
 
@@ -283,5 +284,14 @@ ELIMINATE_COMMON_SUBEXPRESSIONS = PassDefinition(
     eliminate_common_subexpressions,
 )
 
-BUILTIN_PASSES = pass_table(FOLD_CONSTANTS, ELIMINATE_DEAD_CODE, ELIMINATE_COMMON_SUBEXPRESSIONS)
+OPTIMIZE_TRANSPOSES = PassDefinition(
+    "optimize_transposes",
+    "sink Transposes through layout-agnostic ops until they cancel or compose",
+    OptimizeTransposesOptions,
+    optimize_transposes,
+)
+
+BUILTIN_PASSES = pass_table(
+    FOLD_CONSTANTS, ELIMINATE_DEAD_CODE, ELIMINATE_COMMON_SUBEXPRESSIONS, OPTIMIZE_TRANSPOSES
+)
 """The engine's own passes, by name."""

@@ -111,14 +111,18 @@ def _convert_attr(name: str, kind: ir.AttrType, value: Any) -> ir.Attr:
             name,
             int(np.asarray(value).reshape(-1)[0]) if isinstance(value, np.ndarray) else int(value),
         )
+    # FLOAT attributes are float32 in the model: hold them so, so that a rule comparing one
+    # (`alpha == float(cast(1.0 / 6.0, "float"))`) sees what the saved model holds.
     if kind == ir.AttrType.FLOAT:
-        return ir.attr_float(name, float(np.asarray(value).reshape(-1)[0]))
+        return ir.attr_float(name, float(np.float32(np.asarray(value).reshape(-1)[0])))
     if kind == ir.AttrType.STRING:
         return ir.attr_str(name, str(value))
     if kind == ir.AttrType.INTS:
         return ir.attr_ints(name, [int(v) for v in np.asarray(value).reshape(-1)])
     if kind == ir.AttrType.FLOATS:
-        return ir.attr_floats(name, [float(v) for v in np.asarray(value).reshape(-1)])
+        return ir.attr_floats(
+            name, [float(v) for v in np.asarray(value, dtype=np.float32).reshape(-1)]
+        )
     if kind == ir.AttrType.STRINGS:
         return ir.attr_strs(name, [str(v) for v in value])
     if kind == ir.AttrType.TENSOR:

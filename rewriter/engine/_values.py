@@ -112,13 +112,30 @@ def truth(value: object) -> bool | _Unknown:
 
 
 def quiet_numpy() -> Any:
-    """Silence numpy's floating-point warnings, except overflow where the caller raises it.
+    """For built-in functions: numpy's floating-point warnings silenced, except overflow.
 
-    The builder evaluates rewrites with overflow raising (an overflowing fold is declined);
-    everywhere else nothing is printed (a `where` line over odd constants is not an error).
+    Overflow still raises where the caller makes it raise.
+    The builder evaluates rewrites with every floating-point exception raising (see
+    `exact_numpy`); a function of a constant may still give an infinity or a NaN on purpose
+    (`log(0.0)` for a -inf mask, `sqrt` of a negative variance as the op computes it), so
+    only overflow raises in functions. Everywhere else nothing is printed (a `where` line
+    over odd constants is not an error).
     """
     if np.geterr()["over"] == "raise":
         return np.errstate(divide="ignore", invalid="ignore", under="ignore", over="raise")
+    return np.errstate(all="ignore")
+
+
+def exact_numpy() -> Any:
+    """For arithmetic and casts: in the builder, every floating-point exception raises.
+
+    A rewrite's constant that overflows, underflows (to a subnormal or to zero: a float16
+    weight product of 1e-4 and 1e-4), turns numbers into NaN (0 * inf, inf - inf) or
+    divides by zero is not what the unfused graph computes at run time, so the builder
+    declines such a rewrite. Everywhere else nothing is printed.
+    """
+    if np.geterr()["over"] == "raise":
+        return np.errstate(all="raise")
     return np.errstate(all="ignore")
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import ir
 from rewriter.api import RewriteResult
+from rewriter.api._profile import Profile
 from rewriter.report._dot import INSTALL_HINT
 from rewriter.report._options import ReportOptions
 from rewriter.report._rewrite_page import render_rewrite_report
@@ -59,10 +60,15 @@ def write_rewrite_report(
 
 
 def write_stats_report(
-    path: str | os.PathLike[str], model: ir.Model, *, name: str = "model", top: int = 20
+    path: str | os.PathLike[str],
+    model: ir.Model,
+    *,
+    name: str = "model",
+    top: int = 20,
+    profile: Profile | None = None,
 ) -> None:
     """Write the statistics report of `model` to `path` (see `render_stats_report`)."""
-    _write_atomically(path, render_stats_report(model, name=name, top=top))
+    _write_atomically(path, render_stats_report(model, name=name, top=top, profile=profile))
 
 
 __all__ = [

@@ -94,3 +94,32 @@ def bar_chart(
             )
     parts.append("</svg>")
     return Html("".join(parts))
+
+
+def histogram(counts: Sequence[int], edges: Sequence[float], *, title: str) -> Html:
+    """A small vertical histogram as an inline `<svg>` (each bin's range and count on hover)."""
+    width, height, pad = 320, 90, 16
+    bins = len(counts)
+    peak = max(counts, default=0) or 1
+    step = (width - 2 * pad) / max(bins, 1)
+    parts = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height + 2 * pad}" viewBox="0 0 {width} {height + 2 * pad}" role="img" '
+        f'aria-label="{esc(title)}">'
+    ]
+    for index, count in enumerate(counts):
+        bar = count / peak * height
+        x = pad + index * step
+        tip = f"[{edges[index]:.4g}, {edges[index + 1]:.4g}): {count:,}"
+        parts.append(
+            f'<rect x="{x:.1f}" y="{pad + height - bar:.1f}" width="{max(step - 1, 1):.1f}" '
+            f'height="{bar:.1f}" fill="{COLORS[0]}"><title>{esc(tip)}</title></rect>'
+        )
+    if bins:
+        parts.append(f'<text x="{pad}" y="{height + 2 * pad - 2}">{edges[0]:.3g}</text>')
+        parts.append(
+            f'<text x="{width - pad}" y="{height + 2 * pad - 2}" text-anchor="end">'
+            f"{edges[-1]:.3g}</text>"
+        )
+    parts.append("</svg>")
+    return Html("".join(parts))

@@ -1,9 +1,9 @@
 """The model statistics report (`rewrite stats MODEL --report FILE`).
 
 Sections: overview (IR version, producer, inputs, outputs, counts), opsets, nodes by op
-type (chart), parameters by dtype, parameters by initializer (top N table with shares), and
-the largest tensors (chart; initializers and the tensors of Constant nodes). No weight
-bytes are read: sizes come from shapes and dtypes.
+type (chart), FLOPs by op type and weight histograms (when given a profile, which reads the
+weights), parameters by dtype, parameters by initializer (top N table with shares), and the
+largest tensors (chart; initializers and the tensors of Constant nodes).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import math
 from collections.abc import Mapping, Sequence
 
 import ir
+from rewriter.api._profile import Profile
 from rewriter.api._stats import collect
-from rewriter.report._chart import Series, bar_chart
+from rewriter.report._chart import Series, bar_chart, histogram
 from rewriter.report._html import Html, esc, human_bytes, page, section, table
 
 
@@ -134,13 +135,62 @@ def _largest(model: ir.Model, top: int) -> Html:
     return section("largest", f"Largest tensors (top {top})", note + chart)
 
 
-def render_stats_report(model: ir.Model, *, name: str = "model", top: int = 20) -> str:
-    """The statistics report of `model` as one self-contained HTML page."""
+def _flops(profile: Profile, top: int) -> Html:
+    rows = [row for row in profile.by_op() if row[2]][:top]
+    chart = bar_chart(
+        [op for op, *_ in rows],
+        [Series("FLOPs", tuple(float(flops) for _, _, flops, _ in rows))],
+        title="FLOPs by op type",
+        fmt=lambda v: f"{v:,.0f}",
+    )
+    note = (
+        f'<p class="meta">Estimated for one run: {profile.flops:,} FLOPs in total, '
+        f"{esc(human_bytes(profile.bytes_moved))} moved. MatMul counts 2·M·K·N, Conv "
+        "2·outputs·taps, other ops one per output element; symbolic dims count as 1 unless "
+        "<code>--input-shape</code> fixes them.</p>"
+    )
+    return section("flops", "FLOPs by op type", note + chart)
+
+
+def _weights(profile: Profile, top: int) -> Html:
+    """Histograms of the weights that stand out, else of the largest ones."""
+    flagged = [w for w in profile.weights if w.flags]
+    shown = flagged or sorted(profile.weights, key=lambda w: -w.elements)[: min(top, 6)]
+    if not shown:
+        return section("weights", "Weight distributions", "<p>No float weights.</p>")
+    what = (
+        f"{len(flagged)} of {len(profile.weights)} float weights stand out (NaN, inf, "
+        "subnormal values, values beyond 8 robust standard deviations, or two modes)"
+        if flagged
+        else f"none of {len(profile.weights)} float weights stands out; the largest:"
+    )
+    items = []
+    for weight in shown[:top]:
+        flags = ", ".join(weight.flags) or "nothing unusual"
+        items.append(
+            f"<figure><figcaption><code>{esc(weight.name)}</code>: {esc(flags)}; "
+            f"mean {weight.mean:.4g}, std {weight.std:.4g}, range [{weight.minimum:.4g}, "
+            f"{weight.maximum:.4g}]</figcaption>"
+            + histogram(weight.histogram, weight.edges, title=f"values of {weight.name}")
+            + "</figure>"
+        )
+    return section("weights", "Weight distributions", f"<p>{esc(what)}</p>" + "".join(items))
+
+
+def render_stats_report(
+    model: ir.Model, *, name: str = "model", top: int = 20, profile: Profile | None = None
+) -> str:
+    """The statistics report of `model` as one self-contained HTML page.
+
+    With a `profile` (`rewriter.api.profile`), also FLOPs by op type and the histograms of
+    the weights.
+    """
     stats = collect(model, top)
     parts: Sequence[str] = (
         _overview(stats),
         _opsets(stats),
         _ops(stats),
+        *((_flops(profile, top), _weights(profile, top)) if profile is not None else ()),
         _by_dtype(stats),
         _by_initializer(stats, top),
         _largest(model, top),

@@ -22,7 +22,11 @@ LIBRARY = rewriter.library_path()
 FUSION = LIBRARY / "fusion"
 ORT_RULES = LIBRARY / "ort"
 MODELS = Path(__file__).resolve().parents[1] / "models"
-OPT_IN_FOLDERS = ("loops", "ort")  # shipped, but only applied when asked for with --rules
+OPT_IN_FOLDERS = (
+    "loops",
+    "ort",
+    "relaxed",
+)  # shipped, but only applied when asked for with --rules
 
 __all__ = [
     "FUSION",

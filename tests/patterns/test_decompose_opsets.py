@@ -263,7 +263,7 @@ POSITIVE += [
         ),
         "float",
         14,
-        [*SCORES, "Add", "Softmax", "IsInf", "Where", "MatMul"],
+        [*SCORES, "Equal", "Where", "Add", "Softmax", "IsInf", "Where", "MatMul"],
         1e-5,
     ),
     (

@@ -381,6 +381,26 @@ CASES = [
         False,
     ),
     (
+        # a symbolic trailing dim: [-1, k] cannot be written, and [0, -1] fails at N = 0
+        "flatten_to_reshape",
+        _model("y = Flatten <axis = 1> (x)", inputs="float[N, M, 3] x", outputs="float[N, ?] y"),
+        None,
+        False,
+    ),
+    (
+        "flatten_to_reshape_static_batch",
+        _model("y = Flatten <axis = 1> (x)", inputs="float[2, M, 3] x", outputs="float[2, ?] y"),
+        ["Reshape"],
+        True,
+    ),
+    (
+        # a symbolic batch may be 0, where Reshape(x, [0, -1]) is undefined
+        "flatten_to_reshape_static_batch",
+        _model("y = Flatten <axis = 1> (x)", inputs="float[N, M, 3] x", outputs="float[N, ?] y"),
+        None,
+        False,
+    ),
+    (
         "materialize_reshape_shape",
         _model(
             "s = Shape (x)\n y = Reshape (x, s)",
@@ -889,6 +909,50 @@ CASES = [
         ),
         None,
         False,
+    ),
+    (
+        # [N, M*6] would be [0, -1]: undefined when N is 0, where the computed shape is not
+        "materialize_reshape_shape_symbolic",
+        _model(
+            "s = Shape (x)\n n = Slice (s, zero, one)\n m = Slice (s, one, two)\n"
+            " k = Mul (m, six)\n t = Concat <axis = 0> (n, k)\n y = Reshape (x, t)",
+            inputs="float[N, M, 6] x",
+            outputs="float[N, ?] y",
+            inits="int64[1] zero = {0}, int64[1] one = {1}, int64[1] two = {2}, int64[1] six = {6}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "absorb_transpose_into_gemm_a",
+        _model(
+            "t = Transpose (a)\n y = Gemm <alpha = 0.5> (t, b)",
+            inputs="float[4, 3] a, float[4, 5] b",
+            outputs="float[3, 5] y",
+        ),
+        ["Gemm"],
+        True,
+    ),
+    (
+        # the Transpose is read twice: absorbing it into one Gemm leaves it for the other
+        "absorb_transpose_into_gemm_a",
+        _model(
+            "t = Transpose (a)\n y = Gemm (t, b)\n z = Relu (t)",
+            inputs="float[4, 3] a, float[4, 5] b",
+            outputs="float[3, 5] y, float[3, 4] z",
+        ),
+        None,
+        False,
+    ),
+    (
+        "absorb_transpose_into_gemm_b",
+        _model(
+            "t = Transpose <perm = [1, 0]> (b)\n y = Gemm <transB = 1> (a, t, c)",
+            inputs="float[3, 4] a, float[4, 5] b, float[5] c",
+            outputs="float[3, 5] y",
+        ),
+        ["Gemm"],
+        True,
     ),
 ]
 

@@ -1,5 +1,11 @@
-"""Rules of patterns/fusion/attention.rw: scaled dot-product attention into Attention-23,
-checked with onnxruntime (which has an Attention-23 kernel), and near misses."""
+"""Rules of patterns/fusion/attention.rw (and the opt-in patterns/relaxed/attention.rw): scaled
+dot-product attention into Attention-23, checked with onnxruntime (which has an Attention-23
+kernel), and near misses.
+
+A float mask is fused by default only when it provably holds no -inf (a whole row of -inf gives
+zeros in Attention, NaN in the written-out Softmax): the tests build such masks as
+`Where(keep, 0, lowest)`, as BERT and GPT-2 exports do; a mask given as a graph input is fused
+only by the relaxed rules."""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from tests.patterns.fusion_helpers import (
 )
 
 ATTENTION = FUSION / "attention.rw"
+RELAXED = LIBRARY / "relaxed" / "attention.rw"
 COMPOSE = LIBRARY / "folding" / "compose.rw"
 NOOP = LIBRARY / "folding" / "noop.rw"
 
@@ -43,6 +50,13 @@ def _scores(scaling: str = "Mul", c: float = 0.5) -> str:
     return f"""s = MatMul (q, kt)
             c = Constant <value = float {{{c}}}> ()
             ss = {scaling} (s, c)"""
+
+
+def _keep_mask(name: str = "mask") -> str:
+    """A float mask from a bool `keep`: 0 where kept, the lowest float elsewhere (no -inf)."""
+    return f"""zero = Constant <value = float {{0.0}}> ()
+            lowest = Constant <value = float {{-3.4028234663852886e38}}> ()
+            {name} = Where (keep, zero, lowest)"""
 
 
 def _scale_of(result) -> float:
@@ -89,24 +103,78 @@ def test_fuse_attention_with_full_mask():
         inputs="float[2, 2, 3, 4] q, float[2, 2, 4, 5] kt, float[2, 2, 5, 4] v, float[2, 1, 3, 5] mask",
         out="float[2, 2, 3, 4] y",
     )
-    result = rewrite(model, ATTENTION)
+    result = rewrite(model, RELAXED)
     check_fired(
         model,
         result,
-        {"fuse_attention_with_full_mask": 1},
+        {"fuse_attention_with_full_mask_relaxed": 1},
         ["Transpose", "Equal", "Where", "Attention"],
     )
 
 
 @pytest.mark.parametrize(
+    ("keep", "rule", "ops"),
+    [
+        (
+            "bool[2, 1, 3, 5] keep",
+            "fuse_attention_with_full_mask",
+            ["Constant", "Constant", "Where", "Transpose", "Equal", "Where", "Attention"],
+        ),
+        (
+            "bool[2, 1, 1, 5] keep",
+            "fuse_attention_with_mask",
+            ["Constant", "Constant", "Where", *EXPAND_OPS],
+        ),
+    ],
+)
+def test_fuse_attention_with_a_mask_that_holds_no_minus_inf(keep, rule, ops):
+    model = _attention_model(
+        f"""{_keep_mask()}
+            {_scores("Div", 2.0)}
+            a = Add (mask, ss)
+            p = Softmax (a)
+            y = MatMul (p, v)""",
+        inputs=f"float[2, 2, 3, 4] q, float[2, 2, 4, 5] kt, float[2, 2, 5, 4] v, {keep}",
+        out="float[2, 2, 3, 4] y",
+    )
+    check_fired(model, rewrite(model, ATTENTION), {rule: 1}, ops)
+
+
+MINUS_INF_WHERE = """zero = Constant <value = float {0.0}> ()
+            minus_inf = Constant <value = float {-inf}> ()
+            mask = Where (keep, zero, minus_inf)"""
+
+
+@pytest.mark.parametrize(
+    ("body", "mask_input"),
+    [
+        ("", "float[2, 1, 3, 5] mask"),  # a graph input may hold -inf
+        (MINUS_INF_WHERE, "bool[2, 1, 3, 5] keep"),  # transformers' SDPA mask
+    ],
+)
+def test_a_mask_that_may_hold_minus_inf_is_not_fused_by_default(body, mask_input):
+    model = _attention_model(
+        f"""{body}
+            {_scores()}
+            a = Add (ss, mask)
+            p = Softmax (a)
+            y = MatMul (p, v)""",
+        inputs=f"float[2, 2, 3, 4] q, float[2, 2, 4, 5] kt, float[2, 2, 5, 4] v, {mask_input}",
+        out="float[2, 2, 3, 4] y",
+    )
+    assert not fired(rewrite(model, ATTENTION))
+    assert fired(rewrite(model, RELAXED))
+
+
+@pytest.mark.parametrize(
     ("mask", "rule", "ops"),
     [
-        ("float[B, 1, 1, T] mask", "fuse_attention_with_mask", EXPAND_OPS),
-        ("float[T] mask", "fuse_attention_with_mask", EXPAND_OPS),
-        ("float[1, 1, S, 1] mask", "fuse_attention_with_mask", EXPAND_OPS),
+        ("float[B, 1, 1, T] mask", "fuse_attention_with_mask_relaxed", EXPAND_OPS),
+        ("float[T] mask", "fuse_attention_with_mask_relaxed", EXPAND_OPS),
+        ("float[1, 1, S, 1] mask", "fuse_attention_with_mask_relaxed", EXPAND_OPS),
         (
             "float[B, 1, S, T] mask",
-            "fuse_attention_with_full_mask",
+            "fuse_attention_with_full_mask_relaxed",
             ["Transpose", "Equal", "Where", "Attention"],
         ),
     ],
@@ -119,7 +187,7 @@ def test_fuse_attention_with_mask_expands_a_broadcast_mask(mask, rule, ops):
             y = MatMul (p, v)""",
         inputs=f"{Q}, {KT}, {V}, {mask}",
     )
-    result = rewrite(model, ATTENTION)
+    result = rewrite(model, RELAXED)
     check_fired(model, result, {rule: 1}, ops)
 
 
@@ -150,8 +218,26 @@ def test_fuse_attention_scaled_inputs_with_mask():
             y = MatMul (p, v)""",
         inputs=f"{Q}, {KT}, {V}, float[B, 1, 1, T] mask",
     )
+    result = rewrite(model, RELAXED)
+    check_fired(model, result, {"fuse_attention_scaled_inputs_with_mask_relaxed": 1}, EXPAND_OPS)
+
+
+def test_fuse_attention_scaled_inputs_with_a_mask_that_holds_no_minus_inf():
+    model = _attention_model(
+        f"""{_keep_mask()}
+            c1 = Constant <value = float {{0.5}}> ()
+            c2 = Constant <value = float {{0.5}}> ()
+            qs = Mul (q, c1)
+            ks = Mul (kt, c2)
+            s = MatMul (qs, ks)
+            a = Add (s, mask)
+            p = Softmax (a)
+            y = MatMul (p, v)""",
+        inputs=f"{Q}, {KT}, {V}, bool[B, 1, 1, T] keep",
+    )
     result = rewrite(model, ATTENTION)
-    check_fired(model, result, {"fuse_attention_scaled_inputs_with_mask": 1}, EXPAND_OPS)
+    ops = ["Constant", "Constant", "Where", *EXPAND_OPS]
+    check_fired(model, result, {"fuse_attention_scaled_inputs_with_mask": 1}, ops)
 
 
 def _sdpa_guarded_model() -> object:
@@ -175,7 +261,8 @@ def _sdpa_guarded_model() -> object:
 
 def test_fuse_attention_sdpa_guarded():
     model = _sdpa_guarded_model()
-    result = rewrite(model, ATTENTION)
+    assert not fired(rewrite(model, ATTENTION))  # opt-in: the guard also zeroes NaN inputs
+    result = rewrite(model, RELAXED)
     check_fired(
         model,
         result,
@@ -186,7 +273,7 @@ def test_fuse_attention_sdpa_guarded():
 
 def test_fuse_attention_sdpa_guarded_gives_zeros_for_fully_masked_rows():
     model = _sdpa_guarded_model()
-    fused = rewrite(model, ATTENTION).proto
+    fused = rewrite(model, RELAXED).proto
     rng = np.random.default_rng(0)
     feeds = {
         "q": rng.standard_normal((2, 2, 3, 4)).astype(np.float32),
@@ -254,7 +341,7 @@ def test_fused_attention_runs_on_the_reference_evaluator():
             y = MatMul (p, v)""",
         inputs=f"{Q}, {KT}, {V}, float[B, 1, 1, T] mask",
     )
-    fused = rewrite(model, ATTENTION).proto
+    fused = rewrite(model, RELAXED).proto
     onnx.checker.check_model(fused, full_check=True)
     rng = np.random.default_rng(1)
     feeds = {
@@ -337,7 +424,7 @@ def test_fully_padded_rows_with_the_lowest_float_keep_their_average(rule_mask):
         inputs=f"float[2, 2, 3, 4] q, float[2, 2, 4, 5] kt, float[2, 2, 5, 4] v, {rule_mask}",
         out="float[2, 2, 3, 4] y",
     )
-    fused = rewrite(model, ATTENTION).proto
+    fused = rewrite(model, RELAXED).proto
     assert "Attention" in [n.op_type for n in fused.graph.node]
     rng = np.random.default_rng(1)
     shape = (2, 1, 3, 5) if "3, 5" in rule_mask else (2, 1, 1, 5)

@@ -13,11 +13,22 @@ The property is always the same: nothing but the tool's own errors, ever.
   errors;
 * command line: `rewriter.cli.main(args)` with random argument lists built from the real
   parsers (flags, values, existing and missing paths, folders, models and rules) returns
-  0, 1 or 2, never raises, never prints an internal error.
+  0, 1 or 2, never raises, never prints an internal error;
+* rewrite (soundness): random small models over the ops the library touches
+  (`random_graphs`: float16, bfloat16, double, integer and bool tensors, dims of size 0,
+  symbolic dims, same-named values across scopes, special-value constants) are rewritten with
+  the default library and compared with the original under onnxruntime on special-value
+  inputs: where onnxruntime runs the original, the rewritten model runs too and gives the
+  same shapes, dtypes, integers, bools and NaN positions, and floats within rounding (bit for
+  bit when only exact rules fired; else the dtype's rounding, or the original's own noise
+  where it is ill-conditioned). Overflow differences that only inputs near the dtype's
+  largest value cause are counted apart, not as findings.
 
 The tests in `test_fuzz.py` run a fast, derandomized sample. A long run:
-``python -m tests.robustness.fuzz loader rules cli --seconds 600`` (or pytest with
-``--run-slow`` and ``FUZZ_SECONDS=600``) reports examples run and findings per fuzzer.
+``python -m tests.robustness.fuzz loader rules cli rewrite --seconds 600`` (``--minutes``,
+``--seed S`` for a repeatable run; or pytest with ``--run-slow`` and ``FUZZ_SECONDS=600``)
+reports examples run and findings per fuzzer; for `rewrite` also the models rewritten, the
+rewrites applied and the discrepancies by the rule that first caused them.
 """
 
 from __future__ import annotations
@@ -38,6 +49,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
+import ml_dtypes
 import numpy as np
 import onnx
 import onnx.helper
@@ -50,6 +63,8 @@ import rewriter
 from rewriter._errors import describe_error
 from rewriter.api._stats import collect
 from rewriter.cli import _main as cli
+from tests.ir import _ort
+from tests.robustness import random_graphs
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "models"
@@ -68,6 +83,14 @@ class Tally:
     examples: int = 0
     loaded: int = 0
     findings: dict[str, int] = dataclasses.field(default_factory=dict)
+    # The rewrite fuzzer's counts: models some rule rewrote, rule applications, and
+    # discrepancies by the rule whose application first broke equivalence.
+    rewritten: int = 0
+    rewrites: int = 0
+    by_rule: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Differences in NaN or infinities that only inputs near the dtype's largest value cause
+    # (see `_only_at_the_range_edge`): counted, shown, not findings.
+    edge_overflows: int = 0
 
     def add(self, key: str) -> None:
         """Count one occurrence of finding `key`."""
@@ -813,6 +836,293 @@ def check_command_line(args: list[str], workspace: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Rewrites: the rewritten model computes what the original computes
+
+# Rules whose rewrite computes bit for bit what it replaces (up to the sign of a zero): when
+# only these (and the passes) fired, floats are compared exactly. The others fuse ops or fold
+# constants into weights, which changes rounding.
+_ROUNDING_RULES = (
+    "fuse_",
+    "fold_batchnorm",
+    "fold_mul_into",
+    "fold_add_into",
+    "absorb_",
+    "matmul_add_to_gemm",
+    "decompose_",
+    "remove_reshapes_around_matmul",
+)
+_TOLERANCE = {"float16": 2e-2, "bfloat16": 5e-2, "float32": 1e-4, "float64": 1e-9}
+
+
+def run_model(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every output of `model` on `feeds`, by onnxruntime with its optimizations off
+    (bfloat16 inputs and outputs through OrtValues)."""
+    session = _ort.session(model.SerializeToString())
+    names = [o.name for o in session.get_outputs()]
+    inputs = [feeds[i.name] for i in session.get_inputs()]
+    return dict(zip(names, _ort.run(session, inputs), strict=True))
+
+
+def _infinities_differ(a: np.ndarray, b: np.ndarray, dtype: np.dtype[Any], exact: bool) -> bool:
+    """Whether `a` and `b` (as float64) hold infinities in different places.
+
+    Unless `exact`, an infinity facing a finite value of the same sign within a factor 2 of
+    the dtype's largest value is rounding at the edge of the range, not a difference: a fused
+    op that does not overflow in an intermediate (Gelu(x) at x = float max, where
+    `x * (1 + erf(...))` overflows) is as accurate as the original, or more.
+    """
+    differ = (np.isposinf(a) != np.isposinf(b)) | (np.isneginf(a) != np.isneginf(b))
+    if exact or not differ.any():
+        return bool(differ.any())
+    edge = float(ml_dtypes.finfo(dtype).max) / 2  # type: ignore[no-untyped-call]
+    with np.errstate(invalid="ignore"):
+        rounded = (np.sign(a) == np.sign(b)) & (np.minimum(np.abs(a), np.abs(b)) >= edge)
+    return bool((differ & ~rounded).any())
+
+
+def output_difference(
+    want: Any, have: Any, exact: bool, noise: np.ndarray | None = None
+) -> str | None:
+    """How `have` differs from `want` (None when it does not): dtype, shape, integers and
+    bools exactly, NaN and infinities by position, finite floats bit for bit when `exact`,
+    else within the dtype's rounding (relative to the output's largest finite magnitude) plus
+    four times the largest of `noise`, the original's own rounding noise (`rounding_noise`)."""
+    if not isinstance(want, np.ndarray) or not isinstance(have, np.ndarray):
+        return None if type(want) is type(have) else f"type {type(want)} vs {type(have)}"
+    if want.dtype != have.dtype:
+        return f"dtype {want.dtype} vs {have.dtype}"
+    if want.shape != have.shape:
+        return f"shape {want.shape} vs {have.shape}"
+    if want.dtype.kind not in "fV" and want.dtype.name != "bfloat16":
+        if not np.array_equal(want, have):
+            return "integer or bool values differ"
+        return None
+    a = want.astype(np.float64)
+    b = have.astype(np.float64)
+    if not np.array_equal(np.isnan(a), np.isnan(b)):
+        return "NaN positions differ"
+    if _infinities_differ(a, b, want.dtype, exact):
+        return "infinities differ"
+    finite = np.isfinite(a) & np.isfinite(b)
+    if exact:
+        if not np.array_equal(a[finite], b[finite]):
+            return "values differ (exact rules only)"
+        return None
+    tolerance = _TOLERANCE.get(want.dtype.name, 1e-4)
+    scale = max(1.0, float(np.max(np.abs(a[finite]), initial=0.0)))
+    allowed = tolerance * scale + tolerance * np.abs(a[finite])
+    if noise is not None:
+        # The noise of a few nudges is a sample: its largest finite value is the output's
+        # floor, and an element a nudge made NaN or infinite is unstable, anything goes there.
+        floor = float(np.max(noise[np.isfinite(noise)], initial=0.0))
+        allowed = allowed + np.where(np.isfinite(noise[finite]), 4 * floor, np.inf)
+    if not np.all(np.abs(b[finite] - a[finite]) <= allowed):
+        return "values differ beyond rounding"
+    return None
+
+
+def _nudge(array: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """`array` with each float element moved one step up or down in its own dtype."""
+    if array.dtype.kind != "f" or array.size == 0:
+        return array  # integers, bools; bfloat16 has no numpy nextafter
+    toward = np.where(rng.random(array.shape) < 0.5, -np.inf, np.inf).astype(array.dtype)
+    return np.nextafter(array, toward)
+
+
+def _nudged_model(model: onnx.ModelProto, rng: np.random.Generator) -> onnx.ModelProto:
+    """`model` with every float constant of its main graph nudged by one step (`_nudge`)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for tensor in copy.graph.initializer:
+        array = _nudge(onnx.numpy_helper.to_array(tensor), rng)
+        tensor.CopyFrom(onnx.numpy_helper.from_array(array, tensor.name))
+    for node in copy.graph.node:
+        for attribute in node.attribute:
+            if node.op_type == "Constant" and attribute.name == "value":
+                array = _nudge(onnx.numpy_helper.to_array(attribute.t), rng)
+                attribute.t.CopyFrom(onnx.numpy_helper.from_array(array, attribute.t.name))
+    return copy
+
+
+def rounding_noise(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], want: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """How far the original's outputs move, per element, when its float constants and inputs
+    move by one rounding step: the noise a rewrite that only rounds differently (a fold, a
+    fused kernel) may show. Large where the model is ill-conditioned (a LayerNorm of values
+    whose spread is a few ulps of their mean); infinite where a step changes NaN or inf."""
+    noise = {name: np.zeros(np.shape(value)) for name, value in want.items()}
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        nudged_feeds = {name: _nudge(value, rng) for name, value in feeds.items()}
+        try:
+            outputs = run_model(_nudged_model(model, rng), nudged_feeds)
+        except Exception:
+            continue  # a step the model does not run on tells nothing about rounding
+        for name, value in outputs.items():
+            if not isinstance(value, np.ndarray) or value.dtype.kind not in "fV":
+                continue
+            a = want[name].astype(np.float64)
+            b = value.astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                moved = np.where(np.isfinite(a) & np.isfinite(b), np.abs(a - b), np.inf)
+            same = (a == b) | (np.isnan(a) & np.isnan(b))
+            noise[name] = np.maximum(noise[name], np.where(same, 0.0, moved))
+    return noise
+
+
+def _record(
+    name: str,
+    key: str,
+    detail: str,
+    model: onnx.ModelProto,
+    feeds: Any,
+    rewritten: onnx.ModelProto | None = None,
+) -> None:
+    """Count finding `key`; the first time, keep the model, inputs and rewritten model."""
+    if FINDINGS_DIR is not None and key not in _tally(name).findings:
+        stem = FINDINGS_DIR / f"{name}-{len(_tally(name).findings)}"
+        FINDINGS_DIR.mkdir(parents=True, exist_ok=True)
+        stem.with_suffix(".txt").write_text(f"{key}\n{detail}\n")
+        stem.with_suffix(".onnx").write_bytes(model.SerializeToString())
+        if rewritten is not None:
+            stem.with_suffix(".rewritten.onnx").write_bytes(rewritten.SerializeToString())
+        np.savez(stem.with_suffix(".npz"), **feeds)
+    _tally(name).add(key)
+
+
+def _rewrite_case(case: random_graphs.Case, replay_limit: int | None = None) -> Any:
+    """The default library's rewrite of `case.model` (its first `replay_limit` rewrites)."""
+    options = rewriter.RewriteOptions(
+        target_opset=case.target_opset, max_rewrites=500, replay_limit=replay_limit
+    )
+    with _time_limit(PER_EXAMPLE_SECONDS):
+        return rewriter.rewrite(case.model, library(), options)
+
+
+def _rule_entries(result: Any) -> list[Any]:
+    return [e for e in result.trace.entries if e.kind == "rule"]
+
+
+def discrepancy(
+    original: onnx.ModelProto,
+    want: dict[str, np.ndarray],
+    rewritten: onnx.ModelProto,
+    feeds: dict[str, np.ndarray],
+    exact: bool,
+) -> str | None:
+    """How the rewritten model's outputs on `feeds` differ from `want`, the original's (None:
+    they do not). Float values beyond the dtype's rounding are measured again against the
+    original's own rounding noise before they count.
+
+    The output is not named: a finding's key is the rule and the kind of difference, so one
+    class of finding counts once however its outputs are named.
+    """
+    try:
+        have = run_model(rewritten, feeds)
+    except Exception as exc:
+        return f"rewritten model fails where the original runs: {str(exc)[:160]}"
+    noise: dict[str, np.ndarray] | None = None
+    for output, expected in want.items():
+        difference = output_difference(expected, have.get(output), exact)
+        if difference == "values differ beyond rounding":
+            noise = noise if noise is not None else rounding_noise(original, feeds, want)
+            difference = output_difference(expected, have.get(output), exact, noise[output])
+        if difference is not None:
+            return difference
+    return None
+
+
+def _first_breaking_rule(case: random_graphs.Case, want: dict[str, np.ndarray], exact: bool) -> str:
+    """The rule whose application first makes the rewritten model differ (replaying prefixes
+    of the run); `passes` when the passes or the opset conversion alone do."""
+    count = len(_rule_entries(_rewrite_case(case)))
+    for limit in range(count + 1):
+        result = _rewrite_case(case, limit)
+        if discrepancy(case.model, want, result.proto, case.feeds, exact) is not None:
+            entries = _rule_entries(result)
+            return entries[limit - 1].rule if limit and len(entries) >= limit else "passes"
+    return "not reproduced by a prefix"
+
+
+def _without_extremes(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`feeds` with every finite float within a factor 16 of its dtype's largest set to +-1."""
+    calm = {}
+    for name, value in feeds.items():
+        if value.dtype.kind != "f" and value.dtype.name != "bfloat16":
+            calm[name] = value
+            continue
+        edge = float(ml_dtypes.finfo(value.dtype).max) / 16  # type: ignore[no-untyped-call]
+        wide = value.astype(np.float64)
+        extreme = np.isfinite(wide) & (np.abs(wide) >= edge)
+        calm[name] = np.where(extreme, np.sign(wide), wide).astype(value.dtype)
+    return calm
+
+
+def _only_at_the_range_edge(
+    case: random_graphs.Case, rewritten: onnx.ModelProto, difference: str
+) -> bool:
+    """Whether a NaN or infinity `difference` goes away when no input is near its dtype's
+    largest value.
+
+    A fold that scales weights (BatchNorm into MatMul) moves where a product overflows: with
+    an input at float max the original's sum may reach +inf where the folded one meets
+    +inf - inf. That is rounding at the edge of the range, which no reassociation avoids; a
+    rewrite that mishandles NaN or infinities themselves still differs without those inputs.
+    """
+    if difference not in ("NaN positions differ", "infinities differ"):
+        return False
+    calm = _without_extremes(case.feeds)
+    if all(np.array_equal(calm[k], v, equal_nan=True) for k, v in case.feeds.items()):
+        return False
+    try:
+        want = run_model(case.model, calm)
+    except Exception:
+        return False
+    return discrepancy(case.model, want, rewritten, calm, exact=False) is None
+
+
+def check_rewrite(case: random_graphs.Case) -> None:
+    """Rewrite `case.model` with the default library and compare it with the original."""
+    tally = _tally("rewrite")
+    tally.examples += 1
+    try:
+        want = run_model(case.model, case.feeds)
+    except (_ort.OrtUnsupportedError, KeyError):  # onnxruntime does not run the original
+        return
+    tally.loaded += 1
+    try:
+        result = _rewrite_case(case)
+    except (ir.IRError, rewriter.RewriteError) as exc:
+        message, _ = describe_error(exc)
+        if message.startswith("internal error"):
+            key = f"rewrite: {message[:160]}"
+            _record("rewrite", key, str(case.motifs), case.model, case.feeds)
+            raise AssertionError(key) from exc
+        return
+    except Exception as exc:
+        raise _foreign(
+            "rewrite", exc, f"rewrite {case.motifs}", case.model.SerializeToString()
+        ) from exc
+    entries = _rule_entries(result)
+    tally.rewritten += bool(entries)
+    tally.rewrites += len(entries)
+    exact = not any(e.rule.startswith(_ROUNDING_RULES) for e in entries)
+    difference = discrepancy(case.model, want, result.proto, case.feeds, exact)
+    if difference is None:
+        return
+    if not exact and _only_at_the_range_edge(case, result.proto, difference):
+        tally.edge_overflows += 1
+        return
+    rule = _first_breaking_rule(case, want, exact)
+    tally.by_rule[rule] = tally.by_rule.get(rule, 0) + 1
+    key = f"{rule}: {difference}"
+    detail = f"motifs {case.motifs}, target {case.target_opset}"
+    _record("rewrite", key, detail, case.model, case.feeds, result.proto)
+    raise AssertionError(f"{key}: {detail}")
+
+
+# ---------------------------------------------------------------------------------------------
 # Running
 
 
@@ -823,6 +1133,9 @@ FAST = settings(
     database=None,
     suppress_health_check=list(HealthCheck),
 )
+# The default test's sample per fuzzer, where it differs from FAST: the rewrite fuzzer's
+# examples are small models, and more of them fit in its share of the suite's time.
+SAMPLES = {"rewrite": settings(FAST, max_examples=150)}
 LONG = settings(
     max_examples=100,
     deadline=None,
@@ -832,26 +1145,31 @@ LONG = settings(
 )
 
 
-def _run_loader(chosen: settings, folder: Path) -> None:
+def _seeded(test: Callable[[], None], seed: int | None) -> Callable[[], None]:
+    """`test` (a hypothesis test) drawing from `seed`, or from fresh randomness when None."""
+    return test if seed is None else hypothesis.seed(seed)(test)
+
+
+def _run_loader(chosen: settings, folder: Path, seed: int | None = None) -> None:
     @chosen
     @given(mutated_models())
     def run(case: tuple[str, bytes, bool]) -> None:
         _, data, with_data = case
         check_model_bytes(data, folder, with_data=with_data)
 
-    run()
+    _seeded(run, seed)()
 
 
-def _run_rules(chosen: settings, folder: Path) -> None:
+def _run_rules(chosen: settings, folder: Path, seed: int | None = None) -> None:
     @chosen
     @given(mutated_rules())
     def run(data: bytes) -> None:
         check_rule_bytes(data, folder)
 
-    run()
+    _seeded(run, seed)()
 
 
-def _run_cli(chosen: settings, folder: Path) -> None:
+def _run_cli(chosen: settings, folder: Path, seed: int | None = None) -> None:
     template = make_workspace(folder / "template")
 
     @chosen
@@ -862,57 +1180,93 @@ def _run_cli(chosen: settings, folder: Path) -> None:
         shutil.copytree(template, workspace)
         check_command_line(args, workspace)
 
-    run()
+    _seeded(run, seed)()
 
 
-FUZZERS: dict[str, Callable[[settings, Path], None]] = {
+def _run_rewrite(chosen: settings, folder: Path, seed: int | None = None) -> None:
+    @chosen
+    @given(random_graphs.cases())
+    def run(case: random_graphs.Case) -> None:
+        check_rewrite(case)
+
+    _seeded(run, seed)()
+
+
+FUZZERS: dict[str, Callable[[settings, Path, int | None], None]] = {
     "loader": _run_loader,
     "rules": _run_rules,
     "cli": _run_cli,
+    "rewrite": _run_rewrite,
 }
 
 
-def run_for(name: str, seconds: float, folder: Path) -> Tally:
+def run_for(name: str, seconds: float, folder: Path, seed: int | None = None) -> Tally:
     """Run fuzzer `name` in rounds of random examples until `seconds` have passed.
 
-    A round that finds something records the (shrunk) failure and the run goes on.
+    Round k draws from `seed + k` when a seed is given (the run can be repeated), else from
+    fresh randomness. A round that finds something records the (shrunk) failure and the run
+    goes on.
     """
     end = time.monotonic() + seconds
     tally = _tally(name)
+    round_number = 0
     while time.monotonic() < end:
+        round_seed = None if seed is None else seed + round_number
+        round_number += 1
         try:
-            FUZZERS[name](LONG, folder)
+            FUZZERS[name](LONG, folder, round_seed)
+        except AssertionError:
+            pass  # the check recorded it under its own key
         except Exception as exc:
             tally.add(f"round failed: {type(exc).__name__}: {str(exc)[:300]}")
     return tally
 
 
+def _summary(name: str, tally: Tally, minutes: float) -> list[str]:
+    """The lines a long run prints for fuzzer `name`."""
+    lines = [
+        f"{name}: {tally.examples} examples in {minutes:.1f} min "
+        f"({tally.loaded} loaded), {len(tally.findings)} findings"
+    ]
+    if name == "rewrite":
+        lines.append(
+            f"  {tally.examples} graphs generated, {tally.loaded} run by onnxruntime, "
+            f"{tally.rewritten} rewritten, {tally.rewrites} rewrites applied"
+        )
+        lines.append(
+            f"  {tally.edge_overflows} differences in NaN or infinities only where an input is "
+            "near its dtype's largest value (overflow at the range's edge; not findings)"
+        )
+        for rule, count in sorted(tally.by_rule.items()):
+            lines.append(f"  discrepancies first caused by {rule}: {count}")
+    lines.extend(f"  {count:6d}x {finding}" for finding, count in tally.findings.items())
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command line of the long run: fuzzers, seconds each; prints a summary per fuzzer."""
+    """Command line of the long run: fuzzers, time each, seed; prints a summary per fuzzer."""
     logging.disable(logging.WARNING)  # inference warnings about broken models are expected
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("fuzzers", nargs="*", default=list(FUZZERS), choices=list(FUZZERS))
-    parser.add_argument("--seconds", type=float, default=600)
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--seconds", type=float, help="time per fuzzer (default 600)")
+    budget.add_argument("--minutes", type=float, help="time per fuzzer, in minutes")
+    parser.add_argument("--seed", type=int, help="repeatable run: round k draws from SEED + k")
     parser.add_argument(
         "--findings", type=Path, default=Path("fuzz-findings"), help="where to keep findings"
     )
     options = parser.parse_args(argv)
+    seconds = options.minutes * 60 if options.minutes is not None else options.seconds or 600
     global FINDINGS_DIR
     FINDINGS_DIR = options.findings
     failed = False
     for name in options.fuzzers:
         start = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"fuzz_{name}_") as folder:
-            tally = run_for(name, options.seconds, Path(folder))
+            tally = run_for(name, seconds, Path(folder), options.seed)
         failed = failed or bool(tally.findings)
         minutes = (time.monotonic() - start) / 60
-        print(
-            f"{name}: {tally.examples} examples in {minutes:.1f} min "
-            f"({tally.loaded} loaded), {len(tally.findings)} findings",
-            flush=True,
-        )
-        for finding, count in tally.findings.items():
-            print(f"  {count:6d}x {finding}")
+        print("\n".join(_summary(name, tally, minutes)), flush=True)
     return 1 if failed else 0
 
 

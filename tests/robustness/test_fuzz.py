@@ -1,4 +1,5 @@
-"""Fuzzing the three inputs: model files, rule files, command lines (see `fuzz.py`).
+"""Fuzzing the three inputs (model files, rule files, command lines) and the rewrites' soundness
+(see `fuzz.py`).
 
 The default run takes a derandomized sample of each fuzzer (a few seconds each). With
 ``--run-slow``, each fuzzer also runs for ``FUZZ_SECONDS`` seconds (default 60) with random
@@ -17,8 +18,10 @@ from tests.robustness import fuzz
 
 @pytest.mark.parametrize("name", list(fuzz.FUZZERS))
 def test_fuzz_sample_finds_nothing_foreign(name: str, tmp_path: Path) -> None:
-    fuzz.FUZZERS[name](fuzz.FAST, tmp_path)
+    fuzz.FUZZERS[name](fuzz.SAMPLES.get(name, fuzz.FAST), tmp_path, None)
     assert fuzz.TALLY[name].examples > 0
+    if name == "rewrite":  # the sample reaches the rules, not only onnxruntime's refusals
+        assert fuzz.TALLY[name].rewritten > fuzz.TALLY[name].examples // 2
 
 
 @pytest.mark.slow

@@ -210,7 +210,10 @@ def reshape_dims(ctx: EvalContext, target: Any, source: Any) -> Any:
 
     Static dims are kept; a symbolic dim equal to the source's dim at the same index becomes
     0 (copy, with allowzero 0); at most one remaining dim becomes -1. None when the target has
-    a 0 dim or more than one dim is left unknown.
+    a 0 dim, more than one dim is left unknown, or a -1 would stand beside a copied dim: the
+    copied dim may be 0 at run time, and -1 (the size divided by the other dims) is undefined
+    then, where the computed shape it replaces was not (onnxruntime rejects [0, -1] on an
+    empty batch).
     """
     if target is UNKNOWN or source is UNKNOWN:
         return UNKNOWN
@@ -226,7 +229,9 @@ def reshape_dims(ctx: EvalContext, target: Any, source: Any) -> Any:
         else:
             inferred += 1
             dims.append(-1)
-    return dims if inferred <= 1 else None
+    if inferred > 1 or (inferred == 1 and 0 in dims):
+        return None
+    return dims
 
 
 # elementwise math ----------------------------------------------------------------------------
@@ -262,6 +267,10 @@ sign = _elementwise(np.sign, "sign", "-1, 0 or 1, elementwise")
 signbit = _elementwise(
     np.signbit, "signbit", "true where the sign bit is set (negatives and -0.0), elementwise"
 )
+isfinite = _elementwise(
+    np.isfinite, "isfinite", "true where an element is neither infinite nor NaN, elementwise"
+)
+isnan = _elementwise(np.isnan, "isnan", "true where an element is NaN, elementwise")
 tanh = _elementwise(np.tanh, "tanh", "hyperbolic tangent, elementwise")
 erf = _elementwise(_erf, "erf", "error function, elementwise")
 reciprocal = _elementwise(

@@ -13,7 +13,13 @@ import numpy as np
 
 import ir
 from rewriter.engine._builtins._registry import builtin
-from rewriter.engine._values import UNKNOWN, EvalContext, EvalError, numeric, quiet_numpy
+from rewriter.engine._values import (
+    UNKNOWN,
+    EvalContext,
+    EvalError,
+    exact_numpy,
+    numeric,
+)
 
 
 def _np_dtype(name: Any) -> np.dtype[Any]:
@@ -157,7 +163,7 @@ def cast(ctx: EvalContext, x: Any, dtype: Any) -> Any:
     found = _array(x)
     if found is UNKNOWN:
         return UNKNOWN
-    with quiet_numpy():
+    with exact_numpy():
         return found.astype(_np_dtype(dtype))
 
 

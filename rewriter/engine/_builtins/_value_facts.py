@@ -68,6 +68,17 @@ def lower_bound(ctx: EvalContext, v: Any) -> Any:
     return UNKNOWN if found is None else found
 
 
+@builtin(
+    "repeats_halves",
+    "v's last axis is two equal halves by construction: Concat(f, f) on that axis, then only "
+    "elementwise ops, one-element constants and Unsqueeze elsewhere (rotary cos/sin tables)",
+)
+def repeats_halves(ctx: EvalContext, v: Any) -> Any:
+    """True when the last axis of `v` repeats its first half (false when not shown)."""
+    val = _value_arg(v, "repeats_halves")
+    return False if val is None else _facts.repeats_halves(val)
+
+
 @builtin("rank", "number of dimensions")
 def rank(ctx: EvalContext, v: Any) -> Any:
     """Number of dimensions (unknown when the rank is unknown)."""

@@ -41,7 +41,7 @@ def test_the_parser_is_built_once_then_read_from_the_cache(tmp_path, monkeypatch
 
     monkeypatch.setattr(lark_module, "build_parser", refuse)
     loaded = lark_module.load_or_build_parser(cache)
-    assert loaded.parse(TEXT) == built.parse(TEXT)
+    assert loaded.parse(TEXT, start="start") == built.parse(TEXT, start="start")
     assert entry.exists()
 
 
@@ -51,7 +51,7 @@ def test_a_damaged_parser_entry_is_rebuilt(tmp_path):
     (entry,) = tmp_path.glob("parser-*.lark")
     entry.write_bytes(b"not a parser")
     parser = lark_module.load_or_build_parser(cache)
-    assert parser.parse(TEXT) is not None
+    assert parser.parse(TEXT, start="start") is not None
     assert entry.read_bytes() != b"not a parser"
 
 
@@ -64,7 +64,7 @@ def test_a_cache_that_cannot_be_written_only_costs_time(tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("a file where the cache folder should be")
     parser = lark_module.load_or_build_parser(CacheFolder(blocked / "cache"))
-    assert parser.parse(TEXT) is not None
+    assert parser.parse(TEXT, start="start") is not None
     assert CacheFolder(None).read("anything") is None
 
 

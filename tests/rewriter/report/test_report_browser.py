@@ -246,9 +246,13 @@ def test_stats_report_loads(tmp_path):
     dom = run.stdout
     assert 'data-report-ready="1"' in dom
     assert console_messages(run.stderr) == []
-    for section_id in ("overview", "opsets", "ops", "dtypes", "initializers", "largest"):
+    sections = ("overview", "opsets", "ops", "flops", "weights", "dtypes", "initializers")
+    for section_id in (*sections, "largest"):
         assert f'id="{section_id}"' in dom, section_id
-    assert dom.count('<svg class="chart"') == 2
+    # Op counts, FLOPs by op, the largest tensors, and the weights' histograms.
+    histograms = dom.count('aria-label="values of ')
+    assert histograms >= 1
+    assert dom.count('<svg class="chart"') == 3 + histograms
     shot = tmp_path / "bert_stats.png"
     run = chromium(report, tmp_path / "profile2", f"--screenshot={shot}", "--window-size=1280,2000")
     assert run.returncode == 0, run.stderr[-2000:]

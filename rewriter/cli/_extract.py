@@ -1,0 +1,101 @@
+"""`rewrite extract MODEL --inputs A[,B...] --outputs Y[,Z...] -o SUB.onnx [--verify]`.
+
+Writes the subgraph between those values as a runnable model (see `rewriter.api.extract`);
+with `--verify`, checks it against the original's own values on generated inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import ir
+from rewriter._errors import RewriteError
+from rewriter.api import extract, verify_extracted
+from rewriter.cli import _files, _status
+from rewriter.cli._arguments import input_shape, non_negative_int, positive_int
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `rewrite extract`."""
+    parser.add_argument("model", metavar="MODEL", help="the ONNX model (read, never changed)")
+    parser.add_argument(
+        "--inputs",
+        default="",
+        help="comma-separated names of the values that become the inputs (none: the subgraph "
+        "computes from constants only)",
+    )
+    parser.add_argument(
+        "--outputs", required=True, help="comma-separated names of the values to compute"
+    )
+    parser.add_argument("-o", "--output", required=True, metavar="SUB", help="the model to write")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    parser.add_argument(
+        "--input-shape",
+        type=input_shape,
+        action="append",
+        default=[],
+        metavar="NAME=D1xD2x...",
+        help="fix a graph input's shape first (repeatable); its symbols take those sizes",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check SUB against the original's values on generated inputs before writing it",
+    )
+    parser.add_argument(
+        "--examples", type=positive_int, default=20, help="examples for --verify (default 20)"
+    )
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed for --verify (default 0)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress display")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Cut, optionally verify, write; returns the exit code."""
+    source = _files.input_model_path(args.model)
+    target = output_target(args.output, [source], force=args.force)
+    shapes = dict(args.input_shape)
+    sub = extract(source, _names(args.inputs), _names(args.outputs), input_shapes=shapes)
+    if args.verify:
+        with _status.verify_progress(not args.no_progress, args.examples) as on_progress:
+            verdict = verify_extracted(
+                source,
+                sub,
+                examples=args.examples,
+                seed=args.seed,
+                progress=on_progress,
+                input_shapes=shapes,
+            )
+        print(verdict.render_table())
+        if not verdict.ok:
+            print(f"rewrite: not writing {target}: the extracted model disagrees with the original")
+            return 1
+    ir.save(sub, target)
+    print(
+        f"{sum(1 for _ in sub.graph)} nodes, {len(sub.graph.initializers)} initializers, "
+        f"{len(sub.graph.inputs)} inputs, {len(sub.graph.outputs)} outputs: wrote {target}"
+    )
+    return 0
+
+
+def output_target(path: str, models: Sequence[Path], *, force: bool) -> str:
+    """The output path, refused where writing it would replace a model or its data."""
+    target = Path(path)
+    _files.check_output_folder("-o", target)
+    if target.exists():
+        for model in models:
+            if os.path.samefile(target, model):
+                raise RewriteError(f"-o {target} would overwrite the model {model}")
+            if os.path.realpath(target) in _files.external_data_files(model):
+                raise RewriteError(f"-o {target} would overwrite external data of {model}")
+        if not force:
+            raise RewriteError(f"{target} exists; pass --force to overwrite it")
+    return str(target)
+
+
+def _names(listing: str) -> list[str]:
+    return [name.strip() for name in listing.split(",") if name.strip()]

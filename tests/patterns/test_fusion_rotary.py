@@ -1,0 +1,76 @@
+"""fusion/rotary.rw: the rotate-half rotary embedding of Llama-family exports -> RotaryEmbedding."""
+
+from __future__ import annotations
+
+import pytest
+
+import rewriter
+from tests.patterns.fusion_helpers import FUSION, LIBRARY, build, check_fired, fired, rewrite
+
+
+def _rotary(
+    batch: str = "B",
+    table_batch: str = "1",
+    halves: str = "Concat <axis = -1> (f, f)",
+    slices: tuple[str, str] = ("0", "8"),
+    dtype: str = "float",
+) -> str:
+    """q [B, 4, S, 16] rotated by cos/sin tables made from freqs [table_batch, S, 8]."""
+    start, middle = slices
+    return f"""<ir_version: 10, opset_import: ["" : 23]>
+    g ({dtype}[{batch}, 4, S, 16] q, {dtype}[{table_batch}, S, 8] f) => ({dtype}[{batch}, 4, S, 16] y)
+      <int64[1] zero = {{{start}}}, int64[1] mid = {{{middle}}}, int64[1] end = {{16}},
+       int64[1] last = {{-1}}, int64[1] heads = {{1}}>
+    {{
+        emb = {halves}
+        c3 = Cos (emb)
+        s3 = Sin (emb)
+        c = Unsqueeze (c3, heads)
+        s = Unsqueeze (s3, heads)
+        q1 = Slice (q, zero, mid, last)
+        q2 = Slice (q, mid, end, last)
+        n = Neg (q2)
+        r = Concat <axis = -1> (n, q1)
+        a = Mul (q, c)
+        b = Mul (r, s)
+        y = Add (a, b)
+    }}"""
+
+
+def _run(model):
+    return rewrite(model, LIBRARY / "folding", FUSION)
+
+
+@pytest.mark.parametrize("table_batch", ["1", "B"])
+def test_rotate_half_becomes_rotary_embedding(table_batch):
+    model = build(_rotary(table_batch=table_batch))
+    result = _run(model)
+    assert fired(result)["fuse_rotary_embedding"] == 1
+    assert "RotaryEmbedding" in [n.op_type for n in result.proto.graph.node]
+    assert not {"Neg", "Split"} & {n.op_type for n in result.proto.graph.node}
+    check_fired(model, result, dict(fired(result)), None, rtol=1e-5, atol=1e-5)
+
+
+def test_tables_whose_halves_differ_are_left_alone():
+    # The table is not cat(f, f): RotaryEmbedding would read only its first half.
+    text = _rotary(halves="Concat <axis = -1> (f, g)").replace(
+        "float[1, S, 8] f)", "float[1, S, 8] f, float[1, S, 8] g)"
+    )
+    model = build(text)
+    result = _run(model)
+    assert "fuse_rotary_embedding" not in fired(result)
+    check_fired(model, result, dict(fired(result)), None)
+
+
+def test_slices_that_do_not_halve_are_left_alone():
+    model = build(_rotary(slices=("0", "6")).replace("mid, end", "mid, end"))
+    result = _run(model)
+    assert "fuse_rotary_embedding" not in fired(result)
+
+
+def test_below_opset_23_nothing_is_fused():
+    model = build(
+        _rotary().replace('"" : 23', '"" : 18').replace("ir_version: 10", "ir_version: 8")
+    )
+    result = rewriter.rewrite(model)
+    assert "fuse_rotary_embedding" not in fired(result)
