@@ -35,14 +35,6 @@ _LAYOUT = repr(
 )
 
 
-# Entries store field values by position: the classes' field names are part of the entry's
-# name, so a parse stored by a version whose AST had other fields is never read back.
-_LAYOUT = ";".join(
-    f"{name}({','.join(field.name for field in dataclasses.fields(cls))})"
-    for name, cls in sorted(_CLASSES.items())
-)
-
-
 def _entry_name(text: str) -> str:
     return f"ast-{digest(_FORMAT, _LAYOUT, grammar_digest(grammar_text()), text)}.json"
 
