@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import onnx
 import onnx.checker
 import onnx.helper
@@ -28,9 +30,8 @@ def convert_version(model: Model, target: int) -> Model:
     try:
         converted = onnx.version_converter.convert_version(proto, target)
     except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConversionError(
-            f"cannot convert from opset {current} to {target}: {message}"
+            f"cannot convert from opset {current} to {target}: {_converter_message(exc)}"
         ) from exc
     _drop_added_value_info(proto.graph, converted.graph)
     # onnx's converter leaves local functions out of the model it returns; their calls would
@@ -39,6 +40,25 @@ def convert_version(model: Model, target: int) -> Model:
     del converted.functions[:]
     converted.functions.extend(_convert_function(f, target) for f in proto.functions)
     return from_onnx(converted, base_dir=model.base_dir)
+
+
+# The converter's C++ assertions: "<file>:<line>: <function>: Assertion `false` failed: <text>".
+_ASSERTION = re.compile(r"^.*?:\d+: \w+: Assertion `[^`]*` failed: ")
+_NO_ADAPTER = re.compile(r"No Adapter (From|To) Version \$(\d+) for (\S+)")
+
+
+def _converter_message(exc: BaseException) -> str:
+    """One line naming the op and versions, without the converter's source location."""
+    lines = str(exc).strip().splitlines()
+    if not lines:
+        return type(exc).__name__
+    text = _ASSERTION.sub("", lines[0])
+    adapter = _NO_ADAPTER.search(text)
+    if adapter is not None:
+        direction, version, op = adapter.groups()
+        where = f"{direction.lower()} opset {version}"
+        return f"onnx's version converter has no adapter for `{op}` {where}"
+    return text
 
 
 def _convert_function(function: onnx.FunctionProto, target: int) -> onnx.FunctionProto:
@@ -61,10 +81,9 @@ def _convert_function(function: onnx.FunctionProto, target: int) -> onnx.Functio
     try:
         converted = onnx.version_converter.convert_version(wrapper, target)
     except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConversionError(
             f"cannot convert function `{function.domain}.{function.name}` from opset "
-            f"{current} to {target}: {message}"
+            f"{current} to {target}: {_converter_message(exc)}"
         ) from exc
     result = onnx.FunctionProto()
     result.CopyFrom(function)

@@ -48,6 +48,8 @@ class RulePlan:
     outputs_to_free: frozenset[str] = frozenset()
     templates: ShapeTemplates = dataclasses.field(default_factory=ShapeTemplates)
     dtypes: tuple[ir.DataType, ...] = PREFERRED_DTYPES
+    # Dtypes tried besides `dtypes` when no instance has one of their class (see `_check`).
+    extra_dtypes: tuple[ir.DataType, ...] = ()
 
     @property
     def rule(self) -> ast.Rule:
@@ -340,6 +342,7 @@ def analyze(compiled: CompiledRule) -> RulePlan:
         outputs_to_free=_outputs_to_free(rule, free),
         templates=solve_templates(lines, compiled.conditions, frozenset(defined)),
         dtypes=_base_dtypes(lines, opsets[0][0]),
+        extra_dtypes=_extra_dtypes(lines, opsets[0][0]),
     )
 
 
@@ -370,6 +373,44 @@ def _allowed(schema: Any, type_str: str) -> set[ir.DataType]:
             names = set(constraint.allowed_type_strs)
             return {d for d in PREFERRED_DTYPES if f"tensor({d.onnx_name})" in names}
     return {d for d in PREFERRED_DTYPES if type_str == f"tensor({d.onnx_name})"}
+
+
+INTEGER_DTYPES = (ir.DataType.INT32, ir.DataType.INT64)
+_CLASS_DTYPES = (*INTEGER_DTYPES, ir.DataType.BOOL)
+
+
+def _extra_dtypes(
+    lines: tuple[ast.NodePattern, ...], opsets: dict[str, int]
+) -> tuple[ir.DataType, ...]:
+    """An integer dtype and bool, when every match line's op takes them as its data type.
+
+    Only lines whose op has a schema count; a rule of custom ops gets none.
+    """
+    found: list[ir.DataType] = []
+    for dtype in _CLASS_DTYPES:
+        if dtype in INTEGER_DTYPES and any(d in INTEGER_DTYPES for d in found):
+            continue
+        if lines and all(_line_takes(line, opsets, dtype) for line in lines):
+            found.append(dtype)
+    return tuple(found)
+
+
+def _line_takes(line: ast.NodePattern, opsets: dict[str, int], dtype: ir.DataType) -> bool:
+    for ref in line.op.alternatives:
+        domain = ir.schemas.normalize_domain(ref.domain)
+        schema = ir.schemas.find_schema(ref.op_type, domain, opsets.get(domain, 1))
+        if schema is None or not schema.inputs:
+            continue
+        if f"tensor({dtype.onnx_name})" in _allowed_strings(schema, _data_type_var(schema)):
+            return True
+    return False
+
+
+def _allowed_strings(schema: Any, type_str: str) -> set[str]:
+    for constraint in schema.type_constraints:
+        if constraint.type_param_str == type_str:
+            return set(constraint.allowed_type_strs)
+    return {type_str}
 
 
 def _base_dtypes(

@@ -6,22 +6,24 @@ rejected, up to a budget of attempts. Each instance is then rewritten by the eng
 rule set holding only this rule (`max_rewrites=1`, no passes), and the original and the
 rewritten model are compared by `rewriter.verification.check_equivalence` on generated inputs.
 
-Tolerances are the verifier's per-dtype defaults, except for float64 outputs: a rule may
-treat a constant as its literal when they agree within the matcher's 1e-6 relative tolerance
-(0.7978846 for sqrt(2/pi)), and float attributes are float32 (HardSigmoid's alpha,
-Attention's scale), so a correct rule can move a float64 result by about 1e-7 of its
-magnitude. Float64 outputs are compared with `rtol = atol = DOUBLE_TOLERANCE` (1e-6) rather
-than the verifier's (1e-7, 1e-9), which such rules could never meet.
+Outputs are judged as the whole-model verifier judges them: float32, float16 and bfloat16
+outputs by accuracy against a float64 evaluation of the original (a rewrite that only changes
+rounding passes; a wrong one is many times less accurate), integers and booleans exactly, and
+special values (NaN, infinities, extremes) in a share of the examples, so that a rule wrong
+only for NaN fails. Float64 outputs have no wider type to be judged against and are compared
+with the original directly, at `rtol = atol = DOUBLE_TOLERANCE` (1e-6) rather than the
+verifier's (1e-7, 1e-9): a rule may treat a constant as its literal when they agree within the
+matcher's 1e-6 relative tolerance (0.7978846 for sqrt(2/pi)), and float attributes are float32
+(HardSigmoid's alpha, Attention's scale), so a correct rule can move a float64 result by about
+1e-7 of its magnitude.
 
-A float16 or bfloat16 instance that disagrees is compared again with its narrow tensors
-widened to float32 at the narrow type's tolerance (see `_widen`): it agrees then when the
-difference was the original's rounding of intermediate values.
+A rule declared `assumes finite` is exact for finite inputs only: its instances are checked
+without NaN, infinities and dtype extremes, and its report says so.
 
-A float32 instance that disagrees on an input where the *original* cannot compute its own
-function to float32's tolerance (its result differs from that of the same graph in double:
-attention scores of 1e7 whose rounding swamps the mask) is ill-conditioned there and judges
-no rewrite: it is skipped, with the reason. The test looks at the original only, so a wrong
-rewrite still fails on every well-conditioned instance.
+Instances are drawn with the rule's base dtypes; when none of them is an integer (or a bool)
+although every match line's op admits one, a few more attempts are made with that dtype
+forced, so that a rule wrong only for integers fails (`(x / 2) * 2 -> x`) wherever its
+conditions let integers in.
 
 Verdicts: *failed* when an instance disagrees, when a rewrite of an accepted instance is
 rolled back (DESIGN: an ill-typed rewrite is the rule's fault), or when the rewritten model
@@ -36,17 +38,21 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.checkrules._analysis import NotInstantiableError, RulePlan, analyze
+from rewriter.checkrules._analysis import (
+    INTEGER_DTYPES,
+    NotInstantiableError,
+    RulePlan,
+    analyze,
+)
 from rewriter.checkrules._attempt import Accepted, Rejection, attempt
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
-from rewriter.checkrules._widen import narrow_outputs, widen, widen_to_double
 from rewriter.dsl import _ast as ast
 
 logger = logging.getLogger(__name__)
@@ -54,11 +60,12 @@ logger = logging.getLogger(__name__)
 
 DOUBLE_TOLERANCE = 1e-6
 _DOUBLE = 11  # onnx.TensorProto.DOUBLE
-_FLOAT = 1  # onnx.TensorProto.FLOAT
+# Attempts at an instance of a dtype the first instances lack (an integer, a bool).
+FORCED_ATTEMPTS = 8
 
 
 def _tolerances(proto: Any) -> tuple[float | None, float | None]:
-    """(rtol, atol) for comparing an instance: see the module docstring."""
+    """(rtol, atol) for the outputs compared directly: see the module docstring."""
     types = {o.type.tensor_type.elem_type for o in proto.graph.output}
     if types == {_DOUBLE}:
         return DOUBLE_TOLERANCE, DOUBLE_TOLERANCE
@@ -99,16 +106,24 @@ class _SearchDoneError(Exception):
     """Raised inside the hypothesis run once the budget is spent or enough were found."""
 
 
-def _search(plan: RulePlan, options: CheckOptions, ruleset: ast.RuleSet) -> _Search:
+def _search(
+    plan: RulePlan,
+    options: CheckOptions,
+    ruleset: ast.RuleSet,
+    dtype: ir.DataType | None = None,
+) -> _Search:
+    """Instances of the rule (`dtype`: only of that base dtype, one at most)."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
     from hypothesis import seed as seed_decorator
     from hypothesis import strategies as st
     from hypothesis.errors import FlakyStrategyDefinition, Unsatisfiable
 
     state = _Search()
+    wanted = options.instances if dtype is None else 1
+    budget = options.attempts if dtype is None else min(FORCED_ATTEMPTS, options.attempts)
     config = settings(
         settings.get_profile("default"),  # the caller's active profile must not leak in
-        max_examples=options.instances,
+        max_examples=wanted,
         deadline=None,
         database=None,
         derandomize=False,
@@ -122,11 +137,14 @@ def _search(plan: RulePlan, options: CheckOptions, ruleset: ast.RuleSet) -> _Sea
     @seed_decorator(options.seed)
     @given(st.data())
     def search(data: Any) -> None:
-        if state.attempts >= options.attempts or len(state.accepted) >= options.instances:
+        if state.attempts >= budget or len(state.accepted) >= wanted:
             # Stop the run: rejecting here without drawing would look flaky to hypothesis.
             raise _SearchDoneError
         state.attempts += 1
-        outcome = attempt(plan, Choices(data), ruleset)
+        choices = Choices(data)
+        if dtype is not None:
+            choices.override("dtype", dtype)
+        outcome = attempt(plan, choices, ruleset)
         if isinstance(outcome, Rejection):
             state.rejections[(outcome.stage, outcome.reason)] += 1
             reject()
@@ -137,6 +155,21 @@ def _search(plan: RulePlan, options: CheckOptions, ruleset: ast.RuleSet) -> _Sea
     # may call the run flaky; the instances found before are what counts.
     with contextlib.suppress(Unsatisfiable, _SearchDoneError, FlakyStrategyDefinition):
         search()
+    return state
+
+
+def _search_all(plan: RulePlan, options: CheckOptions, ruleset: ast.RuleSet) -> _Search:
+    """The rule's instances, plus one of each admitted dtype class they lack (see above)."""
+    state = _search(plan, options, ruleset)
+    drawn = {instance.base_dtype for instance in state.accepted}
+    for dtype in plan.extra_dtypes:
+        if dtype in drawn or (dtype in INTEGER_DTYPES and drawn & set(INTEGER_DTYPES)):
+            continue
+        extra = _search(plan, options, ruleset, dtype)
+        state.accepted.extend(extra.accepted)
+        state.attempts += extra.attempts
+        if not state.accepted:
+            state.rejections.update(extra.rejections)
     return state
 
 
@@ -200,6 +233,10 @@ def _check_instance(
             seed=seed,
             rtol=rtol,
             atol=atol,
+            # A rule that `assumes finite` declares its result may differ at NaN and inf.
+            special_values=not rule.assumes_finite,
+            float_extremes=True,
+            ort_enable_all=False,
             save_counterexample=False,
         )
     except VerifyError as exc:
@@ -209,12 +246,6 @@ def _check_instance(
         return _Outcome(failure=Counterexample(model_text, {}, None, message, _text(rewritten)))
     if verdict.ok:
         return _Outcome(examples=verdict.examples_run)
-    widened = _widened_examples(instance.proto, rewritten, examples, seed)
-    if widened:
-        return _Outcome(examples=widened)
-    ill_conditioned = _ill_conditioned(instance.proto, verdict.counterexample or {})
-    if ill_conditioned:
-        return _Outcome(skipped=ill_conditioned)
     errors = [o.max_abs_err for o in verdict.outputs if o.max_abs_err is not None]
     inputs = dict(verdict.counterexample or {})
     message = verdict.message or verdict.summary()
@@ -222,72 +253,6 @@ def _check_instance(
         model_text, inputs, max(errors, default=None), message, _text(rewritten)
     )
     return _Outcome(examples=verdict.examples_run, failure=failure)
-
-
-def _widened_examples(original: Any, rewritten: Any, examples: int, seed: int) -> int:
-    """Examples that agree once a float16/bfloat16 instance is widened (0: not all agree).
-
-    See `_widen`: the narrow type's tolerance, without the rounding of intermediate values.
-    """
-    import numpy as np
-
-    from rewriter.verification import VerifyError, check_equivalence, default_tolerance
-
-    if not narrow_outputs(original):
-        return 0
-    narrow = {o.type.tensor_type.elem_type for o in original.graph.output}
-    dtypes = [np.dtype(ir.numpy_dtype(ir.DataType(t))) for t in narrow]
-    tolerance = max((default_tolerance(d) for d in dtypes), key=lambda t: (t.rtol, t.atol))
-    try:
-        verdict = check_equivalence(
-            widen(original),
-            widen(rewritten),
-            examples=examples,
-            seed=seed,
-            rtol=tolerance.rtol,
-            atol=tolerance.atol,
-            save_counterexample=False,
-        )
-    except VerifyError:
-        return 0
-    return verdict.examples_run if verdict.ok else 0
-
-
-def _ill_conditioned(original: Any, inputs: Mapping[str, Any]) -> str:
-    """Why `original` cannot judge a rewrite on `inputs` ("" when it can; see the docstring).
-
-    The float32 outputs of the original are compared with those of its double widening,
-    at float32's tolerance.
-    """
-    import numpy as np
-
-    from rewriter.verification import VerifyError, default_tolerance, run_model
-    from rewriter.verification._compare import compare_arrays
-
-    types = {o.type.tensor_type.elem_type for o in original.graph.output}
-    if not inputs or types != {_FLOAT}:
-        return ""
-    wide_inputs = {
-        name: np.asarray(array).astype(np.float64)
-        if np.asarray(array).dtype == np.float32
-        else array
-        for name, array in inputs.items()
-    }
-    try:
-        narrow = run_model(original, inputs)
-        wide = run_model(widen_to_double(original), wide_inputs)
-    except VerifyError:
-        return ""
-    tolerance = default_tolerance(np.dtype(np.float32))
-    for name, value in narrow.items():
-        exact = np.asarray(wide[name]).astype(np.float32)
-        comparison = compare_arrays(exact, value, tolerance)
-        if not comparison.ok:
-            return (
-                f"ill-conditioned instance: on the counterexample the original's float32 `{name}`"
-                f" differs from its double result ({comparison.reason})"
-            )
-    return ""
 
 
 @contextlib.contextmanager
@@ -341,7 +306,7 @@ def _check_rule(
         plan = analyze(compiled_rule)
     except NotInstantiableError as exc:
         return report(Status.NOT_INSTANTIABLE, detail=str(exc), by_tests=exc.by_tests)
-    search = _search(plan, options, ruleset)
+    search = _search_all(plan, options, ruleset)
     if not search.accepted:
         detail = f"{search.furthest()} ({search.attempts} attempts)"
         return report(Status.NOT_INSTANTIABLE, detail=detail)
@@ -369,6 +334,8 @@ def _check_rule(
         {(i.opsets.get("", 0), i.target or 0): _opset_label(i) for i in search.accepted}.items()
     )
     detail = f"opset {', '.join(label for _, label in opsets)}"
+    if rule.assumes_finite:
+        detail += "; finite inputs only (the rule assumes finite)"
     return report(
         Status.VERIFIED,
         instances=checked,

@@ -64,6 +64,7 @@ class Instance:
     attr_values: dict[str, tuple[int, str]]
     node_refs: dict[str, int]
     const_vars: frozenset[str]
+    base_dtype: ir.DataType = ir.DataType.FLOAT
 
 
 class _Build:
@@ -518,6 +519,7 @@ def build_instance(plan: RulePlan, choices: Choices) -> Instance:
         attr_values=dict(build.attr_values),
         node_refs=dict(build.node_refs),
         const_vars=frozenset(build.const_vars),
+        base_dtype=build.base_dtype,
     )
 
 

@@ -23,9 +23,13 @@ from rewriter.api import (
     rewrite,
 )
 from rewriter.cli import _files, _status
-from rewriter.cli._arguments import non_negative_int, opset_version, positive_int
+from rewriter.cli._arguments import non_negative_int, opset_version
 from rewriter.cli._summary import summary_line
-from rewriter.cli._verify import add_comparison_options, counterexample_target, input_ranges
+from rewriter.cli._verify import (
+    add_comparison_options,
+    comparison_arguments,
+    counterexample_target,
+)
 from rewriter.dsl import _ast as ast
 from rewriter.engine import ProgressCallback, RunOptions, SkipEntry
 
@@ -72,7 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="check the result against the input on generated inputs",
     )
     parser.add_argument(
-        "--examples", type=positive_int, default=20, help="examples for --verify (default 20)"
+        "--examples",
+        type=non_negative_int,
+        default=20,
+        help="examples for --verify (default 20; 0 with --inputs: the samples only)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for --verify")
     add_comparison_options(
@@ -182,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise RewriteError(f"--exclude-rule: no rule named `{unknown[0]}` is loaded")
     if args.why_not:
-        model = as_model(source)
+        model = _as_rules_see_it(as_model(source), args.target_opset)
         why_not_options = RunOptions(target_opset=args.target_opset)
         report = pass_manager(ruleset, why_not_options).why_not(model, args.why_not)
         print(report.render())
@@ -226,6 +233,18 @@ def run(args: argparse.Namespace) -> int:
     return exit_code
 
 
+def _as_rules_see_it(model: ir.Model, target_opset: int | None) -> ir.Model:
+    """The model as a run's rules first see it: converted up when `--target-opset` is newer.
+
+    (A run converts up before the rules, so that fusions into newer ops can fire; converting
+    down happens after them, and `requires` is then judged at the target.)
+    """
+    current = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    if target_opset is None or current is None or target_opset <= current:
+        return model
+    return ir.convert_version(model, target_opset)
+
+
 def _phases(clock: PhaseClock, result: RewriteResult) -> dict[str, float]:
     """Seconds per phase of the command, in the order they ran (rules load before the model)."""
     return {"load_rules": clock.seconds["load_rules"], **result.timings, **clock.seconds}
@@ -249,9 +268,18 @@ def _refuse_unsafe_side_files(
 _VERIFY_ONLY = {
     "rtol": "--rtol",
     "atol": "--atol",
-    "inputs": "--input",
-    "special_values": "--special-values",
+    "input_ranges": "--input",
+    "input_shapes": "--input-shape",
+    "dims": "--dim",
+    "samples": "--inputs",
     "counterexample": "--counterexample",
+}
+# Options whose value differs from their default only when given.
+_VERIFY_DEFAULTS = {
+    "compare": ("--compare", "accuracy"),
+    "factor": ("--factor", 8.0),
+    "special_values": ("--special-values/--no-special-values", True),
+    "ort_enable_all": ("--ort-enable-all/--no-ort-enable-all", True),
 }
 
 
@@ -267,7 +295,13 @@ def _counterexample_target(
         for attribute, option in _VERIFY_ONLY.items():
             if getattr(args, attribute):
                 raise RewriteError(f"{option} applies to --verify; add --verify")
+        for attribute, (option, default) in _VERIFY_DEFAULTS.items():
+            if getattr(args, attribute) != default:
+                raise RewriteError(f"{option} applies to --verify; add --verify")
         return None
+    if args.examples == 0 and not args.samples:
+        # Refused before the rewrite runs, not after.
+        raise RewriteError("--examples 0 checks nothing without --inputs")
     protected = {out: "the output model", source: "the input model"}
     protected.update({Path(path): f"the rules file {path}" for path in ruleset.sources})
     for option in ("json", "report"):
@@ -329,19 +363,17 @@ def _verify_and_bisect(
     """
     from rewriter.verification import check_equivalence, find_first_bad
 
+    options = comparison_arguments(args)
     with _status.verify_progress(not args.no_progress, args.examples) as on_progress:
         verdict = check_equivalence(
             source,
             result.model,
             examples=args.examples,
             seed=args.seed,
-            rtol=args.rtol,
-            atol=args.atol,
-            input_ranges=input_ranges(args),
-            special_values=args.special_values,
             counterexample_path=counterexample,
             save_counterexample=counterexample is not None,
             progress=on_progress,
+            **options,  # type: ignore[arg-type]
         )
     print(verdict.render_table())
     if verdict.ok:
@@ -356,12 +388,31 @@ def _verify_and_bisect(
         options = dataclasses.replace(_rewrite_options(args), replay_limit=k)
         return rewrite(source, ruleset, options).model
 
-    bad = find_first_bad(len(rule_entries), prefix, source, verdict.counterexample)
+    level = verdict.failing_level or "ORT_DISABLE_ALL"
+    bad = find_first_bad(
+        len(rule_entries),
+        prefix,
+        source,
+        verdict.counterexample,
+        compare=args.compare,
+        factor=args.factor,
+        rtol=args.rtol,
+        atol=args.atol,
+        level=level,
+    )
     if bad is not None and 1 <= bad <= len(rule_entries):
         entry = rule_entries[bad - 1]
+        what = "first non-equivalent rewrite"
+        if level == "ORT_ENABLE_ALL":
+            what = "first rewrite after which onnxruntime's ORT_ENABLE_ALL disagrees"
         print(
-            f"first non-equivalent rewrite: #{bad} rule `{entry.rule}` ({entry.location}) "
-            f"on {', '.join(entry.matched)}",
+            f"{what}: #{bad} rule `{entry.rule}` ({entry.location}) on {', '.join(entry.matched)}",
+            file=sys.stderr,
+        )
+    elif bad == 0:
+        print(
+            "the untouched model already disagrees on the counterexample: no rewrite is to "
+            "blame (the criterion may be too tight for this model: see --factor)",
             file=sys.stderr,
         )
     return verdict

@@ -1,7 +1,9 @@
 """`rewrite verify ORIGINAL REWRITTEN`: compare two models on generated inputs.
 
 Prints the per-output table (with `rich` on a terminal, plain text otherwise) and the
-verdict. `--counterexample` may not name either model or their external data files. Exit
+verdict. The comparison options (criterion, inputs, special values, optimization levels) are
+shared with `rewrite MODEL --verify` (`add_comparison_options`, `comparison_arguments`).
+`--counterexample` may not name either model or their external data files. Exit
 codes: 0 the models agree, 1 they disagree (the shrunk counterexample is saved and its path
 printed), 2 bad usage or a model that cannot be loaded or compared (one line on stderr, from
 the CLI's error handler). An existing `--counterexample` file is replaced only with `--force`;
@@ -17,8 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ir
+from rewriter._errors import RewriteError
 from rewriter.cli import _files, _status
-from rewriter.cli._arguments import positive_int
+from rewriter.cli._arguments import non_negative_int
 
 if TYPE_CHECKING:
     from rewriter.verification import VerifyResult
@@ -42,6 +45,42 @@ def _input_range(text: str) -> tuple[str, tuple[float, float]]:
     return name, (lo, hi)
 
 
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """Parse `NAME=D1xD2x...` (an empty right side is a scalar)."""
+    name, sep, dims = text.rpartition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=D1xD2x..., got {text!r}")
+    if not dims:
+        return name, ()
+    try:
+        sizes = tuple(int(d) for d in dims.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"dims must be integers separated by x in {text!r}"
+        ) from None
+    if any(d < 0 for d in sizes):
+        raise argparse.ArgumentTypeError(f"dims must be >= 0 in {text!r}")
+    return name, sizes
+
+
+def _dim(text: str) -> tuple[str, int]:
+    """Parse `SYMBOL=N`."""
+    name, sep, size = text.rpartition("=")
+    if not sep or not name or not size.strip().isdigit() or int(size) < 1:
+        raise argparse.ArgumentTypeError(f"expected SYMBOL=N with N >= 1, got {text!r}")
+    return name, int(size)
+
+
+def _factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 1:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 1, got {text!r}")
+    return value
+
+
 def _tolerance(text: str) -> float:
     try:
         value = float(text)
@@ -60,7 +99,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the model to check against it (.onnx), or the pipeline.json of `rewrite split`",
     )
     parser.add_argument(
-        "--examples", type=positive_int, default=20, help="generated examples (default 20)"
+        "--examples",
+        type=non_negative_int,
+        default=20,
+        help="generated examples (default 20; 0 with --inputs: the samples only)",
     )
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
     add_comparison_options(
@@ -72,16 +114,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_comparison_options(parser: argparse.ArgumentParser, counterexample_default: str) -> None:
-    """Tolerances, input ranges, special values and the counterexample path (both commands)."""
+    """Criterion, inputs, special values, levels and the counterexample path (both commands)."""
     parser.add_argument(
-        "--rtol", type=_tolerance, help="relative tolerance for float outputs (default per dtype)"
+        "--compare",
+        choices=("accuracy", "direct"),
+        default="accuracy",
+        help="accuracy (default): float outputs judged against a float64 evaluation of the "
+        "original, allowed --factor times the original's error; direct: within --rtol/--atol "
+        "of the original's outputs",
     )
     parser.add_argument(
-        "--atol", type=_tolerance, help="absolute tolerance for float outputs (default per dtype)"
+        "--factor",
+        type=_factor,
+        default=8.0,
+        help="how many times the original's error (against float64) the rewritten model may "
+        "have (default 8): larger accepts more",
+    )
+    parser.add_argument(
+        "--rtol",
+        type=_tolerance,
+        help="relative tolerance for outputs compared directly (default per dtype)",
+    )
+    parser.add_argument(
+        "--atol",
+        type=_tolerance,
+        help="absolute tolerance for outputs compared directly (default per dtype)",
     )
     parser.add_argument(
         "--input",
-        dest="inputs",
+        dest="input_ranges",
         metavar="NAME=LO:HI",
         action="append",
         type=_input_range,
@@ -89,7 +150,44 @@ def add_comparison_options(parser: argparse.ArgumentParser, counterexample_defau
         help="generate input NAME inside [LO, HI] (repeatable)",
     )
     parser.add_argument(
-        "--special-values", action="store_true", help="also generate NaN and +-inf elements"
+        "--input-shape",
+        dest="input_shapes",
+        metavar="NAME=D1xD2...",
+        action="append",
+        type=_input_shape,
+        default=[],
+        help="fix input NAME's shape (and so its symbolic dims in every input; repeatable)",
+    )
+    parser.add_argument(
+        "--dim",
+        dest="dims",
+        metavar="SYMBOL=N",
+        action="append",
+        type=_dim,
+        default=[],
+        help="give symbolic dim SYMBOL the size N in every input (repeatable)",
+    )
+    parser.add_argument(
+        "--inputs",
+        dest="samples",
+        metavar="FILE.npz",
+        action="append",
+        default=[],
+        help="real inputs, checked first: one array per graph input, one sample or several "
+        "stacked along a new first axis (repeatable)",
+    )
+    parser.add_argument(
+        "--special-values",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="draw NaN, infinities and dtype extremes in some examples (default: on)",
+    )
+    parser.add_argument(
+        "--ort-enable-all",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the rewritten model with onnxruntime's graph optimizations "
+        "(ORT_ENABLE_ALL) and judge it the same way (default: on)",
     )
     parser.add_argument(
         "--counterexample",
@@ -98,20 +196,55 @@ def add_comparison_options(parser: argparse.ArgumentParser, counterexample_defau
     )
 
 
-def input_ranges(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
-    """The `--input NAME=LO:HI` ranges by input name.
-
-    Raises:
-        VerifyError: an input is given twice.
-    """
+def _once(option: str, pairs: list[tuple[str, object]]) -> dict[str, object]:
     from rewriter.verification import VerifyError
 
-    ranges: dict[str, tuple[float, float]] = {}
-    for name, bounds in args.inputs:
-        if name in ranges:
-            raise VerifyError(f"--input {name} given twice")
-        ranges[name] = bounds
-    return ranges
+    found: dict[str, object] = {}
+    for name, value in pairs:
+        if name in found:
+            raise VerifyError(f"{option} {name} given twice")
+        found[name] = value
+    return found
+
+
+def _load_samples(paths: list[str]) -> list[dict[str, object]]:
+    """The `--inputs` files' arrays (never unpickled), one mapping per file."""
+    import zipfile
+
+    import numpy as np
+
+    from rewriter.verification import VerifyError
+
+    samples = []
+    for path in paths:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                samples.append({name: data[name] for name in data.files})
+        except FileNotFoundError:
+            raise VerifyError(f"--inputs {path}: no such file") from None
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise VerifyError(f"--inputs {path}: not a readable .npz file ({exc})") from None
+    return samples
+
+
+def comparison_arguments(args: argparse.Namespace) -> dict[str, object]:
+    """The keyword arguments of `check_equivalence` that the comparison options give.
+
+    Raises:
+        VerifyError: an input, shape or dim given twice, or an unreadable `--inputs` file.
+    """
+    return {
+        "compare": args.compare,
+        "factor": args.factor,
+        "rtol": args.rtol,
+        "atol": args.atol,
+        "input_ranges": _once("--input", args.input_ranges),
+        "input_shapes": _once("--input-shape", args.input_shapes),
+        "dims": _once("--dim", args.dims),
+        "samples": _load_samples(args.samples),
+        "special_values": args.special_values,
+        "ort_enable_all": args.ort_enable_all,
+    }
 
 
 def counterexample_target(
@@ -132,8 +265,6 @@ def counterexample_target(
         RewriteError: the path is refused, naming the option and the reason.
     """
     import zipfile
-
-    from rewriter._errors import RewriteError
 
     if explicit is not None:
         path = Path(explicit)
@@ -174,7 +305,9 @@ def run(args: argparse.Namespace) -> int:
         protected={original: "the original model", rewritten: "the rewritten model"},
         models=[original, rewritten],
     )
-    ranges = input_ranges(args)
+    options = comparison_arguments(args)
+    if args.examples == 0 and not args.samples:
+        raise RewriteError("--examples 0 checks nothing without --inputs")
     candidate: str | ir.Model = args.rewritten
     if rewritten.suffix == ".json":
         from rewriter.api import load_pipeline
@@ -186,12 +319,9 @@ def run(args: argparse.Namespace) -> int:
             candidate,
             examples=args.examples,
             seed=args.seed,
-            rtol=args.rtol,
-            atol=args.atol,
-            input_ranges=ranges,
-            special_values=args.special_values,
             counterexample_path=target,
             progress=on_progress,
+            **options,  # type: ignore[arg-type]
         )
     _print_table(result)
     if result.ok:

@@ -376,6 +376,8 @@ class Rule:
     rewrite: RewriteBlock | RewriteLoop
     priority: int = 0
     requires: tuple[Requirement, ...] = ()
+    # `assumes finite`: exact for finite inputs only; NaN and infinities may come out otherwise.
+    assumes_finite: bool = False
     one_line: bool = False
     # A query (`rewrite find -e`): match lines and `where` only, never rewritten.
     query: bool = False

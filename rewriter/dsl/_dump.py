@@ -92,6 +92,8 @@ def _dump_rule(rule: ast.Rule, depth: int, lines: list[str]) -> None:
         header += (
             f" requires=(opset {requirement.domain or '-'} {requirement.op} {requirement.version})"
         )
+    if rule.assumes_finite:
+        header += " assumes=finite"
     lines.append(header)
     _dump(rule.match, depth + 1, lines)
     if rule.where:

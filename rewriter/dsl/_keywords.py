@@ -20,6 +20,7 @@ KEYWORDS = frozenset(
         "use",
         "requires",
         "priority",
+        "assumes",
         "repeat",
         "from",
         "to",

@@ -205,11 +205,16 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         body: ast.Rule = children[-1]
         priority: int | None = None
         requires: list[ast.Requirement] = []
+        assumes_finite = False
         for kind, value, span in options:
             if kind == "priority":
                 if priority is not None:
                     raise LocatedError(span, "`priority` is given twice")
                 priority = value
+            elif kind == "assumes":
+                if assumes_finite:
+                    raise LocatedError(span, "`assumes finite` is given twice")
+                assumes_finite = True
             else:
                 requires.extend(value)
         return dataclasses.replace(
@@ -217,6 +222,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
             name=str(name_token),
             priority=priority or 0,
             requires=tuple(requires),
+            assumes_finite=assumes_finite,
             name_span=self._tok(name_token),
             span=self._span(meta),
         )
@@ -228,6 +234,14 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         if len(children) == 2:
             return -self._integer(children[-1], self._span(meta), sign="-", limit=-INT64_MIN)
         return self._integer(children[-1], self._span(meta))
+
+    def on_assumes(self, meta: Meta, children: list[Token]) -> tuple[str, str, Span]:
+        what = children[0]
+        if str(what) != "finite":
+            raise LocatedError(
+                self._tok(what), f"expected `finite` after `assumes`, found `{what}`"
+            )
+        return ("assumes", "finite", self._span(meta))
 
     def on_requires(self, meta: Meta, children: list[Any]) -> tuple[str, tuple[Any, ...], Span]:
         return ("requires", tuple(children), self._span(meta))

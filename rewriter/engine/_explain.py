@@ -8,7 +8,10 @@ constraint that is false (else the first unknown one, else the one that failed) 
 
     `is_float(x)` is false: patterns/constraints.rw:12: `dtype(x) in [...]` (dtype(x) is "int64")
 
-A condition that calls a further constraint is explained in turn, after a `; `.
+A condition that calls a further constraint is explained in turn, after a `; `. A `where`
+line that calls no constraint (`explain_line`) is quoted with the values it compared:
+
+    `shape(q)[1] == shape(kt)[1]` is unknown (a fact is not known) (shape(q)[1] is 4, ...)
 """
 
 from __future__ import annotations
@@ -37,6 +40,26 @@ def explain_condition(condition: ast.Expr, ctx: EvalContext) -> str | None:
         found = _culprit((condition.left, condition.right), ctx)
         return None if found is None else explain_condition(found[0], ctx)
     return None
+
+
+def explain_line(condition: ast.Expr, ctx: EvalContext, verdict: str) -> str:
+    """Why a `where` line is not true: its constraint's explanation, else the line quoted.
+
+    `verdict` is what the line evaluated to ("false" or "unknown (...)"). Of an `and`, the
+    first operand that is not true is quoted.
+    """
+    explained = explain_condition(condition, ctx)
+    if explained is not None:
+        return explained
+    shown = condition
+    while isinstance(shown, ast.BoolOp) and shown.op == "and":
+        found = _culprit((shown.left, shown.right), ctx)
+        if found is None or isinstance(found[1], EvalError):
+            break
+        shown, verdict = found[0], str(found[1])
+    text = f"`{_quoted(shown)}` is {verdict}"
+    values = _values(shown, ctx)
+    return f"{text} ({values})" if values else text
 
 
 def _explain_call(call: ast.Call, ctx: EvalContext) -> str | None:

@@ -18,7 +18,7 @@ from rewriter.dsl import _ast as ast
 from rewriter.engine import _facts
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._evaluate import evaluate
-from rewriter.engine._explain import explain_condition
+from rewriter.engine._explain import explain_condition, explain_line
 from rewriter.engine._literals import attribute_matches, constant_matches
 from rewriter.engine._values import EvalContext, EvalError, NodeRef, attr_to_python, equal, truth
 
@@ -423,11 +423,11 @@ class Matcher:
             if result is True:
                 continue
             node = nodes[-1] if nodes else None
-            explained = _explained(condition, ctx, tracker)
-            if explained is not None:
+            verdict = "unknown (a fact is not known)" if result is not False else "false"
+            if tracker.explains:
+                explained = explain_line(condition, ctx, verdict)
                 tracker.fail(depth, node, "where line {}: {}", line, explained)
             else:
-                verdict = "unknown (a fact is not known)" if result is not False else "false"
                 tracker.fail(depth, node, "where line {} is {}", line, verdict)
             return False
         return True

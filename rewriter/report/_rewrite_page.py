@@ -33,32 +33,20 @@ def _verification(verification: VerifyResult | None) -> Html:
         return Html("")
     rows = [
         (
-            out.name,
-            out.dtype,
-            "x".join(map(str, out.shape)) if out.shape else "scalar",
-            "-" if out.max_abs_err is None else f"{out.max_abs_err:.3g}",
-            "-" if out.max_rel_err is None else f"{out.max_rel_err:.3g}",
-            out.mismatched,
-            str(out.tolerance),
-            Html('<span class="ok">ok</span>' if out.ok else '<span class="bad">MISMATCH</span>'),
+            *row[:-1],
+            Html(
+                '<span class="ok">ok</span>'
+                if row[-1] == "ok"
+                else '<span class="bad">MISMATCH</span>'
+            ),
         )
-        for out in verification.outputs
+        for row in verification.table_rows()
     ]
-    header = (
-        "output",
-        "dtype",
-        "shape",
-        "max abs err",
-        "max rel err",
-        "mismatched",
-        "tolerance",
-        "status",
-    )
     verdict = "ok" if verification.ok else "bad"
     notes = "".join(f"<li>{esc(n)}</li>" for n in verification.notes())
     body = (
         f'<p class="{verdict}">{esc(verification.summary())}</p>'
-        + table(header, rows, numeric=(3, 4, 5))
+        + table(verification.table_header, rows, numeric=verification.numeric_columns)
         + (f"<ul>{notes}</ul>" if notes else "")
         + f'<p class="meta">{verification.examples_run} examples run '
         f"(seed {verification.seed}); original on {esc(verification.original_runtime)}, "

@@ -2,10 +2,12 @@
 
 `check_equivalence(original, rewritten)` runs both models (onnxruntime with graph
 optimizations disabled, or `onnx.reference` with the project's kernels for ops onnxruntime
-does not know) on inputs that hypothesis generates from the graph's input types, compares
-every output with dtype-aware tolerances and, on a disagreement, shrinks the inputs to a
-small counterexample and saves it as an `.npz`. `find_first_bad` bisects a replayed rewrite
-trace to the first rewrite that breaks agreement on such a counterexample.
+does not know; the rewritten one also with all of onnxruntime's optimizations) on inputs that
+hypothesis generates from the graph's input types (or on the caller's samples), judges every
+float output by its accuracy against a float64 evaluation of the original (`_oracle`,
+`_compare`; integers, booleans and strings exactly) and, on a disagreement, shrinks the inputs
+to a small counterexample and saves it as an `.npz`. `find_first_bad` bisects a replayed
+rewrite trace to the first rewrite that breaks agreement on such a counterexample.
 
 `verify` is the same function as `check_equivalence`; the `rewriter` package re-exports it as
 `rewriter.verify(original, rewritten, examples=..., seed=...)`.
@@ -17,7 +19,7 @@ Wiring `rewrite MODEL --verify` (the engine replays its trace; names here are th
     result = check_equivalence(input_path, rewritten_model, examples=20, seed=0)
     if not result.ok:
         k = find_first_bad(len(trace), replay_first, input_path, result.counterexample)
-        # k is None (final model agrees: flaky tolerance?), 0 (the untouched model already
+        # k is None (final model agrees: flaky criterion?), 0 (the untouched model already
         # disagrees) or the 1-based number of the rewrite that broke it: trace entry k - 1.
         # check_on_inputs(input_path, replay_first(k), result.counterexample) gives its table.
 """
@@ -26,28 +28,42 @@ from __future__ import annotations
 
 from rewriter.verification._bisect import find_first_bad
 from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
-from rewriter.verification._compare import Tolerance, default_tolerance
+from rewriter.verification._compare import (
+    DEFAULT_FACTOR,
+    FLOOR_ULPS,
+    Criterion,
+    Tolerance,
+    accuracy_floor,
+    default_tolerance,
+)
 from rewriter.verification._counterexample import load_counterexample, save_counterexample
 from rewriter.verification._errors import VerifyError
 from rewriter.verification._kernels import KERNELS, extract_image_patches
+from rewriter.verification._oracle import OracleModel, oracle_model
 from rewriter.verification._result import OutputStats, VerifyResult
 from rewriter.verification._source import ModelSource
 
 verify = check_equivalence
 
 __all__ = [
+    "DEFAULT_FACTOR",
+    "FLOOR_ULPS",
     "KERNELS",
+    "Criterion",
     "ModelSource",
+    "OracleModel",
     "OutputStats",
     "Tolerance",
     "VerifyError",
     "VerifyResult",
+    "accuracy_floor",
     "check_equivalence",
     "check_on_inputs",
     "default_tolerance",
     "extract_image_patches",
     "find_first_bad",
     "load_counterexample",
+    "oracle_model",
     "run_model",
     "save_counterexample",
     "verify",

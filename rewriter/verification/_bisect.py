@@ -2,9 +2,12 @@
 
 The caller supplies `build_model_for_prefix(k)`: the model after replaying the first `k`
 rewrites of a run (`k = 0` is the untouched model, `k = n_steps` the final one). The original
-model runs once on the counterexample; each candidate prefix runs once at most. A prefix is
-*bad* when its model disagrees with the original on the counterexample, fails to run on it,
-or cannot be loaded at all.
+model runs once on the counterexample, and so does the float64 oracle when an output needs it;
+each candidate prefix runs once at most. A prefix is *bad* when its model disagrees with the
+original on the counterexample by the same criterion as the verification (accuracy against
+the oracle, or direct), fails to run on it, or cannot be loaded at all. With `level`
+"ORT_ENABLE_ALL" the candidates run with onnxruntime's optimizations on: the search then finds
+the first rewrite after which onnxruntime's own optimizations break the model.
 """
 
 from __future__ import annotations
@@ -16,9 +19,18 @@ import numpy as np
 import numpy.typing as npt
 
 import ir
-from rewriter.verification._check import compare_outputs
+from rewriter.verification._check import run_level
+from rewriter.verification._compare import Criterion
 from rewriter.verification._errors import VerifyError
-from rewriter.verification._runner import RunError, open_session
+from rewriter.verification._judge import Oracle, Reference
+from rewriter.verification._runner import (
+    DISABLED,
+    ENABLED,
+    RunError,
+    Session,
+    open_optimized,
+    open_session,
+)
 from rewriter.verification._source import ModelSource, load_model
 
 logger = logging.getLogger(__name__)
@@ -33,34 +45,40 @@ class _Judge:
         self,
         original: ModelSource,
         inputs: Mapping[str, Array],
-        rtol: float | None,
-        atol: float | None,
+        criterion: Criterion,
         providers: Sequence[str] | None,
+        level: str,
     ) -> None:
         loaded = load_model(original, "original")
         self.output_names = tuple(v.name for v in loaded.model.graph.outputs)
-        self.inputs = dict(inputs)
-        self.rtol = rtol
-        self.atol = atol
+        self.criterion = criterion
         self.providers = providers
+        self.level = level
+        feeds = dict(inputs)
         try:
-            self.expected = open_session(loaded, providers).run(self.inputs)
+            expected = open_session(loaded, providers).run(feeds)
         except RunError as exc:
             raise VerifyError(f"the original model fails on the given inputs: {exc}") from exc
+        self.reference = Reference(feeds, expected, Oracle(loaded, providers))
 
-    def disagreement(self, candidate: ModelSource, step: int) -> str:
-        """Why `candidate` disagrees with the original on the inputs; empty if it agrees."""
+    def _session(self, candidate: ModelSource, step: int) -> Session | str:
         try:
             loaded = load_model(candidate, f"model after {step} rewrites")
             names = tuple(v.name for v in loaded.model.graph.outputs)
             if names != self.output_names:
                 return f"outputs {list(names)} instead of {list(self.output_names)}"
-            session = open_session(loaded, self.providers)
+            if self.level == ENABLED:
+                return open_optimized(loaded, self.providers)
+            return open_session(loaded, self.providers)
         except (VerifyError, ir.IRError) as exc:
             return str(exc)
-        outcome = compare_outputs(
-            self.expected, session, self.inputs, self.output_names, self.rtol, self.atol
-        )
+
+    def disagreement(self, candidate: ModelSource, step: int) -> str:
+        """Why `candidate` disagrees with the original on the inputs; empty if it agrees."""
+        session = self._session(candidate, step)
+        if isinstance(session, str):
+            return session
+        outcome = run_level(self.reference, session, self.output_names, self.criterion)
         return "" if outcome.ok else outcome.reason()
 
 
@@ -70,8 +88,11 @@ def find_first_bad(
     original: ModelSource,
     inputs: Mapping[str, Array],
     *,
+    compare: str = "accuracy",
+    factor: float = 8.0,
     rtol: float | None = None,
     atol: float | None = None,
+    level: str = DISABLED,
     providers: Sequence[str] | None = None,
 ) -> int | None:
     """The smallest `k` such that the model after `k` rewrites disagrees with `original`.
@@ -86,13 +107,17 @@ def find_first_bad(
     Returns:
         The first bad prefix length, or None when the final model (`n_steps`) agrees.
 
+    `compare`, `factor`, `rtol` and `atol` are the verification's criterion; `level` the
+    optimization level that disagreed ("ORT_DISABLE_ALL" or "ORT_ENABLE_ALL").
+
     Raises:
-        ValueError: `n_steps` is negative.
+        ValueError: `n_steps` is negative, or the criterion is out of range.
         VerifyError: the original model fails on `inputs` or cannot be run.
     """
     if n_steps < 0:
         raise ValueError(f"n_steps must be >= 0, got {n_steps}")
-    judge = _Judge(original, inputs, rtol, atol, providers)
+    criterion = Criterion(compare=compare, factor=factor, rtol=rtol, atol=atol)
+    judge = _Judge(original, inputs, criterion, providers, level)
     verdicts: dict[int, str] = {}
 
     def is_bad(step: int) -> bool:

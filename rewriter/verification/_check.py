@@ -1,11 +1,17 @@
 """Whole-model equivalence: run both models on hypothesis-generated inputs and compare.
 
-`check_equivalence` drives a `@given`-decorated property ("the rewritten model agrees with
-the original on this example") with hypothesis settings built from scratch (the caller's
-active hypothesis profile does not leak in), `@seed(seed)` for reproducibility and no example
-database. When the property fails, hypothesis shrinks the example (smaller dims, simpler
-distributions, fewer special elements) and replays the minimal one last; that replay's
-exception carries the counterexample out.
+`check_equivalence` first runs the caller's own samples (`samples`), then drives a
+`@given`-decorated property ("the rewritten model agrees with the original on this example")
+with hypothesis settings built from scratch (the caller's active hypothesis profile does not
+leak in), `@seed(seed)` for reproducibility and no example database. When the property fails,
+hypothesis shrinks the example (smaller dims, no special values, simpler distributions, fewer
+special elements) and replays the minimal one last; that replay's exception carries the
+counterexample out.
+
+Each example runs the original model, the rewritten model with onnxruntime's optimizations
+off and, with `ort_enable_all`, the rewritten model again with all of them on (the way models
+are deployed: onnxruntime's own fusions can miscompile a valid model); float outputs are
+judged against the float64 oracle (`_judge`, `_compare`).
 
 Invariants:
 
@@ -13,7 +19,8 @@ Invariants:
   replays during shrinking cost nothing and are never flaky.
 * Examples the *original* model refuses (it raises) are rejected, not counted as failures:
   they lie outside the model's domain. The rewritten model raising on an input the original
-  accepts is a mismatch.
+  accepts is a mismatch. When the original refuses plain values at the usual sizes, sizes
+  are searched first (`_sizes`).
 * Shrinking is bounded (`_SHRINK_RUNS` runs or `_SHRINK_SECONDS` seconds); past the budget,
   new candidate examples count as passing without running, so hypothesis settles on the
   smallest failing example found so far.
@@ -23,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import time
 import types
@@ -34,17 +40,32 @@ import numpy.typing as npt
 
 import ir
 from rewriter.verification import _counterexample
-from rewriter.verification._compare import Comparison, Tolerance, compare_arrays, tolerance_for
+from rewriter.verification._compare import Comparison, Criterion
 from rewriter.verification._errors import VerifyError
 from rewriter.verification._inputs import (
+    DimKey,
     Example,
     InputSpec,
     analyze_inputs,
+    bound_dims,
     example_strategy,
     materialize,
+    plain_example,
+    split_samples,
+    suggested_sizes,
 )
+from rewriter.verification._judge import Oracle, Reference, judge_outputs
 from rewriter.verification._result import OutputStats, VerifyResult
-from rewriter.verification._runner import ORT, RunError, Session, open_session
+from rewriter.verification._runner import (
+    DISABLED,
+    ENABLED,
+    ORT,
+    RunError,
+    Session,
+    open_optimized,
+    open_session,
+)
+from rewriter.verification._sizes import FoundSizes, find_sizes
 from rewriter.verification._source import LoadedModel, ModelSource, load_model
 
 logger = logging.getLogger(__name__)
@@ -53,6 +74,7 @@ Array = npt.NDArray[np.generic]
 
 _SHRINK_RUNS = 300
 _SHRINK_SECONDS = 60.0
+_PROBE_SIZE = 3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,23 +82,50 @@ _SHRINK_SECONDS = 60.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Outcome:
-    """Both models on one input set: a comparison per output, or why the rewritten one failed."""
+class LevelOutcome:
+    """One run of the rewritten model (at one optimization level), judged output by output."""
 
+    level: str
     comparisons: tuple[tuple[str, Comparison], ...]
-    tolerances: tuple[tuple[str, Tolerance], ...]
     failure: str = ""
 
     @property
     def ok(self) -> bool:
-        """True when the rewritten model ran and every output is within tolerance."""
+        """True when the model ran and every output passed."""
         return not self.failure and all(c.ok for _, c in self.comparisons)
 
     def reason(self) -> str:
-        """One line naming each output that disagreed, or the rewritten model's failure."""
+        """One line naming each output that disagreed, or the model's failure."""
         if self.failure:
             return self.failure
         return "; ".join(f"output `{name}`: {c.reason}" for name, c in self.comparisons if c.reason)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    """Both models on one input set: one judged run per optimization level."""
+
+    levels: tuple[LevelOutcome, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every level passed."""
+        return all(level.ok for level in self.levels)
+
+    @property
+    def failing_level(self) -> str:
+        """The first level that disagreed ("" when none did)."""
+        return next((level.level for level in self.levels if not level.ok), "")
+
+    def reason(self) -> str:
+        """One line: what disagreed, naming the optimization level past the first."""
+        parts = []
+        for index, level in enumerate(self.levels):
+            if level.ok:
+                continue
+            prefix = "" if index == 0 else f"with onnxruntime's {level.level}: "
+            parts.append(prefix + level.reason())
+        return "; ".join(parts)
 
 
 class OriginalFailedError(Exception):
@@ -103,6 +152,21 @@ def _check_signatures(original: LoadedModel, rewritten: LoadedModel) -> None:
         )
 
 
+def run_level(
+    reference: Reference,
+    session: Session,
+    names: Sequence[str],
+    criterion: Criterion,
+    level: str = DISABLED,
+) -> LevelOutcome:
+    """Run `session` on the reference's inputs and judge its outputs."""
+    try:
+        actual = session.run(reference.feeds)
+    except RunError as exc:
+        return LevelOutcome(level, (), f"the rewritten model failed: {exc}")
+    return LevelOutcome(level, judge_outputs(reference, actual, names, criterion))
+
+
 class Pair:
     """An original and a rewritten model with open sessions, compared on given inputs."""
 
@@ -111,62 +175,173 @@ class Pair:
         original: LoadedModel,
         rewritten: LoadedModel,
         *,
-        rtol: float | None,
-        atol: float | None,
+        criterion: Criterion,
         providers: Sequence[str] | None,
+        ort_enable_all: bool = False,
     ) -> None:
         _check_signatures(original, rewritten)
         self.original = original
         self.rewritten = rewritten
-        self.rtol = rtol
-        self.atol = atol
+        self.criterion = criterion
         self.original_session: Session = open_session(original, providers)
         self.rewritten_session: Session = open_session(rewritten, providers)
+        self.oracle = Oracle(original, providers)
+        self._providers = providers
         self.output_names = tuple(v.name for v in original.model.graph.outputs)
         self.output_dtypes = {
             v.name: v.dtype.onnx_name if v.dtype is not None else "?"
             for v in original.model.graph.outputs
         }
+        self.numpy_dtypes = {
+            v.name: np.dtype(ir.numpy_dtype(v.dtype)) if v.dtype is not None else None
+            for v in original.model.graph.outputs
+        }
+        self.optimized_session: Session | None = None
+        self.optimized_failure = ""
+        # The original with ORT_ENABLE_ALL, opened when the rewritten model fails at that level.
+        self._original_optimized: Session | None = None
+        self._original_optimized_failed = False
+        self.ort_changes_original = False
+        self.notes: list[str] = []
+        if ort_enable_all:
+            self._open_optimized(providers)
 
-    def run_original(self, feeds: Mapping[str, Array]) -> dict[str, object]:
-        """The original model's outputs; raises OriginalFailedError if it fails."""
+    def _open_optimized(self, providers: Sequence[str] | None) -> None:
+        if self.rewritten_session.runtime != ORT:
+            self.notes.append(f"{ENABLED} not checked: the rewritten model runs on onnx.reference")
+            return
         try:
-            return self.original_session.run(feeds)
+            self.optimized_session = open_optimized(self.rewritten, providers)
+        except VerifyError as exc:
+            try:
+                open_optimized(self.original, providers)
+            except VerifyError:
+                self.notes.append(
+                    f"{ENABLED} not checked: onnxruntime cannot load the original with it either"
+                )
+                return
+            self.optimized_failure = str(exc)
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        """The optimization levels the rewritten model runs at."""
+        if self.optimized_session is not None or self.optimized_failure:
+            return (DISABLED, ENABLED)
+        return (DISABLED,)
+
+    def reference(self, feeds: Mapping[str, Array]) -> Reference:
+        """The original model's outputs on `feeds`; raises OriginalFailedError if it fails."""
+        try:
+            expected = self.original_session.run(feeds)
         except RunError as exc:
             raise OriginalFailedError(str(exc)) from exc
+        return Reference(feeds, expected, self.oracle)
 
     def compare(self, feeds: Mapping[str, Array]) -> Outcome:
-        """Run both models on `feeds` and compare every output."""
-        expected = self.run_original(feeds)
-        return compare_outputs(
-            expected, self.rewritten_session, feeds, self.output_names, self.rtol, self.atol
+        """Run both models on `feeds` (at each level) and judge every output."""
+        reference = self.reference(feeds)
+        names = self.output_names
+        levels = [run_level(reference, self.rewritten_session, names, self.criterion)]
+        if self.optimized_failure:
+            levels.append(LevelOutcome(ENABLED, (), self.optimized_failure))
+        elif self.optimized_session is not None:
+            optimized = run_level(reference, self.optimized_session, names, self.criterion, ENABLED)
+            if not optimized.ok and not optimized.failure:
+                optimized = self._against_original_optimized(reference, optimized)
+            levels.append(optimized)
+        return Outcome(tuple(levels))
+
+    def _against_original_optimized(
+        self, reference: Reference, failed: LevelOutcome
+    ) -> LevelOutcome:
+        """`failed` judged again against the original run with ORT_ENABLE_ALL too.
+
+        onnxruntime's optimizations may change the original's own result (on extreme inputs,
+        fused Conv + Clip kernels treat overflow differently): the rewrite is not to blame for
+        what they do to both models alike, so a rewritten model that is as accurate as the
+        original at that level passes.
+        """
+        session = self._original_optimized_session()
+        if session is None or self.optimized_session is None:
+            return failed
+        try:
+            expected = session.run(reference.feeds)
+        except RunError:
+            return failed
+        names = self.output_names
+        again = run_level(
+            reference.with_expected(expected),
+            self.optimized_session,
+            names,
+            self.criterion,
+            ENABLED,
         )
+        if again.ok:
+            self.ort_changes_original = True
+            return again
+        return failed
+
+    def _original_optimized_session(self) -> Session | None:
+        if self._original_optimized is None and not self._original_optimized_failed:
+            try:
+                self._original_optimized = open_optimized(self.original, self._providers)
+            except VerifyError:
+                self._original_optimized_failed = True
+        return self._original_optimized
+
+    def original_runs(self, feeds: Mapping[str, Array]) -> bool:
+        """True when the original model runs on `feeds`."""
+        try:
+            self.original_session.run(feeds)
+        except RunError:
+            return False
+        return True
 
 
-def _tolerance(value: object, rtol: float | None, atol: float | None) -> Tolerance:
-    if isinstance(value, list):
-        value = value[0] if value else np.zeros(0)
-    return tolerance_for(np.asarray(value).dtype, rtol, atol)
+# ---------------------------------------------------------------------------------------------
+# Worst figures per output and level
 
 
-def compare_outputs(
-    expected: Mapping[str, object],
-    session: Session,
-    feeds: Mapping[str, Array],
-    names: Sequence[str],
-    rtol: float | None,
-    atol: float | None,
-) -> Outcome:
-    """Run `session` on `feeds` and compare its outputs `names` with `expected`."""
-    tolerances = tuple((name, _tolerance(expected[name], rtol, atol)) for name in names)
-    try:
-        actual = session.run(feeds)
-    except RunError as exc:
-        return Outcome((), tolerances, f"the rewritten model failed: {exc}")
-    comparisons = tuple(
-        (name, compare_arrays(expected[name], actual[name], tol)) for name, tol in tolerances
-    )
-    return Outcome(comparisons, tolerances)
+class _Figures:
+    """Per output and level: the most telling comparison seen and the largest differences."""
+
+    def __init__(self, names: Sequence[str], levels: Sequence[str]) -> None:
+        self.best: dict[tuple[str, str], Comparison] = {}
+        self.max_abs: dict[tuple[str, str], float | None] = {}
+        self.max_rel: dict[tuple[str, str], float | None] = {}
+        self.failures: dict[str, str] = {}
+        for name in names:
+            for level in levels:
+                self.max_abs[(name, level)] = None
+                self.max_rel[(name, level)] = None
+
+    def record(self, outcome: Outcome) -> None:
+        for level in outcome.levels:
+            if level.failure:
+                self.failures.setdefault(level.level, level.failure)
+            for name, comparison in level.comparisons:
+                key = (name, level.level)
+                for table, value in (
+                    (self.max_abs, comparison.max_abs_err),
+                    (self.max_rel, comparison.max_rel_err),
+                ):
+                    if value is not None:
+                        worst = table.get(key)
+                        table[key] = value if worst is None else max(worst, value)
+                best = self.best.get(key)
+                if best is None or _weight(comparison) > _weight(best):
+                    self.best[key] = comparison
+
+
+def _weight(comparison: Comparison) -> tuple[int, float]:
+    """How telling a comparison is: a failure, then the largest ratio, then the largest gap."""
+    if not comparison.ok:
+        return (3, float(comparison.mismatched))
+    if comparison.basis == "oracle":
+        return (2, comparison.ratio or 0.0)
+    if comparison.basis == "close":
+        return (1, comparison.rewritten_err or 0.0)
+    return (0, comparison.max_rel_err or 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,6 +361,15 @@ VerifyProgress = Callable[[int, int], None]
 """Called as `progress(examples run, shrinking runs among them)`."""
 
 
+@dataclasses.dataclass(slots=True)
+class _Found:
+    """A disagreement: the inputs, the outcome, and the example when it was generated."""
+
+    inputs: dict[str, Array]
+    outcome: Outcome
+    example: Example | None = None
+
+
 class _Search:
     """State of one hypothesis run: cached outcomes, counters and the worst errors seen."""
 
@@ -195,12 +379,14 @@ class _Search:
         specs: tuple[InputSpec, ...],
         *,
         special_values: bool,
+        sizes: Mapping[DimKey, tuple[int, int]],
         progress: VerifyProgress | None = None,
     ) -> None:
         self.pair = pair
         self.progress = progress
         self.specs = specs
         self.special_values = special_values
+        self.sizes = dict(sizes)
         self.cache: dict[Example, Outcome | None] = {}
         self.runs = 0
         self.rejected = 0
@@ -208,7 +394,7 @@ class _Search:
         self.failing_since: float | None = None
         self.last: Outcome | None = None
         self.last_rejection = ""
-        self.worst: dict[str, list[float | None]] = {n: [None, None] for n in pair.output_names}
+        self.figures = _Figures(pair.output_names, pair.levels)
 
     def _budget_left(self) -> bool:
         if self.failing_since is None:
@@ -216,23 +402,39 @@ class _Search:
         elapsed = time.monotonic() - self.failing_since
         return self.shrink_runs < _SHRINK_RUNS and elapsed < _SHRINK_SECONDS
 
-    def _record(self, outcome: Outcome) -> None:
+    def _count(self, outcome: Outcome) -> None:
+        self.runs += 1
+        if self.failing_since is not None:
+            self.shrink_runs += 1
+        if self.progress is not None:
+            self.progress(self.runs, self.shrink_runs)
         self.last = outcome
-        for name, comparison in outcome.comparisons:
-            worst = self.worst[name]
-            for slot, value in enumerate((comparison.max_abs_err, comparison.max_rel_err)):
-                if value is None:
-                    continue
-                current = worst[slot]
-                worst[slot] = value if current is None else max(current, value)
+        self.figures.record(outcome)
+        if not outcome.ok and self.failing_since is None:
+            self.failing_since = time.monotonic()
+
+    def run_sample(self, index: int, feeds: dict[str, Array]) -> _Found | None:
+        """Run one of the caller's samples; a disagreement is returned as it is (no shrinking).
+
+        Raises:
+            VerifyError: the original model fails on the sample.
+        """
+        try:
+            outcome = self.pair.compare(feeds)
+        except OriginalFailedError as exc:
+            raise VerifyError(
+                f"the original model fails on given sample {index + 1}: {exc}"
+            ) from exc
+        self._count(outcome)
+        return None if outcome.ok else _Found(feeds, outcome)
 
     def outcome(self, example: Example) -> Outcome | None:
         """The cached or fresh outcome of `example`; None if the original model refused it."""
         if example in self.cache:
             return self.cache[example]
         if not self._budget_left():
-            return Outcome((), ())  # past the shrink budget: counts as passing, never run
-        feeds = materialize(example, self.specs, special_values=self.special_values)
+            return Outcome(())  # past the shrink budget: counts as passing, never run
+        feeds = materialize(example, self.specs)
         try:
             outcome = self.pair.compare(feeds)
         except OriginalFailedError as exc:
@@ -240,15 +442,8 @@ class _Search:
             self.last_rejection = str(exc)
             self.cache[example] = None
             return None
-        self.runs += 1
-        if self.failing_since is not None:
-            self.shrink_runs += 1
-        if self.progress is not None:
-            self.progress(self.runs, self.shrink_runs)
-        self._record(outcome)
+        self._count(outcome)
         self.cache[example] = outcome
-        if not outcome.ok and self.failing_since is None:
-            self.failing_since = time.monotonic()
         return outcome
 
     def check(self, example: Example) -> None:
@@ -261,11 +456,14 @@ class _Search:
         if not outcome.ok:
             raise _MismatchFoundError(example, outcome)
 
-    def run(self, examples: int, seed: int) -> _MismatchFoundError | None:
-        """Run hypothesis; returns the shrunk mismatch, or None if the models always agreed."""
+    def run(self, examples: int, seed: int) -> _Found | None:
+        """Run hypothesis; returns the shrunk mismatch, or None if the models always agreed.
+
+        Raises:
+            hypothesis.errors.Unsatisfiable: the original rejected every generated input.
+        """
         from hypothesis import HealthCheck, Phase, Verbosity, given, settings
         from hypothesis import seed as seed_decorator
-        from hypothesis.errors import Unsatisfiable
 
         config = settings(
             settings.get_profile("default"),
@@ -279,7 +477,9 @@ class _Search:
             print_blob=False,
             report_multiple_bugs=False,
         )
-        strategy = example_strategy(self.specs, special_values=self.special_values)
+        strategy = example_strategy(
+            self.specs, special_values=self.special_values, sizes=self.sizes
+        )
 
         @config
         @seed_decorator(seed)
@@ -290,14 +490,68 @@ class _Search:
         try:
             models_agree()
         except _MismatchFoundError as found:
-            return found
-        except Unsatisfiable as exc:
-            raise VerifyError(
-                "the original model failed on every generated input "
-                f"(last error: {self.last_rejection}); give valid ranges with input_ranges / "
-                "--input NAME=LO:HI"
-            ) from exc
+            return _Found(materialize(found.example, self.specs), found.outcome, found.example)
         return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Sizes
+
+
+def _search_sizes(
+    pair: Pair,
+    specs: tuple[InputSpec, ...],
+    fixed: Mapping[DimKey, int],
+) -> FoundSizes | None:
+    """Sizes the original runs with, when it fails on plain values at the usual sizes."""
+    from rewriter.verification._inputs import dim_keys
+
+    keys = dim_keys(specs)
+    if not keys:
+        return None
+    probe = {key: fixed.get(key, _PROBE_SIZE) for key in keys}
+    if pair.original_runs(materialize(plain_example(specs, probe), specs)):
+        return None
+
+    def runs(sizes: Mapping[DimKey, int]) -> bool:
+        return pair.original_runs(materialize(plain_example(specs, sizes), specs))
+
+    logger.info("the original model fails at size %d; searching sizes", _PROBE_SIZE)
+    return find_sizes(specs, fixed, suggested_sizes(pair.original.model), runs)
+
+
+def _size_ranges(
+    specs: tuple[InputSpec, ...], fixed: Mapping[DimKey, int], found: FoundSizes | None
+) -> dict[DimKey, tuple[int, int]]:
+    ranges: dict[DimKey, tuple[int, int]] = {key: (size, size) for key, size in fixed.items()}
+    if found is not None:
+        ranges.update(found.ranges)
+    del specs
+    return ranges
+
+
+def _dim_label(key: DimKey) -> str:
+    return key[1] if key[0] == "sym" else f"axis {key[1]}"
+
+
+def _unsatisfiable_message(
+    search: _Search, specs: tuple[InputSpec, ...], found: FoundSizes | None, tried: bool
+) -> str:
+    from rewriter.verification._inputs import dim_keys
+
+    symbols = [_dim_label(key) for key in dim_keys(specs)]
+    sizes = ""
+    if tried and found is None and symbols:
+        sizes = f"; sizes up to 8192 were tried for {', '.join(symbols)}"
+    elif found is not None:
+        sizes = f"; sizes searched: {found.describe()}"
+    first = specs[0].name if specs else "NAME"
+    return (
+        f"the original model failed on every generated input (last error: "
+        f"{search.last_rejection}){sizes}. Fix sizes with --input-shape {first}=D1xD2... or "
+        f"--dim SYMBOL=N (input_shapes= / dims=), value ranges with --input NAME=LO:HI "
+        f"(input_ranges=), or give real samples with --inputs FILE.npz (samples=)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,44 +568,82 @@ def _frozen_inputs(inputs: Mapping[str, Array]) -> Mapping[str, Array]:
 
 
 def _stats(
-    pair: Pair,
-    final: Outcome | None,
-    worst: Mapping[str, list[float | None]],
-    failing: bool,
+    pair: Pair, figures: _Figures, final: Outcome | None, failing: bool
 ) -> tuple[OutputStats, ...]:
-    comparisons = dict(final.comparisons) if final is not None else {}
-    tolerances = dict(final.tolerances) if final is not None else {}
+    """One entry per output and level: the failing comparison, else the most telling one."""
+    final_levels = {level.level: level for level in final.levels} if final is not None else {}
     stats = []
-    for name in pair.output_names:
-        comparison = comparisons.get(name)
-        note = ""
-        if final is not None and final.failure:
-            note = final.failure
-        elif comparison is not None:
-            note = comparison.reason
-        stats.append(
-            OutputStats(
-                name=name,
-                dtype=pair.output_dtypes[name],
-                shape=comparison.shape if comparison is not None else (),
-                max_abs_err=worst[name][0],
-                max_rel_err=worst[name][1],
-                mismatched=comparison.mismatched if (failing and comparison) else 0,
-                tolerance=tolerances.get(name, Tolerance(math.nan, math.nan)),
-                note=note,
-            )
-        )
+    for level in pair.levels:
+        final_level = final_levels.get(level)
+        final_comparisons = dict(final_level.comparisons) if final_level is not None else {}
+        for name in pair.output_names:
+            key = (name, level)
+            comparison = final_comparisons.get(name) if failing else figures.best.get(key)
+            if comparison is None:
+                comparison = figures.best.get(key)
+            failure = ""
+            if failing and final_level is not None and final_level.failure:
+                failure = final_level.failure
+            elif not failing and level in figures.failures:
+                failure = figures.failures[level]
+            stats.append(_output_stats(pair, name, level, comparison, figures, failure, failing))
     return tuple(stats)
 
 
-def _validate(examples: int, seed: int, rtol: float | None, atol: float | None) -> None:
-    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
-        raise ValueError(f"examples must be a positive int, got {examples!r}")
+def _output_stats(
+    pair: Pair,
+    name: str,
+    level: str,
+    comparison: Comparison | None,
+    figures: _Figures,
+    failure: str,
+    failing: bool,
+) -> OutputStats:
+    key = (name, level)
+    dtype = pair.output_dtypes[name]
+    numpy_dtype = pair.numpy_dtypes[name]
+    criterion = "?" if numpy_dtype is None else pair.criterion.describe(numpy_dtype)
+    if comparison is None:
+        return OutputStats(
+            name,
+            dtype,
+            (),
+            figures.max_abs[key],
+            figures.max_rel[key],
+            0,
+            criterion,
+            level=level,
+            note=failure,
+        )
+    return OutputStats(
+        name=name,
+        dtype=dtype,
+        shape=comparison.shape,
+        max_abs_err=figures.max_abs[key],
+        max_rel_err=figures.max_rel[key],
+        mismatched=comparison.mismatched if failing else 0,
+        criterion=criterion,
+        level=level,
+        basis=comparison.basis,
+        original_err=comparison.original_err,
+        rewritten_err=comparison.rewritten_err,
+        ratio=comparison.ratio,
+        floor=comparison.floor,
+        note=failure or (comparison.reason if failing else ""),
+    )
+
+
+def _validate(examples: int, seed: int, samples: bool) -> None:
+    low = 0 if samples else 1
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < low:
+        need = "an int >= 0 (with samples)" if samples else "a positive int"
+        raise ValueError(f"examples must be {need}, got {examples!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    for label, value in (("rtol", rtol), ("atol", atol)):
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"{label} must be a finite number >= 0, got {value!r}")
+
+
+def _criterion(compare: str, factor: float, rtol: float | None, atol: float | None) -> Criterion:
+    return Criterion(compare=compare, factor=factor, rtol=rtol, atol=atol)
 
 
 def check_equivalence(
@@ -360,10 +652,17 @@ def check_equivalence(
     *,
     examples: int = 20,
     seed: int = 0,
+    compare: str = "accuracy",
+    factor: float = 8.0,
     rtol: float | None = None,
     atol: float | None = None,
     input_ranges: Mapping[str, tuple[float, float]] | None = None,
-    special_values: bool = False,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    samples: Sequence[Mapping[str, Array]] | None = None,
+    special_values: bool = True,
+    float_extremes: bool = False,
+    ort_enable_all: bool = True,
     providers: Sequence[str] | None = None,
     counterexample_path: str | os.PathLike[str] | None = None,
     save_counterexample: bool = True,
@@ -373,19 +672,35 @@ def check_equivalence(
 
     Both models run with onnxruntime (graph optimizations disabled; CPU unless `providers`
     says otherwise), or with `onnx.reference` plus the project's kernels for ops onnxruntime
-    does not know. Inputs follow `rewriter.verification._inputs`; outputs are compared with the
-    tolerances of `rewriter.verification._compare`.
+    does not know. Inputs follow `rewriter.verification._inputs`; float outputs are judged by
+    accuracy against a float64 evaluation of the original (`rewriter.verification._compare`).
 
     Args:
         original: the reference model (a path, an `onnx.ModelProto` or an `ir.Model`).
         rewritten: the model under test, with the same input and output names.
-        examples: how many examples hypothesis generates (shrinking runs come on top).
+        examples: how many examples hypothesis generates (shrinking runs come on top); 0
+            with `samples` runs the samples only.
         seed: hypothesis seed; the same seed gives the same examples.
-        rtol: relative tolerance for floating outputs (default: per dtype).
-        atol: absolute tolerance for floating outputs (default: per dtype).
+        compare: "accuracy" (float outputs at most `factor` times less accurate than the
+            original's against the float64 oracle) or "direct" (within `rtol`/`atol` of the
+            original's outputs).
+        factor: how many times the original's error (against the oracle) the rewritten
+            model may have.
+        rtol: relative tolerance for outputs compared directly (default: per dtype).
+        atol: absolute tolerance for outputs compared directly (default: per dtype).
         input_ranges: `{input name: (lo, hi)}` closed ranges that override the generated
             values of those inputs.
-        special_values: also generate NaN and +-inf elements.
+        input_shapes: `{input name: dims}`: that input's shape, and through its symbolic dims
+            the size of those dims in every input.
+        dims: `{symbol: size}`: a symbolic dim's size in every input.
+        samples: the caller's own inputs, checked before the generated ones: mappings from
+            input name to array, each one sample or several stacked along a new first axis.
+        special_values: draw NaN, infinities and dtype extremes in some examples.
+        float_extremes: with `special_values`, also draw the float dtypes' largest
+            magnitudes (check-rules does; in a whole model a fold that scales weights
+            overflows elsewhere and a later Clip hides the infinity, see `_inputs`).
+        ort_enable_all: also run the rewritten model with onnxruntime's graph optimizations
+            (`ORT_ENABLE_ALL`) and judge it the same way.
         providers: onnxruntime execution providers (default: CPU).
         counterexample_path: where to save the counterexample (`.npz`); default
             `<rewritten stem>.counterexample.npz` beside the rewritten model, or a temporary
@@ -399,48 +714,135 @@ def check_equivalence(
 
     Raises:
         VerifyError: the models cannot be compared (different signatures, an op neither
-            runtime can run, inputs the original model always rejects, bad input ranges).
+            runtime can run, inputs the original model always rejects, bad input ranges,
+            shapes, dims or samples).
+        ValueError: `compare`, `factor`, `rtol`, `atol` or `examples` out of range.
         ir.ModelLoadError: a model file cannot be read.
     """
-    _validate(examples, seed, rtol, atol)
+    _validate(examples, seed, bool(samples))
+    criterion = _criterion(compare, factor, rtol, atol)
     loaded_original = load_model(original, "original")
     loaded_rewritten = load_model(rewritten, "rewritten")
     _check_signatures(loaded_original, loaded_rewritten)
-    specs = analyze_inputs(loaded_original.model, loaded_rewritten.model, input_ranges)
-    pair = Pair(loaded_original, loaded_rewritten, rtol=rtol, atol=atol, providers=providers)
+    specs = analyze_inputs(
+        loaded_original.model,
+        loaded_rewritten.model,
+        input_ranges,
+        input_shapes,
+        float_extremes=float_extremes,
+    )
+    fixed = bound_dims(specs, input_shapes, dims)
+    given = split_samples(samples or (), specs)
+    pair = Pair(
+        loaded_original,
+        loaded_rewritten,
+        criterion=criterion,
+        providers=providers,
+        ort_enable_all=ort_enable_all,
+    )
     if pair.original_session.runtime == ORT and pair.rewritten_session.runtime != ORT:
         logger.warning(
             "the rewritten model no longer runs on onnxruntime (%s); it was verified with %s",
             pair.rewritten_session.fallback_reason,
             pair.rewritten_session.runtime,
         )
-    search = _Search(pair, specs, special_values=special_values, progress=progress)
-    found = search.run(examples, seed)
+    found_sizes = _search_sizes(pair, specs, fixed) if examples else None
+    search = _Search(
+        pair,
+        specs,
+        special_values=special_values,
+        sizes=_size_ranges(specs, fixed, found_sizes),
+        progress=progress,
+    )
+    found: _Found | None = None
+    for index, sample in enumerate(given):
+        found = search.run_sample(index, sample)
+        if found is not None:
+            break
+    if found is None and examples:
+        found = _generated(search, specs, examples, seed, found_sizes)
+    return _result(
+        pair,
+        search,
+        specs,
+        found,
+        seed,
+        counterexample_path,
+        save_counterexample,
+        found_sizes,
+        fixed,
+    )
+
+
+def _generated(
+    search: _Search,
+    specs: tuple[InputSpec, ...],
+    examples: int,
+    seed: int,
+    found_sizes: FoundSizes | None,
+) -> _Found | None:
+    from hypothesis.errors import Unsatisfiable
+
+    try:
+        found = search.run(examples, seed)
+    except Unsatisfiable as exc:
+        tried = found_sizes is None and any(
+            not isinstance(d, int) for spec in specs for d in spec.dims or ()
+        )
+        raise VerifyError(_unsatisfiable_message(search, specs, found_sizes, tried)) from exc
     if found is None and search.rejected and search.runs < examples:
         logger.warning(
             "only %d of %d examples ran: the original model rejected %d generated inputs "
-            "(last error: %s); consider input_ranges / --input NAME=LO:HI",
+            "(last error: %s); consider --input NAME=LO:HI or --input-shape",
             search.runs,
             examples,
             search.rejected,
             search.last_rejection,
         )
+    return found
+
+
+def _result(
+    pair: Pair,
+    search: _Search,
+    specs: tuple[InputSpec, ...],
+    found: _Found | None,
+    seed: int,
+    counterexample_path: str | os.PathLike[str] | None,
+    save_counterexample: bool,
+    found_sizes: FoundSizes | None,
+    fixed: Mapping[DimKey, int],
+) -> VerifyResult:
     counterexample: Mapping[str, Array] | None = None
     path: str | None = None
     final = search.last
     if found is not None:
         final = found.outcome
-        inputs = materialize(found.example, specs, special_values=special_values)
-        counterexample = _frozen_inputs(inputs)
+        counterexample = _frozen_inputs(found.inputs)
         if save_counterexample:
             target = counterexample_path or _counterexample.default_counterexample_path(
-                loaded_rewritten.path
+                pair.rewritten.path
             )
-            path = _counterexample.save_counterexample(target, inputs)
+            path = _counterexample.save_counterexample(target, found.inputs)
+    notes = list(pair.notes)
+    if pair.ort_changes_original:
+        notes.append(
+            f"onnxruntime's {ENABLED} changes the original's result too on some examples; there "
+            f"the rewritten model was judged against the original run with {ENABLED}"
+        )
+    if pair.oracle.unavailable:
+        notes.append(pair.oracle.unavailable)
+    notes.extend(f"oracle: {note}" for note in pair.oracle.notes)
+    inputs = [f"{spec.name}: {spec.describe()}" for spec in specs]
+    if fixed:
+        given = ", ".join(f"`{_dim_label(key)}` {size}" for key, size in fixed.items())
+        inputs.append(f"sizes given: {given}")
+    if found_sizes is not None:
+        inputs.append(f"sizes found by search: {found_sizes.describe()}")
     result = VerifyResult(
         ok=found is None,
         examples_run=search.runs,
-        outputs=_stats(pair, final, search.worst, found is not None),
+        outputs=_stats(pair, search.figures, final, found is not None),
         counterexample=counterexample,
         counterexample_path=path,
         original_runtime=pair.original_session.runtime,
@@ -449,7 +851,12 @@ def check_equivalence(
         examples_rejected=search.rejected,
         shrink_runs=search.shrink_runs,
         message="" if found is None else found.outcome.reason(),
-        inputs=tuple(f"{spec.name}: {spec.describe()}" for spec in specs),
+        inputs=tuple(inputs),
+        compare=pair.criterion.compare,
+        factor=pair.criterion.factor,
+        oracle_runs=pair.oracle.runs,
+        failing_level="" if found is None else found.outcome.failing_level,
+        extra_notes=tuple(notes),
     )
     logger.info("%s", result.summary())
     if path is not None:
@@ -484,8 +891,11 @@ def check_on_inputs(
     rewritten: ModelSource,
     inputs: Mapping[str, Array],
     *,
+    compare: str = "accuracy",
+    factor: float = 8.0,
     rtol: float | None = None,
     atol: float | None = None,
+    ort_enable_all: bool = False,
     providers: Sequence[str] | None = None,
 ) -> VerifyResult:
     """Compare the two models on one given input set (e.g. a saved counterexample).
@@ -493,31 +903,32 @@ def check_on_inputs(
     Raises:
         VerifyError: as `check_equivalence`, or the original model fails on `inputs`.
     """
-    _validate(1, 0, rtol, atol)
+    criterion = _criterion(compare, factor, rtol, atol)
     pair = Pair(
         load_model(original, "original"),
         load_model(rewritten, "rewritten"),
-        rtol=rtol,
-        atol=atol,
+        criterion=criterion,
         providers=providers,
+        ort_enable_all=ort_enable_all,
     )
     feeds = dict(inputs)
     try:
         outcome = pair.compare(feeds)
     except OriginalFailedError as exc:
         raise VerifyError(f"the original model fails on the given inputs: {exc}") from exc
-    worst = {name: [c.max_abs_err, c.max_rel_err] for name, c in outcome.comparisons} or {
-        name: [None, None] for name in pair.output_names
-    }
-    for name in pair.output_names:
-        worst.setdefault(name, [None, None])
+    figures = _Figures(pair.output_names, pair.levels)
+    figures.record(outcome)
     return VerifyResult(
         ok=outcome.ok,
         examples_run=1,
-        outputs=_stats(pair, outcome, worst, not outcome.ok),
+        outputs=_stats(pair, figures, outcome, not outcome.ok),
         counterexample=None if outcome.ok else _frozen_inputs(feeds),
         counterexample_path=None,
         original_runtime=pair.original_session.runtime,
         rewritten_runtime=pair.rewritten_session.runtime,
         message=outcome.reason(),
+        compare=criterion.compare,
+        factor=criterion.factor,
+        oracle_runs=pair.oracle.runs,
+        failing_level=outcome.failing_level,
     )

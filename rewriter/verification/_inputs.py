@@ -15,21 +15,42 @@ Analysis (`analyze_inputs`) reads the graph inputs' types and follows their uses
 * a user range `(lo, hi)` overrides all of that (closed interval; integers use the integers
   inside it).
 
-Generation is a *recipe* drawn by hypothesis and expanded by numpy: dims, then per input a
-distribution kind, a numpy seed and up to four special elements placed at drawn positions.
-Hypothesis shrinks the recipe, so a counterexample ends up with small dims, the simplest kind
-(kind 0: small integers in [-3, 3] for floats) and few special elements; the elements
-themselves come from the seed, which keeps generation fast for large tensors (drawing every
-element through hypothesis would overflow its buffer past a few thousand elements).
+Sizes: every dim key draws its size from a range, 1 to 6 unless the caller fixes it
+(`input_shapes` binds the dims of one input, and through them the symbols it shares with
+other inputs; `dims` binds a symbol everywhere) or the size search (`_sizes`) found that the
+model needs larger ones. `suggested_sizes` lists the sizes the model's constants mention.
+
+Generation is a *recipe* drawn by hypothesis and expanded by numpy: dims, whether the example
+draws special values, then per input a distribution kind, a numpy seed and up to four special
+elements placed at drawn positions. Hypothesis shrinks the recipe, so a counterexample ends
+up with small dims, no special values if it can, the simplest kind (kind 0: small integers in
+[-3, 3] for floats) and few special elements; the elements themselves come from the seed,
+which keeps generation fast for large tensors (drawing every element through hypothesis
+would overflow its buffer past a few thousand elements).
 
 Float kinds (mostly moderate values, so models do not overflow): small integers, N(0, 1),
 uniform in [-3, 3], small-variance (`c + 0.1 * N(0, 1)` with one `c` in [-0.5, 0.5] per
 tensor: rows with a variance near 0.01 expose a wrong epsilon in a normalization), small
-scale (`1e-3 * N(0, 1)`). Special elements: +0.0, -0.0, +-1, +-tiny (1e-30 where the dtype
-has it), +-subnormal, +-large (1e4; 100 for float16 and float8), and NaN, +-inf only when
-`special_values` is set. Besides up to four placed ones, a drawn share of the elements
-(none, 10% or 50%, and then at least one of each where the input has room) holds the exact
-special values: +-0.0, +-1, and NaN, +-inf with `special_values`.
+scale (`1e-3 * N(0, 1)`). Special elements of every example: +0.0, -0.0, +-1, +-tiny (1e-30
+where the dtype has it), +-subnormal, +-large (1e4; 100 for float16 and float8). Besides up
+to four placed ones, a drawn share of the elements (none, 10% or 50%, and then at least one
+of each where the input has room) holds the exact values +-0.0 and +-1.
+
+*Special examples* (when `special_values` is on, the default; never the first, simplest
+example) come in two kinds, one in `SPECIAL_ODDS` examples each. *Non-finite* examples draw
+NaN, +-inf and the dtype's smallest subnormal, placed and in a share of at least 10%; *extreme*
+examples draw the dtype's largest magnitudes (+-max, with `float_extremes`) and its smallest
+subnormal instead, and integer inputs that are not indices or masks draw their dtype's extremes
+there (`min + 1` and `max`: `min / -1` traps the process in onnxruntime's integer Div, so no
+extreme is drawn at all when a model divides). The kinds are kept apart because they test
+different things: NaN and infinity test what a rewrite does with them (a rule that drops a NaN
+fails), extremes test arithmetic at the edge of the range, where a rewrite that reorders
+operations legitimately overflows elsewhere (`_compare` does not judge overflow on such
+examples). Whole-model checks thereby keep finite examples (one infinity in a transformer makes
+every output NaN and hides everything else) while NaN and infinity still reach every rule
+check. Float extremes are drawn for rule checks only (`float_extremes`): in a whole model a
+fold that scales weights overflows where the original did not, and a Clip or Relu after it
+turns that infinity into a finite wrong value that no comparison can tell from a bug.
 """
 
 from __future__ import annotations
@@ -55,9 +76,14 @@ logger = logging.getLogger(__name__)
 DIM_MIN = 1
 DIM_MAX = 6
 MAX_SPECIALS = 4
-# Shares of a float input's elements replaced by special values (NaN and infinities among
-# them with `special_values`): a few placed elements are easily missed by a difference that
-# only one special value shows (a rule that zeroes NaNs, or flips the sign of -0.0).
+# One example in SPECIAL_ODDS draws NaN and infinities, another one extremes (see the module
+# docstring); the others are plain.
+SPECIAL_ODDS = 6
+NONFINITE = "non-finite"
+EXTREME = "extreme"
+# Shares of an input's elements replaced by special values (at least the second in special
+# examples): a few placed elements are easily missed by a difference that only one special
+# value shows (a rule that zeroes NaNs, or flips the sign of -0.0).
 SPECIAL_SHARES = (0.0, 0.1, 0.5)
 
 DimKey: TypeAlias = tuple[str, str]
@@ -164,6 +190,10 @@ class InputSpec:
     role: str
     user_range: tuple[float, float] | None = None
     index_chains: tuple[IndexChain, ...] = ()
+    # Integer inputs draw their dtype's extremes in special examples (off when a model divides).
+    extremes: bool = True
+    # Float inputs draw their dtype's largest magnitudes in extreme examples.
+    float_extremes: bool = True
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -390,29 +420,49 @@ def _graph_inputs(model: ir.Model) -> dict[str, ir.Value]:
     return {v.name: v for v in model.graph.inputs if not v.is_initializer()}
 
 
+def _divides(model: ir.Model) -> bool:
+    """True when some node of the model is an integer-capable Div (see the module docstring)."""
+    return any(
+        node.op_type == "Div" and _is_default_domain(node)
+        for graph in model.graphs()
+        for node in graph
+    )
+
+
+def _check_names(what: str, names: Sequence[str], inputs: Mapping[str, ir.Value]) -> None:
+    unknown = [name for name in names if name not in inputs]
+    if unknown:
+        raise VerifyError(
+            f"{what} given for unknown input(s) {', '.join(map(repr, unknown))}; "
+            f"the model's inputs are {', '.join(map(repr, inputs)) or '(none)'}"
+        )
+
+
 def analyze_inputs(
     original: ir.Model,
     rewritten: ir.Model,
     input_ranges: Mapping[str, tuple[float, float]] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    *,
+    float_extremes: bool = True,
 ) -> tuple[InputSpec, ...]:
     """What to feed each graph input of the original model (see the module docstring).
 
     Constraints found in either model apply (an index input must index inside the gathers
-    of both).
+    of both). An input named in `input_shapes` gets those static dims.
 
     Raises:
         VerifyError: an input type cannot be generated, the two models disagree on an input's
-            type, or `input_ranges` names an unknown input or an empty range.
+            type, `input_ranges` names an unknown input or an empty range, or `input_shapes`
+            names an unknown input or contradicts a static dim.
     """
     ranges = dict(input_ranges or {})
+    shapes = dict(input_shapes or {})
     ours = _graph_inputs(original)
     theirs = _graph_inputs(rewritten)
-    unknown = [name for name in ranges if name not in ours]
-    if unknown:
-        raise VerifyError(
-            f"input range given for unknown input(s) {', '.join(map(repr, unknown))}; "
-            f"the model's inputs are {', '.join(map(repr, ours)) or '(none)'}"
-        )
+    _check_names("input range", list(ranges), ours)
+    _check_names("input shape", list(shapes), ours)
+    extremes = not (_divides(original) or _divides(rewritten))
     specs = []
     for name, value in ours.items():
         value_type = value.type
@@ -435,10 +485,181 @@ def analyze_inputs(
         if user_range is not None:
             user_range = _check_range(name, user_range, value_type.dtype)
             chains = ()
-        specs.append(InputSpec(name, value_type.dtype, dims, role, user_range, chains))
+        if name in shapes:
+            dims = _given_shape(name, dims, shapes[name])
+        spec = InputSpec(
+            name, value_type.dtype, dims, role, user_range, chains, extremes, float_extremes
+        )
+        specs.append(spec)
     for spec in specs:
         logger.info("input %s: %s", spec.name, spec.describe())
     return tuple(specs)
+
+
+def _given_shape(
+    name: str, dims: tuple[int | DimKey, ...] | None, given: Sequence[int]
+) -> tuple[int | DimKey, ...]:
+    """The dims of an input whose shape the user gave: keys keep their place (see `bound_dims`).
+
+    Raises:
+        VerifyError: the rank or a static dim differs from the model's.
+    """
+    sizes = tuple(int(d) for d in given)
+    if any(d < 0 for d in sizes):
+        raise VerifyError(f"input `{name}`: a shape has no negative dims, got {list(sizes)}")
+    if dims is None:
+        return sizes
+    if len(dims) != len(sizes):
+        raise VerifyError(
+            f"input `{name}` has rank {len(dims)}, but the given shape {_shape_text(sizes)} "
+            f"has rank {len(sizes)}"
+        )
+    for axis, (mine, wanted) in enumerate(zip(dims, sizes, strict=True)):
+        if isinstance(mine, int) and mine != wanted:
+            raise VerifyError(
+                f"input `{name}` dim {axis} is {mine} in the model, but the given shape "
+                f"{_shape_text(sizes)} says {wanted}"
+            )
+    return dims
+
+
+def _shape_text(sizes: Sequence[int]) -> str:
+    return "x".join(map(str, sizes)) or "(scalar)"
+
+
+def bound_dims(
+    specs: Sequence[InputSpec],
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> dict[DimKey, int]:
+    """The dim keys fixed by `input_shapes` (through each input's own keys) and `dims`.
+
+    Raises:
+        VerifyError: a symbol that no input has, a size below 1, or two different sizes for
+            one key.
+    """
+    fixed: dict[DimKey, int] = {}
+    origin: dict[DimKey, str] = {}
+    symbols = {key[1] for key in dim_keys(specs) if key[0] == "sym"}
+    for symbol, size in (dims or {}).items():
+        if symbol not in symbols:
+            known = ", ".join(f"`{s}`" for s in sorted(symbols)) or "none"
+            raise VerifyError(f"--dim {symbol}: no input has that symbolic dim (symbols: {known})")
+        if int(size) < 1:
+            raise VerifyError(f"--dim {symbol}={size}: a size is at least 1")
+        fixed[("sym", symbol)] = int(size)
+        origin[("sym", symbol)] = f"--dim {symbol}={size}"
+    by_name = {spec.name: spec for spec in specs}
+    for name, given in (input_shapes or {}).items():
+        spec = by_name[name]
+        for key, size in zip(spec.dims or (), given, strict=False):
+            if isinstance(key, int):
+                continue
+            label = f"--input-shape {name}={_shape_text(given)}"
+            if key in fixed and fixed[key] != int(size):
+                raise VerifyError(
+                    f"{label} gives `{_dim_name(key)}` the size {size}, but {origin[key]} "
+                    f"gives it {fixed[key]}"
+                )
+            fixed[key] = int(size)
+            origin[key] = label
+    return fixed
+
+
+def suggested_sizes(model: ir.Model, limit: int = 16) -> tuple[int, ...]:
+    """Sizes the model's constants mention (dims of its weights, small int vectors' values).
+
+    The most frequent first; what the size search tries after growing every dim.
+    """
+    counts: dict[int, int] = {}
+
+    def count(size: int) -> None:
+        if 2 <= size <= MAX_SEARCHED_SIZE:
+            counts[size] = counts.get(size, 0) + 1
+
+    for value in model.graph.initializers.values():
+        tensor = value.const_value
+        if tensor is None:
+            continue
+        for dim in tensor.shape:
+            count(int(dim))
+        if tensor.dtype in _INT_TYPES and tensor.size <= 8 and not tensor.is_external:
+            for item in np.asarray(tensor.numpy()).reshape(-1).tolist():
+                count(int(item))
+    ranked = sorted(counts, key=lambda size: (-counts[size], size))
+    return tuple(ranked[:limit])
+
+
+MAX_SEARCHED_SIZE = 8192
+
+
+def split_samples(
+    samples: Sequence[Mapping[str, Array]], specs: Sequence[InputSpec]
+) -> list[dict[str, Array]]:
+    """Real inputs, one dict per sample: each mapping holds one sample or several stacked.
+
+    An array with one more dim than its input's rank holds several samples along its first
+    axis (every input of that mapping then holds as many). Arrays are cast to the input's
+    dtype when they are of the same kind (a float64 array for a float32 input).
+
+    Raises:
+        VerifyError: a missing or unknown input, a rank that fits neither way, stacks of
+            different lengths, or a dtype of another kind.
+    """
+    result: list[dict[str, Array]] = []
+    by_name = {spec.name: spec for spec in specs}
+    for index, sample in enumerate(samples):
+        label = f"sample set {index + 1}" if len(samples) > 1 else "the given inputs"
+        missing = [name for name in by_name if name not in sample]
+        unknown = [name for name in sample if name not in by_name]
+        if missing or unknown:
+            parts = []
+            if missing:
+                parts.append(f"no array for input(s) {', '.join(map(repr, missing))}")
+            if unknown:
+                parts.append(f"arrays for unknown input(s) {', '.join(map(repr, unknown))}")
+            raise VerifyError(
+                f"{label}: {'; '.join(parts)}; the model's inputs are "
+                f"{', '.join(map(repr, by_name)) or '(none)'}"
+            )
+        stacked: dict[str, Array] = {}
+        counts: dict[str, int] = {}
+        for name, spec in by_name.items():
+            array = _cast_sample(label, spec, np.asarray(sample[name]))
+            rank = len(spec.dims) if spec.dims is not None else array.ndim
+            if array.ndim == rank + 1:
+                counts[name] = array.shape[0]
+            elif array.ndim != rank:
+                raise VerifyError(
+                    f"{label}: input `{name}` has rank {rank}, the array has {array.ndim} dims "
+                    f"(shape {list(array.shape)}); give one sample with {rank} dims or several "
+                    f"stacked along a new first axis"
+                )
+            stacked[name] = array
+        lengths = set(counts.values())
+        if len(lengths) > 1 or (counts and len(counts) != len(by_name)):
+            raise VerifyError(
+                f"{label}: some arrays hold several samples and others do not, or different "
+                f"numbers of them ({', '.join(f'{n}: {c}' for n, c in counts.items())})"
+            )
+        if not counts:
+            result.append(stacked)
+            continue
+        for position in range(lengths.pop()):
+            result.append({name: array[position] for name, array in stacked.items()})
+    return result
+
+
+def _cast_sample(label: str, spec: InputSpec, array: Array) -> Array:
+    target = ir.numpy_dtype(spec.dtype)
+    if array.dtype == target:
+        return array
+    kinds = {"f": "fV", "i": "iu", "u": "iu", "b": "b", "U": "UO", "O": "UO", "c": "c"}
+    if array.dtype.kind not in kinds.get(np.dtype(target).kind, np.dtype(target).kind):
+        raise VerifyError(
+            f"{label}: input `{spec.name}` is {spec.dtype.onnx_name}, the array is {array.dtype}"
+        )
+    return array.astype(target)
 
 
 def _check_range(name: str, bounds: tuple[float, float], dtype: ir.DataType) -> tuple[float, float]:
@@ -474,10 +695,25 @@ class Recipe:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Example:
-    """One drawn example: a size for every dim key and one recipe per input (in spec order)."""
+    """One drawn example: a size for every dim key and one recipe per input (in spec order).
+
+    `special` says which special values the example draws ("", `NONFINITE` or `EXTREME`, see
+    the module docstring); the draw behind it is kept (`special_draw`) so that different
+    draws stay different examples.
+    """
 
     dims: tuple[tuple[DimKey, int], ...]
     recipes: tuple[Recipe, ...]
+    special_draw: int = 0
+
+    @property
+    def special(self) -> str:
+        """The kind of special values this example draws ("" for none)."""
+        if self.special_draw == SPECIAL_ODDS - 1:
+            return NONFINITE
+        if self.special_draw == SPECIAL_ODDS - 2:
+            return EXTREME
+        return ""
 
 
 def dim_keys(specs: Sequence[InputSpec]) -> tuple[DimKey, ...]:
@@ -493,7 +729,7 @@ def dim_keys(specs: Sequence[InputSpec]) -> tuple[DimKey, ...]:
 def _recipe_strategy(spec: InputSpec, special_values: bool) -> SearchStrategy[Recipe]:
     from hypothesis import strategies as st
 
-    count = len(_specials(spec, special_values))
+    count = len(_specials(spec, NONFINITE if special_values else "", ()))
     specials: SearchStrategy[tuple[tuple[int, int], ...]] = st.just(())
     if count:
         pair = st.tuples(st.integers(0, 2**31 - 1), st.integers(0, count - 1))
@@ -513,15 +749,29 @@ def _recipe_strategy(spec: InputSpec, special_values: bool) -> SearchStrategy[Re
 
 
 def example_strategy(
-    specs: Sequence[InputSpec], *, special_values: bool = False
+    specs: Sequence[InputSpec],
+    *,
+    special_values: bool = True,
+    sizes: Mapping[DimKey, tuple[int, int]] | None = None,
 ) -> SearchStrategy[Example]:
-    """The hypothesis strategy of examples for these inputs (imports hypothesis lazily)."""
+    """The hypothesis strategy of examples for these inputs (imports hypothesis lazily).
+
+    `sizes` gives a dim key its closed range of sizes (default `DIM_MIN` to `DIM_MAX`).
+    """
     from hypothesis import strategies as st
 
-    size = st.integers(DIM_MIN, DIM_MAX)
-    dims = st.tuples(*(st.tuples(st.just(key), size) for key in dim_keys(specs)))
+    ranges = dict(sizes or {})
+    dims = st.tuples(
+        *(
+            st.tuples(st.just(key), st.integers(*ranges.get(key, (DIM_MIN, DIM_MAX))))
+            for key in dim_keys(specs)
+        )
+    )
     recipes = st.tuples(*(_recipe_strategy(spec, special_values) for spec in specs))
-    return st.builds(Example, dims=dims, recipes=recipes)
+    special: SearchStrategy[int] = st.just(0)
+    if special_values:
+        special = st.integers(0, SPECIAL_ODDS - 1)
+    return st.builds(Example, dims=dims, recipes=recipes, special_draw=special)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -529,56 +779,86 @@ def example_strategy(
 
 
 @functools.cache
-def _finfo(dtype: ir.DataType) -> tuple[float, float, float]:
-    """(tiny, subnormal, large) special magnitudes for a float dtype."""
+def _finfo(dtype: ir.DataType) -> tuple[float, float, float, float, float]:
+    """(tiny, subnormal, large, max, smallest subnormal) magnitudes for a float dtype."""
     import ml_dtypes
 
     info = ml_dtypes.finfo(ir.numpy_dtype(dtype))  # type: ignore[no-untyped-call]
     tiny = 1e-30 if float(info.tiny) < 1e-30 else float(info.tiny)
-    subnormal = float(info.smallest_subnormal)
+    smallest = float(info.smallest_subnormal)
+    subnormal = smallest
     if dtype in (ir.DataType.FLOAT, ir.DataType.BFLOAT16):
         subnormal = 1e-40
     elif dtype == ir.DataType.DOUBLE:
         subnormal = 1e-310
     large = 1e4 if float(info.max) > 1e30 else 100.0
-    return tiny, subnormal, large
+    return tiny, subnormal, large, float(info.max), smallest
 
 
-def _specials(spec: InputSpec, special_values: bool) -> tuple[object, ...]:
-    """The special element values of an input, simplest first."""
+def _float_extremes(spec: InputSpec, special: str) -> tuple[float, ...]:
+    """The values only special examples of that kind draw (see the module docstring)."""
+    _, _, _, top, smallest = _finfo(spec.dtype)
+    if special == NONFINITE:
+        return (math.nan, math.inf, -math.inf, smallest, -smallest)
+    if special == EXTREME and spec.float_extremes:
+        return (top, -top, smallest, -smallest)
+    if special == EXTREME:
+        return (smallest, -smallest)
+    return ()
+
+
+def _specials(
+    spec: InputSpec, special: str, interval: tuple[int, int] | tuple[()]
+) -> tuple[object, ...]:
+    """The special element values of an input, simplest first (`special`: the example's kind).
+
+    Integer inputs get the ends of their interval (`interval`), and their dtype's extremes in
+    special examples. A recipe's placed specials index this tuple modulo its length.
+    """
     if spec.role == "float":
         if spec.user_range is not None:
             lo, hi = spec.user_range
             inside = (0.0, -0.0) if lo <= 0.0 <= hi else ()
             return (lo, hi, *inside)
-        tiny, subnormal, large = _finfo(spec.dtype)
+        tiny, subnormal, large, _, _ = _finfo(spec.dtype)
         values: tuple[object, ...] = (0.0, -0.0, 1.0, -1.0, tiny, -tiny, subnormal, -subnormal)
         values += (large, -large)
-        if special_values:
-            values += (math.nan, math.inf, -math.inf)
-        return values
+        return values + _float_extremes(spec, special)
     if spec.role == "complex":
         return (0j, 1 + 0j, -1 + 0j, 1j)
     if spec.role == "bool":
         return (False, True)
     if spec.role == "string":
         return ()
-    return ("lo", "hi")  # resolved per example: the ends of the integer interval
+    if not interval:
+        return ("lo", "hi")  # resolved per example: the ends of the integer interval
+    ends: tuple[object, ...] = tuple(interval)
+    if special == EXTREME and spec.role == "int" and spec.extremes:
+        ends += _int_extremes(spec)
+    return ends
 
 
-def _shared_specials(spec: InputSpec, special_values: bool) -> tuple[float, ...]:
-    """The special values a share of a float input's elements takes: exact values only.
+def _int_extremes(spec: InputSpec) -> tuple[int, ...]:
+    info = np.iinfo(ir.numpy_dtype(spec.dtype))
+    low = int(info.min) + 1 if info.min < 0 else int(info.min)
+    return (low, int(info.max))
 
-    Zeros of both signs and +-1 (NaN and infinities with `special_values`); the extreme
-    magnitudes stay a few placed elements, so that a share does not turn every example into
-    an ill-conditioned one (1e4 beside 1e-30 in one reduction).
+
+def _shared_specials(spec: InputSpec, special: str) -> tuple[float, ...]:
+    """The special values a share of an input's elements takes: exact values only.
+
+    For floats, zeros of both signs and +-1, and the special example's own values (see the
+    module docstring); the other extreme magnitudes stay a few placed elements, so that a
+    share does not turn every example into an ill-conditioned one (1e4 beside 1e-30 in one
+    reduction). Integer inputs share their extremes in extreme examples.
     """
-    if spec.role != "float" or spec.user_range is not None:
+    if spec.user_range is not None:
         return ()
-    values: tuple[float, ...] = (0.0, -0.0, 1.0, -1.0)
-    if special_values:
-        values += (math.nan, math.inf, -math.inf)
-    return values
+    if spec.role == "int" and special == EXTREME and spec.extremes:
+        return tuple(float(v) for v in _int_extremes(spec))
+    if spec.role != "float":
+        return ()
+    return (0.0, -0.0, 1.0, -1.0, *_float_extremes(spec, special))
 
 
 def _int_interval(spec: InputSpec, dims: Mapping[DimKey, int]) -> tuple[int, int]:
@@ -641,11 +921,11 @@ def _fill(
     recipe: Recipe,
     shape: tuple[int, ...],
     dims: Mapping[DimKey, int],
-    special_values: bool,
+    special: str,
 ) -> Array:
     rng = np.random.default_rng(recipe.seed)
     kind = spec.kinds[recipe.kind % len(spec.kinds)]
-    specials: list[Any] = list(_specials(spec, special_values))
+    specials: list[Any] = list(_specials(spec, special, ()))
     target = ir.numpy_dtype(spec.dtype)
     base: Array
     if spec.role == "float":
@@ -659,17 +939,20 @@ def _fill(
     else:
         lo, hi = _int_interval(spec, dims)
         base = _int_base(kind, shape, rng, lo, hi)
-        specials = [lo, hi]
+        specials = list(_specials(spec, special, (lo, hi)))
     flat = base.reshape(-1)
     share = SPECIAL_SHARES[recipe.special_share % len(SPECIAL_SHARES)]
-    shared = _shared_specials(spec, special_values)
+    if special:
+        share = max(share, SPECIAL_SHARES[1])
+    shared = _shared_specials(spec, special)
     if flat.size and share and shared:
         # At least one element of every such value where the input is big enough, so a
         # difference that one value alone shows is seen in any example with a share.
         count = min(flat.size, max(round(share * flat.size), len(shared)))
         chosen = rng.permutation(flat.size)[:count]
         picks = (rng.integers(len(shared)) + np.arange(count)) % len(shared)
-        flat[chosen] = np.asarray(shared, dtype=flat.dtype)[picks]
+        with np.errstate(invalid="ignore", over="ignore"):
+            flat[chosen] = np.asarray(shared).astype(flat.dtype)[picks]
     if flat.size:
         for position, which in recipe.specials:
             flat[position % flat.size] = specials[which % len(specials)]
@@ -678,9 +961,7 @@ def _fill(
         return np.require(base.astype(target), requirements="C")
 
 
-def materialize(
-    example: Example, specs: Sequence[InputSpec], *, special_values: bool = False
-) -> dict[str, Array]:
+def materialize(example: Example, specs: Sequence[InputSpec]) -> dict[str, Array]:
     """The input arrays of `example`, by input name."""
     dims = dict(example.dims)
     feeds: dict[str, Array] = {}
@@ -689,11 +970,25 @@ def materialize(
             shape = recipe.free_dims
         else:
             shape = tuple(d if isinstance(d, int) else dims[d] for d in spec.dims)
-        feeds[spec.name] = _fill(spec, recipe, shape, dims, special_values)
+        feeds[spec.name] = _fill(spec, recipe, shape, dims, example.special)
     return feeds
+
+
+def plain_example(specs: Sequence[InputSpec], dims: Mapping[DimKey, int]) -> Example:
+    """An example with the given dims and plain values (N(0, 1) floats, no special elements).
+
+    What the size search runs the original model on.
+    """
+    recipes = []
+    for spec in specs:
+        kind = spec.kinds.index("normal") if "normal" in spec.kinds else 0
+        free = () if spec.dims is not None else (DIM_MAX // 2,)
+        recipes.append(Recipe(kind=kind, seed=0, specials=(), free_dims=free))
+    ordered = tuple((key, int(dims[key])) for key in dim_keys(specs))
+    return Example(dims=ordered, recipes=tuple(recipes))
 
 
 def example_size(example: Example) -> tuple[int, int]:
     """(number of special elements, total of sampled dims): what shrinking minimizes."""
     specials = sum(len(r.specials) + r.special_share for r in example.recipes)
-    return specials, sum(size for _, size in example.dims)
+    return specials + (1 if example.special else 0), sum(size for _, size in example.dims)

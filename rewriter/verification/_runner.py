@@ -1,11 +1,12 @@
 """Sessions that run one model: onnxruntime when it can load the model, else `onnx.reference`.
 
 onnxruntime runs on the CPU provider (unless told otherwise) with *all graph optimizations
-disabled*, so its own fusions cannot hide a wrong rewrite. A model that onnxruntime rejects
-because it contains an op it does not know (a custom-domain op such as a converter's
-`ExtractImagePatches`) runs on `onnx.reference` with the project's reference kernels. A model
-onnxruntime rejects for any other reason (an ill-typed graph) is an error, never silently
-handed to the more lenient reference evaluator.
+disabled*, so its own fusions cannot hide a wrong rewrite; `open_optimized` opens a second
+session with all of them (`ORT_ENABLE_ALL`), the way models are deployed. A model that
+onnxruntime rejects because it contains an op it does not know (a custom-domain op such as a
+converter's `ExtractImagePatches`) runs on `onnx.reference` with the project's reference
+kernels. A model onnxruntime rejects for any other reason (an ill-typed graph) is an error,
+never silently handed to the more lenient reference evaluator.
 
 `onnxruntime` and `onnx.reference` are imported inside the functions that need them.
 """
@@ -31,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 ORT = "onnxruntime"
 REFERENCE = "onnx.reference"
+DISABLED = "ORT_DISABLE_ALL"
+ENABLED = "ORT_ENABLE_ALL"
 
 # onnxruntime's messages when a model uses an op it has no implementation for.
 _UNKNOWN_OP = re.compile(
@@ -170,11 +173,12 @@ class _ReferenceRunner:
         return dict(zip(self.output_names, results, strict=True))
 
 
-def _ort_options(model_dir: str | None) -> Any:
+def _ort_options(model_dir: str | None, optimized: bool = False) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    level = ort.GraphOptimizationLevel
+    options.graph_optimization_level = level.ORT_ENABLE_ALL if optimized else level.ORT_DISABLE_ALL
     # Failures on rejected inputs are reported by the verifier, not logged by onnxruntime.
     options.log_severity_level = 4
     if model_dir is not None:
@@ -182,26 +186,14 @@ def _ort_options(model_dir: str | None) -> Any:
     return options
 
 
-def _serialize(model: ir.Model) -> bytes:
-    try:
-        data: bytes = ir.to_onnx(model).SerializeToString()
-    except ValueError as exc:  # protobuf refuses messages over 2 GB
-        raise VerifyError(
-            f"cannot serialize the in-memory model for onnxruntime ({exc}); save it to a file "
-            "with external data and verify the file"
-        ) from exc
-    return data
-
-
-def _open_ort(loaded: LoadedModel, providers: Sequence[str]) -> Any:
+def _open_ort(loaded: LoadedModel, providers: Sequence[str], optimized: bool = False) -> Any:
     import onnxruntime as ort
 
     if loaded.path is not None:
-        options = _ort_options(None)
+        options = _ort_options(None, optimized)
         return ort.InferenceSession(loaded.path, options, providers=list(providers))
-    options = _ort_options(loaded.model.base_dir)
-    data = _serialize(loaded.model)
-    return ort.InferenceSession(data, options, providers=list(providers))
+    options = _ort_options(loaded.model.base_dir, optimized)
+    return ort.InferenceSession(loaded.serialized(), options, providers=list(providers))
 
 
 def _reference_proto(loaded: LoadedModel) -> Any:
@@ -262,6 +254,23 @@ def _open_reference(loaded: LoadedModel, ort_error: BaseException) -> _Reference
         ) from exc
     outputs = tuple(v.name for v in loaded.model.graph.outputs)
     return _ReferenceRunner(session, outputs, first_line(ort_error))
+
+
+def open_optimized(loaded: LoadedModel, providers: Sequence[str] | None = None) -> Session:
+    """An onnxruntime session for `loaded` with every graph optimization (`ORT_ENABLE_ALL`).
+
+    Raises:
+        VerifyError: onnxruntime cannot load the model so (the message is one line).
+    """
+    chosen = tuple(providers) if providers else ("CPUExecutionProvider",)
+    try:
+        return OrtSession(_open_ort(loaded, chosen, optimized=True))
+    except VerifyError:
+        raise
+    except Exception as exc:  # onnxruntime's error classes are not importable types
+        raise VerifyError(
+            f"{loaded.label}: onnxruntime cannot load the model with {ENABLED}: {first_line(exc)}"
+        ) from exc
 
 
 def open_session(loaded: LoadedModel, providers: Sequence[str] | None = None) -> Session:

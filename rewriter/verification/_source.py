@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING, TypeAlias
 
 import ir
+from rewriter.verification._errors import VerifyError
 
 if TYPE_CHECKING:
     import onnx
@@ -28,6 +29,24 @@ class LoadedModel:
     model: ir.Model
     label: str
     path: str | None
+    # The serialized model, made once for every session that reads it from memory.
+    _bytes: list[bytes] = dataclasses.field(default_factory=list, compare=False, repr=False)
+
+    def serialized(self) -> bytes:
+        """The model as ONNX bytes (for onnxruntime), serialized on first use.
+
+        Raises:
+            VerifyError: the model is too large for one protobuf message (2 GB).
+        """
+        if not self._bytes:
+            try:
+                self._bytes.append(ir.to_onnx(self.model).SerializeToString())
+            except ValueError as exc:  # protobuf refuses messages over 2 GB
+                raise VerifyError(
+                    f"cannot serialize the in-memory model for onnxruntime ({exc}); save it to "
+                    "a file with external data and verify the file"
+                ) from exc
+        return self._bytes[0]
 
     @property
     def stem(self) -> str | None:

@@ -16,6 +16,7 @@ RULES = Path(__file__).parent / "rules"
 WRONG = RULES / "wrong.rw"
 CORRECT = RULES / "correct.rw"
 NEVER = RULES / "never.rw"
+UNSOUND = RULES / "unsound.rw"
 FOLDING = Path(__file__).resolve().parents[3] / "patterns" / "folding"
 # The folding files holding the rules this suite vouches for.
 SHIPPED_FOLDING = tuple(
@@ -108,6 +109,17 @@ VOUCHED = (
     "mul_two_to_add",
     "batchnorm_with_bias",
 )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rules_wrong_only_for_nan_or_integers_fail_at_default_settings(seed: int) -> None:
+    reports = by_name(check_rules(load_rules(UNSOUND), CheckOptions(seed=seed)))
+    zero = reports["wrong_mul_zero"]
+    halve = reports["wrong_halve_double"]
+    assert zero.status is Status.FAILED, zero.detail
+    assert halve.status is Status.FAILED, halve.detail
+    assert halve.counterexample is not None
+    assert "int" in halve.counterexample.model_text
 
 
 @pytest.mark.parametrize("seed", range(4))

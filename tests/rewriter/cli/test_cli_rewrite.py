@@ -100,6 +100,49 @@ def test_why_not_names_the_failing_condition(tmp_path, capsys):
     assert "no rule named `no_such_rule`" in capsys.readouterr().err
 
 
+def test_why_not_quotes_a_plain_where_line_with_its_values(tmp_path, capsys):
+    rules = tmp_path / "r.rw"
+    rules.write_text(
+        "# x - b -> x\nrule r {\n  match {\n    y = Sub (x, b)\n  }\n"
+        "  where {\n    rank(x) == 2 and shape(x)[1] == 3\n  }\n  rewrite {\n    y = x\n  }\n}\n"
+    )
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 4] x, float[N, 4] b) => (float[N, 4] y) {
+            y = Sub (x, b)
+        }"""
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    assert main([str(path), "--rules", str(rules), "--why-not", "r"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert "where line 7: `shape(x)[1] == 3` is false (shape(x)[1] is 4)" in last
+
+
+def test_why_not_judges_the_model_as_converted_up_to_the_target_opset(tmp_path, capsys):
+    model = model_from_text(
+        """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[2, 4] x) => (float[2, 4] y) {
+            c = Constant <value = float {1.4142135}> ()
+            one = Constant <value = float {1.0}> ()
+            half = Constant <value = float {0.5}> ()
+            u = Div (x, c)
+            e = Erf (u)
+            h = Add (e, one)
+            t = Mul (x, h)
+            y = Mul (t, half)
+        }"""
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    assert main([str(path), "--why-not", "fuse_gelu_erf_mul_last"]) == 0
+    assert "the model has 14" in capsys.readouterr().out
+    assert main([str(path), "--why-not", "fuse_gelu_erf_mul_last", "--target-opset", "20"]) == 0
+    text = capsys.readouterr().out
+    assert "the model has 14" not in text
+    assert ": matches" in text
+
+
 def test_bad_model_is_one_line_exit_2_and_no_output(tmp_path, capsys):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x00\x01garbage\xff" * 10)

@@ -55,7 +55,7 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         "rule r\n",
-        "<string>:1:7: error: expected `{`, `:`, `priority` or `requires`, found the end of the line",
+        "<string>:1:7: error: expected `{`, `:`, `assumes`, `priority` or `requires`, found the end of the line",
     ),
     (
         "rule r priority high: y = Relu (x) => y = x\n",
@@ -72,6 +72,14 @@ CASES: list[tuple[str, str]] = [
     (
         "rule r priority 1 priority 2: y = Relu (x) => y = x\n",
         "<string>:1:19: error: `priority` is given twice",
+    ),
+    (
+        "rule r assumes positive: y = Relu (x) => y = x\n",
+        "<string>:1:16: error: expected `finite` after `assumes`, found `positive`",
+    ),
+    (
+        "rule r assumes finite assumes finite: y = Relu (x) => y = x\n",
+        "<string>:1:23: error: `assumes finite` is given twice",
     ),
     (
         "use helpers\n",

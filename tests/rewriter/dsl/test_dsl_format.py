@@ -78,6 +78,13 @@ def test_real_files_format_stably(path: Path) -> None:
     assert format_file(once, path.name) == once
 
 
+def test_assumes_finite_prints_after_requires() -> None:
+    text = "rule r assumes finite requires opset>=17 priority 2: y = Relu (x) => y = x\n"
+    assert format_file(text) == (
+        "rule r priority 2 requires opset >= 17 assumes finite: y = Relu (x) => y = x\n"
+    )
+
+
 def test_canonical_layout() -> None:
     messy = (
         "rule  fold  requires opset>=17 priority 2{match{y=Conv<...>(x,w,b?)as conv\n"

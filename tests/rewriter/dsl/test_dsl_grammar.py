@@ -126,6 +126,17 @@ def test_priority_and_requires_in_either_order(header: str) -> None:
         assert [(r.domain, r.op, r.version) for r in rule.requires] == [("", ">=", 17)]
 
 
+@pytest.mark.parametrize(
+    "header", ["assumes finite priority 5", "priority 5 assumes finite", "assumes finite"]
+)
+def test_assumes_finite_is_read_in_any_position(header: str) -> None:
+    block = _rule(f"rule r {header} {{ match {{ y = Relu (x) }} rewrite {{ y = x }} }}")
+    line = _rule(f"rule r {header}: y = Relu (x) => y = x")
+    assert block.assumes_finite
+    assert line.assumes_finite
+    assert not _rule("rule r: y = Relu (x) => y = x").assumes_finite
+
+
 def test_negative_priority() -> None:
     assert _rule("rule r priority -3: y = Relu (x) => y = x").priority == -3
 

@@ -40,18 +40,19 @@ def test_equivalent_models_exit_0_with_a_table(files, capsys):
         "output",
         "dtype",
         "shape",
-        "max",
-        "abs",
+        "ORT",
+        "opt.",
+        "original",
         "err",
-        "max",
-        "rel",
+        "rewritten",
         "err",
-        "mismatched",
-        "tolerance",
+        "ratio",
+        "criterion",
         "status",
     ]
     assert lines[2].split()[0] == "y"
     assert lines[2].split()[-1] == "ok"
+    assert lines[3].split()[3] == "ORT_ENABLE_ALL"
     assert "equivalent (20 examples; seed 0" in out
 
 
@@ -114,8 +115,8 @@ def test_special_values_expose_a_difference_only_nan_shows(tmp_path, capsys, see
     for name, model in {"zero_nans": zero_nans, "ident": models.unary("Identity")}.items():
         paths.append(str(tmp_path / f"{name}.onnx"))
         onnx.save(model, paths[-1])
-    assert main(["verify", *paths, "--seed", str(seed)]) == 0
-    assert main(["verify", *paths, "--seed", str(seed), "--special-values"]) == 1
+    assert main(["verify", *paths, "--seed", str(seed), "--no-special-values"]) == 0
+    assert main(["verify", *paths, "--seed", str(seed)]) == 1
 
 
 def test_main_command_saves_the_counterexample_beside_the_output(files, tmp_path, capsys):
@@ -140,14 +141,28 @@ def test_main_command_takes_the_comparison_options(files, tmp_path, capsys):
     )
     out = tmp_path / "out.onnx"
     args = [files["relu"], "--rules", str(rules), "-o", str(out), "--verify", "--input", "x=0:5"]
-    assert main([*args, "--rtol", "1e-3", "--special-values"]) == 0
+    assert main([*args, "--compare", "direct", "--rtol", "1e-3", "--no-special-values"]) == 0
     assert out.exists()
 
 
-def test_main_command_refuses_comparison_options_without_verify(files, tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [
+        (["--rtol", "1e-3"], "--rtol"),
+        (["--factor", "20"], "--factor"),
+        (["--compare", "direct"], "--compare"),
+        (["--dim", "N=3"], "--dim"),
+        (["--input-shape", "x=2x3"], "--input-shape"),
+        (["--no-special-values"], "--special-values/--no-special-values"),
+        (["--no-ort-enable-all"], "--ort-enable-all/--no-ort-enable-all"),
+    ],
+)
+def test_main_command_refuses_comparison_options_without_verify(
+    files, tmp_path, capsys, extra, option
+):
     out = tmp_path / "out.onnx"
-    assert main([files["relu"], "-o", str(out), "--rtol", "1e-3"]) == 2
-    assert "--rtol applies to --verify" in capsys.readouterr().err
+    assert main([files["relu"], "-o", str(out), *extra]) == 2
+    assert f"{option} applies to --verify" in capsys.readouterr().err
     assert not out.exists()
 
 
@@ -156,13 +171,26 @@ def test_examples_and_seed_options(files, capsys):
     assert "(3 examples; seed 9;" in capsys.readouterr().out
 
 
-def test_tolerance_options_loosen_the_comparison(files, capsys):
+def test_a_mismatch_names_the_option_that_would_accept_it(files, capsys):
+    # x * 1.001 for x: 0.1% off, thousands of times the original's error (which is 0).
     assert main(["verify", files["ident"], files["scaled"]]) == 1
-    capsys.readouterr()
-    assert (
-        main(["verify", files["ident"], files["scaled"], "--rtol", "1e-2", "--atol", "1e-3"]) == 0
-    )
+    out = capsys.readouterr().out
+    assert "less accurate than allowed" in out
+    assert "A larger --factor (factor=) would accept it" in out
+    assert "--compare direct" in out
+
+
+def test_tolerance_options_loosen_the_direct_comparison(files, capsys):
+    direct = ["verify", files["ident"], files["scaled"], "--compare", "direct"]
+    assert main(direct) == 1
+    assert "--rtol/--atol loosen or tighten that" in capsys.readouterr().out
+    assert main([*direct, "--rtol", "1e-2", "--atol", "1e-3"]) == 0
     assert "rtol=0.01 atol=1e-3" in capsys.readouterr().out
+
+
+def test_factor_option_loosens_the_accuracy_criterion(files, capsys):
+    assert main(["verify", files["ident"], files["scaled"], "--factor", "1e6"]) == 0
+    assert "<= 1e6x original" in capsys.readouterr().out
 
 
 def test_input_ranges_option(files, capsys):
@@ -201,8 +229,11 @@ def test_bad_models_and_inputs_exit_2_with_one_line(files, capsys, args, message
         ["--input", "x=1"],
         ["--input", "x=a:b"],
         ["--input", "x=2:1"],
-        ["--examples", "0"],
         ["--rtol", "-1"],
+        ["--factor", "0.5"],
+        ["--compare", "loose"],
+        ["--input-shape", "x=2xq"],
+        ["--dim", "N=0"],
         ["--seed", "one"],
     ],
 )
@@ -211,6 +242,34 @@ def test_bad_usage_exits_2(files, capsys, extra):
     err = capsys.readouterr().err
     assert "rewrite verify: error:" in err
     assert "Traceback" not in err
+
+
+def test_zero_examples_need_given_inputs(files, capsys):
+    assert main(["verify", files["relu"], files["relu"], "--examples", "0"]) == 2
+    assert "--examples 0 checks nothing without --inputs" in capsys.readouterr().err
+
+
+def test_inputs_option_checks_the_given_samples(files, tmp_path, capsys):
+    positive = tmp_path / "positive.npz"
+    np.savez(positive, x=np.abs(np.random.default_rng(0).standard_normal((3, 2, 4))).astype("f"))
+    negative = tmp_path / "negative.npz"
+    np.savez(negative, x=-np.ones((2, 4), dtype=np.float32))
+    only = ["verify", files["relu"], files["abs"], "--examples", "0"]
+    assert main([*only, "--inputs", str(positive)]) == 0
+    assert "equivalent (3 examples" in capsys.readouterr().out
+    assert main([*only, "--inputs", str(positive), "--inputs", str(negative)]) == 1
+    assert main([*only, "--inputs", str(tmp_path / "missing.npz")]) == 2
+    assert "--inputs" in capsys.readouterr().err
+
+
+def test_input_shape_and_dim_options_fix_sizes(files, capsys):
+    args = ["verify", files["relu"], files["relu"], "--examples", "3"]
+    assert main([*args, "--input-shape", "x=7x4"]) == 0
+    assert main([*args, "--dim", "N=9"]) == 0
+    assert main([*args, "--dim", "T=9"]) == 2
+    assert "no input has that symbolic dim" in capsys.readouterr().err
+    assert main([*args, "--input-shape", "x=7x5"]) == 2
+    assert "dim 1 is 4 in the model" in capsys.readouterr().err
 
 
 def test_missing_arguments_exit_2(capsys):

@@ -26,7 +26,7 @@ def specs_of(model: onnx.ModelProto, **ranges):
 def draw_feeds(specs, *, special_values=False):
     """A strategy of input dicts (examples expanded to arrays)."""
     strategy = example_strategy(specs, special_values=special_values)
-    return strategy.map(lambda ex: materialize(ex, specs, special_values=special_values))
+    return strategy.map(lambda ex: materialize(ex, specs))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def test_empty_ranges_are_errors(bounds):
         specs_of(model, k=bounds)
 
 
-def test_float_inputs_include_special_elements_but_no_nan_by_default():
+def test_float_inputs_include_special_elements_but_no_nan_without_special_values():
     specs = specs_of(models.unary("Relu"))
     flags = {"negative zero": False, "subnormal": False, "large": False, "negative": False}
 
@@ -286,18 +286,59 @@ def test_float_inputs_include_special_elements_but_no_nan_by_default():
     assert all(flags.values()), flags
 
 
-def test_special_values_add_nan_and_infinities():
+def test_special_values_add_nan_infinities_and_extremes_in_separate_examples():
     specs = specs_of(models.unary("Relu"))
-    found = {"nan": False, "inf": False}
+    found = {"nan": 0, "inf": 0, "max": 0, "finite": 0, "max and nan": 0}
+    top = np.finfo(np.float32).max
+
+    @settings(max_examples=300)
+    @given(draw_feeds(specs, special_values=True))
+    def elements(feeds):
+        x = feeds["x"]
+        nan, inf, big = np.any(np.isnan(x)), np.any(np.isinf(x)), np.any(np.abs(x) == top)
+        found["nan"] += int(nan)
+        found["inf"] += int(inf)
+        found["max"] += int(big)
+        found["finite"] += int(not (nan or inf or big))
+        found["max and nan"] += int(big and (nan or inf))
+
+    elements()
+    assert found["nan"], found
+    assert found["inf"], found
+    assert found["max"], found
+    assert found["finite"] > found["nan"] + found["max"], found
+    assert found["max and nan"] == 0, found
+
+
+def test_special_examples_are_never_the_first_and_shrink_away():
+    from hypothesis import find
+
+    specs = specs_of(models.unary("Relu"))
+    strategy = example_strategy(specs, special_values=True)
+    assert find(strategy, lambda example: True).special == ""
+    smallest = find(strategy, lambda example: bool(example.special))
+    assert smallest.special_draw == max(1, smallest.special_draw)
+
+
+def test_integer_inputs_draw_their_extremes_unless_the_model_divides():
+    plain = models.parse("(int32[N] x) => (int32[N] y)", "y = Neg(x)")
+    dividing = models.parse(
+        "(int32[N] x) => (int32[N] y)", "two = Constant<value_int = 2>()\n y = Div(x, two)"
+    )
+    for model, expected in ((plain, True), (dividing, False)):
+        assert _draws_int_max(specs_of(model)) is expected
+
+
+def _draws_int_max(specs) -> bool:
+    seen = []
 
     @settings(max_examples=200)
     @given(draw_feeds(specs, special_values=True))
     def elements(feeds):
-        found["nan"] |= bool(np.any(np.isnan(feeds["x"])))
-        found["inf"] |= bool(np.any(np.isinf(feeds["x"])))
+        seen.append(bool(np.any(feeds["x"] == np.iinfo(np.int32).max)))
 
     elements()
-    assert all(found.values())
+    return any(seen)
 
 
 @pytest.mark.parametrize(
