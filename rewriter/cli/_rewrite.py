@@ -139,10 +139,16 @@ def _rewrite_options(
         add_opsets=_parse_opsets(args.add_opset),
         freeze_initializer_inputs=args.freeze_initializer_inputs,
         exclude_rules=frozenset(args.exclude_rule),
+        input_shapes=_input_shapes(args),
         max_rewrites=args.max_rewrites,
         record_subgraphs=record_subgraphs,
         progress=progress,
     )
+
+
+def _input_shapes(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
+    """`--input-shape` values: the model's input shapes fixed before rewriting."""
+    return dict(args.input_shapes)
 
 
 def _parse_opsets(items: list[str]) -> dict[str, int]:
@@ -269,7 +275,6 @@ _VERIFY_ONLY = {
     "rtol": "--rtol",
     "atol": "--atol",
     "input_ranges": "--input",
-    "input_shapes": "--input-shape",
     "dims": "--dim",
     "samples": "--inputs",
     "counterexample": "--counterexample",

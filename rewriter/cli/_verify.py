@@ -156,7 +156,8 @@ def add_comparison_options(parser: argparse.ArgumentParser, counterexample_defau
         action="append",
         type=_input_shape,
         default=[],
-        help="fix input NAME's shape (and so its symbolic dims in every input; repeatable)",
+        help="fix input NAME's shape (and so its symbolic dims in every input; repeatable); "
+        "the main command fixes it in the model before rewriting, and the output keeps it",
     )
     parser.add_argument(
         "--dim",

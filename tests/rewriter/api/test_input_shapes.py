@@ -58,3 +58,18 @@ def test_extract_takes_input_shapes():
     (value,) = cut.graph.outputs
     assert str(value.type) == "int64[]"
     assert str(cut.graph.inputs[0].type) == "float[4,5]"
+
+
+def test_the_main_command_fixes_input_shapes_before_rewriting(tmp_path):
+    import onnx
+
+    from rewriter.cli import main
+
+    source = tmp_path / "m.onnx"
+    onnx.save(model_from_text(DYNAMIC), source)
+    out = tmp_path / "o.onnx"
+    argv = [str(source), "-o", str(out), "--input-shape", "x=2x3", "--verify", "--no-progress"]
+    assert main(argv) == 0
+    written = onnx.load(out)
+    assert op_types(written) == ["Relu", "Mul"]
+    assert [d.dim_value for d in written.graph.input[0].type.tensor_type.shape.dim] == [2, 3]
