@@ -152,7 +152,6 @@ def test_main_command_takes_the_comparison_options(files, tmp_path, capsys):
         (["--factor", "20"], "--factor"),
         (["--compare", "direct"], "--compare"),
         (["--dim", "N=3"], "--dim"),
-        (["--input-shape", "x=2x3"], "--input-shape"),
         (["--no-special-values"], "--special-values/--no-special-values"),
         (["--no-ort-enable-all"], "--ort-enable-all/--no-ort-enable-all"),
     ],
