@@ -9,11 +9,13 @@ For a line that is false, a few shapes of condition name a choice directly:
 * `v == u` for a free `v` and a defined `u`: `v` becomes the same value (non-linear use);
 * `f(a) == f(b)` with one choosable variable on each side: `b` takes `a`'s value;
 * `all(value(v) == E)`, `not any(value(v))`, `all_close(value(v), E)`: `v` is filled;
+  `all(value(v) > k)` (or `>=`, `<`, `<=`) fills it with a value on that side of `k`;
   `all(signbit(value(v)))` fills it with -0.0, `not any(signbit(value(v)))` with +0.0;
 * `is_scalar(v)`: `v` gets shape `[]`; `is_const(v)`: `v` becomes a constant;
 * `uses(v) > k` (or `>=`): `v` also becomes a graph output (through as many Identity
   readers as needed), so something outside the match reads it;
-* `lower_bound(v) >= k` (or `>`): `v` becomes a constant filled with k, k + 1 or k + 3;
+* `lower_bound(v) >= k` (or `>`): `v` becomes a constant filled with k, k + 1 or k + 3
+  (a computed bound, `lowest(dtype(v))`: filled with 0 where that holds);
 * `repeats_halves(v)`: `v` becomes a constant filled with one value (its halves are equal).
 
 `and` repairs each false operand; `or` repairs one drawn operand. Repairs only set choices;
@@ -94,7 +96,7 @@ class Repairer:
     # comparisons -----------------------------------------------------------------------------
     def _compare(self, expr: ast.Compare, tag: object) -> None:
         readers = _wants_more_uses(expr)
-        bound = _wants_lower_bound(expr)
+        bound = _wants_lower_bound(expr) or self._computed_lower_bound(expr)
         if _asks_unknown_dims(expr):
             self._set(SYMBOLIC, True)
         elif readers is not None:
@@ -210,6 +212,25 @@ class Repairer:
             return
         self._set_variable(targets[0], current)
 
+    def _computed_lower_bound(self, expr: ast.Compare) -> tuple[str, float] | None:
+        """`lower_bound(v) >= E` with E computed (`lowest(dtype(mask))`): (v, a value that holds).
+
+        The value is 0 when that holds (a zero mask, say), else E itself (or above it for `>`).
+        """
+        left = expr.left
+        if not (isinstance(left, ast.Call) and left.func == "lower_bound" and len(left.args) == 1):
+            return None
+        target = left.args[0]
+        if not isinstance(target, ast.Name) or expr.op not in (">=", ">"):
+            return None
+        low = self.value(expr.right)
+        if isinstance(low, np.ndarray) and low.size == 1:
+            low = low.item()
+        if not isinstance(low, int | float) or isinstance(low, bool):
+            return None
+        zero_holds = low < 0 if expr.op == ">" else low <= 0
+        return target.name, 0.0 if zero_holds else float(low) + (1.0 if expr.op == ">" else 0.0)
+
     # calls -----------------------------------------------------------------------------------
     def _call(self, expr: ast.Call) -> None:
         func, args = expr.func, expr.args
@@ -234,6 +255,13 @@ class Repairer:
             inner = args[0]
             if inner.op == "==":
                 self._fill(inner.left, self.value(inner.right))
+            elif inner.op in (">", ">=", "<", "<="):
+                # all(value(v) > k): v filled with a value on the right side of k
+                bound = self.value(inner.right)
+                if isinstance(bound, int | float) and not isinstance(bound, bool):
+                    step = 0 if inner.op in (">=", "<=") else 1
+                    side = 1 if inner.op in (">", ">=") else -1
+                    self._fill(inner.left, bound + side * (step + abs(bound) * 0.5))
         elif func == "all" and len(args) == 1 and _is_signbit(args[0]):
             self._fill(args[0], True)
 
