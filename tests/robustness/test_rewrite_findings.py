@@ -403,3 +403,31 @@ def test_a_fold_moves_overflow_only_at_the_edge_of_the_range() -> None:
     special = {"x": np.array([[np.inf, np.nan]], np.float32)}
     want = fuzz.run_model(model, special)
     assert fuzz.discrepancy(model, want, result.proto, special, exact=False) is None
+
+
+@pytest.mark.parametrize(
+    ("dtype", "removed"), [(onnx.TensorProto.INT64, False), (onnx.TensorProto.INT32, True)]
+)
+def test_pow_one_is_kept_where_onnxruntime_computes_it_through_double(
+    dtype: int, removed: bool
+) -> None:
+    # The fuzzer's finding: onnxruntime's int64 Pow goes through double, so x ** 1 is not x
+    # beyond 2^53 (int64 max gives int64 min); pow_one removed it. int32 is exact in double.
+    numpy_dtype = onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    graph = oh.make_graph(
+        [oh.make_node("Pow", ["x", "one"], ["y"])],
+        "g",
+        [oh.make_tensor_value_info("x", dtype, [4])],
+        [oh.make_tensor_value_info("y", dtype, [4])],
+        [onnx.numpy_helper.from_array(np.array(1, numpy_dtype), "one")],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    result = rewriter.rewrite(model)
+    assert ("Pow" not in op_types(result.proto)) == removed
+    info = np.iinfo(numpy_dtype)
+    x = np.array([info.max, info.min, 2**31 - 3, -3], numpy_dtype)
+    if numpy_dtype == np.int64:
+        x[2] = 2**53 + 1
+    want = fuzz.run_model(model, {"x": x})["y"]
+    have = fuzz.run_model(result.proto, {"x": x})["y"]
+    assert fuzz.output_difference(want, have, exact=True) is None
