@@ -60,3 +60,16 @@ def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     if any(d < 0 for d in shape):
         raise argparse.ArgumentTypeError(f"{text!r}: dims must be sizes (0 or more)")
     return name, shape
+
+
+def add_input_shape_option(parser: argparse.ArgumentParser, purpose: str) -> None:
+    """`--input-shape NAME=D1xD2x...` (repeatable, into `args.input_shape`), for `purpose`."""
+    parser.add_argument(
+        "--input-shape",
+        type=input_shape,
+        action="append",
+        default=[],
+        metavar="NAME=D1xD2x...",
+        help=f"fix a graph input's shape {purpose} (repeatable; its symbolic dims take those "
+        "sizes everywhere)",
+    )

@@ -15,7 +15,7 @@ import ir
 from rewriter._errors import RewriteError
 from rewriter.api import extract, verify_extracted
 from rewriter.cli import _files, _status
-from rewriter.cli._arguments import input_shape, non_negative_int, positive_int
+from rewriter.cli._arguments import add_input_shape_option, non_negative_int, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,14 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", required=True, metavar="SUB", help="the model to write")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
-    parser.add_argument(
-        "--input-shape",
-        type=input_shape,
-        action="append",
-        default=[],
-        metavar="NAME=D1xD2x...",
-        help="fix a graph input's shape first (repeatable); its symbols take those sizes",
-    )
+    add_input_shape_option(parser, "before cutting")
     parser.add_argument(
         "--verify",
         action="store_true",

@@ -12,7 +12,7 @@ from pathlib import Path
 from rewriter._errors import RewriteError
 from rewriter.api import split, write_pipeline
 from rewriter.cli import _files
-from rewriter.cli._arguments import input_shape, positive_int
+from rewriter.cli._arguments import add_input_shape_option, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,14 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force", action="store_true", help="write into a folder that already holds a pipeline"
     )
-    parser.add_argument(
-        "--input-shape",
-        type=input_shape,
-        action="append",
-        default=[],
-        metavar="NAME=D1xD2x...",
-        help="fix a graph input's shape first (repeatable); its symbols take those sizes",
-    )
+    add_input_shape_option(parser, "before splitting")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ import ir
 from rewriter.api._profile import Profile, profile
 from rewriter.api._stats import collect, describe_counts, human_bytes
 from rewriter.cli import _files
-from rewriter.cli._arguments import input_shape, positive_int
+from rewriter.cli._arguments import add_input_shape_option, positive_int
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,14 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force", action="store_true", help="overwrite existing --json / --report files"
     )
-    parser.add_argument(
-        "--input-shape",
-        type=input_shape,
-        action="append",
-        default=[],
-        metavar="NAME=D1xD2x...",
-        help="fix a graph input's shape for the FLOPs and bytes estimates (repeatable; "
-        "symbolic dims count as 1 otherwise)",
+    add_input_shape_option(
+        parser, "for the FLOPs and bytes estimates (else symbolic dims count as 1)"
     )
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import ir
 from rewriter._errors import RewriteError
 from rewriter.cli import _files, _status
-from rewriter.cli._arguments import non_negative_int
+from rewriter.cli._arguments import input_shape, non_negative_int
 
 if TYPE_CHECKING:
     from rewriter.verification import VerifyResult
@@ -43,24 +43,6 @@ def _input_range(text: str) -> tuple[str, tuple[float, float]]:
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
         raise argparse.ArgumentTypeError(f"need finite LO <= HI in {text!r}")
     return name, (lo, hi)
-
-
-def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """Parse `NAME=D1xD2x...` (an empty right side is a scalar)."""
-    name, sep, dims = text.rpartition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=D1xD2x..., got {text!r}")
-    if not dims:
-        return name, ()
-    try:
-        sizes = tuple(int(d) for d in dims.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"dims must be integers separated by x in {text!r}"
-        ) from None
-    if any(d < 0 for d in sizes):
-        raise argparse.ArgumentTypeError(f"dims must be >= 0 in {text!r}")
-    return name, sizes
 
 
 def _dim(text: str) -> tuple[str, int]:
@@ -154,7 +136,7 @@ def add_comparison_options(parser: argparse.ArgumentParser, counterexample_defau
         dest="input_shapes",
         metavar="NAME=D1xD2...",
         action="append",
-        type=_input_shape,
+        type=input_shape,
         default=[],
         help="fix input NAME's shape (and so its symbolic dims in every input; repeatable); "
         "the main command fixes it in the model before rewriting, and the output keeps it",
