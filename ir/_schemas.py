@@ -89,6 +89,7 @@ def find_schema(
     return chosen
 
 
+@functools.cache
 def is_composite(op_type: str, domain: str = "") -> bool:
     """True when onnx defines the op (latest version) by a function of other ops.
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,24 +54,23 @@ def _dim(text: str) -> tuple[str, int]:
     return name, int(size)
 
 
-def _factor(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 1:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 1, got {text!r}")
-    return value
+def _finite_at_least(low: float) -> Callable[[str], float]:
+    """An argparse type: a finite number of at least `low` (a factor, a tolerance)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"expected a finite number >= {low:g}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _tolerance(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
+_factor = _finite_at_least(1)
+_tolerance = _finite_at_least(0)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
