@@ -367,6 +367,29 @@ class Requirement:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Approximation:
+    """`approximate snr >= 30`: the numeric change a rule declares it may make.
+
+    `metric` is one of APPROXIMATION_METRICS; the rewritten graph's outputs, compared with the
+    matched subgraph's, must satisfy `metric comparison bound`.
+    """
+
+    metric: str
+    comparison: str
+    bound: float
+    # The bound as the source wrote it (the formatter keeps the digits).
+    bound_text: str = dataclasses.field(default="", compare=False)
+    span: Span = _span_field()
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.comparison} {self.bound_text or repr(self.bound)}"
+
+
+# Metric -> the comparison that states "at least this good" for it.
+APPROXIMATION_METRICS = {"snr": ">=", "cosine": ">=", "max_rel": "<=", "max_abs": "<="}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Rule:
     """A named rule."""
 
@@ -378,6 +401,8 @@ class Rule:
     requires: tuple[Requirement, ...] = ()
     # `assumes finite`: exact for finite inputs only; NaN and infinities may come out otherwise.
     assumes_finite: bool = False
+    # `approximate METRIC CMP BOUND`: the rule changes numerics within the declared bound.
+    approximate: Approximation | None = None
     one_line: bool = False
     # A query (`rewrite find -e`): match lines and `where` only, never rewritten.
     query: bool = False

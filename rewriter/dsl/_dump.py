@@ -94,6 +94,8 @@ def _dump_rule(rule: ast.Rule, depth: int, lines: list[str]) -> None:
         )
     if rule.assumes_finite:
         header += " assumes=finite"
+    if rule.approximate is not None:
+        header += f" approximate=({rule.approximate})"
     lines.append(header)
     _dump(rule.match, depth + 1, lines)
     if rule.where:

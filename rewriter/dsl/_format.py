@@ -6,7 +6,8 @@ The formatter prints the AST, so formatting never changes what a file means
 * Two-space indentation per block level, one statement per line, single spaces around
   `=`, binary operators and `|`, `Op <attrs> (inputs)` as in ONNX's text format, minimal
   parentheses. One-line rules stay one line; block rules print their sections in the order
-  match, where, rewrite; `priority` comes before `requires`, then `assumes finite`.
+  match, where, rewrite; `priority` comes before `requires`, then `assumes finite`,
+  then `approximate`.
 * Numbers keep the digits the source wrote (`1e-5`, `3.`); only the spacing changes.
 * A bracketed list whose items start on different lines is "exploded": one item per line,
   each followed by a comma, which keeps comments on those lines beside their items.
@@ -249,6 +250,8 @@ class _Formatter:
             header += " requires " + ", ".join(_requirement(r) for r in rule.requires)
         if rule.assumes_finite:
             header += " assumes finite"
+        if rule.approximate is not None:
+            header += f" approximate {rule.approximate}"
         if rule.one_line:
             self._emit(rule.span, 0, header + ": " + self._one_line_body(rule))
             return

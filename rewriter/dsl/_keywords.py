@@ -21,6 +21,7 @@ KEYWORDS = frozenset(
         "requires",
         "priority",
         "assumes",
+        "approximate",
         "repeat",
         "from",
         "to",

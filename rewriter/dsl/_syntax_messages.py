@@ -45,7 +45,7 @@ _OPERATOR_CHARS = re.compile(r"[-+*/%=<>!?|&^~:.]+")
 _NEXT_WORD = re.compile(r"([ \t]*)([^\s,>]*)")
 # Tokens too common to make a useful "after ..." context.
 _NO_CONTEXT = frozenset({"RPAR", "RSQB", "RBRACE", "GT", "LPAR", "LSQB", "LBRACE", "COMMA"})
-_MAX_SHOWN = 5
+_MAX_SHOWN = 6
 # Brackets that may still be open on the parser's stack (the innermost gives the context).
 _OPENER_TYPES = frozenset({"LANGLE", "LPAR", "LSQB", "LBRACE"})
 _ATTRIBUTE_NAME = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*")

@@ -206,6 +206,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         priority: int | None = None
         requires: list[ast.Requirement] = []
         assumes_finite = False
+        approximate: ast.Approximation | None = None
         for kind, value, span in options:
             if kind == "priority":
                 if priority is not None:
@@ -215,6 +216,10 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
                 if assumes_finite:
                     raise LocatedError(span, "`assumes finite` is given twice")
                 assumes_finite = True
+            elif kind == "approximate":
+                if approximate is not None:
+                    raise LocatedError(span, "`approximate` is given twice")
+                approximate = value
             else:
                 requires.extend(value)
         return dataclasses.replace(
@@ -223,6 +228,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
             priority=priority or 0,
             requires=tuple(requires),
             assumes_finite=assumes_finite,
+            approximate=approximate,
             name_span=self._tok(name_token),
             span=self._span(meta),
         )
@@ -242,6 +248,27 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
                 self._tok(what), f"expected `finite` after `assumes`, found `{what}`"
             )
         return ("assumes", "finite", self._span(meta))
+
+    def on_approximate(
+        self, meta: Meta, children: list[Any]
+    ) -> tuple[str, ast.Approximation, Span]:
+        metric, (comparison_span, comparison), number = children
+        span = self._span(meta)
+        expected = ast.APPROXIMATION_METRICS.get(str(metric))
+        if expected is None:
+            known = ", ".join(ast.APPROXIMATION_METRICS)
+            raise LocatedError(
+                self._tok(metric), f"unknown accuracy metric `{metric}` (known: {known})"
+            )
+        if comparison != expected:
+            raise LocatedError(
+                comparison_span,
+                f"`approximate {metric}` takes `{expected}` (a bound the result must meet)",
+            )
+        approximation = ast.Approximation(
+            str(metric), comparison, float(str(number)), str(number), span
+        )
+        return ("approximate", approximation, span)
 
     def on_requires(self, meta: Meta, children: list[Any]) -> tuple[str, tuple[Any, ...], Span]:
         return ("requires", tuple(children), self._span(meta))

@@ -55,7 +55,7 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         "rule r\n",
-        "<string>:1:7: error: expected `{`, `:`, `assumes`, `priority` or `requires`, found the end of the line",
+        "<string>:1:7: error: expected `{`, `:`, `approximate`, `assumes`, `priority` or `requires`, found the end of the line",
     ),
     (
         "rule r priority high: y = Relu (x) => y = x\n",
@@ -80,6 +80,18 @@ CASES: list[tuple[str, str]] = [
     (
         "rule r assumes finite assumes finite: y = Relu (x) => y = x\n",
         "<string>:1:23: error: `assumes finite` is given twice",
+    ),
+    (
+        "rule r approximate psnr >= 30: y = Relu (x) => y = x\n",
+        "<string>:1:20: error: unknown accuracy metric `psnr` (known: snr, cosine, max_rel, max_abs)",
+    ),
+    (
+        "rule r approximate snr <= 30: y = Relu (x) => y = x\n",
+        "<string>:1:24: error: `approximate snr` takes `>=` (a bound the result must meet)",
+    ),
+    (
+        "rule r approximate snr >= 30 approximate snr >= 20: y = Relu (x) => y = x\n",
+        "<string>:1:30: error: `approximate` is given twice",
     ),
     (
         "use helpers\n",

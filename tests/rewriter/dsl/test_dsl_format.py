@@ -85,6 +85,13 @@ def test_assumes_finite_prints_after_requires() -> None:
     )
 
 
+def test_approximate_prints_last_with_its_digits() -> None:
+    text = "rule r approximate  max_rel<=2e-2 assumes finite: y = Relu (x) => y = x\n"
+    assert format_file(text) == (
+        "rule r assumes finite approximate max_rel <= 2e-2: y = Relu (x) => y = x\n"
+    )
+
+
 def test_canonical_layout() -> None:
     messy = (
         "rule  fold  requires opset>=17 priority 2{match{y=Conv<...>(x,w,b?)as conv\n"

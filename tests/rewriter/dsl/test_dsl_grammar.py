@@ -137,6 +137,27 @@ def test_assumes_finite_is_read_in_any_position(header: str) -> None:
     assert not _rule("rule r: y = Relu (x) => y = x").assumes_finite
 
 
+@pytest.mark.parametrize(
+    ("clause", "metric", "comparison", "bound"),
+    [
+        ("approximate snr >= 30", "snr", ">=", 30.0),
+        ("approximate cosine >= 0.999", "cosine", ">=", 0.999),
+        ("approximate max_rel <= 2e-2", "max_rel", "<=", 0.02),
+    ],
+)
+def test_approximate_declares_a_bound(
+    clause: str, metric: str, comparison: str, bound: float
+) -> None:
+    block = _rule(f"rule r priority 1 {clause} {{ match {{ y = Relu (x) }} rewrite {{ y = x }} }}")
+    line = _rule(f"rule r {clause} assumes finite: y = Relu (x) => y = x")
+    for rule in (block, line):
+        assert rule.approximate is not None
+        assert (rule.approximate.metric, rule.approximate.comparison) == (metric, comparison)
+        assert rule.approximate.bound == bound
+    assert line.assumes_finite
+    assert _rule("rule r: y = Relu (x) => y = x").approximate is None
+
+
 def test_negative_priority() -> None:
     assert _rule("rule r priority -3: y = Relu (x) => y = x").priority == -3
 
