@@ -13,7 +13,9 @@ The language is described in LANGUAGE.md beside this file; the grammar is `gramm
 from __future__ import annotations
 
 from rewriter.dsl._ast import (
+    APPROXIMATION_METRICS,
     AliasStmt,
+    Approximation,
     AttrCopy,
     AttrEntry,
     Attribute,
@@ -69,7 +71,9 @@ from rewriter.dsl._print_expr import expression_text
 from rewriter.dsl._vocabulary import PassOption, PassSignature, Signature, Vocabulary
 
 __all__ = [
+    "APPROXIMATION_METRICS",
     "AliasStmt",
+    "Approximation",
     "AttrCopy",
     "AttrEntry",
     "Attribute",

@@ -39,6 +39,7 @@ from rewriter.verification._compare import (
 from rewriter.verification._counterexample import load_counterexample, save_counterexample
 from rewriter.verification._errors import VerifyError
 from rewriter.verification._kernels import KERNELS, extract_image_patches
+from rewriter.verification._metrics import METRICS, Acceptance, measure, parse_acceptance
 from rewriter.verification._oracle import OracleModel, oracle_model
 from rewriter.verification._result import OutputStats, VerifyResult
 from rewriter.verification._source import ModelSource
@@ -49,6 +50,8 @@ __all__ = [
     "DEFAULT_FACTOR",
     "FLOOR_ULPS",
     "KERNELS",
+    "METRICS",
+    "Acceptance",
     "Criterion",
     "ModelSource",
     "OracleModel",
@@ -63,7 +66,9 @@ __all__ = [
     "extract_image_patches",
     "find_first_bad",
     "load_counterexample",
+    "measure",
     "oracle_model",
+    "parse_acceptance",
     "run_model",
     "save_counterexample",
     "verify",
