@@ -113,7 +113,15 @@ BERT = {
     "intermediate_size": 128,
     "max_position_embeddings": 64,
 }
-GPT2 = {"vocab_size": 256, "bos_token_id": 0, "eos_token_id": 0, "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 64}
+GPT2 = {
+    "vocab_size": 256,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+    "n_embd": 64,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_positions": 64,
+}
 VIT = {
     "hidden_size": 64,
     "num_hidden_layers": 2,
@@ -163,7 +171,9 @@ LLAMA = {
 
 def bert(attn: str):
     return lambda: Keywords(
-        with_noise(transformers.BertModel(transformers.BertConfig(**BERT, attn_implementation=attn))),
+        with_noise(
+            transformers.BertModel(transformers.BertConfig(**BERT, attn_implementation=attn))
+        ),
         ("input_ids", "attention_mask"),
         {},
     )
@@ -195,7 +205,9 @@ def vit(attn: str):
 
 def whisper_encoder(attn: str):
     def build():
-        model = transformers.WhisperModel(transformers.WhisperConfig(**WHISPER, attn_implementation=attn))
+        model = transformers.WhisperModel(
+            transformers.WhisperConfig(**WHISPER, attn_implementation=attn)
+        )
         return Keywords(with_noise(model.get_encoder()), ("input_features",), {})
 
     return build
@@ -203,7 +215,9 @@ def whisper_encoder(attn: str):
 
 def whisper_full(attn: str):
     def build():
-        model = transformers.WhisperModel(transformers.WhisperConfig(**WHISPER, attn_implementation=attn))
+        model = transformers.WhisperModel(
+            transformers.WhisperConfig(**WHISPER, attn_implementation=attn)
+        )
         return WhisperEncoderDecoder(with_noise(model)).eval()
 
     return build
@@ -211,7 +225,11 @@ def whisper_full(attn: str):
 
 def wav2vec2(attn: str):
     return lambda: Keywords(
-        with_noise(transformers.Wav2Vec2Model(transformers.Wav2Vec2Config(**WAV2VEC2, attn_implementation=attn))),
+        with_noise(
+            transformers.Wav2Vec2Model(
+                transformers.Wav2Vec2Config(**WAV2VEC2, attn_implementation=attn)
+            )
+        ),
         ("input_values",),
         {},
     )
@@ -255,15 +273,54 @@ def exports() -> list[Export]:
         Export("bert_ts_sdpa", bert("sdpa"), bert_text, TEXT_DYN, "torchscript", n),
         Export("bert_ts_eager", bert("eager"), bert_text, TEXT_DYN, "torchscript", n),
         Export("bert_dynamo", bert("sdpa"), bert_text, TEXT_DYN, "dynamo", n, opset=18),
-        Export("bert_dynamo_opt", bert("sdpa"), bert_text, TEXT_DYN, "dynamo", n, opset=18, optimize=True),
+        Export(
+            "bert_dynamo_opt",
+            bert("sdpa"),
+            bert_text,
+            TEXT_DYN,
+            "dynamo",
+            n,
+            opset=18,
+            optimize=True,
+        ),
         Export("bert_dynamo_eager", bert("eager"), bert_text, TEXT_DYN, "dynamo", n, opset=18),
         Export("gpt2_ts_sdpa", gpt2("sdpa"), gpt2_text, TEXT_DYN, "torchscript", n),
         Export("gpt2_ts_eager", gpt2("eager"), gpt2_text, TEXT_DYN, "torchscript", n),
         Export("gpt2_dynamo", gpt2("sdpa"), gpt2_text, TEXT_DYN, "dynamo", n, opset=18),
-        Export("vit_ts_sdpa", vit("sdpa"), image_inputs, {"pixel_values": {0: "batch"}}, "torchscript", n),
-        Export("vit_dynamo", vit("sdpa"), image_inputs, {"pixel_values": {0: "batch"}}, "dynamo", n, opset=18),
-        Export("whisper_encoder_ts", whisper_encoder("sdpa"), mel_inputs, {"input_features": {0: "batch"}}, "torchscript", n),
-        Export("whisper_encoder_dynamo", whisper_encoder("sdpa"), mel_inputs, {"input_features": {0: "batch"}}, "dynamo", n, opset=18),
+        Export(
+            "vit_ts_sdpa",
+            vit("sdpa"),
+            image_inputs,
+            {"pixel_values": {0: "batch"}},
+            "torchscript",
+            n,
+        ),
+        Export(
+            "vit_dynamo",
+            vit("sdpa"),
+            image_inputs,
+            {"pixel_values": {0: "batch"}},
+            "dynamo",
+            n,
+            opset=18,
+        ),
+        Export(
+            "whisper_encoder_ts",
+            whisper_encoder("sdpa"),
+            mel_inputs,
+            {"input_features": {0: "batch"}},
+            "torchscript",
+            n,
+        ),
+        Export(
+            "whisper_encoder_dynamo",
+            whisper_encoder("sdpa"),
+            mel_inputs,
+            {"input_features": {0: "batch"}},
+            "dynamo",
+            n,
+            opset=18,
+        ),
         # The whole model: decoder self-attention (causal) and cross-attention too. The
         # TorchScript exporter has no aten::diff (the decoder's position ids): dynamo only.
         Export(
@@ -275,11 +332,47 @@ def exports() -> list[Export]:
             2 + 2 * 2,  # encoder self, decoder self and cross
             opset=18,
         ),
-        Export("wav2vec2_ts", wav2vec2("sdpa"), audio_inputs, {"input_values": {0: "batch", 1: "samples"}}, "torchscript", n),
-        Export("llama_ts_eager", llama("eager"), llama_text, TEXT_DYN, "torchscript", n, rotations=2 * n),
-        Export("llama_ts_sdpa", llama("sdpa"), llama_text, TEXT_DYN, "torchscript", n, rotations=2 * n),
-        Export("llama_dynamo", llama("sdpa"), llama_text, TEXT_DYN, "dynamo", n, rotations=2 * n, opset=18),
-        Export("llama_dynamo_opt", llama("sdpa"), llama_text, TEXT_DYN, "dynamo", n, rotations=2 * n, opset=18, optimize=True),
+        Export(
+            "wav2vec2_ts",
+            wav2vec2("sdpa"),
+            audio_inputs,
+            {"input_values": {0: "batch", 1: "samples"}},
+            "torchscript",
+            n,
+        ),
+        Export(
+            "llama_ts_eager",
+            llama("eager"),
+            llama_text,
+            TEXT_DYN,
+            "torchscript",
+            n,
+            rotations=2 * n,
+        ),
+        Export(
+            "llama_ts_sdpa", llama("sdpa"), llama_text, TEXT_DYN, "torchscript", n, rotations=2 * n
+        ),
+        Export(
+            "llama_dynamo",
+            llama("sdpa"),
+            llama_text,
+            TEXT_DYN,
+            "dynamo",
+            n,
+            rotations=2 * n,
+            opset=18,
+        ),
+        Export(
+            "llama_dynamo_opt",
+            llama("sdpa"),
+            llama_text,
+            TEXT_DYN,
+            "dynamo",
+            n,
+            rotations=2 * n,
+            opset=18,
+            optimize=True,
+        ),
         Export(
             "phi_partial_rotary_ts",
             lambda: Keywords(

@@ -113,7 +113,8 @@ def test_guarded_sdpa_with_a_minus_inf_mask_is_fused_exactly():
         None,
     )
     ops = op_types(result.proto)
-    assert "Softmax" not in ops and ops.count("Attention") == 1
+    assert "Softmax" not in ops
+    assert ops.count("Attention") == 1
     assert _scale(result) == pytest.approx(0.5)
     # fully masked rows, NaN and infinite Q, K, V: the guard's values, NaN where it has NaN
     _assert_same_on(model, result.proto, _special_feeds())
@@ -234,7 +235,8 @@ def test_grouped_query_heads_are_read_natively():
     model = _grouped()
     result = rewrite(model, ATTENTION, FUSION.parent / "folding")
     counts = fired(result)
-    assert counts["fuse_attention"] == 1 and counts["attention_native_grouped_heads"] == 1
+    assert counts["fuse_attention"] == 1
+    assert counts["attention_native_grouped_heads"] == 1
     ops = op_types(result.proto)
     assert ops == ["Attention"], ops
     (attention,) = result.proto.graph.node
@@ -271,4 +273,7 @@ def test_why_not_names_the_failing_condition_and_its_values(tmp_path, capsys):
     source = ATTENTION.read_text().splitlines()
     dtype_line = source.index('  dtype(q) in ["float", "bfloat16"]') + 1
     assert "`is_attention(q, kt, v, ax)` is false: " in line
-    assert f'{ATTENTION}:{dtype_line}: `dtype(q) in ["float", "bfloat16"]` (dtype(q) is "double")' in line
+    assert (
+        f'{ATTENTION}:{dtype_line}: `dtype(q) in ["float", "bfloat16"]` (dtype(q) is "double")'
+        in line
+    )
