@@ -9,9 +9,11 @@ with the library (`--rules patterns/`, `--target-opset 23`, as a user would run 
 this prints per model: Softmax before and after, Attention nodes against attention layers,
 RotaryEmbedding nodes against rotated tensors, nodes before and after, and the worst absolute
 difference of the rewritten model's outputs from the original's (both on onnxruntime, every
-graph optimization off) and from the framework's. `--check` exits non-zero when a model keeps
-a Softmax, has fewer Attention (RotaryEmbedding) nodes than layers (rotations), or differs
-from the original by more than `--atol`.
+graph optimization off) and from the framework's. With `--ort` the models stay at their own
+opset and are rewritten with `--rules patterns/ --rules patterns/ort --add-opset
+com.microsoft=1`: the attention counted is onnxruntime's MultiHeadAttention. `--check` exits
+non-zero when a model keeps a Softmax, has fewer Attention (RotaryEmbedding) nodes than
+layers (rotations), or differs from the original by more than `--atol`.
 """
 
 from __future__ import annotations
@@ -68,13 +70,19 @@ def worst(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return max(float(np.abs(x.astype(np.float64) - y).max()) for x, y in zip(a, b, strict=False))
 
 
-def measure(path: Path, rules: list[str]) -> Row:
+def measure(path: Path, rules: list[str], ort_contrib: bool = False) -> Row:
     facts = json.loads(path.with_suffix(".json").read_text())
     data = np.load(path.with_suffix(".npz"))
     feeds = {k.removeprefix("input_"): data[k] for k in data.files if k.startswith("input_")}
     framework = [data[k] for k in sorted(k for k in data.files if k.startswith("output_"))]
     original = onnx.load(path)
-    result = rewriter.rewrite(original, rules, rewriter.RewriteOptions(target_opset=23))
+    options = (
+        rewriter.RewriteOptions(add_opsets={"com.microsoft": 1})
+        if ort_contrib
+        else rewriter.RewriteOptions(target_opset=23)
+    )
+    result = rewriter.rewrite(original, rules, options)
+    fused = "com.microsoft.MultiHeadAttention" if ort_contrib else "Attention"
     before, after = result.ops_before, result.ops_after
     expected = run(original, feeds)
     got = run(result.proto, feeds)
@@ -82,7 +90,7 @@ def measure(path: Path, rules: list[str]) -> Row:
         name=path.stem,
         softmax_before=before.get("Softmax", 0),
         softmax_after=after.get("Softmax", 0),
-        attention=after.get("Attention", 0),
+        attention=after.get(fused, 0),
         layers=facts["attention_layers"],
         rotary=after.get("RotaryEmbedding", 0),
         rotations=facts["rotations"],
@@ -100,9 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rules", action="append", help="rule paths (default: patterns/)")
     parser.add_argument("--atol", type=float, default=1e-4)
     parser.add_argument("--check", action="store_true", help="fail on a miss")
+    parser.add_argument(
+        "--ort", action="store_true", help="onnxruntime contrib ops below opset 23 (patterns/ort)"
+    )
     args = parser.parse_args(argv)
     only = {s for s in args.only.split(",") if s}
-    rules = args.rules or [str(rewriter.library_path())]
+    library = rewriter.library_path()
+    rules = args.rules or [str(library)] + ([str(library / "ort")] if args.ort else [])
     paths = sorted(p for p in args.dir.glob("*.onnx") if not only or p.stem in only)
     if not paths:
         print(f"no exports in {args.dir}: run tests/models/make_attention_exports.py first")
@@ -114,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     failed = []
     for path in paths:
-        row = measure(path, rules)
+        row = measure(path, rules, args.ort)
         print(
             f"| {row.name} | {row.softmax_before} -> {row.softmax_after} "
             f"| {row.attention} / {row.layers} | {row.rotary} / {row.rotations} "
