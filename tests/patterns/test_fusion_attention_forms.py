@@ -277,3 +277,45 @@ def test_why_not_names_the_failing_condition_and_its_values(tmp_path, capsys):
         f'{ATTENTION}:{dtype_line}: `dtype(q) in ["float", "bfloat16"]` (dtype(q) is "double")'
         in line
     )
+
+
+def test_grouped_query_heads_under_the_sdpa_guard():
+    # Llama's SDPA export: the guard's zero rows read the repeated V, which stays for them.
+    model = build(
+        f"""<ir_version: 10, opset_import: ["" : 23]>
+        g ({GQA_INPUTS}) => (float[B, 4, S, 8] y)
+          <int64[1] two = {{2}}, int64[5] rep = {{1, 2, 2, 1, 8}}, int64[4] heads = {{0, 4, -1, 8}}>
+        {{
+            ku = Unsqueeze (k, two)
+            ke = Expand (ku, rep)
+            kr = Reshape (ke, heads)
+            vu = Unsqueeze (v, two)
+            ve = Expand (vu, rep)
+            vr = Reshape (ve, heads)
+            kt = Transpose <perm = [0, 1, 3, 2]> (kr)
+            c = Constant <value = float {{0.59460354}}> ()
+            qs = Mul (q, c)
+            ks = Mul (kt, c)
+            s = MatMul (qs, ks)
+            zero = Constant <value = float {{0.0}}> ()
+            p = Softmax <axis = -1> (s)
+            nan = IsNaN (p)
+            pz = Where (nan, zero, p)
+            y = MatMul (pz, vr)
+        }}"""
+    )
+    result = rewrite(model, ATTENTION, FUSION.parent / "folding")
+    counts = fired(result)
+    assert counts["fuse_attention_guarded"] == 1
+    assert counts["attention_native_grouped_heads"] == 1
+    (attention,) = [n for n in result.proto.graph.node if n.op_type == "Attention"]
+    assert list(attention.input) == ["q", "k", "v"]
+    check_fired(model, result, dict(counts), None)
+    rng = np.random.default_rng(5)
+    feeds = {
+        name: rng.standard_normal((2, heads, 3, 8)).astype(np.float32)
+        for name, heads in (("q", 4), ("k", 2), ("v", 2))
+    }
+    feeds["k"][1, 0, 2, 3] = np.inf
+    feeds["v"][0, 1, 1, 5] = np.nan
+    _assert_same_on(model, result.proto, [feeds])
