@@ -319,3 +319,67 @@ def test_grouped_query_heads_under_the_sdpa_guard():
     feeds["k"][1, 0, 2, 3] = np.inf
     feeds["v"][0, 1, 1, 5] = np.nan
     _assert_same_on(model, result.proto, [feeds])
+
+
+def _batched_key_transpose(merged: str = "{-1, 5, 4}", split: str = "{2, 2, 4, 5}"):
+    """The dynamo exporter's K^T: Reshape(Transpose(Reshape(k, [b*h, s, d]), [0, 2, 1]))."""
+    return build(
+        f"""<ir_version: 10, opset_import: ["" : 23]>
+        g (float[2, 2, 3, 4] q, float[2, 2, 5, 4] k, float[2, 2, 5, 4] v) => ({OUT})
+          <int64[3] merged = {merged}, int64[4] split = {split}>
+        {{
+            r = Reshape (k, merged)
+            t = Transpose <perm = [0, 2, 1]> (r)
+            kt = Reshape (t, split)
+            c = Constant <value = float {{0.5}}> ()
+            qs = Mul (q, c)
+            ks = Mul (kt, c)
+            s = MatMul (qs, ks)
+            p = Softmax <axis = -1> (s)
+            y = MatMul (p, v)
+        }}"""
+    )
+
+
+def test_dynamo_batched_key_transpose_becomes_one_transpose():
+    model = _batched_key_transpose()
+    result = rewrite(model, ATTENTION, FUSION.parent / "folding")
+    counts = fired(result)
+    assert counts["batched_key_transpose_to_transpose"] == 1
+    assert counts["fuse_attention_scaled_inputs"] == 1
+    (attention,) = [n for n in result.proto.graph.node if n.op_type == "Attention"]
+    assert list(attention.input) == ["q", "k", "v"]
+    check_fired(model, result, dict(counts), None)
+
+
+def test_a_batched_transpose_that_moves_elements_across_heads_stays():
+    # [b*h, s, d] -> [b*h, d, s] read back as [2, 2, 5, 4]: not K^T, the rule must not fire.
+    model = build(
+        """<ir_version: 10, opset_import: ["" : 23]>
+        g (float[2, 2, 5, 4] k) => (float[2, 2, 5, 4] y)
+          <int64[3] merged = {-1, 5, 4}, int64[4] back = {2, 2, 5, 4}>
+        {
+            r = Reshape (k, merged)
+            t = Transpose <perm = [0, 2, 1]> (r)
+            y = Reshape (t, back)
+        }"""
+    )
+    result = rewrite(model, ATTENTION)
+    assert "batched_key_transpose_to_transpose" not in fired(result)
+
+
+def test_a_key_scale_met_after_the_transposes_is_absorbed():
+    # Attention(q, Mul(k, c), v): what optimize_transposes leaves of Transpose(Mul(K^T, c))
+    attention = build(
+        """<ir_version: 10, opset_import: ["" : 23]>
+        g (float[2, 2, 3, 4] q, float[2, 2, 5, 4] k, float[2, 2, 5, 4] v) => (float[2, 2, 3, 4] y)
+        {
+            c = Constant <value = float {0.5}> ()
+            ks = Mul (k, c)
+            y = Attention <scale = 0.25> (q, ks, v)
+        }"""
+    )
+    result = rewrite(attention, ATTENTION, FUSION.parent / "folding")
+    check_fired(attention, result, {"absorb_transposed_key_scale_into_attention": 1}, None)
+    assert "Mul" not in op_types(result.proto)
+    assert _scale(result) == pytest.approx(0.125)
