@@ -55,6 +55,7 @@ import numpy as np
 import onnx
 import onnx.helper
 import onnx.numpy_helper
+import onnx.shape_inference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -955,19 +956,67 @@ def _nudged_model(model: onnx.ModelProto, rng: np.random.Generator) -> onnx.Mode
     return copy
 
 
+_FLOAT_TYPES = {
+    onnx.TensorProto.FLOAT16: np.dtype(np.float16),
+    onnx.TensorProto.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    onnx.TensorProto.FLOAT: np.dtype(np.float32),
+    onnx.TensorProto.DOUBLE: np.dtype(np.float64),
+}
+
+
+def _rounded_differently(model: onnx.ModelProto, rng: np.random.Generator) -> onnx.ModelProto:
+    """`model` with every float intermediate of its main graph scaled by 1 +- one epsilon of
+    its dtype (the sign drawn per value), as if each op had rounded its result the other way.
+
+    Nudging inputs and constants does not show how a computation amplifies the rounding of
+    its intermediates: a LayerNorm over `w * x + b` with a large bias normalizes the rounding
+    of each sum, and a rewrite that adds the bias in another order (folding two biases into
+    one) rounds those sums differently. Scaling each intermediate re-rounds it element by
+    element, which is that noise.
+    """
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {
+        info.name: info.type.tensor_type.elem_type
+        for info in [*inferred.graph.value_info, *inferred.graph.output]
+        if info.type.HasField("tensor_type")
+    }
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    nodes = []
+    for index, node in enumerate(copy.graph.node):
+        nodes.append(node)
+        if node.op_type == "Constant":
+            continue  # constants are nudged by `_nudged_model`
+        for slot, output in enumerate(node.output):
+            dtype = _FLOAT_TYPES.get(types.get(output, 0))
+            if not output or dtype is None:
+                continue
+            epsilon = float(ml_dtypes.finfo(dtype).eps)  # type: ignore[no-untyped-call]
+            factor = np.array(1 + epsilon * rng.choice([-1.0, 1.0]), dtype=dtype)
+            unrounded, scale = f"{output}__unrounded{index}", f"{output}__rounding{index}"
+            node.output[slot] = unrounded
+            copy.graph.initializer.append(onnx.numpy_helper.from_array(factor, scale))
+            nodes.append(onnx.helper.make_node("Mul", [unrounded, scale], [output]))
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    return copy
+
+
 def rounding_noise(
     model: onnx.ModelProto, feeds: dict[str, np.ndarray], want: dict[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
     """How far the original's outputs move, per element, when its float constants and inputs
-    move by one rounding step: the noise a rewrite that only rounds differently (a fold, a
-    fused kernel) may show. Large where the model is ill-conditioned (a LayerNorm of values
-    whose spread is a few ulps of their mean); infinite where a step changes NaN or inf."""
+    move by one rounding step, or its intermediates round the other way: the noise a rewrite
+    that only rounds differently (a fold, a fused kernel) may show. Large where the model is
+    ill-conditioned (a LayerNorm of values whose spread is a few ulps of their mean);
+    infinite where a step changes NaN or inf."""
     noise = {name: np.zeros(np.shape(value)) for name, value in want.items()}
     rng = np.random.default_rng(0)
-    for _ in range(3):
+    for sample in range(6):
         nudged_feeds = {name: _nudge(value, rng) for name, value in feeds.items()}
         try:
-            outputs = run_model(_nudged_model(model, rng), nudged_feeds)
+            nudged = _nudged_model(model, rng) if sample < 3 else _rounded_differently(model, rng)
+            outputs = run_model(nudged, nudged_feeds)
         except Exception:
             continue  # a step the model does not run on tells nothing about rounding
         for name, value in outputs.items():
