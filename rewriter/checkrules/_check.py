@@ -336,6 +336,8 @@ def _check_rule(
     detail = f"opset {', '.join(label for _, label in opsets)}"
     if rule.assumes_finite:
         detail += "; finite inputs only (the rule assumes finite)"
+    if rule.assumes_nonempty:
+        detail += "; non-empty tensors only (the rule assumes nonempty)"
     return report(
         Status.VERIFIED,
         instances=checked,
