@@ -22,10 +22,14 @@ The property is always the same: nothing but the tool's own errors, ever.
   same shapes, dtypes, integers, bools and NaN positions, and floats within rounding (bit for
   bit when only exact rules fired; else the dtype's rounding, or the original's own noise
   where it is ill-conditioned). Overflow differences that only inputs near the dtype's
-  largest value cause are counted apart, not as findings.
+  largest value cause are counted apart, not as findings;
+* instances (soundness, every rule reached): the same check on check-rules' instances of every
+  library rule (`instances`), with sizes changed (0 included), dims declared as symbols,
+  special-value inputs, inside both branches of an If or as a local function's body,
+  rewritten with the whole library.
 
 The tests in `test_fuzz.py` run a fast, derandomized sample. A long run:
-``python -m tests.robustness.fuzz loader rules cli rewrite --seconds 600`` (``--minutes``,
+``python -m tests.robustness.fuzz loader rules cli rewrite instances --seconds 600`` (``--minutes``,
 ``--seed S`` for a repeatable run; or pytest with ``--run-slow`` and ``FUZZ_SECONDS=600``)
 reports examples run and findings per fuzzer; for `rewrite` also the models rewritten, the
 rewrites applied and the discrepancies by the rule that first caused them.
@@ -65,7 +69,7 @@ from rewriter._errors import describe_error
 from rewriter.api._stats import collect
 from rewriter.cli import _main as cli
 from tests.ir import _ort
-from tests.robustness import random_graphs
+from tests.robustness import instances, random_graphs
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "models"
@@ -1180,9 +1184,9 @@ def _only_at_the_range_edge(
     return discrepancy(case.model, want, rewritten, calm, exact=False) is None
 
 
-def check_rewrite(case: random_graphs.Case) -> None:
+def check_rewrite(case: random_graphs.Case, fuzzer: str = "rewrite") -> None:
     """Rewrite `case.model` with the default library and compare it with the original."""
-    tally = _tally("rewrite")
+    tally = _tally(fuzzer)
     tally.examples += 1
     try:
         want = run_model(case.model, case.feeds)
@@ -1195,12 +1199,12 @@ def check_rewrite(case: random_graphs.Case) -> None:
         message, _ = describe_error(exc)
         if message.startswith("internal error"):
             key = f"rewrite: {message[:160]}"
-            _record("rewrite", key, str(case.motifs), case.model, case.feeds)
+            _record(fuzzer, key, str(case.motifs), case.model, case.feeds)
             raise AssertionError(key) from exc
         return
     except Exception as exc:
         raise _foreign(
-            "rewrite", exc, f"rewrite {case.motifs}", case.model.SerializeToString()
+            fuzzer, exc, f"rewrite {case.motifs}", case.model.SerializeToString()
         ) from exc
     entries = _rule_entries(result)
     tally.rewritten += bool(entries)
@@ -1216,7 +1220,7 @@ def check_rewrite(case: random_graphs.Case) -> None:
     tally.by_rule[rule] = tally.by_rule.get(rule, 0) + 1
     key = f"{rule}: {difference}"
     detail = f"motifs {case.motifs}, target {case.target_opset}"
-    _record("rewrite", key, detail, case.model, case.feeds, result.proto)
+    _record(fuzzer, key, detail, case.model, case.feeds, result.proto)
     raise AssertionError(f"{key}: {detail}")
 
 
@@ -1233,7 +1237,10 @@ FAST = settings(
 )
 # The default test's sample per fuzzer, where it differs from FAST: the rewrite fuzzer's
 # examples are small models, and more of them fit in its share of the suite's time.
-SAMPLES = {"rewrite": settings(FAST, max_examples=150)}
+SAMPLES = {
+    "rewrite": settings(FAST, max_examples=150),
+    "instances": settings(FAST, max_examples=150),
+}
 LONG = settings(
     max_examples=100,
     deadline=None,
@@ -1290,11 +1297,21 @@ def _run_rewrite(chosen: settings, folder: Path, seed: int | None = None) -> Non
     _seeded(run, seed)()
 
 
+def _run_instances(chosen: settings, folder: Path, seed: int | None = None) -> None:
+    @chosen
+    @given(instances.instance_cases())
+    def run(case: random_graphs.Case) -> None:
+        check_rewrite(case, "instances")
+
+    _seeded(run, seed)()
+
+
 FUZZERS: dict[str, Callable[[settings, Path, int | None], None]] = {
     "loader": _run_loader,
     "rules": _run_rules,
     "cli": _run_cli,
     "rewrite": _run_rewrite,
+    "instances": _run_instances,
 }
 
 
@@ -1326,7 +1343,7 @@ def _summary(name: str, tally: Tally, minutes: float) -> list[str]:
         f"{name}: {tally.examples} examples in {minutes:.1f} min "
         f"({tally.loaded} loaded), {len(tally.findings)} findings"
     ]
-    if name == "rewrite":
+    if name in ("rewrite", "instances"):
         lines.append(
             f"  {tally.examples} graphs generated, {tally.loaded} run by onnxruntime, "
             f"{tally.rewritten} rewritten, {tally.rewrites} rewrites applied"
