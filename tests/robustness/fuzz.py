@@ -93,6 +93,8 @@ class Tally:
     rewritten: int = 0
     rewrites: int = 0
     by_rule: dict[str, int] = dataclasses.field(default_factory=dict)
+    # The library rules that fired at least once (the fuzzer's reach).
+    fired: set[str] = dataclasses.field(default_factory=set)
     # Differences in NaN or infinities that only inputs near the dtype's largest value cause
     # (see `_only_at_the_range_edge`): counted, shown, not findings.
     edge_overflows: int = 0
@@ -1209,6 +1211,7 @@ def check_rewrite(case: random_graphs.Case, fuzzer: str = "rewrite") -> None:
     entries = _rule_entries(result)
     tally.rewritten += bool(entries)
     tally.rewrites += len(entries)
+    tally.fired.update(e.rule for e in entries)
     exact = not any(e.rule.startswith(_ROUNDING_RULES) for e in entries)
     difference = discrepancy(case.model, want, result.proto, case.feeds, exact)
     if difference is None:
@@ -1348,6 +1351,8 @@ def _summary(name: str, tally: Tally, minutes: float) -> list[str]:
             f"  {tally.examples} graphs generated, {tally.loaded} run by onnxruntime, "
             f"{tally.rewritten} rewritten, {tally.rewrites} rewrites applied"
         )
+        rules = {rule.name for rule in library().rules}
+        lines.append(f"  {len(tally.fired & rules)} of {len(rules)} library rules fired")
         lines.append(
             f"  {tally.edge_overflows} differences in NaN or infinities only where an input is "
             "near its dtype's largest value (overflow at the range's edge; not findings)"
