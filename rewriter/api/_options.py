@@ -37,6 +37,12 @@ class RewriteOptions:
         keep_runnable: decline a rewrite whose new nodes onnxruntime has no kernel for where
             it has one for the nodes they replace (the result stays runnable where the input
             was).
+        exact: apply no rule beyond what is exact on every input the model accepts: a rule
+            that `assumes finite` inputs never applies, one that `assumes nonempty` tensors
+            only where every tensor it reads has a known shape without a zero dim. By
+            default such rules apply (a fused Attention is onnxruntime's kernel, which
+            rejects an empty batch or sequence where the unfused ops return an empty
+            result); the trace counts the rewrites that assumed something.
     """
 
     allow_python: bool = False
@@ -52,6 +58,7 @@ class RewriteOptions:
     progress: ProgressCallback | None = None
     copy: bool = True
     keep_runnable: bool = True
+    exact: bool = False
 
     def run_options(self) -> RunOptions:
         """The pass manager's share of these options."""
@@ -64,4 +71,5 @@ class RewriteOptions:
             target_opset=self.target_opset,
             record_subgraphs=self.record_subgraphs,
             runnable=KernelAvailability() if self.keep_runnable else None,
+            exact=self.exact,
         )

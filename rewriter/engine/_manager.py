@@ -94,6 +94,9 @@ class RunOptions:
     # Whether a runtime can run a node (None: not known); a rewrite whose new nodes it cannot
     # run, where it could run the matched ones, is declined. None here: no such check.
     runnable: Runnable | None = None
+    # Apply only what is exact on every input: rules that `assume` something apply where the
+    # model proves it (`assumes nonempty` on static positive shapes), never otherwise.
+    exact: bool = False
 
 
 class PassManager:
@@ -161,7 +164,13 @@ class _Run:
             targets,
             constraints=manager.ruleset.constraints,
         )
-        self.builder = Builder(model, self.matcher, self.names, manager.options.runnable)
+        self.builder = Builder(
+            model,
+            self.matcher,
+            self.names,
+            manager.options.runnable,
+            exact=manager.options.exact,
+        )
         self.timings: dict[str, float] = collections.defaultdict(float)
 
     def execute(self) -> Trace:
@@ -366,6 +375,7 @@ class _Run:
                 anchor=_trace.site_of(match.anchor),
                 matched_ops=_trace.op_types(applied.matched),
                 created_ops=_trace.op_types(applied.created),
+                assumed=() if self.options.exact else _assumptions(rule.rule),
             )
         )
         worklist.extend(applied.created)
@@ -461,3 +471,12 @@ def _tensor_digest(tensor: ir.Tensor) -> bytes:
 
 
 _FINGERPRINT_ELEMENTS = 1 << 16
+
+
+def _assumptions(rule: ast.Rule) -> tuple[str, ...]:
+    """The `assumes` clause of `rule`, as names."""
+    return tuple(
+        name
+        for name, declared in (("finite", rule.assumes_finite), ("nonempty", rule.assumes_nonempty))
+        if declared
+    )
