@@ -397,3 +397,31 @@ def attention(lb: LineBuild) -> None:
         if slot.present:
             raise RecipeError("Attention with past key/value is not generated")
     open_attributes(lb, 4)
+
+
+@recipe("RotaryEmbedding")
+def rotary_embedding(lb: LineBuild) -> None:
+    """4-D X [B, N, S, H] (H even) and cos, sin tables [B, S, R / 2].
+
+    R is the rotated part of H (`rotary_embedding_dim`, 0 meaning all of H); no position ids.
+    """
+    x, cos, sin = lb.slots[0], lb.slots[1], lb.slots[2]
+    choices = lb.choices
+    if x.shape is None:
+        batch, heads = choices.integer(lb.key("b"), 1, 2), choices.integer(lb.key("n"), 1, 3)
+        seq, half = choices.integer(lb.key("s"), 1, 4), choices.integer(lb.key("half"), 1, 3)
+        lb.set(x, lb.dtype_for(0), (batch, heads, seq, 2 * half))
+    shape = x.shape
+    assert shape is not None, "x was just decided"
+    if len(shape) != 4 or shape[3] % 2:
+        raise RecipeError(f"RotaryEmbedding needs a 4-D input of even head size, not {shape}")
+    rotated = int(lb.attr("rotary_embedding_dim", lambda key: 0)) or shape[3]
+    if rotated % 2 or rotated > shape[3]:
+        raise RecipeError(f"rotary_embedding_dim {rotated} does not fit head size {shape[3]}")
+    for table in (cos, sin):
+        if table.resolved is None:
+            lb.set(table, lb.dtype_for(0), (shape[0], shape[2], rotated // 2))
+    if len(lb.slots) > 3 and lb.slots[3].present:
+        raise RecipeError("RotaryEmbedding with position ids is not generated")
+    lb.attr("interleaved", lambda key: 0)
+    open_attributes(lb, 4)

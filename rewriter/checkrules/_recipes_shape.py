@@ -296,8 +296,10 @@ def split(lb: LineBuild) -> None:
     dim = shape[axis]
     if dim < count:
         raise RecipeError(f"cannot split {dim} into {count}")
-    sizes = [1] * count
-    sizes[-1] += dim - count
+    # the first piece takes a drawn share, the last the rest (rules may ask for an even head)
+    first = lb.choices.integer(lb.key("first"), 1, dim - count + 1)
+    sizes = [first] + [1] * (count - 1)
+    sizes[-1] += dim - count - first + 1
     sizes_slot = lb.present(1)
     if lb.has_attr("split"):
         lb.attr("split", lambda key: sizes, omit_percent=50 if dim % count == 0 else 0)

@@ -82,7 +82,9 @@ class _Tracker:
         self.args: tuple[Any, ...] = ()
 
     def fail(self, depth: int, node: ir.Node | None, template: str, *args: Any) -> None:
-        if depth >= self.depth:
+        # The first failure at the deepest line wins: of a commutative op's two operand
+        # orders, the order the rule writes is tried first and is the one a reader expects.
+        if depth > self.depth:
             self.depth = depth
             self.node = node
             self.template = template

@@ -112,9 +112,9 @@ def test_every_gelu_fuses_at_opset_20(name):
 )
 def test_every_attention_fuses_at_opset_23(name):
     # bert_sdpa_ts14's masks are Where(keep, 0, -inf), guarded by Where(IsNaN(p), 0, p): fused
-    # only by the opt-in relaxed rules (the guard also zeroes NaN from NaN inputs)
+    # exactly by default (the guard's zeros put back where Attention gives NaN)
     entry = manifest_entry(name)["expected"]
-    _, proto = _rewrite(name, target_opset=23, relaxed=name == "bert_sdpa_ts14")
+    _, proto = _rewrite(name, target_opset=23)
     ops = _ops(proto)
     assert ops["Gelu"] == entry["gelu"]
     assert ops["LayerNormalization"] == entry["layernorm"]
@@ -124,10 +124,11 @@ def test_every_attention_fuses_at_opset_23(name):
 
 
 @pytest.mark.slow
-def test_the_guarded_sdpa_attention_is_not_fused_by_default():
-    _, proto = _rewrite("bert_sdpa_ts14", target_opset=23)
-    assert _ops(proto)["Attention"] == 0
-    assert _ops(proto)["Softmax"] == 6
+def test_the_guarded_sdpa_attention_is_fused_without_its_guard_by_relaxed():
+    _, proto = _rewrite("bert_sdpa_ts14", target_opset=23, relaxed=True)
+    assert _ops(proto)["Attention"] == 6
+    assert _ops(proto)["Softmax"] == 0
+    assert _ops(proto)["IsNaN"] == 0  # the exact default form keeps one per attention
     run_npz_samples("bert_sdpa_ts14", proto)
 
 

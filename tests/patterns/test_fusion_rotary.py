@@ -74,3 +74,54 @@ def test_below_opset_23_nothing_is_fused():
     )
     result = rewriter.rewrite(model)
     assert "fuse_rotary_embedding" not in fired(result)
+
+
+PARTIAL = """<ir_version: 10, opset_import: ["" : 23]>
+    g (float[B, 4, S, 16] x, float[1, S, 4] f) => (float[B, 4, S, 16] y)
+      <int64[1] zero = {0}, int64[1] quarter = {4}, int64[1] rot = {ROT}, int64[1] end = {16},
+       int64[1] last = {-1}, int64[1] heads = {1}>
+    {
+        emb = Concat <axis = -1> (f, f)
+        c3 = Cos (emb)
+        s3 = Sin (emb)
+        c = Unsqueeze (c3, heads)
+        s = Unsqueeze (s3, heads)
+        q = Slice (x, zero, rot, last)
+        rest = Slice (x, rot, end, last)
+        q1 = Slice (q, zero, quarter, last)
+        q2 = Slice (q, quarter, rot, last)
+        n = Neg (q2)
+        r = Concat <axis = -1> (n, q1)
+        a = Mul (q, c)
+        b = Mul (r, s)
+        rotated = Add (a, b)
+        y = Concat <axis = -1> (rotated, rest)
+    }"""
+
+
+def test_partial_rotary_becomes_one_rotary_embedding_with_its_dim():
+    # Phi / GPT-NeoX: the first 8 of 16 entries rotate, the other 8 pass through.
+    model = build(PARTIAL.replace("{ROT}", "{8}"))
+    result = _run(model)
+    counts = fired(result)
+    assert counts["fuse_rotary_embedding"] == 1
+    assert counts["fuse_partial_rotary_embedding"] == 1
+    nodes = [n for n in result.proto.graph.node if n.op_type == "RotaryEmbedding"]
+    assert len(nodes) == 1
+    assert nodes[0].input[0] == "x"
+    assert [(a.name, a.i) for a in nodes[0].attribute] == [("rotary_embedding_dim", 8)]
+    assert nodes[0].output[0] == "y"  # the pass-through Concat is gone
+    # only the tables' batch and sequence are still read from the rotated slice's Shape
+    assert "Neg" not in {n.op_type for n in result.proto.graph.node}
+    check_fired(model, result, dict(counts), None, rtol=1e-5, atol=1e-5)
+
+
+def test_a_rotation_whose_tables_are_not_its_slice_keeps_the_concat():
+    # The rotated slice is not the one the Concat puts first: no partial rotary.
+    text = PARTIAL.replace("{ROT}", "{8}").replace(
+        "y = Concat <axis = -1> (rotated, rest)", "y = Concat <axis = -1> (rest, rotated)"
+    )
+    model = build(text)
+    result = _run(model)
+    assert "fuse_partial_rotary_embedding" not in fired(result)
+    check_fired(model, result, dict(fired(result)), None, rtol=1e-5, atol=1e-5)

@@ -133,3 +133,28 @@ def test_why_not_explains_unknown_facts_with_the_values_seen(tmp_path, capsys) -
         f'{rules}:2: `shape(a)[0] == shape(b)[0]` (shape(a)[0] is "N", shape(b)[0] is "M") '
         "(matched 2 line(s) first)"
     )
+
+
+def test_why_not_reports_the_operand_order_the_rule_writes(tmp_path, capsys) -> None:
+    # Mul is commutative: both operand orders fail on the same where line; the report is the
+    # one for the order written (x = a), not the order tried last (x = b).
+    rules = tmp_path / "rules.rw"
+    rules.write_text(
+        "# x * c -> x\nrule r {\n  match {\n    y = Mul (x, c)\n  }\n"
+        "  where {\n    rank(x) == 3\n  }\n  rewrite {\n    y = x\n  }\n}\n"
+    )
+    model = tmp_path / "m.onnx"
+    onnx.save(
+        model_from_text(
+            """<ir_version: 8, opset_import: ["" : 17]>
+            g (float[2, 3] a, float[3] b) => (float[2, 3] y) {
+                y = Mul (a, b)
+            }"""
+        ),
+        model,
+    )
+    assert main([str(model), "--rules", str(rules), "--why-not", "r"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == (
+        "  <Mul>(y): where line 7: `rank(x) == 3` is false (rank(x) is 2) (matched 2 line(s) first)"
+    )
