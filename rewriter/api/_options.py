@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from rewriter.engine import KernelAvailability, ProgressCallback, RunOptions
+
+if TYPE_CHECKING:
+    from rewriter.api._budget_types import AccuracyBudget
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,6 +41,12 @@ class RewriteOptions:
         keep_runnable: decline a rewrite whose new nodes onnxruntime has no kernel for where
             it has one for the nodes they replace (the result stays runnable where the input
             was).
+        excluded_sites: rule applications not to make, `{(rule name, anchor): reason}`
+            (the anchor as trace entries name it, `TraceEntry.site`); the reason is recorded
+            as a skip. The accuracy budget keeps layers in float this way.
+        budget: measure the approximate rewrites against an accuracy budget and keep the
+            most sensitive sites as they were until the model meets it (see
+            `rewriter.api.AccuracyBudget`); None: no measuring.
     """
 
     allow_python: bool = False
@@ -52,6 +62,8 @@ class RewriteOptions:
     progress: ProgressCallback | None = None
     copy: bool = True
     keep_runnable: bool = True
+    excluded_sites: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    budget: AccuracyBudget | None = None
 
     def run_options(self) -> RunOptions:
         """The pass manager's share of these options."""
@@ -64,4 +76,5 @@ class RewriteOptions:
             target_opset=self.target_opset,
             record_subgraphs=self.record_subgraphs,
             runnable=KernelAvailability() if self.keep_runnable else None,
+            excluded_sites=dict(self.excluded_sites),
         )

@@ -63,6 +63,14 @@ class TraceEntry:
     # order: what the rewrite did, without pictures (see `rewriter.engine.rewrite_kind`).
     matched_ops: tuple[str, ...] = ()
     created_ops: tuple[str, ...] = ()
+    # The rule's `approximate` clause (`snr >= 30`) when it declares one: this rewrite
+    # changed numerics on purpose, and the accuracy budget may undo it.
+    approximate: str = ""
+
+    @property
+    def site(self) -> tuple[str, str]:
+        """(rule, anchor): what `RunOptions.excluded_sites` names to leave this rewrite out."""
+        return (self.rule, self.anchor)
 
     def describe(self) -> str:
         """`rule (file:line) in graph: a, b -> c, d` (passes: long lists shortened)."""
@@ -88,7 +96,8 @@ class SkipEntry:
     """A rule that was not applied: unmet requirement, unavailable op, or a rewrite not made.
 
     A rewrite that would have broken the model has a reason starting "rolled back"; one that
-    would have changed nothing (declined) has a reason ending "nothing to do".
+    would have changed nothing (declined) has a reason ending "nothing to do". One the caller
+    excluded (`RunOptions.excluded_sites`) has the caller's reason and the anchor as `node`.
     """
 
     rule: str
@@ -127,6 +136,10 @@ class Trace:
             "convert",
         )
         return Trace((entry,), (), StopReason.SATURATED)
+
+    def approximate_sites(self) -> tuple[tuple[str, str], ...]:
+        """(rule, anchor) of every rewrite made by an `approximate` rule, in order."""
+        return tuple(dict.fromkeys(e.site for e in self.entries if e.approximate))
 
     def counts(self) -> Counter[str]:
         """How many times each rule (or pass) fired."""

@@ -1,0 +1,395 @@
+"""The accuracy budget: keep the approximate rewrites the model can afford, undo the others.
+
+A rule with an `approximate` clause (quantization, lower precision) changes numerics on
+purpose. With a budget (`RewriteOptions.budget`, `rewrite MODEL --accept snr>=35`), a run
+treats every site such a rule rewrote, `(rule, anchor)` as `TraceEntry.site` names it, as a
+candidate:
+
+1. Measure on the tuning inputs: the model with every candidate applied (the first run), the
+   model with none (the float baseline: every candidate excluded through
+   `RewriteOptions.excluded_sites`), and the model with each candidate alone (all others
+   excluded). Excluding sites can let others appear (a second approximate rule on the same
+   anchor); those join the candidates and the measurements are taken again.
+2. Rank the candidates by the first acceptance's metric with that candidate alone, worst
+   (most sensitive) first.
+3. Greedy: keep the k most sensitive in float for k = 0, 1, ... until the whole model meets
+   every acceptance on the tuning inputs. Values of k are tried `width` at a time in parallel
+   (the evaluator's cores), and the smallest k that meets the budget wins, exactly as one by
+   one would choose.
+4. Rewrite once more with the chosen sites excluded (their skip entries in the trace say
+   why), and check the result on independent inputs: generated with another seed, and the
+   held-out half of the caller's samples (every second one).
+
+Every measurement is one `_sensitivity.evaluate` call, run serially, on local processes or
+on Ray (`_sensitivity.Evaluator`). The outcome is a `BudgetResult` on the `RewriteResult`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+import ir
+from rewriter._errors import RewriteError
+from rewriter.api._budget_types import (
+    AccuracyBudget,
+    BudgetResult,
+    BudgetStep,
+    SiteResult,
+)
+from rewriter.api._sensitivity import Evaluation, Evaluator, Site, Workload, default_jobs
+from rewriter.dsl import _ast as ast
+from rewriter.verification import (
+    METRICS,
+    Acceptance,
+    AccuracyData,
+    AccuracyResult,
+    VerifyError,
+    accuracy_data,
+    format_metric,
+    score,
+)
+
+if TYPE_CHECKING:
+    from rewriter.api._options import RewriteOptions
+    from rewriter.api._rewrite import RewriteResult
+
+Array = npt.NDArray[np.generic]
+
+# Rounds of "exclude every candidate; did new approximate sites appear?" before giving up.
+_DISCOVERY_ROUNDS = 4
+
+
+def _worse(metric: str, value: float, reference: float) -> float:
+    """How much worse `value` is than `reference` (positive: worse); NaN when undefined."""
+    difference = reference - value if METRICS[metric] == ">=" else value - reference
+    return math.nan if math.isnan(difference) else difference
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+
+def _halves(data: AccuracyData) -> tuple[AccuracyData, AccuracyData]:
+    """Every second input for tuning, the others held out (both ways when only one)."""
+    if len(data) < 2:
+        return data, data
+    tune = dataclasses.replace(
+        data, feeds=data.feeds[::2], reference=data.reference[::2], inputs=("given samples",)
+    )
+    held = dataclasses.replace(
+        data,
+        feeds=data.feeds[1::2],
+        reference=data.reference[1::2],
+        inputs=("held-out given samples",),
+    )
+    return tune, held
+
+
+def _joined(parts: Sequence[AccuracyData | None]) -> AccuracyData:
+    present = [p for p in parts if p is not None and len(p)]
+    first = present[0]
+    return dataclasses.replace(
+        first,
+        feeds=tuple(f for p in present for f in p.feeds),
+        reference=tuple(r for p in present for r in p.reference),
+        inputs=tuple(line for p in present for line in p.inputs),
+    )
+
+
+def _inputs(
+    source: Any, budget: AccuracyBudget, input_shapes: Mapping[str, tuple[int, ...]]
+) -> tuple[AccuracyData, AccuracyData, list[str]]:
+    """(tuning inputs, independent inputs for the final check, notes)."""
+    common: dict[str, Any] = {
+        "input_ranges": budget.input_ranges,
+        "input_shapes": input_shapes,
+        "dims": budget.dims,
+        "providers": budget.providers,
+    }
+    notes = []
+    given: tuple[AccuracyData | None, AccuracyData | None] = (None, None)
+    if budget.samples:
+        data = accuracy_data(source, examples=0, samples=budget.samples, **common)
+        given = _halves(data)
+        if len(data) < 2:
+            notes.append("one given sample: the final check reuses it (not independent)")
+    tuning: AccuracyData | None = None
+    final: AccuracyData | None = None
+    if budget.examples:
+        tuning = accuracy_data(source, examples=budget.examples, seed=budget.seed, **common)
+        final = accuracy_data(source, examples=budget.examples, seed=budget.seed + 1, **common)
+    if tuning is None and given[0] is None:
+        raise ValueError("an accuracy budget needs examples > 0 or samples")
+    return _joined([given[0], tuning]), _joined([given[1], final]), notes
+
+
+# ---------------------------------------------------------------------------------------------
+# Tuning
+
+
+def source_snapshot(model: Any, budget: AccuracyBudget) -> str | bytes:
+    """The original model as workers load it, taken before the first run changes it.
+
+    Its path, or its ONNX bytes (in-memory models, and Ray, whose workers may not see our
+    files).
+    """
+    if isinstance(model, str | os.PathLike) and budget.ray_address is None:
+        return os.fspath(model)
+    if isinstance(model, str | os.PathLike):
+        model = ir.load(model)
+    if isinstance(model, ir.Model):
+        return bytes(ir.to_onnx(model).SerializeToString())
+    return bytes(model.SerializeToString())
+
+
+def snapshot_model(snapshot: str | bytes) -> Any:
+    """A snapshot as a model source the verifier and `rewrite` accept (a path or a proto)."""
+    if isinstance(snapshot, str):
+        return snapshot
+    import onnx
+
+    return onnx.load_from_string(snapshot)
+
+
+def _ranked(
+    candidates: Sequence[Site], alone: Mapping[Site, Evaluation], metric: str
+) -> list[Site]:
+    order = {site: index for index, site in enumerate(candidates)}
+
+    def key(site: Site) -> tuple[float, int]:
+        evaluation = alone[site]
+        if evaluation.failure:
+            return (-math.inf, order[site])
+        value = evaluation.value(metric)
+        badness = -value if METRICS[metric] == ">=" else value
+        return (-badness if not math.isnan(badness) else -math.inf, order[site])
+
+    return sorted(candidates, key=key)
+
+
+class _Tuning:
+    """One tuning run: the evaluator, the candidates and what was measured of them."""
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        budget: AccuracyBudget,
+        first: Evaluation,
+        candidates: Sequence[Site],
+    ) -> None:
+        self.evaluator = evaluator
+        self.budget = budget
+        self.first = first
+        self.candidates = list(dict.fromkeys(candidates))
+        self.evaluations = 0
+        self.notes: list[str] = []
+
+    def measure(self, site_sets: Sequence[frozenset[Site]]) -> list[Evaluation]:
+        self.evaluations += len(site_sets)
+        return self.evaluator.map(site_sets)
+
+    def sensitivities(self) -> tuple[Evaluation, dict[Site, Evaluation]]:
+        """The float baseline and each candidate alone; candidates grow until closed."""
+        for _ in range(_DISCOVERY_ROUNDS):
+            every = frozenset(self.candidates)
+            sets = [every, *(every - {site} for site in self.candidates)]
+            baseline, *alone = self.measure(sets)
+            new = [site for site in baseline.fired if site not in every]
+            if not new:
+                return baseline, dict(zip(self.candidates, alone, strict=True))
+            self.notes.append(
+                f"excluding the first candidates let {len(new)} more approximate rewrites "
+                "appear; they are candidates too"
+            )
+            self.candidates.extend(new)
+        raise RewriteError(
+            "the accuracy budget cannot settle its candidates: excluding approximate rewrites "
+            f"keeps letting new ones appear (after {_DISCOVERY_ROUNDS} rounds)"
+        )
+
+    def greedy(self, ranked: Sequence[Site], baseline: Evaluation) -> tuple[int, list[BudgetStep]]:
+        """The fewest most-sensitive sites to keep float, and every step measured."""
+        accept = self.budget.accept
+        steps = [_step(0, self.first, accept)]
+        if self.first.meets(accept):
+            return 0, steps
+        width = self.evaluator.width
+        k = 1
+        while k < len(ranked):
+            batch = list(range(k, min(k + width, len(ranked))))
+            results = self.measure([frozenset(ranked[:n]) for n in batch])
+            for n, evaluation in zip(batch, results, strict=True):
+                steps.append(_step(n, evaluation, accept))
+                if evaluation.meets(accept):
+                    return n, steps
+            k += width
+        steps.append(_step(len(ranked), baseline, accept))
+        return len(ranked), steps
+
+
+def _step(kept: int, evaluation: Evaluation, accept: Sequence[Acceptance]) -> BudgetStep:
+    return BudgetStep(kept, evaluation.values, evaluation.meets(accept), evaluation.bytes)
+
+
+def _values_text(values: Sequence[tuple[str, float]], accept: Sequence[Acceptance]) -> str:
+    table = dict(values)
+    return ", ".join(
+        f"{a.metric} {format_metric(a.metric, table.get(a.metric, math.nan))}" for a in accept
+    )
+
+
+def tune(
+    snapshot: str | bytes,
+    ruleset: ast.RuleSet,
+    options: RewriteOptions,
+    first: RewriteResult,
+) -> tuple[dict[Site, str], BudgetResult | None, AccuracyData, list[str]]:
+    """Choose the sites to keep float.
+
+    Returns the sites with the reasons the trace gives, the tuning outcome (None when no
+    approximate rule fired), the inputs of the final check and notes.
+
+    Raises:
+        RewriteError: Ray is asked for but missing or unreachable; candidates never settle.
+        VerifyError: the models cannot be measured (see `verification.accuracy_data`).
+    """
+    budget = options.budget
+    assert budget is not None
+    tuning, final_data, notes = _inputs(snapshot_model(snapshot), budget, options.input_shapes)
+    sites = first.trace.approximate_sites()
+    if not sites:
+        return {}, None, final_data, notes
+    base = dataclasses.replace(options, budget=None, progress=None, record_subgraphs=False)
+    workload = Workload(snapshot, ruleset, base, tuning, budget.accept)
+    measured = score(first.model, tuning, budget.accept)
+    first_values = next(r for r in measured.rows if r.output == "(all outputs)").values
+    first_eval = Evaluation(frozenset(), first_values, sites, first.proto.ByteSize())
+    jobs = budget.jobs or default_jobs()
+    with Evaluator(workload, jobs=jobs, ray_address=budget.ray_address) as evaluator:
+        run = _Tuning(evaluator, budget, first_eval, sites)
+        baseline, alone = run.sensitivities()
+        metric = budget.ranking_metric
+        ranked = _ranked(run.candidates, alone, metric)
+        if not baseline.meets(budget.accept):
+            kept, steps = len(ranked), [_step(len(ranked), baseline, budget.accept)]
+            run.notes.append(
+                f"even with every approximate rewrite undone the model reaches only "
+                f"{_values_text(baseline.values, budget.accept)} on the tuning inputs"
+            )
+        else:
+            kept, steps = run.greedy(ranked, baseline)
+        runner = evaluator.description
+    chosen = next(step for step in steps if step.kept_float == kept)
+    result = _site_results(first, ranked, alone, baseline, kept, steps, budget)
+    excluded = {
+        (s.rule, s.anchor): f"kept as it was by the accuracy budget: {s.reason}"
+        for s in result
+        if s.kept_float
+    }
+    outcome = BudgetResult(
+        budget.accept,
+        result,
+        baseline.values,
+        tuple(steps),
+        chosen.met,
+        final=_placeholder(budget),
+        evaluations=run.evaluations,
+        runner=runner,
+        notes=tuple(notes + run.notes),
+    )
+    return excluded, outcome, final_data, notes
+
+
+def _placeholder(budget: AccuracyBudget) -> AccuracyResult:
+    return AccuracyResult(False, budget.accept, (), 0)
+
+
+def _site_results(
+    first: RewriteResult,
+    ranked: Sequence[Site],
+    alone: Mapping[Site, Evaluation],
+    baseline: Evaluation,
+    kept: int,
+    steps: Sequence[BudgetStep],
+    budget: AccuracyBudget,
+) -> tuple[SiteResult, ...]:
+    entries = {e.site: e for e in first.trace.entries if e.approximate}
+    metric = budget.ranking_metric
+    by_step = {step.kept_float: step for step in steps}
+    reference = baseline.value(metric) if not baseline.failure else math.nan
+    results = []
+    for rank, site in enumerate(ranked, 1):
+        evaluation = alone[site]
+        entry = entries.get(site)
+        value = evaluation.value(metric) if not evaluation.failure else math.nan
+        # Against an exact float baseline (snr inf) a loss has no finite size: shown as "-".
+        loss = _worse(metric, value, reference) if math.isfinite(reference) else math.nan
+        float_ = rank <= kept
+        before = by_step.get(rank - 1)
+        if evaluation.failure:
+            reason = f"the model with only this rewrite failed: {evaluation.failure}"
+        elif float_ and before is not None:
+            reason = (
+                f"#{rank} most sensitive; with it approximate the model reaches "
+                f"{_values_text(before.values, budget.accept)}"
+            )
+        elif float_:
+            reason = f"#{rank} most sensitive; the budget is not met even in float"
+        else:
+            chosen = by_step.get(kept)
+            reached = f" ({_values_text(chosen.values, budget.accept)})" if chosen else ""
+            reason = f"the model meets the budget with it approximate{reached}"
+        results.append(
+            SiteResult(
+                rule=site[0],
+                anchor=site[1],
+                nodes=entry.matched if entry is not None else (),
+                location=entry.location if entry is not None else "",
+                clause=entry.approximate if entry is not None else "",
+                rank=rank,
+                alone=evaluation.values,
+                loss=loss,
+                kept_float=float_,
+                reason=reason,
+                failure=evaluation.failure,
+            )
+        )
+    return tuple(results)
+
+
+def finish(
+    outcome: BudgetResult | None,
+    final_data: AccuracyData,
+    notes: Sequence[str],
+    result: RewriteResult,
+    budget: AccuracyBudget,
+) -> BudgetResult:
+    """The final check of the chosen model on independent inputs, added to the outcome."""
+    try:
+        final = score(
+            result.model,
+            final_data,
+            budget.accept,
+            ort_enable_all=budget.ort_enable_all,
+            providers=budget.providers,
+        )
+    except VerifyError as exc:
+        raise RewriteError(f"accuracy budget: {exc}") from exc
+    if outcome is None:
+        return BudgetResult(
+            budget.accept,
+            (),
+            (),
+            (),
+            True,
+            final,
+            notes=(*notes, "no approximate rule fired: nothing to tune"),
+        )
+    return dataclasses.replace(outcome, final=final)
