@@ -392,4 +392,13 @@ def finish(
             final,
             notes=(*notes, "no approximate rule fired: nothing to tune"),
         )
+    if outcome.met and not final.ok:
+        chosen = outcome.steps[-1] if outcome.steps else None
+        reached = f" ({_values_text(chosen.values, budget.accept)})" if chosen else ""
+        notes = (
+            *outcome.notes,
+            f"the budget was met on the tuning inputs{reached} but not on the independent "
+            "ones: measure on more inputs (--examples, --inputs) or leave a margin in the budget",
+        )
+        return dataclasses.replace(outcome, final=final, notes=notes)
     return dataclasses.replace(outcome, final=final)
