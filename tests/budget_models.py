@@ -8,6 +8,8 @@ them, so that layer is by far the most sensitive. `FP16_RULE` stores weights as 
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -62,7 +64,7 @@ def outlier_mlp(widths: tuple[int, ...] = (16, 32, 32, 32, 8), seed: int = 0) ->
     nodes, weights = [], []
     value = "x"
     last = len(widths) - 2
-    for index, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+    for index, (fan_in, fan_out) in enumerate(itertools.pairwise(widths)):
         weight = (rng.standard_normal((fan_in, fan_out)) / np.sqrt(fan_in)).astype(np.float32)
         if index == 1:
             weight[0, 0] = 60.0

@@ -34,7 +34,8 @@ def _matmul_weights(model: ir.Model) -> dict[str, str]:
     for node in model.graph:
         if node.name.startswith("bias"):
             matmul = node.inputs[0].producer()
-            assert matmul is not None and matmul.op_type == "MatMul"
+            assert matmul is not None
+            assert matmul.op_type == "MatMul"
             weights[f"mm{node.name[4:]}"] = matmul.inputs[1].name
     return weights
 
@@ -64,11 +65,13 @@ def test_greedy_keeps_the_outlier_layer_float_and_quantizes_the_rest(files):
     model, _ = files
     result = _budget(files)
     budget = result.budget
-    assert budget is not None and budget.ok
+    assert budget is not None
+    assert budget.ok
     # The outlier layer is the most sensitive, and alone it breaks the budget.
     first = budget.sites[0]
     assert (first.rule, first.anchor, first.nodes) == (RULE, "mm1", ("layer1",))
-    assert first.kept_float and first.value("snr") < 30
+    assert first.kept_float
+    assert first.value("snr") < 30
     assert [s.anchor for s in budget.approximate] == [s.anchor for s in budget.sites[1:]]
     assert [s.rank for s in budget.sites] == [1, 2, 3, 4]
     alone = [s.value("snr") for s in budget.sites]
@@ -79,24 +82,29 @@ def test_greedy_keeps_the_outlier_layer_float_and_quantizes_the_rest(files):
         "accuracy budget snr>=30 met: 3 of 4 sites approximate, 1 kept float; final snr"
     )
     weights = _matmul_weights(result.model)
-    assert weights["mm1"] == "w1" and weights["mm0"] != "w0"
+    assert weights["mm1"] == "w1"
+    assert weights["mm0"] != "w0"
     assert "kept as it was by the accuracy budget" in next(
         s.reason for s in result.trace.skips if s.node == "mm1"
     )
     # The final check ran on other inputs than tuning (seed + 1) and agrees with a fresh one.
-    assert budget.final.seed == 1 and budget.final.ok
+    assert budget.final.seed == 1
+    assert budget.final.ok
     again = check_accuracy(model, result.model, ["snr>=30"], examples=8, seed=1)
     assert again.overall("snr") == pytest.approx(budget.final.overall("snr"))
     payload = result.to_json()["budget"]
-    assert payload["sites"][0]["kept"] == "float" and payload["sites"][1]["kept"] == "approximate"
+    assert payload["sites"][0]["kept"] == "float"
+    assert payload["sites"][1]["kept"] == "approximate"
 
 
 def test_a_loose_budget_keeps_every_site_approximate(files):
     model, rules = files
     loose = AccuracyBudget(("snr>=10",), examples=8, jobs=1)
     result = rewrite(model, [str(rules)], RewriteOptions(budget=loose))
-    assert result.budget is not None and result.budget.ok
-    assert not result.budget.kept_float and len(result.budget.approximate) == 4
+    assert result.budget is not None
+    assert result.budget.ok
+    assert not result.budget.kept_float
+    assert len(result.budget.approximate) == 4
     assert [step.kept_float for step in result.budget.steps] == [0]
 
 
@@ -104,7 +112,8 @@ def test_a_tight_budget_keeps_everything_float(files):
     model, rules = files
     tight = AccuracyBudget(("snr>=80",), examples=8, jobs=1)
     result = rewrite(model, [str(rules)], RewriteOptions(budget=tight))
-    assert result.budget is not None and result.budget.ok
+    assert result.budget is not None
+    assert result.budget.ok
     assert len(result.budget.kept_float) == 4
     assert_same_outputs(onnx.load(model), result.proto)
 
@@ -115,7 +124,8 @@ def test_a_budget_even_float_misses_is_reported_not_met(files, tmp_path):
     leaky.write_text(LEAKY_RULE)
     budget = AccuracyBudget(("snr>=30",), examples=8, jobs=1)
     result = rewrite(model, [str(rules), str(leaky)], RewriteOptions(budget=budget))
-    assert result.budget is not None and not result.budget.ok
+    assert result.budget is not None
+    assert not result.budget.ok
     assert "even with every approximate rewrite undone" in " ".join(result.budget.notes)
     assert not result.budget.final.ok
     assert result.budget.summary().startswith("accuracy budget snr>=30 NOT met")
@@ -127,7 +137,9 @@ def test_no_approximate_rule_fired_still_checks_the_result(files, tmp_path):
     rules = tmp_path / "none.rw"
     rules.write_text("rule r: y = Sigmoid (x) => y = Sigmoid (x)\n")
     result = rewrite(model, [str(rules)], RewriteOptions(budget=budget))
-    assert result.budget is not None and result.budget.ok and not result.budget.sites
+    assert result.budget is not None
+    assert result.budget.ok
+    assert not result.budget.sites
     assert result.budget.final.examples_run == 4
 
 
@@ -135,9 +147,11 @@ def test_held_out_samples_check_the_result(files):
     rng = np.random.default_rng(5)
     samples = ({"x": rng.standard_normal((16, 4, 16)).astype(np.float32)},)
     result = _budget(files, samples=samples, examples=0)
-    assert result.budget is not None and result.budget.ok
+    assert result.budget is not None
+    assert result.budget.ok
     assert result.budget.final.examples_run == 8  # every second of the 16 samples
-    assert result.budget.sites[0].anchor == "mm1" and result.budget.sites[0].kept_float
+    assert result.budget.sites[0].anchor == "mm1"
+    assert result.budget.sites[0].kept_float
 
 
 def test_the_final_check_catches_a_choice_tuned_on_too_few_samples(files):
@@ -146,7 +160,10 @@ def test_the_final_check_catches_a_choice_tuned_on_too_few_samples(files):
     samples = ({"x": rng.standard_normal((6, 2, 16)).astype(np.float32)},)
     result = _budget(files, samples=samples, examples=0)
     budget = result.budget
-    assert budget is not None and budget.met and not budget.final.ok and not budget.ok
+    assert budget is not None
+    assert budget.met
+    assert not budget.final.ok
+    assert not budget.ok
     assert not budget.kept_float
     assert (
         "met on the tuning inputs (snr 30.8 dB) but not on the independent ones"
@@ -194,6 +211,7 @@ def test_ray_gives_the_serial_answer(files, ray_instance):
 def test_options_with_a_budget_are_frozen_values():
     budget = AccuracyBudget(("snr>=35",))
     options = RewriteOptions(budget=budget)
-    assert options.budget.accept[0].metric == "snr" and options.budget.accept[0].bound == 35
+    assert options.budget.accept[0].metric == "snr"
+    assert options.budget.accept[0].bound == 35
     with pytest.raises(dataclasses.FrozenInstanceError):
         budget.seed = 3  # type: ignore[misc]

@@ -9,8 +9,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-import rewriter
 import ir
+import rewriter
 from rewriter.api import rewrite
 from rewriter.verification import (
     ALL_OUTPUTS,
@@ -45,13 +45,15 @@ def _outputs(model, feeds):
 def test_snr_and_cosine_are_those_of_the_outputs_on_the_same_inputs(models):
     original, rounded = models
     data = accuracy_data(original, examples=6, seed=3)
-    assert len(data) == 6 and data.outputs == ("y",)
+    assert len(data) == 6
+    assert data.outputs == ("y",)
     expected = np.concatenate([r["y"].ravel() for r in data.reference]).astype(np.float64)
     actual = np.concatenate([a.ravel() for a in _outputs(rounded, data.feeds)]).astype(np.float64)
     snr = 10 * math.log10(np.sum(expected**2) / np.sum((expected - actual) ** 2))
     cosine = expected @ actual / (np.linalg.norm(expected) * np.linalg.norm(actual))
     result = check_accuracy(original, rounded, ["snr>=10"], examples=6, seed=3)
-    assert isinstance(result, AccuracyResult) and result.ok
+    assert isinstance(result, AccuracyResult)
+    assert result.ok
     assert result.overall("snr") == pytest.approx(snr, rel=1e-6)
     assert result.overall("cosine") == pytest.approx(cosine, rel=1e-9)
     levels = {row.level for row in result.rows if row.output == ALL_OUTPUTS}
