@@ -8,12 +8,14 @@ candidate:
 1. Measure on the tuning inputs: the model with every candidate applied (the first run), the
    model with none (the float baseline: every candidate excluded through
    `RewriteOptions.excluded_sites`), and the model with each candidate alone (all others
-   excluded). Excluding sites can let others appear (a second approximate rule on the same
-   anchor); those join the candidates and the measurements are taken again.
-2. Rank the candidates by the first acceptance's metric with that candidate alone, worst
-   (most sensitive) first.
-3. Greedy: keep the k most sensitive in float for k = 0, 1, ... until the whole model meets
-   every acceptance on the tuning inputs. Values of k are tried `width` at a time in parallel
+   excluded). Leaving a site out can let another approximate rewrite take its nodes (the
+   MatMul left float fuses into a Gemm that a Gemm rule quantizes): such a site joins the
+   layer of the site it replaces (the one whose own run does not fire it), so a layer is
+   kept float or approximate as a whole, and the measurements are taken again.
+2. Rank the layers by the first acceptance's metric with that layer alone, worst (most
+   sensitive) first.
+3. Greedy: keep the k most sensitive layers in float for k = 0, 1, ... until the whole model
+   meets every acceptance on the tuning inputs. Values of k are tried `width` at a time in parallel
    (the evaluator's cores), and the smallest k that meets the budget wins, exactly as one by
    one would choose.
 4. Rewrite once more with the chosen sites excluded (their skip entries in the trace say
@@ -46,10 +48,10 @@ from rewriter.api._budget_types import (
 from rewriter.api._sensitivity import Evaluation, Evaluator, Site, Workload, default_jobs
 from rewriter.dsl import _ast as ast
 from rewriter.verification import (
+    ALL_OUTPUTS,
     METRICS,
     Acceptance,
     AccuracyData,
-    AccuracyResult,
     VerifyError,
     accuracy_data,
     format_metric,
@@ -158,10 +160,14 @@ def snapshot_model(snapshot: str | bytes) -> Any:
     return onnx.load_from_string(snapshot)
 
 
-def _ranked(
-    candidates: Sequence[Site], alone: Mapping[Site, Evaluation], metric: str
-) -> list[Site]:
-    order = {site: index for index, site in enumerate(candidates)}
+Layer = tuple[Site, ...]
+"""A layer as the report shows it: the site the full run rewrote, then the sites that take
+its place when it is left out (another approximate rule on the same nodes)."""
+
+
+def _ranked(sites: Sequence[Site], alone: Mapping[Site, Evaluation], metric: str) -> list[Site]:
+    """The sites, most sensitive first (worst metric alone; failures first; ties in order)."""
+    order = {site: index for index, site in enumerate(sites)}
 
     def key(site: Site) -> tuple[float, int]:
         evaluation = alone[site]
@@ -171,23 +177,58 @@ def _ranked(
         badness = -value if METRICS[metric] == ">=" else value
         return (-badness if not math.isnan(badness) else -math.inf, order[site])
 
-    return sorted(candidates, key=key)
+    return sorted(sites, key=key)
+
+
+@dataclasses.dataclass
+class Decision:
+    """What tuning measured and chose, before the final rewrite and its check."""
+
+    layers: list[Layer]
+    alone: dict[Site, Evaluation]
+    ranked: list[Site]
+    baseline: Evaluation
+    steps: list[BudgetStep]
+    kept: int
+    evaluations: int
+    runner: str
+    notes: list[str]
+
+    def reason(self, site: Site, accept: Sequence[Acceptance]) -> str:
+        """Why a left-out site was left out (recorded in the trace as its skip reason)."""
+        rank = self.ranked.index(site) + 1
+        before = next((s for s in self.steps if s.left_out == rank - 1), None)
+        alone = self.alone[site]
+        if alone.failure:
+            return f"#{rank} most sensitive: the model with only it failed ({alone.failure})"
+        reached = f"{_values_text(before.values, accept)}" if before else "the budget"
+        return (
+            f"#{rank} most sensitive ({_values_text(alone.values, accept)} with only it); "
+            f"with it approximate the model reaches {reached}"
+        )
+
+    def excluded(self, accept: Sequence[Acceptance]) -> dict[Site, str]:
+        """The sites left out, with the reasons the trace records."""
+        return {
+            site: f"left out by the accuracy budget: {self.reason(site, accept)}"
+            for site in self.ranked[: self.kept]
+        }
 
 
 class _Tuning:
-    """One tuning run: the evaluator, the candidates and what was measured of them."""
+    """One tuning run: the evaluator, the candidate sites and what was measured of them."""
 
     def __init__(
         self,
         evaluator: Evaluator,
         budget: AccuracyBudget,
         first: Evaluation,
-        candidates: Sequence[Site],
+        sites: Sequence[Site],
     ) -> None:
         self.evaluator = evaluator
         self.budget = budget
         self.first = first
-        self.candidates = list(dict.fromkeys(candidates))
+        self.layers: list[Layer] = [(site,) for site in dict.fromkeys(sites)]
         self.evaluations = 0
         self.notes: list[str] = []
 
@@ -196,26 +237,38 @@ class _Tuning:
         return self.evaluator.map(site_sets)
 
     def sensitivities(self) -> tuple[Evaluation, dict[Site, Evaluation]]:
-        """The float baseline and each candidate alone; candidates grow until closed."""
+        """The float baseline and each site alone; sites are added until none appear.
+
+        A site that appears when every known one is left out joins the layer of the site
+        whose own run (every other site left out) does not fire it: that site's rewrite
+        took its nodes. It is measured alone like the others, so the greedy can leave the
+        first rewrite out and keep the one in its place (int8, else float16, else float).
+        """
         for _ in range(_DISCOVERY_ROUNDS):
-            every = frozenset(self.candidates)
-            sets = [every, *(every - {site} for site in self.candidates)]
-            baseline, *alone = self.measure(sets)
+            sites = [site for layer in self.layers for site in layer]
+            every = frozenset(sites)
+            baseline, *alone = self.measure([every, *(every - {site} for site in sites)])
             new = [site for site in baseline.fired if site not in every]
             if not new:
-                return baseline, dict(zip(self.candidates, alone, strict=True))
+                return baseline, dict(zip(sites, alone, strict=True))
+            for site in new:
+                owners = {sites[i] for i, run in enumerate(alone) if site not in run.fired}
+                layer = next((i for i, ls in enumerate(self.layers) if owners & set(ls)), None)
+                if layer is None or len(owners) > len(self.layers[layer]):
+                    self.layers.append((site,))
+                else:
+                    self.layers[layer] += (site,)
             self.notes.append(
-                f"excluding the first candidates let {len(new)} more approximate rewrites "
-                "appear; they are candidates too"
+                f"leaving approximate rewrites out let {len(new)} others take their place "
+                "(another rule on the same nodes); they are candidates too"
             )
-            self.candidates.extend(new)
         raise RewriteError(
-            "the accuracy budget cannot settle its candidates: excluding approximate rewrites "
-            f"keeps letting new ones appear (after {_DISCOVERY_ROUNDS} rounds)"
+            "the accuracy budget cannot settle its candidates: leaving approximate rewrites "
+            f"out keeps letting new ones appear (after {_DISCOVERY_ROUNDS} rounds)"
         )
 
     def greedy(self, ranked: Sequence[Site], baseline: Evaluation) -> tuple[int, list[BudgetStep]]:
-        """The fewest most-sensitive sites to keep float, and every step measured."""
+        """The fewest most-sensitive sites to leave out, and every step measured."""
         accept = self.budget.accept
         steps = [_step(0, self.first, accept)]
         if self.first.meets(accept):
@@ -250,11 +303,11 @@ def tune(
     ruleset: ast.RuleSet,
     options: RewriteOptions,
     first: RewriteResult,
-) -> tuple[dict[Site, str], BudgetResult | None, AccuracyData, list[str]]:
-    """Choose the sites to keep float.
+) -> tuple[Decision | None, AccuracyData, list[str]]:
+    """Choose the sites to leave out (`Decision.excluded`).
 
-    Returns the sites with the reasons the trace gives, the tuning outcome (None when no
-    approximate rule fired), the inputs of the final check and notes.
+    Returns the decision (None when no approximate rule fired), the inputs of the final
+    check and notes about the inputs.
 
     Raises:
         RewriteError: Ray is asked for but missing or unreachable; candidates never settle.
@@ -265,87 +318,79 @@ def tune(
     tuning, final_data, notes = _inputs(snapshot_model(snapshot), budget, options.input_shapes)
     sites = first.trace.approximate_sites()
     if not sites:
-        return {}, None, final_data, notes
+        return None, final_data, notes
     base = dataclasses.replace(options, budget=None, progress=None, record_subgraphs=False)
     workload = Workload(snapshot, ruleset, base, tuning, budget.accept)
     measured = score(first.model, tuning, budget.accept)
-    first_values = next(r for r in measured.rows if r.output == "(all outputs)").values
+    first_values = next(r for r in measured.rows if r.output == ALL_OUTPUTS).values
     first_eval = Evaluation(frozenset(), first_values, sites, first.proto.ByteSize())
     jobs = budget.jobs or default_jobs()
     with Evaluator(workload, jobs=jobs, ray_address=budget.ray_address) as evaluator:
         run = _Tuning(evaluator, budget, first_eval, sites)
         baseline, alone = run.sensitivities()
-        metric = budget.ranking_metric
-        ranked = _ranked(run.candidates, alone, metric)
+        ranked = _ranked(list(alone), alone, budget.ranking_metric)
         if not baseline.meets(budget.accept):
             kept, steps = len(ranked), [_step(len(ranked), baseline, budget.accept)]
             run.notes.append(
-                f"even with every approximate rewrite undone the model reaches only "
+                f"even with every approximate rewrite left out the model reaches only "
                 f"{_values_text(baseline.values, budget.accept)} on the tuning inputs"
             )
         else:
             kept, steps = run.greedy(ranked, baseline)
         runner = evaluator.description
-    chosen = next(step for step in steps if step.kept_float == kept)
-    result = _site_results(first, ranked, alone, baseline, kept, steps, budget)
-    excluded = {
-        (s.rule, s.anchor): f"kept as it was by the accuracy budget: {s.reason}"
-        for s in result
-        if s.kept_float
-    }
-    outcome = BudgetResult(
-        budget.accept,
-        result,
-        baseline.values,
-        tuple(steps),
-        chosen.met,
-        final=_placeholder(budget),
-        evaluations=run.evaluations,
-        runner=runner,
-        notes=tuple(notes + run.notes),
+    return (
+        Decision(
+            run.layers,
+            alone,
+            ranked,
+            baseline,
+            steps,
+            kept,
+            run.evaluations,
+            runner,
+            run.notes,
+        ),
+        final_data,
+        notes,
     )
-    return excluded, outcome, final_data, notes
 
 
-def _placeholder(budget: AccuracyBudget) -> AccuracyResult:
-    return AccuracyResult(False, budget.accept, (), 0)
-
-
-def _site_results(
-    first: RewriteResult,
-    ranked: Sequence[Site],
-    alone: Mapping[Site, Evaluation],
-    baseline: Evaluation,
-    kept: int,
-    steps: Sequence[BudgetStep],
-    budget: AccuracyBudget,
+def _layer_results(
+    decision: Decision, first: RewriteResult, final: RewriteResult, budget: AccuracyBudget
 ) -> tuple[SiteResult, ...]:
+    """One row per layer, most sensitive first, its status read from the final run's trace."""
     entries = {e.site: e for e in first.trace.entries if e.approximate}
+    entries.update({e.site: e for e in final.trace.entries if e.approximate})
+    applied = set(final.trace.approximate_sites())
+    left_out = set(decision.ranked[: decision.kept])
     metric = budget.ranking_metric
-    by_step = {step.kept_float: step for step in steps}
+    baseline = decision.baseline
     reference = baseline.value(metric) if not baseline.failure else math.nan
+    position = {site: index for index, site in enumerate(decision.ranked)}
+    layers = sorted(decision.layers, key=lambda layer: position[layer[0]])
+    chosen = next((s for s in decision.steps if s.left_out == decision.kept), None)
+    met = f" ({_values_text(chosen.values, budget.accept)})" if chosen else ""
     results = []
-    for rank, site in enumerate(ranked, 1):
-        evaluation = alone[site]
+    for rank, layer in enumerate(layers, 1):
+        site = layer[0]
+        evaluation = decision.alone[site]
         entry = entries.get(site)
         value = evaluation.value(metric) if not evaluation.failure else math.nan
         # Against an exact float baseline (snr inf) a loss has no finite size: shown as "-".
         loss = _worse(metric, value, reference) if math.isfinite(reference) else math.nan
-        float_ = rank <= kept
-        before = by_step.get(rank - 1)
-        if evaluation.failure:
-            reason = f"the model with only this rewrite failed: {evaluation.failure}"
-        elif float_ and before is not None:
+        in_place = [s for s in layer if s in applied]
+        if in_place and in_place[0] == site:
+            reason = f"the model meets the budget with it approximate{met}"
+        elif in_place:
+            substitute = in_place[0]
             reason = (
-                f"#{rank} most sensitive; with it approximate the model reaches "
-                f"{_values_text(before.values, budget.accept)}"
+                f"`{site[0]}` left out ({decision.reason(site, budget.accept)}); "
+                f"`{substitute[0]}` approximates it instead"
             )
-        elif float_:
-            reason = f"#{rank} most sensitive; the budget is not met even in float"
+        elif site in left_out:
+            reason = decision.reason(site, budget.accept)
         else:
-            chosen = by_step.get(kept)
-            reached = f" ({_values_text(chosen.values, budget.accept)})" if chosen else ""
-            reason = f"the model meets the budget with it approximate{reached}"
+            reason = "not applied in the final model (another rewrite took these nodes)"
         results.append(
             SiteResult(
                 rule=site[0],
@@ -356,22 +401,29 @@ def _site_results(
                 rank=rank,
                 alone=evaluation.values,
                 loss=loss,
-                kept_float=float_,
+                kept_float=not in_place,
                 reason=reason,
                 failure=evaluation.failure,
+                alternatives=layer[1:],
+                applied=in_place[0][0] if in_place else "",
             )
         )
     return tuple(results)
 
 
 def finish(
-    outcome: BudgetResult | None,
+    decision: Decision | None,
     final_data: AccuracyData,
     notes: Sequence[str],
+    first: RewriteResult,
     result: RewriteResult,
     budget: AccuracyBudget,
 ) -> BudgetResult:
-    """The final check of the chosen model on independent inputs, added to the outcome."""
+    """The outcome: the layers as the final model has them, and its independent check.
+
+    Raises:
+        RewriteError: the final model cannot be measured.
+    """
     try:
         final = score(
             result.model,
@@ -382,7 +434,7 @@ def finish(
         )
     except VerifyError as exc:
         raise RewriteError(f"accuracy budget: {exc}") from exc
-    if outcome is None:
+    if decision is None:
         return BudgetResult(
             budget.accept,
             (),
@@ -392,13 +444,22 @@ def finish(
             final,
             notes=(*notes, "no approximate rule fired: nothing to tune"),
         )
-    if outcome.met and not final.ok:
-        chosen = outcome.steps[-1] if outcome.steps else None
-        reached = f" ({_values_text(chosen.values, budget.accept)})" if chosen else ""
-        notes = (
-            *outcome.notes,
-            f"the budget was met on the tuning inputs{reached} but not on the independent "
-            "ones: measure on more inputs (--examples, --inputs) or leave a margin in the budget",
+    chosen = next(step for step in decision.steps if step.left_out == decision.kept)
+    all_notes = [*notes, *decision.notes]
+    if chosen.met and not final.ok:
+        reached = _values_text(chosen.values, budget.accept)
+        all_notes.append(
+            f"the budget was met on the tuning inputs ({reached}) but not on the independent "
+            "ones: measure on more inputs (--examples, --inputs) or leave a margin in the budget"
         )
-        return dataclasses.replace(outcome, final=final, notes=notes)
-    return dataclasses.replace(outcome, final=final)
+    return BudgetResult(
+        budget.accept,
+        _layer_results(decision, first, result, budget),
+        decision.baseline.values,
+        tuple(decision.steps),
+        chosen.met,
+        final,
+        evaluations=decision.evaluations,
+        runner=decision.runner,
+        notes=tuple(all_notes),
+    )

@@ -74,7 +74,10 @@ class AccuracyBudget:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SiteResult:
-    """One candidate site: how sensitive it is, and whether it stayed approximate.
+    """One candidate layer: how sensitive it is, and whether it stayed approximate.
+
+    `rule` at `anchor` is the rewrite the unconstrained run made there; `alternatives` the
+    rewrites that take its place when it is left out (see `_budget`).
 
     `alone` holds the metrics over all outputs with only this site approximate; `loss` is
     how much worse the ranking metric is than the float baseline (NaN when the baseline is
@@ -92,10 +95,22 @@ class SiteResult:
     kept_float: bool
     reason: str
     failure: str = ""
+    # Sites of other approximate rules that take this one's nodes when it is left out; they
+    # are kept float together with it.
+    alternatives: tuple[tuple[str, str], ...] = ()
+    # The rule whose rewrite the final model has here ("" when the layer stayed float).
+    applied: str = ""
 
     def value(self, metric: str) -> float:
         """A metric with only this site approximate."""
         return dict(self.alone).get(metric, math.nan)
+
+    @property
+    def rule_text(self) -> str:
+        """The rule, and the one that approximates the layer instead when it was left out."""
+        if self.applied and self.applied != self.rule:
+            return f"{self.rule} -> {self.applied}"
+        return self.rule
 
     @property
     def layer(self) -> str:
@@ -107,9 +122,9 @@ class SiteResult:
 
 @dataclasses.dataclass(frozen=True)
 class BudgetStep:
-    """The whole model with the `kept_float` most sensitive sites in float (tuning inputs)."""
+    """The whole model with the `left_out` most sensitive sites left out (tuning inputs)."""
 
-    kept_float: int
+    left_out: int
     values: tuple[tuple[str, float], ...]
     met: bool
     bytes: int = 0
@@ -121,9 +136,9 @@ class BudgetResult:
 
     Attributes:
         accept: the budget.
-        sites: every candidate, most sensitive first.
+        sites: every candidate layer, most sensitive first.
         baseline: metrics with every candidate in float (tuning inputs).
-        steps: the greedy steps measured, by number of sites kept in float.
+        steps: the greedy steps measured, by number of sites left out.
         met: the chosen model meets the budget on the tuning inputs.
         final: the chosen model measured on independent inputs (its verdict is the run's).
         evaluations: rewrites measured besides the first run.
@@ -166,7 +181,7 @@ class BudgetResult:
         return ", ".join(str(a) for a in self.accept)
 
     def summary(self) -> str:
-        """One line: sites approximate and kept float, the final metric, the verdict."""
+        """One line: layers approximate and kept float, the final metric, the verdict."""
         metric = self.metric
         final = format_metric(metric, self.final.overall(metric))
         count = len(self.sites)
@@ -179,7 +194,7 @@ class BudgetResult:
             )
         return (
             f"accuracy budget {self.budget_text()} {verdict}: {len(self.approximate)} of "
-            f"{count} site{'s' * (count != 1)} approximate, {len(self.kept_float)} kept float; "
+            f"{count} layer{'s' * (count != 1)} approximate, {len(self.kept_float)} kept float; "
             f"final {metric} {final} on {where}"
         )
 
@@ -209,7 +224,7 @@ class BudgetResult:
                 (
                     str(site.rank),
                     site.layer,
-                    site.rule,
+                    site.rule_text,
                     format_metric(metric, site.value(metric)),
                     *((loss,) if self._losses else ()),
                     "float" if site.kept_float else "approximate",
@@ -262,12 +277,14 @@ class BudgetResult:
                     "rank": s.rank,
                     "rule": s.rule,
                     "anchor": s.anchor,
+                    "alternatives": [list(site) for site in s.alternatives],
                     "nodes": list(s.nodes),
                     "location": s.location,
                     "approximate": s.clause,
                     "alone": _json_values(s.alone),
                     "loss": None if math.isnan(s.loss) else _finite(s.loss),
                     "kept": "float" if s.kept_float else "approximate",
+                    "applied": s.applied,
                     "reason": s.reason,
                     "failure": s.failure,
                 }
@@ -275,7 +292,7 @@ class BudgetResult:
             ],
             "steps": [
                 {
-                    "kept_float": step.kept_float,
+                    "left_out": step.left_out,
                     "values": _json_values(step.values),
                     "met": step.met,
                     "bytes": step.bytes,

@@ -81,14 +81,15 @@ def _within_budget(
     first = one_run.rewrite(model, ruleset, dataclasses.replace(plain, copy=True))
     start = time.perf_counter()
     try:
-        excluded, outcome, final_data, notes = _budget.tune(snapshot, ruleset, options, first)
+        decision, final_data, notes = _budget.tune(snapshot, ruleset, options, first)
     except VerifyError as exc:
         raise RewriteError(f"accuracy budget: {exc}") from exc
     result = first
+    excluded = decision.excluded(budget.accept) if decision is not None else {}
     if excluded:
         merged = {**options.excluded_sites, **excluded}
         again = dataclasses.replace(plain, excluded_sites=merged, copy=True)
         result = one_run.rewrite(_budget.snapshot_model(snapshot), ruleset, again)
-    checked = _budget.finish(outcome, final_data, notes, result, budget)
+    checked = _budget.finish(decision, final_data, notes, first, result, budget)
     timings = {**clock.seconds, **first.timings, "budget": time.perf_counter() - start}
     return dataclasses.replace(result, budget=checked, timings=timings)

@@ -86,7 +86,7 @@ def _budget(budget: BudgetResult | None) -> Html:
     )
     steps = [
         (
-            step.kept_float,
+            step.left_out,
             *(
                 format_metric(m, v)
                 for m, v in step.values
@@ -104,7 +104,7 @@ def _budget(budget: BudgetResult | None) -> Html:
         + chart
         + table(budget.table_header, budget.table_rows(), numeric=budget.numeric_columns)
         + "<h3>Greedy steps (tuning inputs)</h3>"
-        + table(("kept float", *metrics, "model size", "budget"), steps, numeric=(0, 1))
+        + table(("sites left out", *metrics, "model size", "budget"), steps, numeric=(0, 1))
         + (f"<ul>{notes}</ul>" if notes else "")
     )
     return section("budget", "Accuracy budget", body)

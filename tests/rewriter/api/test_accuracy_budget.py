@@ -12,7 +12,7 @@ import pytest
 import ir
 from rewriter.api import AccuracyBudget, RewriteOptions, rewrite
 from rewriter.verification import check_accuracy
-from tests.budget_models import LEAKY_RULE, ROUNDED_RULE, outlier_mlp
+from tests.budget_models import FP16_RULE, LEAKY_RULE, ROUNDED_RULE, outlier_mlp
 from tests.helpers import assert_same_outputs
 
 RULE = "matmul_weight_rounded"
@@ -77,14 +77,14 @@ def test_greedy_keeps_the_outlier_layer_float_and_quantizes_the_rest(files):
     alone = [s.value("snr") for s in budget.sites]
     assert alone == sorted(alone)
     # Every approximate rewrite at once misses the budget; one layer in float meets it.
-    assert [(step.kept_float, step.met) for step in budget.steps] == [(0, False), (1, True)]
+    assert [(step.left_out, step.met) for step in budget.steps] == [(0, False), (1, True)]
     assert budget.summary().startswith(
-        "accuracy budget snr>=30 met: 3 of 4 sites approximate, 1 kept float; final snr"
+        "accuracy budget snr>=30 met: 3 of 4 layers approximate, 1 kept float; final snr"
     )
     weights = _matmul_weights(result.model)
     assert weights["mm1"] == "w1"
     assert weights["mm0"] != "w0"
-    assert "kept as it was by the accuracy budget" in next(
+    assert "left out by the accuracy budget: #1 most sensitive" in next(
         s.reason for s in result.trace.skips if s.node == "mm1"
     )
     # The final check ran on other inputs than tuning (seed + 1) and agrees with a fresh one.
@@ -105,7 +105,7 @@ def test_a_loose_budget_keeps_every_site_approximate(files):
     assert result.budget.ok
     assert not result.budget.kept_float
     assert len(result.budget.approximate) == 4
-    assert [step.kept_float for step in result.budget.steps] == [0]
+    assert [step.left_out for step in result.budget.steps] == [0]
 
 
 def test_a_tight_budget_keeps_everything_float(files):
@@ -126,7 +126,9 @@ def test_a_budget_even_float_misses_is_reported_not_met(files, tmp_path):
     result = rewrite(model, [str(rules), str(leaky)], RewriteOptions(budget=budget))
     assert result.budget is not None
     assert not result.budget.ok
-    assert "even with every approximate rewrite undone" in " ".join(result.budget.notes)
+    assert "even with every approximate rewrite left out the model reaches only snr" in " ".join(
+        result.budget.notes
+    )
     assert not result.budget.final.ok
     assert result.budget.summary().startswith("accuracy budget snr>=30 NOT met")
 
@@ -215,3 +217,32 @@ def test_options_with_a_budget_are_frozen_values():
     assert options.budget.accept[0].bound == 35
     with pytest.raises(dataclasses.FrozenInstanceError):
         budget.seed = 3  # type: ignore[misc]
+
+
+def test_a_milder_rule_takes_the_place_of_a_left_out_one(files, tmp_path):
+    # Rounding first (priority 1), float16 weights where rounding is left out: mixed precision.
+    model, _ = files
+    rules = tmp_path / "mixed.rw"
+    rounded = ROUNDED_RULE.replace(
+        f"rule {RULE} approximate", f"rule {RULE} priority 1 approximate"
+    )
+    rules.write_text(rounded + FP16_RULE)
+    budget = AccuracyBudget(("snr>=30",), examples=8, jobs=1)
+    result = rewrite(model, [str(rules)], RewriteOptions(budget=budget))
+    assert result.budget is not None
+    assert result.budget.ok
+    first = result.budget.sites[0]
+    assert (first.rule, first.anchor, first.applied) == (RULE, "mm1", "matmul_weight_fp16")
+    assert first.alternatives == (("matmul_weight_fp16", "mm1"),)
+    assert not first.kept_float
+    assert first.rule_text == f"{RULE} -> matmul_weight_fp16"
+    assert not result.budget.kept_float
+    assert [e.rule for e in result.trace.entries] == [
+        RULE,
+        "matmul_weight_fp16",
+        RULE,
+        RULE,
+    ]
+    assert result.budget.summary().startswith(
+        "accuracy budget snr>=30 met: 4 of 4 layers approximate, 0 kept float"
+    )

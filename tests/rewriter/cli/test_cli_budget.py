@@ -57,7 +57,7 @@ def test_accept_keeps_the_outlier_layer_float_and_writes_the_rest_approximate(
         ("4", "layer2", "approximate"),
     ]
     assert (
-        "accuracy budget snr>=30 met: 3 of 4 sites approximate, 1 kept float; final snr" in printed
+        "accuracy budget snr>=30 met: 3 of 4 layers approximate, 1 kept float; final snr" in printed
     )
     assert "(all outputs)" in printed
     assert "approximated 3 MatMul; wrote" in printed
