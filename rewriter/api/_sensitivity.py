@@ -16,6 +16,8 @@ import concurrent.futures
 import dataclasses
 import multiprocessing
 import os
+import pickle
+import socket
 from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Any
@@ -136,6 +138,8 @@ class Evaluator:
         return "serially" if self.jobs == 1 else f"on {self.jobs} local processes"
 
     def __enter__(self) -> Evaluator:
+        if self.ray_address is not None or self.jobs > 1:
+            _check_picklable(self.workload)
         if self.ray_address is not None:
             self._open_ray()
         elif self.jobs > 1:
@@ -151,6 +155,7 @@ class Evaluator:
                 "--ray needs Ray: pip install 'ray' (the `ray` extra of this package)"
             ) from None
         if not ray.is_initialized():
+            _check_reachable(self.ray_address)
             try:
                 ray.init(address=self.ray_address, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -182,6 +187,44 @@ class Evaluator:
             futures = [self._pool.submit(evaluate, self.workload, s) for s in site_sets]
             return [future.result() for future in futures]
         return list(_serially(self.workload, site_sets))
+
+
+def _check_picklable(workload: Workload) -> None:
+    """Other processes get the workload pickled: say so when it cannot be.
+
+    Raises:
+        RewriteError: something in the rules or options does not pickle.
+    """
+    try:
+        pickle.dumps(workload)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise RewriteError(
+            f"cannot send the rules and the model to other processes ({exc}); --jobs 1 "
+            "measures in this process"
+        ) from None
+
+
+def _check_reachable(address: str | None) -> None:
+    """Fail fast on a `HOST:PORT` (or `ray://HOST:PORT`) nobody listens at.
+
+    Ray itself retries an unreachable head for minutes before it gives up.
+
+    Raises:
+        RewriteError: nothing accepts a connection there within a few seconds.
+    """
+    if address is None or address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # not HOST:PORT: Ray reports what it makes of it
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_SECONDS):
+            pass
+    except OSError as exc:
+        raise RewriteError(f"--ray {address}: cannot connect ({exc})") from None
+
+
+_CONNECT_SECONDS = 5.0
 
 
 def _serially(workload: Workload, site_sets: Sequence[frozenset[Site]]) -> Iterator[Evaluation]:

@@ -343,6 +343,8 @@ def _counterexample_target(
     for option, value in (("--jobs", args.jobs), ("--ray", args.ray)):
         if value is not None and not args.accept:
             raise RewriteError(f"{option} applies to --accept (the accuracy budget)")
+    if args.jobs is not None and args.ray is not None:
+        raise RewriteError("--jobs counts local processes; with --ray the cluster's CPUs are used")
     if args.accept:
         refuse_equivalence_options(args)
         if args.examples == 0 and not args.samples:

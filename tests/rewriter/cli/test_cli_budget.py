@@ -27,7 +27,8 @@ def files(tmp_path_factory):
 def _run(files, tmp_path, *extra):
     model, rules = files
     out = tmp_path / "out.onnx"
-    args = [str(model), "--rules", str(rules), "-o", str(out), "--jobs", "1", *extra]
+    jobs = [] if "--ray" in extra else ["--jobs", "1"]
+    args = [str(model), "--rules", str(rules), "-o", str(out), *jobs, *extra]
     return main(args), out
 
 
@@ -111,6 +112,7 @@ def test_a_malformed_accept_is_a_usage_error(files, tmp_path, capsys, value, mes
         (["--accept", "snr>=30", "--rtol", "0.1"], "--rtol applies to the equivalence check"),
         (["--jobs", "2"], "--jobs applies to --accept (the accuracy budget)"),
         (["--ray", "auto"], "--ray applies to --accept (the accuracy budget)"),
+        (["--accept", "snr>=30", "--ray", "auto", "--jobs", "2"], "--jobs counts local processes"),
         (["--accept", "snr>=30", "--examples", "0"], "--examples 0 measures nothing"),
     ],
 )
@@ -150,3 +152,11 @@ def test_ray_address_on_the_command_line(files, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "1 kept float" in done.stdout
     assert Path(out).is_file()
+
+
+def test_an_unreachable_ray_address_is_a_quick_clear_error(files, tmp_path, capsys):
+    pytest.importorskip("ray")
+    code, out = _run(files, tmp_path, "--accept", "snr>=30", "--ray", "127.0.0.1:1")
+    assert code == 2
+    assert "--ray 127.0.0.1:1: cannot connect (" in capsys.readouterr().err
+    assert not out.exists()
