@@ -1,6 +1,9 @@
 """The Python API that `rewriter` re-exports: `rewrite(model, rules, options)`, rule loading.
 
-`rewrite` runs the whole job on a model (see `RewriteOptions` for what it can be told);
+`rewrite` runs the whole job on a model (see `RewriteOptions` for what it can be told; with
+an `AccuracyBudget` it measures the approximate rewrites and keeps those the model can
+afford, `_budget`, running the measurements serially, on local processes or on Ray,
+`_sensitivity`);
 `load_rules` reads rule files against the standard vocabulary (the engine's built-ins and
 every standard pass); `pass_manager` gives an engine pass manager with that vocabulary.
 """

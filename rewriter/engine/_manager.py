@@ -7,6 +7,11 @@ empty; if they change anything, the rules run again on what they touched. The ru
 nothing changes (SATURATED), when the rewrite budget is spent (BUDGET), after the iteration
 cap (ITERATION_LIMIT), when a whole-graph state repeats (OSCILLATION), or when a replay limit
 for bisection is reached (REPLAY_LIMIT). Stopping early always leaves a valid model.
+
+`RunOptions.excluded_sites` names rule applications not to make, by rule and anchor
+(`TraceEntry.site`): such a match is skipped with the caller's reason and the node's next
+candidate rule is tried. It is how the accuracy budget (`rewriter.api._budget`) leaves the
+most sensitive approximate rewrites out; it is an option of one run, never shared state.
 """
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ class TraceEntry:
         matched = _listing(self.matched, limit) or "-"
         created = _listing(self.created, limit) or "(removed)"
         where = f" in {self.graph}" if self.graph else ""
-        return f"{self.rule} ({self.location}){where}: {matched} -> {created}"
+        approximate = f" [approximate {self.approximate}]" if self.approximate else ""
+        return f"{self.rule} ({self.location}){where}: {matched} -> {created}{approximate}"
 
 
 _DESCRIBE_LIMIT = 8
