@@ -32,7 +32,7 @@ def table_metrics(accept: Sequence[Acceptance]) -> tuple[str, ...]:
 
 
 def format_metric(metric: str, value: float) -> str:
-    """`38.2 dB`, `0.99987`, `0.0123`, `97.5%`."""
+    """`38.2 dB`, `0.999870` (`1-1.7e-08` within 1e-5 of 1), `0.0123`, `97.5%`."""
     if math.isnan(value):
         return "nan"
     if math.isinf(value):
@@ -40,7 +40,9 @@ def format_metric(metric: str, value: float) -> str:
     if metric == "snr":
         return f"{value:.1f} dB"
     if metric == "cosine":
-        return f"{value:.6f}"
+        # Near 1 the distance from 1 is what tells results apart (1-1.7e-08 vs 1-1.5e-12).
+        gap = 1.0 - value
+        return f"1-{gap:.2g}" if 0.0 < gap < 1e-5 else f"{value:.6f}"
     if metric == "top1":
         return f"{100 * value:.1f}%"
     return f"{value:.3g}"

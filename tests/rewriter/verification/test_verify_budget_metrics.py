@@ -19,6 +19,7 @@ from rewriter.verification import (
     VerifyResult,
     accuracy_data,
     check_accuracy,
+    format_metric,
 )
 from tests.budget_models import FP16_RULE, ROUNDED_RULE, outlier_mlp
 
@@ -116,3 +117,19 @@ def test_malformed_budgets_and_models_are_clear_errors(models, tmp_path):
     result = check_accuracy(original, narrow, ["snr>=1"], examples=1)
     assert not result.ok
     assert "output `y` has shape (" in result.notes()[0]
+
+
+@pytest.mark.parametrize(
+    ("metric", "value", "text"),
+    [
+        ("snr", 38.24, "38.2 dB"),
+        ("snr", math.inf, "inf dB"),
+        ("cosine", 0.99987, "0.999870"),
+        ("cosine", 1 - 1.7e-8, "1-1.7e-08"),
+        ("cosine", 1.0, "1.000000"),
+        ("max_rel", 0.01234, "0.0123"),
+        ("top1", 0.975, "97.5%"),
+    ],
+)
+def test_metrics_are_written_for_people(metric, value, text):
+    assert format_metric(metric, value) == text
