@@ -201,7 +201,7 @@ class Decision:
         alone = self.alone[site]
         if alone.failure:
             return f"#{rank} most sensitive: the model with only it failed ({alone.failure})"
-        reached = f"{_values_text(before.values, accept)}" if before else "the budget"
+        reached = _values_text(before.values, accept, before.bounds) if before else "the budget"
         return (
             f"#{rank} most sensitive ({_values_text(alone.values, accept)} with only it); "
             f"with it approximate the model reaches {reached}"
@@ -288,14 +288,25 @@ class _Tuning:
 
 
 def _step(kept: int, evaluation: Evaluation, accept: Sequence[Acceptance]) -> BudgetStep:
-    return BudgetStep(kept, evaluation.values, evaluation.meets(accept), evaluation.bytes)
-
-
-def _values_text(values: Sequence[tuple[str, float]], accept: Sequence[Acceptance]) -> str:
-    table = dict(values)
-    return ", ".join(
-        f"{a.metric} {format_metric(a.metric, table.get(a.metric, math.nan))}" for a in accept
+    return BudgetStep(
+        kept, evaluation.values, evaluation.meets(accept), evaluation.bytes, evaluation.bounds
     )
+
+
+def _values_text(
+    values: Sequence[tuple[str, float]],
+    accept: Sequence[Acceptance],
+    bounds: Sequence[tuple[str, float]] = (),
+) -> str:
+    """`snr 35.5 dB`, or with bounds `snr 35.5 dB (at worst 34.9 dB)`."""
+    table, worst = dict(values), dict(bounds)
+    parts = []
+    for a in accept:
+        text = f"{a.metric} {format_metric(a.metric, table.get(a.metric, math.nan))}"
+        if a.metric in worst:
+            text += f" (at worst {format_metric(a.metric, worst[a.metric])})"
+        parts.append(text)
+    return ", ".join(parts)
 
 
 def tune(
@@ -320,15 +331,22 @@ def tune(
     if not sites:
         return None, final_data, notes
     base = dataclasses.replace(options, budget=None, progress=None, record_subgraphs=False)
-    workload = Workload(snapshot, ruleset, base, tuning, budget.accept)
-    measured = score(first.model, tuning, budget.accept)
-    first_values = next(r for r in measured.rows if r.output == ALL_OUTPUTS).values
-    first_eval = Evaluation(frozenset(), first_values, sites, first.proto.ByteSize())
+    workload = Workload(snapshot, ruleset, base, tuning, budget.accept, budget.confidence)
+    measured = score(first.model, tuning, budget.accept, confidence=budget.confidence)
+    overall = next(r for r in measured.rows if r.output == ALL_OUTPUTS)
+    first_eval = Evaluation(
+        frozenset(), overall.values, sites, first.proto.ByteSize(), overall.note, overall.bounds
+    )
     jobs = budget.jobs or default_jobs()
     with Evaluator(workload, jobs=jobs, ray_address=budget.ray_address) as evaluator:
         run = _Tuning(evaluator, budget, first_eval, sites)
         baseline, alone = run.sensitivities()
         ranked = _ranked(list(alone), alone, budget.ranking_metric)
+        if budget.confidence is not None:
+            run.notes.append(
+                f"while tuning, a model meets the budget when its {budget.confidence:.0%} "
+                f"pessimistic bound over the {len(tuning)} tuning inputs does (bootstrap)"
+            )
         if not baseline.meets(budget.accept):
             kept, steps = len(ranked), [_step(len(ranked), baseline, budget.accept)]
             run.notes.append(
@@ -369,7 +387,7 @@ def _layer_results(
     position = {site: index for index, site in enumerate(decision.ranked)}
     layers = sorted(decision.layers, key=lambda layer: position[layer[0]])
     chosen = next((s for s in decision.steps if s.left_out == decision.kept), None)
-    met = f" ({_values_text(chosen.values, budget.accept)})" if chosen else ""
+    met = f": {_values_text(chosen.values, budget.accept, chosen.bounds)}" if chosen else ""
     results = []
     for rank, layer in enumerate(layers, 1):
         site = layer[0]
@@ -447,7 +465,7 @@ def finish(
     chosen = next(step for step in decision.steps if step.left_out == decision.kept)
     all_notes = [*notes, *decision.notes]
     if chosen.met and not final.ok:
-        reached = _values_text(chosen.values, budget.accept)
+        reached = _values_text(chosen.values, budget.accept, chosen.bounds)
         all_notes.append(
             f"the budget was met on the tuning inputs ({reached}) but not on the independent "
             "ones: measure on more inputs (--examples, --inputs) or leave a margin in the budget"

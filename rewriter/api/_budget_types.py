@@ -42,6 +42,10 @@ class AccuracyBudget:
         input_ranges / dims: as for `verify`; input shapes come from `RewriteOptions`.
         ort_enable_all: the final check also runs the result with onnxruntime's
             optimizations (as deployed).
+        confidence: while tuning, a model meets the budget only when the pessimistic
+            bootstrap bound of each metric over the tuning inputs does, at this confidence
+            (`verification.pessimistic_bound`): a choice that barely meets it on these
+            inputs would miss it on others about half the time. None: the measured value.
         jobs: processes for the candidate measurements (None: the cores this process may
             use; 1: in this process).
         ray_address: run the measurements on the Ray cluster at this address instead
@@ -56,6 +60,7 @@ class AccuracyBudget:
     input_ranges: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     dims: Mapping[str, int] = dataclasses.field(default_factory=dict)
     ort_enable_all: bool = True
+    confidence: float | None = 0.9
     jobs: int | None = None
     ray_address: str | None = None
     providers: tuple[str, ...] | None = None
@@ -65,6 +70,8 @@ class AccuracyBudget:
         object.__setattr__(self, "samples", tuple(self.samples))
         if self.jobs is not None and (isinstance(self.jobs, bool) or self.jobs < 1):
             raise ValueError(f"jobs must be at least 1, got {self.jobs!r}")
+        if self.confidence is not None and not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence must be between 0 and 1, got {self.confidence!r}")
 
     @property
     def ranking_metric(self) -> str:
@@ -128,6 +135,8 @@ class BudgetStep:
     values: tuple[tuple[str, float], ...]
     met: bool
     bytes: int = 0
+    # The pessimistic bounds the step was judged by (empty: judged by `values`).
+    bounds: tuple[tuple[str, float], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,6 +303,7 @@ class BudgetResult:
                 {
                     "left_out": step.left_out,
                     "values": _json_values(step.values),
+                    "bounds": _json_values(step.bounds),
                     "met": step.met,
                     "bytes": step.bytes,
                 }

@@ -45,6 +45,8 @@ class Workload:
     options: RewriteOptions
     data: AccuracyData
     accept: tuple[Acceptance, ...]
+    # Judge by the pessimistic bootstrap bound at this confidence (None: the measured value).
+    confidence: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +54,8 @@ class Evaluation:
     """The outcome of one evaluation: metric values over all outputs, or why there are none.
 
     `fired` lists the approximate sites the run applied (to tell a caller when leaving some
-    out let others appear); `bytes` is the rewritten model's serialized size.
+    out let others appear); `bytes` is the rewritten model's serialized size; `bounds` the
+    pessimistic bootstrap bounds of the budget's metrics, when the workload asks for them.
     """
 
     excluded: frozenset[Site]
@@ -60,14 +63,16 @@ class Evaluation:
     fired: tuple[Site, ...]
     bytes: int = 0
     failure: str = ""
+    bounds: tuple[tuple[str, float], ...] = ()
 
     def value(self, metric: str) -> float:
         """The value of `metric` (KeyError when it was not measured)."""
         return dict(self.values)[metric]
 
     def meets(self, accept: Sequence[Acceptance]) -> bool:
-        """True when every acceptance holds (never after a failure)."""
-        return not self.failure and all(a.met_by(self.value(a.metric)) for a in accept)
+        """True when every acceptance holds (by its bound when there is one; never failed)."""
+        judged = {**dict(self.values), **dict(self.bounds)}
+        return not self.failure and all(a.met_by(judged[a.metric]) for a in accept)
 
 
 def evaluate(workload: Workload, excluded: frozenset[Site]) -> Evaluation:
@@ -86,7 +91,9 @@ def evaluate(workload: Workload, excluded: frozenset[Site]) -> Evaluation:
     )
     try:
         result = rewrite(model, workload.ruleset, options)
-        measured = score(result.model, workload.data, workload.accept)
+        measured = score(
+            result.model, workload.data, workload.accept, confidence=workload.confidence
+        )
     except (RewriteError, VerifyError) as exc:
         return Evaluation(excluded, (), (), failure=str(exc))
     overall = next(r for r in measured.rows if r.output == ALL_OUTPUTS)
@@ -96,6 +103,7 @@ def evaluate(workload: Workload, excluded: frozenset[Site]) -> Evaluation:
         result.trace.approximate_sites(),
         result.proto.ByteSize(),
         overall.note,
+        overall.bounds,
     )
 
 

@@ -36,6 +36,7 @@ from rewriter.verification._accuracy import (
     acceptances,
     accuracy_data,
     check_accuracy,
+    pessimistic_bound,
     score,
 )
 from rewriter.verification._accuracy_result import (
@@ -126,6 +127,7 @@ __all__ = [
     "measure",
     "oracle_model",
     "parse_acceptance",
+    "pessimistic_bound",
     "run_model",
     "save_counterexample",
     "score",

@@ -52,7 +52,7 @@ from rewriter.verification._inputs import (
     split_samples,
     suggested_sizes,
 )
-from rewriter.verification._metrics import Acceptance, measure, parse_acceptance
+from rewriter.verification._metrics import METRICS, Acceptance, measure, parse_acceptance
 from rewriter.verification._runner import (
     DISABLED,
     ENABLED,
@@ -261,6 +261,8 @@ def _level_rows(
     actual: Sequence[Mapping[str, object]],
     data: AccuracyData,
     metrics: Sequence[str],
+    bounded: Sequence[str] = (),
+    confidence: float | None = None,
 ) -> list[MetricRow]:
     rows = []
     for name in data.outputs:
@@ -269,8 +271,66 @@ def _level_rows(
         rows.append(MetricRow(name, level, _values(metrics, ref, act), _shape(ref)))
     ref_all = [r[name] for r in data.reference for name in data.outputs]
     act_all = [np.asarray(a[name]) for a in actual for name in data.outputs]
-    rows.append(MetricRow(ALL_OUTPUTS, level, _values(metrics, ref_all, act_all)))
+    bounds: tuple[tuple[str, float], ...] = ()
+    if confidence is not None:
+        per_input = (
+            [[r[name] for name in data.outputs] for r in data.reference],
+            [[np.asarray(a[name]) for name in data.outputs] for a in actual],
+        )
+        bounds = tuple(
+            (metric, pessimistic_bound(metric, *per_input, confidence=confidence))
+            for metric in bounded
+        )
+    rows.append(MetricRow(ALL_OUTPUTS, level, _values(metrics, ref_all, act_all), bounds=bounds))
     return rows
+
+
+_RESAMPLES = 200
+
+
+def pessimistic_bound(
+    metric: str,
+    reference: Sequence[Sequence[Array]],
+    actual: Sequence[Sequence[Array]],
+    *,
+    confidence: float = 0.9,
+    resamples: int = _RESAMPLES,
+    seed: int = 0,
+) -> float:
+    """How bad `metric` may be on other inputs like these: a bootstrap confidence bound.
+
+    `reference[i]` / `actual[i]` are the outputs on input i. The inputs are resampled with
+    replacement `resamples` times and the metric taken over each resample (`measure`); the
+    result is the `confidence` quantile on the bad side (the lower bound of snr, cosine and
+    top1, the upper bound of max_rel and max_abs). With one input it is the metric itself.
+
+    Raises:
+        ValueError: an unknown metric, or a confidence outside (0, 1).
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+    point = measure(metric, _flatten(reference), _flatten(actual))
+    count = len(reference)
+    if count < 2:
+        return point
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(resamples):
+        picks = rng.integers(0, count, count)
+        chosen_ref = [a for i in picks for a in reference[i]]
+        chosen_act = [a for i in picks for a in actual[i]]
+        values.append(measure(metric, chosen_ref, chosen_act))
+    finite = np.asarray(values, dtype=np.float64)
+    good_high = METRICS[metric] == ">="
+    # The quantile of the bad side: np.quantile handles +-inf (an exact resample is inf dB).
+    quantile = 1.0 - confidence if good_high else confidence
+    with np.errstate(invalid="ignore"):
+        bound = float(np.quantile(finite, quantile, method="lower" if good_high else "higher"))
+    return min(bound, point) if good_high else max(bound, point)
+
+
+def _flatten(per_input: Sequence[Sequence[Array]]) -> list[Array]:
+    return [array for arrays in per_input for array in arrays]
 
 
 def _shape(arrays: Sequence[Array]) -> tuple[int | None, ...]:
@@ -325,8 +385,13 @@ def score(
     *,
     ort_enable_all: bool = False,
     providers: Sequence[str] | None = None,
+    confidence: float | None = None,
 ) -> AccuracyResult:
     """Measure `rewritten` against `data` (from `accuracy_data` of the original model).
+
+    With `confidence`, the "all outputs" rows also hold each acceptance metric's
+    `pessimistic_bound` at that confidence (`MetricRow.bounds`); the verdict stays on the
+    measured values.
 
     Raises:
         VerifyError: neither runtime can load the rewritten model, or its signature differs.
@@ -366,7 +431,8 @@ def score(
             worst = tuple((metric, _worst(metric)) for metric in metrics)
             rows.append(MetricRow(ALL_OUTPUTS, level, worst, note=failure))
             continue
-        rows.extend(_level_rows(level, actual, data, metrics))
+        bounded = tuple(dict.fromkeys(a.metric for a in wanted))
+        rows.extend(_level_rows(level, actual, data, metrics, bounded, confidence))
     if data.skipped:
         notes.append(f"not measured (no metric applies): {', '.join(data.skipped)}")
     return AccuracyResult.judged(

@@ -60,6 +60,8 @@ class MetricRow:
     values: tuple[tuple[str, float], ...]
     shape: tuple[int | None, ...] = ()
     note: str = ""
+    # Pessimistic bootstrap bounds of the budget's metrics, when asked for (`score`).
+    bounds: tuple[tuple[str, float], ...] = ()
 
     def value(self, metric: str) -> float:
         """The value of `metric` in this row (KeyError when it was not measured)."""

@@ -11,7 +11,7 @@ import pytest
 
 import ir
 from rewriter.api import AccuracyBudget, RewriteOptions, rewrite
-from rewriter.verification import check_accuracy
+from rewriter.verification import check_accuracy, measure, pessimistic_bound
 from tests.budget_models import FP16_RULE, LEAKY_RULE, ROUNDED_RULE, outlier_mlp
 from tests.helpers import assert_same_outputs
 
@@ -157,20 +157,54 @@ def test_held_out_samples_check_the_result(files):
 
 
 def test_the_final_check_catches_a_choice_tuned_on_too_few_samples(files):
-    # Three tuning samples happen to give the outlier layer 30.8 dB; the held-out three, less.
+    # Three tuning samples happen to give every layer approximate 30.8 dB; the held-out
+    # three, less. Judged by the measured value the greedy stops there and the final check
+    # fails; judged by the pessimistic bound (the default) it keeps the outlier layer float.
     rng = np.random.default_rng(5)
     samples = ({"x": rng.standard_normal((6, 2, 16)).astype(np.float32)},)
-    result = _budget(files, samples=samples, examples=0)
-    budget = result.budget
-    assert budget is not None
-    assert budget.met
-    assert not budget.final.ok
-    assert not budget.ok
-    assert not budget.kept_float
+    naive = _budget(files, samples=samples, examples=0, confidence=None).budget
+    assert naive is not None
+    assert naive.met
+    assert not naive.final.ok
+    assert not naive.ok
+    assert not naive.kept_float
     assert (
         "met on the tuning inputs (snr 30.8 dB) but not on the independent ones"
-        in (budget.notes[-1])
+        in (naive.notes[-1])
     )
+    careful = _budget(files, samples=samples, examples=0).budget
+    assert careful is not None
+    assert careful.ok
+    assert [s.anchor for s in careful.kept_float] == ["mm1"]
+    first_step = careful.steps[0]
+    assert dict(first_step.values)["snr"] == pytest.approx(30.8, abs=0.05)
+    assert dict(first_step.bounds)["snr"] < 30
+    assert not first_step.met
+
+
+def test_the_pessimistic_bound_is_a_low_quantile_of_resampled_inputs():
+    rng = np.random.default_rng(0)
+    reference = [[rng.standard_normal((4, 8))] for _ in range(12)]
+    # Noise grows with the input's index: the metric depends on which inputs are drawn.
+    actual = [
+        [r[0] + 0.01 * (i + 1) * rng.standard_normal((4, 8))] for i, r in enumerate(reference)
+    ]
+    point = check_snr(reference, actual)
+    low = pessimistic_bound("snr", reference, actual, confidence=0.9)
+    high_max_rel = pessimistic_bound("max_rel", reference, actual, confidence=0.9)
+    assert low < point
+    assert high_max_rel >= measure("max_rel", [r[0] for r in reference], [a[0] for a in actual])
+    assert pessimistic_bound("snr", reference[:1], actual[:1]) == check_snr(
+        reference[:1], actual[:1]
+    )
+    again = pessimistic_bound("snr", reference, actual, confidence=0.9)
+    assert again == low  # seeded: the same inputs give the same bound
+    with pytest.raises(ValueError, match="confidence must be between 0 and 1"):
+        pessimistic_bound("snr", reference, actual, confidence=1.0)
+
+
+def check_snr(reference, actual):
+    return measure("snr", [r[0] for r in reference], [a[0] for a in actual])
 
 
 def test_bad_budgets_are_value_errors():
@@ -178,6 +212,8 @@ def test_bad_budgets_are_value_errors():
         AccuracyBudget(("psnr>=3",))
     with pytest.raises(ValueError, match="jobs must be at least 1"):
         AccuracyBudget(("snr>=3",), jobs=0)
+    with pytest.raises(ValueError, match="confidence must be between 0 and 1"):
+        AccuracyBudget(("snr>=3",), confidence=1.5)
 
 
 def _comparable(result):
