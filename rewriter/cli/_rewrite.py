@@ -97,6 +97,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "core; 1: in this process)",
     )
     parser.add_argument(
+        "--confidence",
+        type=_confidence,
+        default=0.9,
+        metavar="P",
+        help="with --accept: while tuning, a model meets the budget when the pessimistic "
+        "bootstrap bound of its metrics over the inputs does, at confidence P (default 0.9; "
+        "0.5 judges by about the measured value)",
+    )
+    parser.add_argument(
         "--ray",
         metavar="ADDRESS",
         help="with --accept: measure them on the Ray cluster at ADDRESS (auto, HOST:PORT or "
@@ -143,6 +152,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _confidence(text: str) -> float:
+    """An argparse type: a probability strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number between 0 and 1, got {text!r}"
+        ) from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
+    return value
+
+
 def _budget(args: argparse.Namespace) -> AccuracyBudget | None:
     """`--accept` and its measuring options as an accuracy budget (None without --accept)."""
     from rewriter.api import AccuracyBudget
@@ -158,6 +180,7 @@ def _budget(args: argparse.Namespace) -> AccuracyBudget | None:
         input_ranges=inputs["input_ranges"],  # type: ignore[arg-type]
         dims=inputs["dims"],  # type: ignore[arg-type]
         ort_enable_all=args.ort_enable_all,
+        confidence=args.confidence,
         jobs=args.jobs,
         ray_address=args.ray,
     )
@@ -340,7 +363,10 @@ def _counterexample_target(
     Raises:
         RewriteError: a comparison option without --verify, or a refused path.
     """
-    for option, value in (("--jobs", args.jobs), ("--ray", args.ray)):
+    given: list[tuple[str, object]] = [("--jobs", args.jobs), ("--ray", args.ray)]
+    if args.confidence != 0.9:
+        given.append(("--confidence", args.confidence))
+    for option, value in given:
         if value is not None and not args.accept:
             raise RewriteError(f"{option} applies to --accept (the accuracy budget)")
     if args.jobs is not None and args.ray is not None:

@@ -111,6 +111,8 @@ def test_a_malformed_accept_is_a_usage_error(files, tmp_path, capsys, value, mes
         (["--accept", "snr>=30", "--factor", "3"], "--factor applies to the equivalence check"),
         (["--accept", "snr>=30", "--rtol", "0.1"], "--rtol applies to the equivalence check"),
         (["--jobs", "2"], "--jobs applies to --accept (the accuracy budget)"),
+        (["--confidence", "0.5"], "--confidence applies to --accept (the accuracy budget)"),
+        (["--accept", "snr>=30", "--confidence", "1"], "expected a number between 0 and 1"),
         (["--ray", "auto"], "--ray applies to --accept (the accuracy budget)"),
         (["--accept", "snr>=30", "--ray", "auto", "--jobs", "2"], "--jobs counts local processes"),
         (["--accept", "snr>=30", "--examples", "0"], "--examples 0 measures nothing"),
