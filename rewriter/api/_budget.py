@@ -232,7 +232,10 @@ class _Tuning:
         self.evaluations = 0
         self.notes: list[str] = []
 
-    def measure(self, site_sets: Sequence[frozenset[Site]]) -> list[Evaluation]:
+    def measure(self, site_sets: Sequence[frozenset[Site]], what: str) -> list[Evaluation]:
+        if self.budget.progress is not None:
+            count = f"{len(site_sets)} rewrite{'s' * (len(site_sets) != 1)}"
+            self.budget.progress(f"{what}: measuring {count} {self.evaluator.description}")
         self.evaluations += len(site_sets)
         return self.evaluator.map(site_sets)
 
@@ -247,7 +250,8 @@ class _Tuning:
         for _ in range(_DISCOVERY_ROUNDS):
             sites = [site for layer in self.layers for site in layer]
             every = frozenset(sites)
-            baseline, *alone = self.measure([every, *(every - {site} for site in sites)])
+            sets = [every, *(every - {site} for site in sites)]
+            baseline, *alone = self.measure(sets, f"sensitivity of {len(sites)} sites")
             new = [site for site in baseline.fired if site not in every]
             if not new:
                 return baseline, dict(zip(sites, alone, strict=True))
@@ -277,7 +281,8 @@ class _Tuning:
         k = 1
         while k < len(ranked):
             batch = list(range(k, min(k + width, len(ranked))))
-            results = self.measure([frozenset(ranked[:n]) for n in batch])
+            what = f"greedy, {batch[0]} of {len(ranked)} sites left out"
+            results = self.measure([frozenset(ranked[:n]) for n in batch], what)
             for n, evaluation in zip(batch, results, strict=True):
                 steps.append(_step(n, evaluation, accept))
                 if evaluation.meets(accept):

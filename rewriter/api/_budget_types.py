@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,6 +51,7 @@ class AccuracyBudget:
         ray_address: run the measurements on the Ray cluster at this address instead
             (`"auto"`, `"ray://host:10001"`, `"host:6379"`); Ray must be installed.
         providers: onnxruntime execution providers (default: CPU).
+        progress: called with a few words at each phase of the tuning (for a status line).
     """
 
     accept: tuple[Acceptance, ...]
@@ -64,6 +65,7 @@ class AccuracyBudget:
     jobs: int | None = None
     ray_address: str | None = None
     providers: tuple[str, ...] | None = None
+    progress: Callable[[str], None] | None = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "accept", acceptances(tuple(self.accept)))

@@ -86,6 +86,8 @@ def _within_budget(
         raise RewriteError(f"accuracy budget: {exc}") from exc
     result = first
     excluded = decision.excluded(budget.accept) if decision is not None else {}
+    if budget.progress is not None:
+        budget.progress("the final rewrite and its check on independent inputs")
     if excluded:
         merged = {**options.excluded_sites, **excluded}
         again = dataclasses.replace(plain, excluded_sites=merged, copy=True)

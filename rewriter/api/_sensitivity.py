@@ -24,8 +24,9 @@ from typing import Any
 
 from rewriter._errors import RewriteError
 from rewriter.api._options import RewriteOptions
+from rewriter.api._rewrite import rewrite
 from rewriter.dsl import _ast as ast
-from rewriter.verification import Acceptance, AccuracyData, VerifyError, score
+from rewriter.verification import ALL_OUTPUTS, Acceptance, AccuracyData, VerifyError, score
 
 Site = tuple[str, str]
 """(rule name, anchor): one application of a rule, as `TraceEntry.site` names it."""
@@ -77,9 +78,6 @@ class Evaluation:
 
 def evaluate(workload: Workload, excluded: frozenset[Site]) -> Evaluation:
     """Rewrite the workload's model without `excluded` and score it (the worker function)."""
-    from rewriter.api._rewrite import rewrite
-    from rewriter.verification import ALL_OUTPUTS
-
     model: Any = workload.source
     if isinstance(model, bytes):
         import onnx

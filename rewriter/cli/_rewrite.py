@@ -265,7 +265,9 @@ def run(args: argparse.Namespace) -> int:
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
     counterexample = _counterexample_target(args, source, out_path, ruleset)
     budget = _budget(args)
-    with _status.progress(enabled=not args.no_progress) as on_progress:
+    with _status.rewrite_and_budget_progress(not args.no_progress) as (on_progress, on_budget):
+        if budget is not None:
+            budget = dataclasses.replace(budget, progress=on_budget)
         options = _rewrite_options(
             args, progress=on_progress, record_subgraphs=bool(args.report), budget=budget
         )
