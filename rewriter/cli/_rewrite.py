@@ -485,6 +485,14 @@ def _verify_and_bisect(
     print(verdict.render_table())
     if verdict.ok:
         return verdict
+    approximate = sum(1 for e in result.trace.entries if e.approximate)
+    if approximate:
+        print(
+            f"{approximate} rewrite{'s' * (approximate != 1)} by `approximate` rules change "
+            "numerics on purpose: judge them with --accept METRIC>=VALUE (e.g. --accept "
+            "'snr>=35') instead of equivalence",
+            file=sys.stderr,
+        )
     if verdict.counterexample_path is not None:
         print(f"counterexample saved to {verdict.counterexample_path}")
     rule_entries = [e for e in result.trace.entries if e.kind == "rule"]

@@ -27,7 +27,7 @@ def files(tmp_path_factory):
 def _run(files, tmp_path, *extra):
     model, rules = files
     out = tmp_path / "out.onnx"
-    jobs = [] if "--ray" in extra else ["--jobs", "1"]
+    jobs = ["--jobs", "1"] if "--accept" in extra and "--ray" not in extra else []
     args = [str(model), "--rules", str(rules), "-o", str(out), *jobs, *extra]
     return main(args), out
 
@@ -162,3 +162,14 @@ def test_an_unreachable_ray_address_is_a_quick_clear_error(files, tmp_path, caps
     assert code == 2
     assert "--ray 127.0.0.1:1: cannot connect (" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_verify_without_accept_points_at_accept_when_approximate_rules_fired(
+    files, tmp_path, capsys
+):
+    code, out = _run(files, tmp_path, "--verify", "--examples", "3", "--no-special-values")
+    assert code == 1
+    assert not out.exists()
+    assert "4 rewrites by `approximate` rules change numerics on purpose" in (
+        capsys.readouterr().err
+    )
