@@ -47,6 +47,12 @@ class RewriteOptions:
         budget: measure the approximate rewrites against an accuracy budget and keep the
             most sensitive sites as they were until the model meets it (see
             `rewriter.api.AccuracyBudget`); None: no measuring.
+        exact: apply no rule beyond what is exact on every input the model accepts: a rule
+            that `assumes finite` inputs never applies, one that `assumes nonempty` tensors
+            only where every tensor it reads has a known shape without a zero dim. By
+            default such rules apply (a fused Attention is onnxruntime's kernel, which
+            rejects an empty batch or sequence where the unfused ops return an empty
+            result); the trace counts the rewrites that assumed something.
     """
 
     allow_python: bool = False
@@ -64,6 +70,7 @@ class RewriteOptions:
     keep_runnable: bool = True
     excluded_sites: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     budget: AccuracyBudget | None = None
+    exact: bool = False
 
     def run_options(self) -> RunOptions:
         """The pass manager's share of these options."""
@@ -77,4 +84,5 @@ class RewriteOptions:
             record_subgraphs=self.record_subgraphs,
             runnable=KernelAvailability() if self.keep_runnable else None,
             excluded_sites=dict(self.excluded_sites),
+            exact=self.exact,
         )

@@ -103,6 +103,9 @@ class RunOptions:
     # it), each with the reason the trace records for it. The accuracy budget keeps layers
     # in float this way; the rule still fires everywhere else.
     excluded_sites: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    # Apply only what is exact on every input: rules that `assume` something apply where the
+    # model proves it (`assumes nonempty` on static positive shapes), never otherwise.
+    exact: bool = False
 
 
 class PassManager:
@@ -171,7 +174,13 @@ class _Run:
             targets,
             constraints=manager.ruleset.constraints,
         )
-        self.builder = Builder(model, self.matcher, self.names, manager.options.runnable)
+        self.builder = Builder(
+            model,
+            self.matcher,
+            self.names,
+            manager.options.runnable,
+            exact=manager.options.exact,
+        )
         self.timings: dict[str, float] = collections.defaultdict(float)
 
     def execute(self) -> Trace:
@@ -393,6 +402,7 @@ class _Run:
                 matched_ops=_trace.op_types(applied.matched),
                 created_ops=_trace.op_types(applied.created),
                 approximate=str(rule.rule.approximate or ""),
+                assumed=() if self.options.exact else _assumptions(rule.rule),
             )
         )
         worklist.extend(applied.created)
@@ -488,3 +498,12 @@ def _tensor_digest(tensor: ir.Tensor) -> bytes:
 
 
 _FINGERPRINT_ELEMENTS = 1 << 16
+
+
+def _assumptions(rule: ast.Rule) -> tuple[str, ...]:
+    """The `assumes` clause of `rule`, as names."""
+    return tuple(
+        name
+        for name, declared in (("finite", rule.assumes_finite), ("nonempty", rule.assumes_nonempty))
+        if declared
+    )

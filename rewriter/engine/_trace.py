@@ -72,6 +72,10 @@ class TraceEntry:
         """(rule, anchor): what `RunOptions.excluded_sites` names to leave this rewrite out."""
         return (self.rule, self.anchor)
 
+    # What the rule declared it assumes of the inputs (`finite`, `nonempty`) and the run did
+    # not prove: the rewrite is exact only on such inputs (RewriteOptions.exact refuses it).
+    assumed: tuple[str, ...] = ()
+
     def describe(self) -> str:
         """`rule (file:line) in graph: a, b -> c, d` (passes: long lists shortened)."""
         limit = _DESCRIBE_LIMIT if self.kind == "pass" else None
