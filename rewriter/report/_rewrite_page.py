@@ -76,7 +76,7 @@ def _budget(budget: BudgetResult | None) -> Html:
     if not budget.sites:
         return section("budget", "Accuracy budget", intro)
     chart = threshold_chart(
-        [f"{s.layer} ({s.rule})" for s in budget.sites],
+        [s.layer for s in budget.sites],
         [s.value(metric) for s in budget.sites],
         marked=[s.kept_float for s in budget.sites],
         threshold=budget.accept[0].bound,
