@@ -47,7 +47,9 @@ class AccuracyBudget:
             (`verification.pessimistic_bound`): a choice that barely meets it on these
             inputs would miss it on others about half the time. None: the measured value.
         jobs: processes for the candidate measurements (None: the cores this process may
-            use; 1: in this process).
+            use; 1: in this process). They are spawned, so a script that rewrites with
+            jobs > 1 runs its work under `if __name__ == "__main__":`, as multiprocessing
+            requires.
         ray_address: run the measurements on the Ray cluster at this address instead
             (`"auto"`, `"ray://host:10001"`, `"host:6379"`); Ray must be installed.
         providers: onnxruntime execution providers (default: CPU).
