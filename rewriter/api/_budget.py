@@ -195,23 +195,27 @@ class Decision:
     notes: list[str]
 
     def reason(self, site: Site, accept: Sequence[Acceptance]) -> str:
-        """Why a left-out site was left out (recorded in the trace as its skip reason)."""
+        """Why a left-out site was left out: its cost alone, the model's with it."""
         rank = self.ranked.index(site) + 1
         before = next((s for s in self.steps if s.left_out == rank - 1), None)
         alone = self.alone[site]
         if alone.failure:
-            return f"#{rank} most sensitive: the model with only it failed ({alone.failure})"
+            return f"the model with only it approximate failed ({alone.failure})"
         reached = _values_text(before.values, accept, before.bounds) if before else "the budget"
         return (
-            f"#{rank} most sensitive ({_values_text(alone.values, accept)} with only it); "
-            f"with it approximate the model reaches {reached}"
+            f"{_values_text(alone.values, accept)} with only it approximate; with it the "
+            f"model reaches {reached}"
         )
 
     def excluded(self, accept: Sequence[Acceptance]) -> dict[Site, str]:
         """The sites left out, with the reasons the trace records."""
+        count = len(self.ranked)
         return {
-            site: f"left out by the accuracy budget: {self.reason(site, accept)}"
-            for site in self.ranked[: self.kept]
+            site: (
+                f"left out by the accuracy budget (sensitive site {rank} of {count}): "
+                f"{self.reason(site, accept)}"
+            )
+            for rank, site in enumerate(self.ranked[: self.kept], 1)
         }
 
 
@@ -411,7 +415,7 @@ def _layer_results(
                 f"`{substitute[0]}` approximates it instead"
             )
         elif site in left_out:
-            reason = decision.reason(site, budget.accept)
+            reason = f"too sensitive: {decision.reason(site, budget.accept)}"
         else:
             reason = "not applied in the final model (another rewrite took these nodes)"
         results.append(
