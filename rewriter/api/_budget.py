@@ -99,6 +99,7 @@ def _joined(parts: Sequence[AccuracyData | None]) -> AccuracyData:
     first = present[0]
     return dataclasses.replace(
         first,
+        seed=present[-1].seed,  # the generated inputs come last: their seed is the one to show
         feeds=tuple(f for p in present for f in p.feeds),
         reference=tuple(r for p in present for r in p.reference),
         inputs=tuple(line for p in present for line in p.inputs),

@@ -71,7 +71,14 @@ class AccuracyBudget:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "accept", acceptances(tuple(self.accept)))
-        object.__setattr__(self, "samples", tuple(self.samples))
+        samples = tuple(self.samples)
+        if any(not isinstance(sample, Mapping) for sample in samples):
+            raise TypeError("samples must be a sequence of {input name: array} mappings")
+        object.__setattr__(self, "samples", samples)
+        if isinstance(self.examples, bool) or self.examples < 0:
+            raise ValueError(f"examples must be an int >= 0, got {self.examples!r}")
+        if not self.examples and not samples:
+            raise ValueError("an accuracy budget needs examples > 0 or samples to measure on")
         if self.jobs is not None and (isinstance(self.jobs, bool) or self.jobs < 1):
             raise ValueError(f"jobs must be at least 1, got {self.jobs!r}")
         if self.confidence is not None and not 0.0 < self.confidence < 1.0:

@@ -214,6 +214,10 @@ def test_bad_budgets_are_value_errors():
         AccuracyBudget(("snr>=3",), jobs=0)
     with pytest.raises(ValueError, match="confidence must be between 0 and 1"):
         AccuracyBudget(("snr>=3",), confidence=1.5)
+    with pytest.raises(ValueError, match="needs examples > 0 or samples"):
+        AccuracyBudget(("snr>=3",), examples=0)
+    with pytest.raises(TypeError, match="a sequence of"):
+        AccuracyBudget(("snr>=3",), samples={"x": np.zeros(3)})  # type: ignore[arg-type]
 
 
 def _comparable(result):

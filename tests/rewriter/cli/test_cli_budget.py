@@ -70,6 +70,10 @@ def test_accept_keeps_the_outlier_layer_float_and_writes_the_rest_approximate(
     assert '<section id="budget">' in page
     assert "kept float" in page
     assert "snr with only this site approximate" in page
+    chart = page[page.index('<section id="budget">') :]
+    chart = chart[chart.index("<svg") : chart.index("</svg>")]
+    assert "<title>budget: 30.0 dB</title>" in chart  # the budget as a dashed line
+    assert chart.count('fill="#f58518"><title>layer1: ') == 1  # kept float: marked
 
 
 def test_a_missed_budget_exits_1_and_writes_nothing(files, tmp_path, capsys):
