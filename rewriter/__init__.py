@@ -26,7 +26,14 @@ if TYPE_CHECKING:
         RuleSyntaxError,
         Span,
     )
-    from rewriter.api import RewriteOptions, RewriteResult, library_path, load_rules, rewrite
+    from rewriter.api import (
+        AccuracyBudget,
+        RewriteOptions,
+        RewriteResult,
+        library_path,
+        load_rules,
+        rewrite,
+    )
     from rewriter.dsl import parse
     from rewriter.engine import (
         PassManager,
@@ -40,6 +47,7 @@ if TYPE_CHECKING:
 
 # Public name -> the module that defines it.
 _EXPORTS = {
+    "AccuracyBudget": "rewriter.api",
     "Diagnostic": "rewriter._errors",
     "PassManager": "rewriter.engine",
     "RewriteError": "rewriter._errors",
@@ -73,6 +81,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "AccuracyBudget",
     "Diagnostic",
     "PassManager",
     "RewriteError",

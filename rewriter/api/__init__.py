@@ -1,12 +1,17 @@
 """The Python API that `rewriter` re-exports: `rewrite(model, rules, options)`, rule loading.
 
-`rewrite` runs the whole job on a model (see `RewriteOptions` for what it can be told);
+`rewrite` runs the whole job on a model (see `RewriteOptions` for what it can be told; with
+an `AccuracyBudget` it measures the approximate rewrites and keeps those the model can
+afford, `_budget`, running the measurements serially, on local processes or on Ray,
+`_sensitivity`);
 `load_rules` reads rule files against the standard vocabulary (the engine's built-ins and
 every standard pass); `pass_manager` gives an engine pass manager with that vocabulary.
 """
 
 from __future__ import annotations
 
+from rewriter.api._budget_types import AccuracyBudget, BudgetResult, BudgetStep, SiteResult
+from rewriter.api._budgeted import rewrite
 from rewriter.api._extract import extract, verify_extracted
 from rewriter.api._find import find
 from rewriter.api._graft import Grafted, graft, parse_connection
@@ -21,7 +26,7 @@ from rewriter.api._library import (
 )
 from rewriter.api._models import as_model, freeze_inputs_with_initializers
 from rewriter.api._options import RewriteOptions
-from rewriter.api._rewrite import PhaseClock, RewriteResult, rewrite
+from rewriter.api._rewrite import PhaseClock, RewriteResult
 from rewriter.api._split import Stage, load_pipeline, split, write_pipeline
 from rewriter.api._vocabulary import (
     PASSES,
@@ -35,11 +40,15 @@ __all__ = [
     "OPT_IN_FOLDERS",
     "PASSES",
     "VOCABULARY",
+    "AccuracyBudget",
+    "BudgetResult",
+    "BudgetStep",
     "Grafted",
     "PhaseClock",
     "RewriteOptions",
     "RewriteResult",
     "RulesLike",
+    "SiteResult",
     "Stage",
     "as_model",
     "check_files",

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from rewriter.engine import KernelAvailability, ProgressCallback, RunOptions
+
+if TYPE_CHECKING:
+    from rewriter.api._budget_types import AccuracyBudget
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,6 +41,12 @@ class RewriteOptions:
         keep_runnable: decline a rewrite whose new nodes onnxruntime has no kernel for where
             it has one for the nodes they replace (the result stays runnable where the input
             was).
+        excluded_sites: rule applications not to make, `{(rule name, anchor): reason}`
+            (the anchor as trace entries name it, `TraceEntry.site`); the reason is recorded
+            as a skip. The accuracy budget keeps layers in float this way.
+        budget: measure the approximate rewrites against an accuracy budget and keep the
+            most sensitive sites as they were until the model meets it (see
+            `rewriter.api.AccuracyBudget`); None: no measuring.
         exact: apply no rule beyond what is exact on every input the model accepts: a rule
             that `assumes finite` inputs never applies, one that `assumes nonempty` tensors
             only where every tensor it reads has a known shape without a zero dim. By
@@ -58,6 +68,8 @@ class RewriteOptions:
     progress: ProgressCallback | None = None
     copy: bool = True
     keep_runnable: bool = True
+    excluded_sites: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    budget: AccuracyBudget | None = None
     exact: bool = False
 
     def run_options(self) -> RunOptions:
@@ -71,5 +83,6 @@ class RewriteOptions:
             target_opset=self.target_opset,
             record_subgraphs=self.record_subgraphs,
             runnable=KernelAvailability() if self.keep_runnable else None,
+            excluded_sites=dict(self.excluded_sites),
             exact=self.exact,
         )

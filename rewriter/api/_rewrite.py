@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import ir
 from rewriter._errors import RewriteError
+from rewriter.api._budget_types import BudgetResult
 from rewriter.api._conversion import convert_keeping_runnable
 from rewriter.api._library import RulesLike, load_ruleset
 from rewriter.api._models import (
@@ -36,6 +37,8 @@ from rewriter.engine import KernelAvailability, Trace, one_line, op_histogram
 
 if TYPE_CHECKING:
     import onnx
+
+    from rewriter.api._budget_types import BudgetResult
 
 
 class PhaseClock:
@@ -67,7 +70,8 @@ class RewriteResult:
 
     `timings` holds seconds per phase: `load_rules` (only when `rewrite` loaded them),
     `load_model`, `convert` (when the opset was converted), `rewrite` (type inference,
-    rules and passes) and `check` (onnx's checker).
+    rules and passes), `check` (onnx's checker) and `budget` (with an accuracy budget: the
+    measurements, the final rewrite and its check).
     """
 
     model: ir.Model
@@ -76,6 +80,8 @@ class RewriteResult:
     ops_after: dict[str, int]
     timings: dict[str, float]
     ruleset: ast.RuleSet
+    # What the accuracy budget measured and decided (`RewriteOptions.budget`), else None.
+    budget: BudgetResult | None = None
 
     @property
     def proto(self) -> onnx.ModelProto:
@@ -94,7 +100,7 @@ class RewriteResult:
 
     def to_json(self) -> dict[str, object]:
         """Trace, node counts by op type before/after, and timings, ready for json.dump."""
-        return {
+        payload: dict[str, object] = {
             "trace": self.trace.to_json(),
             "nodes_before": self.nodes_before,
             "nodes_after": self.nodes_after,
@@ -102,6 +108,9 @@ class RewriteResult:
             "ops_after": self.ops_after,
             "timings_seconds": {k: round(v, 6) for k, v in self.timings.items()},
         }
+        if self.budget is not None:
+            payload["budget"] = self.budget.to_json()
+        return payload
 
 
 def rewrite(
@@ -123,6 +132,9 @@ def rewrite(
     Raises:
         RewriteError: bad rules, a model that cannot be read, or (an internal error) a
             result that onnx's checker refuses although the input passes it.
+
+    This is one run: `options.budget` is left to `rewriter.api.rewrite` (`_budgeted`),
+    which calls this for each run it measures.
     """
     options = options or RewriteOptions()
     clock = PhaseClock()

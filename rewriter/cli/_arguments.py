@@ -73,3 +73,18 @@ def add_input_shape_option(parser: argparse.ArgumentParser, purpose: str) -> Non
         help=f"fix a graph input's shape {purpose} (repeatable; its symbolic dims take those "
         "sizes everywhere)",
     )
+
+
+def acceptance(text: str) -> object:
+    """An argparse type: `METRIC>=VALUE` (`snr>=35`, `cosine>=0.999`, `max_rel<=0.01`)."""
+    from rewriter.verification import METRICS, parse_acceptance
+
+    if text.strip() in METRICS:
+        raise argparse.ArgumentTypeError(
+            f"expected METRIC>=VALUE, got only {text!r}: quote the budget, or the shell takes "
+            f"`>` for a redirection (--accept '{text.strip()}>=VALUE')"
+        )
+    try:
+        return parse_acceptance(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -23,18 +23,22 @@ from rewriter.api import (
     rewrite,
 )
 from rewriter.cli import _files, _status
-from rewriter.cli._arguments import non_negative_int, opset_version
+from rewriter.cli._arguments import non_negative_int, opset_version, positive_int
 from rewriter.cli._summary import summary_line
 from rewriter.cli._verify import (
+    accuracy_arguments,
     add_comparison_options,
     comparison_arguments,
     counterexample_target,
+    print_result,
+    refuse_equivalence_options,
 )
 from rewriter.dsl import _ast as ast
 from rewriter.engine import ProgressCallback, RunOptions, SkipEntry
 
 if TYPE_CHECKING:
-    from rewriter.verification import VerifyResult
+    from rewriter.api import AccuracyBudget, BudgetResult
+    from rewriter.verification import AccuracyResult, VerifyResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,6 +90,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "with --verify; default: <OUT>.counterexample.npz beside the output"
     )
     parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        metavar="N",
+        help="with --accept: measure the approximate rewrites on N processes (default: every "
+        "core; 1: in this process)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=_confidence,
+        default=0.9,
+        metavar="P",
+        help="with --accept: while tuning, a model meets the budget when the pessimistic "
+        "bootstrap bound of its metrics over the inputs does, at confidence P (default 0.9; "
+        "0.5 judges by about the measured value)",
+    )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="with --accept: measure them on the Ray cluster at ADDRESS (auto, HOST:PORT or "
+        "ray://HOST:PORT; needs `pip install ray`)",
+    )
+    parser.add_argument(
         "--exclude-rule", action="append", default=[], metavar="RULE", help="do not apply RULE"
     )
     parser.add_argument(
@@ -132,14 +158,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _confidence(text: str) -> float:
+    """An argparse type: a probability strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number between 0 and 1, got {text!r}"
+        ) from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
+    return value
+
+
+def _budget(args: argparse.Namespace) -> AccuracyBudget | None:
+    """`--accept` and its measuring options as an accuracy budget (None without --accept)."""
+    from rewriter.api import AccuracyBudget
+
+    if not args.accept:
+        return None
+    inputs = accuracy_arguments(args)
+    return AccuracyBudget(
+        tuple(args.accept),
+        examples=args.examples,
+        seed=args.seed,
+        samples=tuple(inputs["samples"]),  # type: ignore[arg-type]
+        input_ranges=inputs["input_ranges"],  # type: ignore[arg-type]
+        dims=inputs["dims"],  # type: ignore[arg-type]
+        ort_enable_all=args.ort_enable_all,
+        confidence=args.confidence,
+        jobs=args.jobs,
+        ray_address=args.ray,
+    )
+
+
 def _rewrite_options(
     args: argparse.Namespace,
     *,
     progress: ProgressCallback | None = None,
     record_subgraphs: bool = False,
+    budget: AccuracyBudget | None = None,
 ) -> RewriteOptions:
     """The options of the run the command line asks for."""
     return RewriteOptions(
+        budget=budget,
         allow_python=args.allow_python,
         target_opset=args.target_opset,
         add_opsets=_parse_opsets(args.add_opset),
@@ -209,16 +271,25 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
     counterexample = _counterexample_target(args, source, out_path, ruleset)
-    with _status.progress(enabled=not args.no_progress) as on_progress:
-        options = _rewrite_options(args, progress=on_progress, record_subgraphs=bool(args.report))
+    budget = _budget(args)
+    with _status.rewrite_and_budget_progress(not args.no_progress) as (on_progress, on_budget):
+        if budget is not None:
+            budget = dataclasses.replace(budget, progress=on_budget)
+        options = _rewrite_options(
+            args, progress=on_progress, record_subgraphs=bool(args.report), budget=budget
+        )
         result = rewrite(source, ruleset, options)
     for warning in (*result.trace.warnings, *_rolled_back(result)):
         print(f"rewrite: warning: {warning}", file=sys.stderr)
     if args.explain:
         print(result.trace.explain())
     exit_code = 0
-    verification = None
-    if args.verify:
+    verification: VerifyResult | AccuracyResult | None = None
+    if result.budget is not None:
+        verification = _show_budget(result.budget)
+        if not result.budget.ok:
+            exit_code = 1
+    elif args.verify:
         with clock.phase("verify"):
             verification = _verify_and_bisect(source, result, ruleset, args, counterexample)
         if not verification.ok:
@@ -228,10 +299,8 @@ def run(args: argparse.Namespace) -> int:
             ir.save(result.model, out_path)
         print(summary_line(result, str(out_path)))
     else:
-        print(
-            f"rewrite: not writing {out_path}: the rewritten model is not equivalent",
-            file=sys.stderr,
-        )
+        why = "is not equivalent" if result.budget is None else "misses the accuracy budget"
+        print(f"rewrite: not writing {out_path}: the rewritten model {why}", file=sys.stderr)
     # Side files come last so that their timings cover every phase before them.
     if args.report:
         with clock.phase("report"):
@@ -303,13 +372,26 @@ def _counterexample_target(
     Raises:
         RewriteError: a comparison option without --verify, or a refused path.
     """
+    given: list[tuple[str, object]] = [("--jobs", args.jobs), ("--ray", args.ray)]
+    if args.confidence != 0.9:
+        given.append(("--confidence", args.confidence))
+    for option, value in given:
+        if value is not None and not args.accept:
+            raise RewriteError(f"{option} applies to --accept (the accuracy budget)")
+    if args.jobs is not None and args.ray is not None:
+        raise RewriteError("--jobs counts local processes; with --ray the cluster's CPUs are used")
+    if args.accept:
+        refuse_equivalence_options(args)
+        if args.examples == 0 and not args.samples:
+            raise RewriteError("--examples 0 measures nothing without --inputs")
+        return None
     if not args.verify:
         for attribute, option in _VERIFY_ONLY.items():
             if getattr(args, attribute):
-                raise RewriteError(f"{option} applies to --verify; add --verify")
+                raise RewriteError(f"{option} applies to --verify (or --accept); add --verify")
         for attribute, (option, default) in _VERIFY_DEFAULTS.items():
             if getattr(args, attribute) != default:
-                raise RewriteError(f"{option} applies to --verify; add --verify")
+                raise RewriteError(f"{option} applies to --verify (or --accept); add --verify")
         return None
     if args.examples == 0 and not args.samples:
         # Refused before the rewrite runs, not after.
@@ -326,6 +408,26 @@ def _counterexample_target(
         protected=protected,
         models=[source],
     )
+
+
+def _show_budget(budget: BudgetResult) -> AccuracyResult:
+    """Print the per-site table, the final check and the one-line summary; the final check."""
+    if budget.sites:
+        if sys.stdout.isatty():
+            from rich.console import Console
+
+            console = Console(file=sys.stdout, highlight=False)
+            console.print(budget.rich_table())
+            for line in budget.notes:
+                console.print(line, markup=False)
+        else:
+            lines = [budget.render_table().rsplit("\n", 1)[0]]
+            sys.stdout.write("\n".join(lines) + "\n")
+    elif budget.notes:
+        sys.stdout.write("\n".join(budget.notes) + "\n")
+    print_result(budget.final)
+    print(budget.summary())
+    return budget.final
 
 
 def _rolled_back(result: RewriteResult) -> list[str]:
@@ -348,7 +450,7 @@ def _write_report(
     path: str,
     source: Path,
     result: RewriteResult,
-    verification: VerifyResult | None,
+    verification: VerifyResult | AccuracyResult | None,
     timings: dict[str, float],
 ) -> None:
     """`--report FILE`: the HTML report (written even when verification failed)."""
@@ -390,6 +492,14 @@ def _verify_and_bisect(
     print(verdict.render_table())
     if verdict.ok:
         return verdict
+    approximate = sum(1 for e in result.trace.entries if e.approximate)
+    if approximate:
+        print(
+            f"{approximate} rewrite{'s' * (approximate != 1)} by `approximate` rules change "
+            "numerics on purpose: judge them with --accept METRIC>=VALUE (e.g. --accept "
+            "'snr>=35') instead of equivalence",
+            file=sys.stderr,
+        )
     if verdict.counterexample_path is not None:
         print(f"counterexample saved to {verdict.counterexample_path}")
     rule_entries = [e for e in result.trace.entries if e.kind == "rule"]

@@ -54,6 +54,25 @@ def progress(enabled: bool = True) -> Iterator[ProgressCallback | None]:
 
 
 @contextlib.contextmanager
+def rewrite_and_budget_progress(
+    enabled: bool = True,
+) -> Iterator[tuple[ProgressCallback | None, Callable[[str], None] | None]]:
+    """Rewriting progress and the accuracy budget's phases on one status line."""
+    with status_line(enabled) as show:
+        if show is None:
+            yield None, None
+            return
+
+        def update(applied: int, pending: int) -> None:
+            show(f"rewriting: {applied} rewrites applied, {pending} nodes queued")
+
+        def budget(text: str) -> None:
+            show(f"accuracy budget: {text}")
+
+        yield update, budget
+
+
+@contextlib.contextmanager
 def verify_progress(enabled: bool, examples: int) -> Iterator[Callable[[int, int], None] | None]:
     """Verification progress on the status line: examples run, then shrinking runs."""
     with status_line(enabled) as show:

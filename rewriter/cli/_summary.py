@@ -40,12 +40,19 @@ def summary_line(result: RewriteResult, destination: str) -> str:
 def _changes(entries: Sequence[TraceEntry]) -> list[str]:
     by_kind: dict[str, list[TraceEntry]] = {kind: [] for kind in KINDS}
     passes: Counter[str] = Counter()
+    approximated: list[str] = []
     for entry in entries:
         if entry.kind == "pass":
             passes[entry.rule] += max(len(entry.matched), 1)
+        elif entry.kind == "rule" and entry.approximate:
+            # Quantization and lower precision: named by what was approximated, whatever
+            # shape the replacement has.
+            approximated.extend(op for op in entry.matched_ops if op not in _NO_WORK)
         elif entry.kind == "rule":
             by_kind[rewrite_kind(entry.matched_ops, entry.created_ops)].append(entry)
     parts = []
+    if approximated:
+        parts.append(f"approximated {_ops(approximated)}")
     fused = _ops(op for e in by_kind["fusion"] for op in _new_ops(e))
     if fused:
         parts.append(f"fused {fused}")

@@ -1,9 +1,12 @@
 """`rewrite verify ORIGINAL REWRITTEN`: compare two models on generated inputs.
 
 Prints the per-output table (with `rich` on a terminal, plain text otherwise) and the
-verdict. The comparison options (criterion, inputs, special values, optimization levels) are
-shared with `rewrite MODEL --verify` (`add_comparison_options`, `comparison_arguments`).
-`--counterexample` may not name either model or their external data files. Exit
+verdict. With `--accept METRIC>=VALUE` (repeatable) the models are measured instead
+(`check_accuracy`: snr, cosine, max_rel, ... per output and over all outputs) and judged by
+that budget; exit 1 then means outside the budget. The comparison options (criterion,
+inputs, special values, optimization levels) are shared with `rewrite MODEL --verify`
+(`add_comparison_options`, `comparison_arguments`). `--counterexample` may not name either
+model or their external data files. Exit
 codes: 0 the models agree, 1 they disagree (the shrunk counterexample is saved and its path
 printed), 2 bad usage or a model that cannot be loaded or compared (one line on stderr, from
 the CLI's error handler). An existing `--counterexample` file is replaced only with `--force`;
@@ -22,10 +25,10 @@ from typing import TYPE_CHECKING
 import ir
 from rewriter._errors import RewriteError
 from rewriter.cli import _files, _status
-from rewriter.cli._arguments import input_shape, non_negative_int
+from rewriter.cli._arguments import acceptance, input_shape, non_negative_int
 
 if TYPE_CHECKING:
-    from rewriter.verification import VerifyResult
+    from rewriter.verification import AccuracyResult, VerifyResult
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
@@ -177,6 +180,63 @@ def add_comparison_options(parser: argparse.ArgumentParser, counterexample_defau
         metavar="PATH",
         help=f"where to save a counterexample ({counterexample_default})",
     )
+    parser.add_argument(
+        "--accept",
+        metavar="METRIC>=VALUE",
+        action="append",
+        type=acceptance,
+        default=[],
+        help="judge by an accuracy budget instead of equivalence (repeatable): snr>=DB, "
+        "cosine>=C, max_rel<=R, max_abs<=A or top1>=SHARE over all outputs, measured "
+        "against the original on plain generated inputs and the --inputs samples",
+    )
+
+
+# Options of the equivalence check that mean nothing for an accuracy budget (--accept).
+_EQUIVALENCE_ONLY = {
+    "rtol": "--rtol",
+    "atol": "--atol",
+    "counterexample": "--counterexample",
+}
+_EQUIVALENCE_DEFAULTS = {
+    "compare": ("--compare", "accuracy"),
+    "factor": ("--factor", 8.0),
+    "special_values": ("--special-values/--no-special-values", True),
+}
+
+
+def refuse_equivalence_options(args: argparse.Namespace) -> None:
+    """With --accept, options of the equivalence criterion are errors, not silently ignored.
+
+    Raises:
+        RewriteError: naming the first such option given.
+    """
+    given = [option for attribute, option in _EQUIVALENCE_ONLY.items() if getattr(args, attribute)]
+    given += [
+        option
+        for attribute, (option, default) in _EQUIVALENCE_DEFAULTS.items()
+        if getattr(args, attribute) != default
+    ]
+    if given:
+        raise RewriteError(
+            f"{given[0]} applies to the equivalence check; with --accept the result is "
+            "measured against the accuracy budget instead"
+        )
+
+
+def accuracy_arguments(args: argparse.Namespace) -> dict[str, object]:
+    """The keyword arguments of `check_accuracy` that the comparison options give.
+
+    Raises:
+        VerifyError: an input, shape or dim given twice, or an unreadable `--inputs` file.
+    """
+    return {
+        "input_ranges": _once("--input", args.input_ranges),
+        "input_shapes": _once("--input-shape", args.input_shapes),
+        "dims": _once("--dim", args.dims),
+        "samples": _load_samples(args.samples),
+        "ort_enable_all": args.ort_enable_all,
+    }
 
 
 def _once(option: str, pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -263,7 +323,8 @@ def counterexample_target(
     return default
 
 
-def _print_table(result: VerifyResult) -> None:
+def print_result(result: VerifyResult | AccuracyResult) -> None:
+    """The table, its notes and the verdict: with `rich` on a terminal, plain text otherwise."""
     if sys.stdout.isatty():
         from rich.console import Console
 
@@ -275,9 +336,36 @@ def _print_table(result: VerifyResult) -> None:
         sys.stdout.write(result.render_table() + "\n")
 
 
+def _run_accuracy(args: argparse.Namespace) -> int:
+    """`--accept`: measure the rewritten model; 0 within the budget, 1 outside it."""
+    from rewriter.verification import check_accuracy
+
+    refuse_equivalence_options(args)
+    if args.examples == 0 and not args.samples:
+        raise RewriteError("--examples 0 measures nothing without --inputs")
+    candidate: str | ir.Model = args.rewritten
+    if Path(args.rewritten).suffix == ".json":
+        from rewriter.api import load_pipeline
+
+        candidate = load_pipeline(Path(args.rewritten))
+    result = check_accuracy(
+        args.original,
+        candidate,
+        args.accept,
+        examples=args.examples,
+        seed=args.seed,
+        **accuracy_arguments(args),  # type: ignore[arg-type]
+    )
+    print_result(result)
+    return EXIT_OK if result.ok else EXIT_MISMATCH
+
+
 def run(args: argparse.Namespace) -> int:
     """Compare the models; 0 when they agree, 1 when they do not."""
     from rewriter.verification import check_equivalence
+
+    if args.accept:
+        return _run_accuracy(args)
     from rewriter.verification._counterexample import default_counterexample_path
 
     original, rewritten = Path(args.original), Path(args.rewritten)
@@ -306,7 +394,7 @@ def run(args: argparse.Namespace) -> int:
             progress=on_progress,
             **options,  # type: ignore[arg-type]
         )
-    _print_table(result)
+    print_result(result)
     if result.ok:
         return EXIT_OK
     if result.counterexample_path is not None:

@@ -7,6 +7,11 @@ empty; if they change anything, the rules run again on what they touched. The ru
 nothing changes (SATURATED), when the rewrite budget is spent (BUDGET), after the iteration
 cap (ITERATION_LIMIT), when a whole-graph state repeats (OSCILLATION), or when a replay limit
 for bisection is reached (REPLAY_LIMIT). Stopping early always leaves a valid model.
+
+`RunOptions.excluded_sites` names rule applications not to make, by rule and anchor
+(`TraceEntry.site`): such a match is skipped with the caller's reason and the node's next
+candidate rule is tried. It is how the accuracy budget (`rewriter.api._budget`) leaves the
+most sensitive approximate rewrites out; it is an option of one run, never shared state.
 """
 
 from __future__ import annotations
@@ -94,6 +99,10 @@ class RunOptions:
     # Whether a runtime can run a node (None: not known); a rewrite whose new nodes it cannot
     # run, where it could run the matched ones, is declined. None here: no such check.
     runnable: Runnable | None = None
+    # Rule applications not to make, keyed by (rule name, anchor site as `site_of` names
+    # it), each with the reason the trace records for it. The accuracy budget keeps layers
+    # in float this way; the rule still fires everywhere else.
+    excluded_sites: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     # Apply only what is exact on every input: rules that `assume` something apply where the
     # model proves it (`assumes nonempty` on static positive shapes), never otherwise.
     exact: bool = False
@@ -155,6 +164,7 @@ class _Run:
         self.skips: list[SkipEntry] = []
         self.warnings: list[str] = []
         self.applied = 0
+        self.excluded_seen: set[tuple[str, str]] = set()
         self.recent: collections.deque[str] = collections.deque(maxlen=200)
         self.names = ir.NameAllocator(model)
         targets = {"": manager.options.target_opset} if manager.options.target_opset else {}
@@ -335,6 +345,8 @@ class _Run:
                 match_time[rule.name] += perf_counter() - t0
                 if not isinstance(result, Match):
                     continue
+                if self._excluded(result):
+                    continue
                 if replay_limit is not None and self.applied >= replay_limit:
                     return StopReason.REPLAY_LIMIT
                 if self._apply(result, worklist, index):
@@ -345,6 +357,20 @@ class _Run:
         if progress is not None:
             progress(self.applied, 0)
         return StopReason.SATURATED
+
+    def _excluded(self, match: Match) -> bool:
+        """True when the caller excluded this rule at this anchor (recorded once as a skip)."""
+        excluded = self.options.excluded_sites
+        if not excluded:
+            return False
+        site = (match.rule.name, _trace.site_of(match.anchor))
+        reason = excluded.get(site)
+        if reason is None:
+            return False
+        if site not in self.excluded_seen:
+            self.excluded_seen.add(site)
+            self.skips.append(SkipEntry(match.rule.name, match.rule.location, reason, site[1]))
+        return True
 
     def _apply(self, match: Match, worklist: Worklist, index: RuleIndex) -> bool:
         rule = match.rule
@@ -375,6 +401,7 @@ class _Run:
                 anchor=_trace.site_of(match.anchor),
                 matched_ops=_trace.op_types(applied.matched),
                 created_ops=_trace.op_types(applied.created),
+                approximate=str(rule.rule.approximate or ""),
                 assumed=() if self.options.exact else _assumptions(rule.rule),
             )
         )

@@ -63,6 +63,15 @@ class TraceEntry:
     # order: what the rewrite did, without pictures (see `rewriter.engine.rewrite_kind`).
     matched_ops: tuple[str, ...] = ()
     created_ops: tuple[str, ...] = ()
+    # The rule's `approximate` clause (`snr >= 30`) when it declares one: this rewrite
+    # changed numerics on purpose, and the accuracy budget may undo it.
+    approximate: str = ""
+
+    @property
+    def site(self) -> tuple[str, str]:
+        """(rule, anchor): what `RunOptions.excluded_sites` names to leave this rewrite out."""
+        return (self.rule, self.anchor)
+
     # What the rule declared it assumes of the inputs (`finite`, `nonempty`) and the run did
     # not prove: the rewrite is exact only on such inputs (RewriteOptions.exact refuses it).
     assumed: tuple[str, ...] = ()
@@ -73,7 +82,8 @@ class TraceEntry:
         matched = _listing(self.matched, limit) or "-"
         created = _listing(self.created, limit) or "(removed)"
         where = f" in {self.graph}" if self.graph else ""
-        return f"{self.rule} ({self.location}){where}: {matched} -> {created}"
+        approximate = f" [approximate {self.approximate}]" if self.approximate else ""
+        return f"{self.rule} ({self.location}){where}: {matched} -> {created}{approximate}"
 
 
 _DESCRIBE_LIMIT = 8
@@ -91,7 +101,8 @@ class SkipEntry:
     """A rule that was not applied: unmet requirement, unavailable op, or a rewrite not made.
 
     A rewrite that would have broken the model has a reason starting "rolled back"; one that
-    would have changed nothing (declined) has a reason ending "nothing to do".
+    would have changed nothing (declined) has a reason ending "nothing to do". One the caller
+    excluded (`RunOptions.excluded_sites`) has the caller's reason and the anchor as `node`.
     """
 
     rule: str
@@ -130,6 +141,10 @@ class Trace:
             "convert",
         )
         return Trace((entry,), (), StopReason.SATURATED)
+
+    def approximate_sites(self) -> tuple[tuple[str, str], ...]:
+        """(rule, anchor) of every rewrite made by an `approximate` rule, in order."""
+        return tuple(dict.fromkeys(e.site for e in self.entries if e.approximate))
 
     def counts(self) -> Counter[str]:
         """How many times each rule (or pass) fired."""

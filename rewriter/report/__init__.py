@@ -24,7 +24,7 @@ from rewriter.report._rewrite_page import render_rewrite_report
 from rewriter.report._stats_page import render_stats_report
 
 if TYPE_CHECKING:
-    from rewriter.verification import VerifyResult
+    from rewriter.verification import AccuracyResult, VerifyResult
 
 
 def _write_atomically(path: str | os.PathLike[str], text: str) -> None:
@@ -48,7 +48,7 @@ def write_rewrite_report(
     result: RewriteResult,
     *,
     source: str | os.PathLike[str] | ir.Model | None = None,
-    verification: VerifyResult | None = None,
+    verification: VerifyResult | AccuracyResult | None = None,
     timings: Mapping[str, float] | None = None,
     options: ReportOptions | None = None,
 ) -> None:

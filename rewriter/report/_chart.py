@@ -8,6 +8,7 @@ with plain SVG elements so the page needs no charting library. Each bar carries 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 
 from rewriter.report._html import Html, esc
@@ -121,5 +122,68 @@ def histogram(counts: Sequence[int], edges: Sequence[float], *, title: str) -> H
             f'<text x="{width - pad}" y="{height + 2 * pad - 2}" text-anchor="end">'
             f"{edges[-1]:.3g}</text>"
         )
+    parts.append("</svg>")
+    return Html("".join(parts))
+
+
+def threshold_chart(
+    labels: Sequence[str],
+    values: Sequence[float],
+    *,
+    marked: Sequence[bool],
+    threshold: float,
+    legend: tuple[str, str],
+    title: str,
+    fmt: Callable[[float], str] = lambda v: f"{v:g}",
+) -> Html:
+    """Horizontal bars, one per label, a dashed line at `threshold`, marked bars in orange.
+
+    The sensitivity plot of the accuracy budget: each site's metric with only that site
+    approximate, the budget's bound as the line, the sites kept in float marked
+    (`legend` names the unmarked and the marked bars). Values that are not finite are
+    drawn at the chart's edge (infinity) or as no bar (minus infinity, NaN) and written out.
+    """
+    label_width = int(
+        min(max((len(_short(x)) for x in labels), default=4), _LABEL_MAX) * _LABEL_CHAR
+    )
+    label_width = max(label_width, 40) + 8
+    finite = [v for v in values if math.isfinite(v)]
+    peak = float(max([*finite, threshold, 0.0])) * 1.1 or 1.0
+    legend_height = 20
+    row_height = _BAR + _GAP + _ROW_PAD
+    height = legend_height + row_height * len(labels) + 4
+    width = label_width + _PLOT + _VALUE_ROOM
+    parts = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{esc(title)}">'
+    ]
+    for index, name in enumerate(legend):
+        x = label_width + index * 130
+        parts.append(f'<rect x="{x}" y="4" width="12" height="12" fill="{COLORS[index]}"/>')
+        parts.append(f'<text x="{x + 16}" y="14">{esc(name)}</text>')
+    for row, (label, value, mark) in enumerate(zip(labels, values, marked, strict=True)):
+        top = legend_height + row * row_height + _ROW_PAD // 2
+        drawn = peak if value == math.inf else value if math.isfinite(value) else 0.0
+        length = max(drawn / peak * _PLOT, 0.0)
+        color = COLORS[1 if mark else 0]
+        parts.append(
+            f'<text x="{label_width - 6}" y="{top + _BAR - 2}" text-anchor="end">'
+            f"<title>{esc(label)}</title>{esc(_short(label))}</text>"
+        )
+        parts.append(
+            f'<rect x="{label_width}" y="{top}" width="{length:.1f}" height="{_BAR}" '
+            f'fill="{color}"><title>{esc(label)}: {esc(fmt(value))}</title></rect>'
+        )
+        parts.append(
+            f'<text x="{label_width + length + 4:.1f}" y="{top + _BAR - 2}">'
+            f"{esc(fmt(value))}</text>"
+        )
+    line = label_width + max(threshold, 0.0) / peak * _PLOT
+    parts.append(
+        f'<line x1="{line:.1f}" y1="{legend_height}" x2="{line:.1f}" y2="{height}" '
+        f'stroke="#d62728" stroke-dasharray="4 3"><title>budget: {esc(fmt(threshold))}'
+        "</title></line>"
+    )
     parts.append("</svg>")
     return Html("".join(parts))

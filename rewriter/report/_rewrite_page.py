@@ -3,9 +3,10 @@
 Sections, in order: an overview (summary of nodes, parameters, rewrites and the verdict of
 verification; contents: every section below, each rule with its count; time per phase;
 the op counts before/after as a chart with the full table folded below it), rules applied
-(fusions first, see `_rule_sections`), verification (when it ran), built-in passes,
-skipped rules. The overview is kept short so that a 2000-pixel-high screenshot of the page
-shows the first fusion's before/after pictures.
+(fusions first, see `_rule_sections`), the accuracy budget (when one was given: the
+sensitivity plot, the per-site table and the greedy steps), verification (when it ran; the
+budget's final check), built-in passes, skipped rules. The overview is kept short so that
+a 2000-pixel-high screenshot of the page shows the first fusion's before/after pictures.
 """
 
 from __future__ import annotations
@@ -20,25 +21,27 @@ import ir
 from rewriter.api import RewriteResult
 from rewriter.api._stats import collect
 from rewriter.report import _rule_sections
-from rewriter.report._chart import Series, bar_chart
+from rewriter.report._chart import Series, bar_chart, threshold_chart
 from rewriter.report._html import Html, esc, human_bytes, page, seconds, section, table
 from rewriter.report._options import ReportOptions
+from rewriter.verification import AccuracyResult
 
 if TYPE_CHECKING:
+    from rewriter.api import BudgetResult
     from rewriter.verification import VerifyResult
 
+    Verification = VerifyResult | AccuracyResult
 
-def _verification(verification: VerifyResult | None) -> Html:
+_STATUS_CSS = {"ok": "ok", "-": "meta"}
+
+
+def _verification(verification: Verification | None) -> Html:
     if verification is None:
         return Html("")
     rows = [
         (
             *row[:-1],
-            Html(
-                '<span class="ok">ok</span>'
-                if row[-1] == "ok"
-                else '<span class="bad">MISMATCH</span>'
-            ),
+            Html(f'<span class="{_STATUS_CSS.get(row[-1], "bad")}">{esc(row[-1])}</span>'),
         )
         for row in verification.table_rows()
     ]
@@ -55,6 +58,58 @@ def _verification(verification: VerifyResult | None) -> Html:
     return section("verification", "Verification", body)
 
 
+def _budget(budget: BudgetResult | None) -> Html:
+    """The accuracy budget: the sensitivity plot and the per-site table (see `_budget`)."""
+    if budget is None:
+        return Html("")
+    from rewriter.verification import format_metric
+
+    metric = budget.metric
+    intro = (
+        f'<p class="{"ok" if budget.ok else "bad"}">{esc(budget.summary())}</p>'
+        f'<p class="meta">{budget.evaluations} rewrites measured {esc(budget.runner)}; '
+        "sensitivity: the whole model's metric with only that site approximate (lower "
+        "snr or cosine, higher max_rel: more sensitive); the most sensitive are kept in "
+        "float until the model meets the budget, then the result is checked on independent "
+        "inputs (under Verification).</p>"
+    )
+    if not budget.sites:
+        return section("budget", "Accuracy budget", intro)
+    chart = threshold_chart(
+        [s.layer for s in budget.sites],
+        [s.value(metric) for s in budget.sites],
+        marked=[s.kept_float for s in budget.sites],
+        threshold=budget.accept[0].bound,
+        legend=("approximate", "kept float"),
+        title=f"{metric} with only this site approximate",
+        fmt=lambda v: format_metric(metric, v),
+    )
+    steps = [
+        (
+            step.left_out,
+            *(
+                format_metric(m, v)
+                for m, v in step.values
+                if m in {a.metric for a in budget.accept}
+            ),
+            human_bytes(step.bytes) if step.bytes else "-",
+            Html('<span class="ok">met</span>' if step.met else '<span class="bad">not met</span>'),
+        )
+        for step in budget.steps
+    ]
+    metrics = [m for m, _ in budget.steps[0].values if m in {a.metric for a in budget.accept}]
+    notes = "".join(f"<li>{esc(n)}</li>" for n in budget.notes)
+    body = (
+        intro
+        + chart
+        + table(budget.table_header, budget.table_rows(), numeric=budget.numeric_columns)
+        + "<h3>Greedy steps (tuning inputs)</h3>"
+        + table(("sites left out", *metrics, "model size", "budget"), steps, numeric=(0, 1))
+        + (f"<ul>{notes}</ul>" if notes else "")
+    )
+    return section("budget", "Accuracy budget", body)
+
+
 # The phases a run can have, in the order `rewrite MODEL` runs them, with what each covers.
 PHASES = {
     "load_rules": "parse and check the rule files",
@@ -63,6 +118,7 @@ PHASES = {
     "rewrite": "infer types and shapes, apply rules and passes until nothing changes",
     "check": "run onnx's checker on the result",
     "verify": "run both models on generated inputs and compare the outputs",
+    "budget": "measure the approximate rewrites, keep the sensitive ones float, check the result",
     "save": "write the rewritten model",
     "report": "draw the pictures and render this page (writing it is not included)",
 }
@@ -139,7 +195,7 @@ def _opsets(stats: Mapping[str, object] | None) -> str:
     return ", ".join(f"{domain or 'ai.onnx'} {version}" for domain, version in opsets.items())
 
 
-def _verdict(verification: VerifyResult | None) -> str:
+def _verdict(verification: Verification | None) -> str:
     """One line: the verification's outcome, linked to its table."""
     if verification is None:
         return ""
@@ -154,7 +210,7 @@ def _summary(
     result: RewriteResult,
     before: Mapping[str, object] | None,
     after: Mapping[str, object],
-    verification: VerifyResult | None,
+    verification: Verification | None,
 ) -> Html:
     trace = result.trace
     applied = sum(1 for e in trace.entries if e.kind == "rule")
@@ -180,7 +236,7 @@ def _summary(
     return section("summary", "Summary", body)
 
 
-def _contents(result: RewriteResult, verification: VerifyResult | None) -> Html:
+def _contents(result: RewriteResult, verification: Verification | None) -> Html:
     """Links to every section of the page, with counts; each rule is listed by kind."""
     entries = result.trace.entries
     groups = _rule_sections.rule_groups(entries)
@@ -190,8 +246,13 @@ def _contents(result: RewriteResult, verification: VerifyResult | None) -> Html:
         '<a href="#timings">Time per phase</a>',
         '<a href="#ops">Nodes by op type</a>',
     ]
+    if result.budget is not None:
+        met = "met" if result.budget.ok else "NOT met"
+        links.append(f'<a href="#budget">Accuracy budget</a>: {met}')
     if verification is not None:
         outcome = "equivalent" if verification.ok else "NOT equivalent"
+        if isinstance(verification, AccuracyResult):
+            outcome = "within the budget" if verification.ok else "outside the budget"
         links.append(f'<a href="#verification">Verification</a>: {outcome}')
     runs = sum(1 for e in entries if e.kind == "pass")
     if runs:
@@ -216,7 +277,7 @@ def render_rewrite_report(
     result: RewriteResult,
     *,
     source: str | os.PathLike[str] | ir.Model | None = None,
-    verification: VerifyResult | None = None,
+    verification: Verification | None = None,
     timings: Mapping[str, float] | None = None,
     options: ReportOptions | None = None,
 ) -> str:
@@ -235,6 +296,7 @@ def render_rewrite_report(
     summary = _summary(result, _source_stats(source), collect(result.model), verification)
     details = [
         _rule_sections.rules_applied(result, options),
+        _budget(result.budget),
         _verification(verification),
         _rule_sections.passes(result),
         _rule_sections.skipped(result.trace.skips),

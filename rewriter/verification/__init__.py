@@ -9,8 +9,11 @@ float output by its accuracy against a float64 evaluation of the original (`_ora
 to a small counterexample and saves it as an `.npz`. `find_first_bad` bisects a replayed
 rewrite trace to the first rewrite that breaks agreement on such a counterexample.
 
-`verify` is the same function as `check_equivalence`; the `rewriter` package re-exports it as
-`rewriter.verify(original, rewritten, examples=..., seed=...)`.
+`check_accuracy(original, rewritten, ["snr>=35"])` measures instead of judging equivalence:
+metrics per output and over all outputs (`_accuracy`, `_metrics`), the verdict against the
+budget. `verify` is `check_equivalence`, or `check_accuracy` when given `accept=`; the
+`rewriter` package re-exports it as `rewriter.verify(original, rewritten, examples=...,
+seed=..., accept=...)`.
 
 onnxruntime, hypothesis and `onnx.reference` are imported only when a check runs.
 
@@ -26,6 +29,22 @@ Wiring `rewrite MODEL --verify` (the engine replays its trace; names here are th
 
 from __future__ import annotations
 
+from typing import Any, overload
+
+from rewriter.verification._accuracy import (
+    AccuracyData,
+    acceptances,
+    accuracy_data,
+    check_accuracy,
+    pessimistic_bound,
+    score,
+)
+from rewriter.verification._accuracy_result import (
+    ALL_OUTPUTS,
+    AccuracyResult,
+    MetricRow,
+    format_metric,
+)
 from rewriter.verification._bisect import find_first_bad
 from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
 from rewriter.verification._compare import (
@@ -44,32 +63,73 @@ from rewriter.verification._oracle import OracleModel, oracle_model
 from rewriter.verification._result import OutputStats, VerifyResult
 from rewriter.verification._source import ModelSource
 
-verify = check_equivalence
+
+@overload
+def verify(
+    original: ModelSource, rewritten: ModelSource, *, accept: None = None, **options: Any
+) -> VerifyResult: ...
+
+
+@overload
+def verify(
+    original: ModelSource,
+    rewritten: ModelSource,
+    *,
+    accept: list[str | Acceptance] | tuple[str | Acceptance, ...],
+    **options: Any,
+) -> AccuracyResult: ...
+
+
+def verify(
+    original: ModelSource,
+    rewritten: ModelSource,
+    *,
+    accept: list[str | Acceptance] | tuple[str | Acceptance, ...] | None = None,
+    **options: Any,
+) -> VerifyResult | AccuracyResult:
+    """`check_equivalence(original, rewritten, **options)`, or `check_accuracy` with `accept`.
+
+    `accept` is a budget such as `["snr>=35"]`: the result is then an `AccuracyResult`.
+    """
+    if accept is None:
+        return check_equivalence(original, rewritten, **options)
+    return check_accuracy(original, rewritten, accept, **options)
+
 
 __all__ = [
+    "ALL_OUTPUTS",
     "DEFAULT_FACTOR",
     "FLOOR_ULPS",
     "KERNELS",
     "METRICS",
     "Acceptance",
+    "AccuracyData",
+    "AccuracyResult",
     "Criterion",
+    "MetricRow",
     "ModelSource",
     "OracleModel",
     "OutputStats",
     "Tolerance",
     "VerifyError",
     "VerifyResult",
+    "acceptances",
+    "accuracy_data",
     "accuracy_floor",
+    "check_accuracy",
     "check_equivalence",
     "check_on_inputs",
     "default_tolerance",
     "extract_image_patches",
     "find_first_bad",
+    "format_metric",
     "load_counterexample",
     "measure",
     "oracle_model",
     "parse_acceptance",
+    "pessimistic_bound",
     "run_model",
     "save_counterexample",
+    "score",
     "verify",
 ]

@@ -316,10 +316,15 @@ def test_table_lists_every_output_and_the_verdict():
     assert result.rewritten_runtime == "onnxruntime"
 
 
-def test_package_is_callable_and_verify_is_check_equivalence():
-    assert rewriter.verification.verify is check_equivalence
+def test_verify_is_check_equivalence_unless_given_a_budget():
     result = rewriter.verify(models.unary("Relu"), models.unary("Relu"), examples=2, seed=1)  # type: ignore[operator]
+    assert isinstance(result, VerifyResult)
     assert result.ok
+    same = check_equivalence(models.unary("Relu"), models.unary("Relu"), examples=2, seed=1)
+    assert result.to_json() == same.to_json()
+    measured = rewriter.verify(models.unary("Relu"), models.unary("Relu"), accept=["snr>=90"])  # type: ignore[operator]
+    assert measured.ok
+    assert measured.overall("snr") == float("inf")
 
 
 def test_importing_the_package_loads_neither_onnxruntime_nor_hypothesis():
