@@ -64,6 +64,7 @@ from ir._names import NameAllocator
 from ir._serde import from_onnx, to_onnx
 from ir._serde_io import load, save
 from ir._serde_tensors import ExternalTensor, TensorDataError, numpy_dtype
+from ir._shape_elements import shape_elements
 from ir._shape_inference import infer_types
 from ir._validate import validate_model
 from ir._verify import verify
@@ -133,6 +134,7 @@ __all__ = [
     "record_inferred_type",
     "save",
     "schemas",
+    "shape_elements",
     "to_onnx",
     "topological_order",
     "validate_model",

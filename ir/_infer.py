@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Callable, Mapping
 
 import onnx
@@ -50,12 +51,28 @@ UNSURE_DECLARED_DIMS = "unsure_declared_dims"
 _DATA_ELEMENTS_LIMIT = 64
 
 
+def is_invented_dim(dim: object) -> bool:
+    """Whether `dim` is a name onnx's shape inference made up for a dim it could not tell.
+
+    Such names (`unk__12`) reach value_info from exporters that write inference results.
+    """
+    return isinstance(dim, str) and _INVENTED.fullmatch(dim) is not None
+
+
+_INVENTED = re.compile(r"unk__\d+")
+
+
 def fact_type(value: Value) -> Type | None:
     """The most specific type known for `value`: declared, inferred, or from its constant.
 
     A negative declared dim (exporters write -1 for "unknown") is no size: it is unknown here.
+    A dim onnx's inference invented (`unk__12`) in the declared type of a value the graph
+    computes is unknown too: it names no relation the model states, and after a rewrite
+    upstream it would keep a stale name where inference now knows the dim.
     """
     declared = _sizes_only(value.type)
+    if value.producer() is not None:
+        declared = _without_invented_dims(declared)
     meta = value.meta if value._meta else None
     if meta is not None and meta.get(UNSURE_DECLARED_DIMS):
         declared = _without_dims(declared)
@@ -90,6 +107,16 @@ def _sizes_only(t: Type | None) -> Type | None:
     if not any(isinstance(d, int) and d < 0 for d in t.shape):
         return t
     dims = tuple(None if isinstance(d, int) and d < 0 else d for d in t.shape)
+    return dataclasses.replace(t, shape=dims)
+
+
+def _without_invented_dims(t: Type | None) -> Type | None:
+    """`t` with the dims onnx's inference invented made unknown."""
+    if not isinstance(t, TensorType) or t.shape is None:
+        return t
+    if not any(is_invented_dim(d) for d in t.shape):
+        return t
+    dims = tuple(None if is_invented_dim(d) else d for d in t.shape)
     return dataclasses.replace(t, shape=dims)
 
 

@@ -23,6 +23,7 @@ import onnx
 import onnx.helper
 
 from ir._core import Graph, Model, Node, Value
+from ir._infer import is_invented_dim
 from ir._serde import to_onnx
 
 
@@ -50,6 +51,7 @@ def prepare(model: Model) -> PreparedModel:
     """Lower `model` for inference (weights left out), with unique names per scope."""
     proto = to_onnx(model, weights=False)
     _hide_overridable_values(proto.graph)
+    _forget_invented_dims(proto.graph)
     nested = _has_subgraphs(proto.graph)
     graphs = list(_graphs_in(proto.graph)) if nested else [proto.graph]
     symbols = frozenset(_symbols_in(graphs, main_outputs=True))
@@ -126,6 +128,20 @@ def restore_outputs(proto: onnx.ModelProto, saved: dict[int, onnx.TypeProto]) ->
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _forget_invented_dims(graph: onnx.GraphProto) -> None:
+    """Clear the dims onnx invented (`unk__12`) in value_info.
+
+    Inference then computes them again instead of keeping a name that says nothing (see
+    `ir.fact_type`).
+    """
+    for info in graph.value_info:
+        if not info.type.HasField("tensor_type"):
+            continue
+        for dim in info.type.tensor_type.shape.dim:
+            if is_invented_dim(dim.dim_param):
+                dim.ClearField("dim_param")
 
 
 def _hide_overridable_values(graph: onnx.GraphProto) -> None:

@@ -47,6 +47,7 @@ from ir._infer import (
     UNSURE_DECLARED_DIMS,
     NodeInferenceError,
     infer_node_types,
+    is_invented_dim,
     lift_inferred_type,
 )
 from ir._inference_scopes import (
@@ -200,12 +201,23 @@ def _record_onnx_types(types: dict[Value, Any]) -> int:
     """Record onnx's types as the facts (no value read has a dim onnx invented)."""
     gained = 0
     for value, type_proto in types.items():
-        if value.type is not None:
+        if value.type is not None and not _has_invented_dims(value):
             continue  # declared types are kept as they are
         # Kept as a TypeProto; `fact_type` lifts it when a rule first asks.
         value.meta[INFERRED] = type_proto
         gained += 1
     return gained
+
+
+def _has_invented_dims(value: Value) -> bool:
+    """Whether a computed value's declared type names a dim onnx invented (see fact_type)."""
+    declared = value.type
+    return (
+        value.producer() is not None
+        and isinstance(declared, TensorType)
+        and declared.shape is not None
+        and any(is_invented_dim(d) for d in declared.shape)
+    )
 
 
 def _proto_dim(dim: Any) -> DimExpr | None:

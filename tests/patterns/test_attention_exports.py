@@ -21,11 +21,11 @@ import pytest
 import rewriter
 
 ROOT = Path(__file__).resolve().parents[2]
-# The exporter-optimized dynamo exports (optimize=True) are not fused yet: see patterns/README.md.
 FUSED = [
     "bert_ts_sdpa",
     "bert_ts_eager",
     "bert_dynamo",
+    "bert_dynamo_opt",
     "bert_dynamo_eager",
     "gpt2_ts_sdpa",
     "gpt2_ts_eager",
@@ -39,6 +39,7 @@ FUSED = [
     "llama_ts_eager",
     "llama_ts_sdpa",
     "llama_dynamo",
+    "llama_dynamo_opt",
     "phi_partial_rotary_ts",
 ]
 

@@ -7,10 +7,13 @@ where the guarded form must keep the written-out graph's values exactly (NaN inc
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import pytest
 
+import rewriter
 from rewriter.cli import main
 from tests.patterns.fusion_helpers import (
     FUSION,
@@ -383,3 +386,57 @@ def test_a_key_scale_met_after_the_transposes_is_absorbed():
     check_fired(attention, result, {"absorb_transposed_key_scale_into_attention": 1}, None)
     assert "Mul" not in op_types(result.proto)
     assert _scale(result) == pytest.approx(0.125)
+
+
+# The dynamo exporter with its optimizer: K^T as a batched 3-D transpose whose Reshape targets
+# are computed from K's own shape (allowzero 0).
+OPTIMIZED_DYNAMO_KT = """<ir_version: 10, opset_import: ["" : 23]>
+g (float[batch, 4, seq, 16] k) => (float[batch, 4, 16, seq] kt) {
+    minus_one = Constant <value = int64[1] {-1}> ()
+    shape = Shape (k)
+    two = Constant <value = int64[1] {2}> ()
+    three = Constant <value = int64[1] {3}> ()
+    four = Constant <value = int64[1] {4}> ()
+    zero = Constant <value = int64[1] {0}> ()
+    s = Slice (shape, two, three)
+    d = Slice (shape, three, four)
+    bh = Slice (shape, zero, two)
+    flat = Concat <axis = 0> (minus_one, s, d)
+    r = Reshape (k, flat)
+    t = Transpose <perm = [0, 2, 1]> (r)
+    back = Concat <axis = 0> (bh, d, s)
+    kt = Reshape (t, back)
+}"""
+
+
+@pytest.mark.parametrize("k_shape", [(2, 4, 3, 16), (1, 4, 1, 16), (0, 4, 3, 16)])
+def test_batched_key_transpose_from_computed_shapes(k_shape: tuple[int, ...]) -> None:
+    model = build(OPTIMIZED_DYNAMO_KT)
+    # The rule alone: it reads the Reshape targets through `shape_value`, where shape facts
+    # of the 3-D value may be unknown (as in the exports, where they are).
+    library = rewriter.load_rules(ATTENTION)
+    alone = dataclasses.replace(
+        library,
+        rules=tuple(r for r in library.rules if r.name == "batched_key_transpose_from_shapes"),
+        passes=(),
+    )
+    by_rule = rewriter.rewrite(model, alone)
+    assert fired(by_rule)["batched_key_transpose_from_shapes"] == 1
+    by_library = rewrite(model)
+    for result in (by_rule, by_library):
+        assert "Reshape" not in op_types(result.proto)
+        assert op_types(result.proto).count("Transpose") == 1
+    k = np.random.default_rng(0).standard_normal(k_shape).astype(np.float32)
+    want = session(model).run(None, {"k": k})[0]
+    for result in (by_rule, by_library):
+        have = session(result.proto).run(None, {"k": k})[0]
+        np.testing.assert_array_equal(want, have)
+
+
+def test_batched_key_transpose_with_an_empty_sequence_fails_in_the_original() -> None:
+    # With seq = 0 the first Reshape's 0 copies a dim and the second asks for a fourth dim of
+    # a rank-3 tensor: onnxruntime refuses the original, so the rewrite changes nothing the
+    # original computes (the rule's comment relies on this).
+    model = build(OPTIMIZED_DYNAMO_KT)
+    with pytest.raises(Exception, match="exceeds the dimension size"):
+        session(model).run(None, {"k": np.zeros((2, 4, 0, 16), np.float32)})

@@ -105,6 +105,25 @@ def shape(ctx: EvalContext, v: Any) -> Any:
     return [UNKNOWN if d is None else SymbolicDim(d) if isinstance(d, str) else d for d in dims]
 
 
+@builtin(
+    "shape_value",
+    "the elements of a 1-D integer value as dims (ints, symbol strings, none when unknown), "
+    "followed through the ops that compute shapes",
+)
+def shape_value(ctx: EvalContext, v: Any) -> Any:
+    """`[-1, "seq", 16]` for `Concat(-1, Slice(Shape(k), 2, 3), 16)` where k's dim 2 is seq."""
+    if isinstance(v, np.ndarray):
+        return [int(x) for x in v.reshape(-1)] if v.dtype.kind in "iu" and v.ndim <= 1 else UNKNOWN
+    val = _value_arg(v, "shape_value")
+    if val is None:
+        return UNKNOWN
+    opset = ctx.opset_imports.get("", ctx.opset_imports.get("ai.onnx", 0))
+    elements = ir.shape_elements(val, opset)
+    if elements is None:
+        return UNKNOWN
+    return [UNKNOWN if e is None else SymbolicDim(e) if isinstance(e, str) else e for e in elements]
+
+
 @builtin("has_static_shape", "every dim is a known int")
 def has_static_shape(ctx: EvalContext, v: Any) -> Any:
     """Every dimension is a known int."""

@@ -1,0 +1,74 @@
+"""`ir.shape_elements`: the elements of shape tensors, followed through the ops exporters
+compute them with; and dims onnx invented in value_info are no facts."""
+
+from __future__ import annotations
+
+import onnx
+import onnx.helper as oh
+
+import ir
+from tests.helpers import model_from_text
+
+KT_CHAIN = """<ir_version: 10, opset_import: ["" : 18]>
+g (float[batch, 4, seq, 16] k) => (float[batch, 4, 16, seq] kt) {
+    minus_one = Constant <value = int64[1] {-1}> ()
+    shape = Shape (k)
+    two = Constant <value = int64[1] {2}> ()
+    three = Constant <value = int64[1] {3}> ()
+    four = Constant <value = int64[1] {4}> ()
+    zero = Constant <value = int64[1] {0}> ()
+    s = Slice (shape, two, three)
+    d = Slice (shape, three, four)
+    bh = Slice (shape, zero, two)
+    flat = Concat <axis = 0> (minus_one, s, d)
+    r = Reshape (k, flat)
+    t = Transpose <perm = [0, 2, 1]> (r)
+    back = Concat <axis = 0> (bh, d, s)
+    kt = Reshape (t, back)
+}"""
+
+
+def _values(model: ir.Model) -> dict[str, ir.Value]:
+    return {v.name: v for node in model.graph.nodes for v in node.outputs}
+
+
+def test_shape_elements_follow_shape_slice_and_concat() -> None:
+    model = ir.from_onnx(model_from_text(KT_CHAIN))
+    ir.infer_types(model)
+    values = _values(model)
+    assert ir.shape_elements(values["flat"], 18) == (-1, "seq", 16)
+    assert ir.shape_elements(values["back"], 18) == ("batch", 4, 16, "seq")
+    assert ir.shape_elements(values["shape"], 18) == ("batch", 4, "seq", 16)
+    # not an integer shape value: nothing to follow
+    assert ir.shape_elements(values["t"], 18) is None
+
+
+def test_invented_dims_in_value_info_are_no_facts() -> None:
+    # An exporter wrote onnx's inference results into value_info, with invented names where
+    # onnx could not tell a dim. They say nothing; inference computes those dims again.
+    proto = model_from_text(KT_CHAIN)
+    proto.graph.value_info.append(
+        oh.make_tensor_value_info("t", onnx.TensorProto.FLOAT, ["unk__7", 16, "unk__8"])
+    )
+    model = ir.from_onnx(proto)
+    ir.infer_types(model)
+    t = _values(model)["t"]
+    assert t.type is not None
+    assert t.type.shape == ("unk__7", 16, "unk__8")
+    fact = ir.fact_type(t)
+    assert isinstance(fact, ir.TensorType)
+    assert fact.shape is not None
+    assert "unk__7" not in fact.shape
+    assert "unk__8" not in fact.shape
+    assert fact.shape[1] == 16
+    # a graph input's declared names are the model's interface: kept as facts
+    k = model.graph.inputs[0]
+    assert ir.fact_type(k).shape == ("batch", 4, "seq", 16)  # type: ignore[union-attr]
+    # and the model written back keeps its value_info as it was
+    written = ir.to_onnx(model)
+    info = next(i for i in written.graph.value_info if i.name == "t")
+    assert [d.dim_param or d.dim_value for d in info.type.tensor_type.shape.dim] == [
+        "unk__7",
+        16,
+        "unk__8",
+    ]
