@@ -28,6 +28,7 @@ from rewriter.dsl import _ast as ast
 from rewriter.engine import _trace
 from rewriter.engine._applicability import applicability
 from rewriter.engine._builder import Builder, Runnable
+from rewriter.engine._calibration import Calibration
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._evaluate import evaluate
 from rewriter.engine._matcher import Match, Matcher
@@ -94,6 +95,9 @@ class RunOptions:
     # Whether a runtime can run a node (None: not known); a rewrite whose new nodes it cannot
     # run, where it could run the matched ones, is declined. None here: no such check.
     runnable: Runnable | None = None
+    # Statistics of the model's values on calibration samples, for the rules that quantize
+    # activations (`calibrated_range`, `awq_scale`); None: such rules do not fire.
+    calibration: Calibration | None = None
 
 
 class PassManager:
@@ -134,6 +138,14 @@ class PassManager:
         )
 
 
+def _renamed_by(calibration: Calibration | None, ruleset: ast.RuleSet) -> Calibration | None:
+    """The calibration, told which rules may rename values (see `Calibration.lookup`)."""
+    if calibration is None:
+        return None
+    names = frozenset(rule.name for rule in ruleset.rules)
+    return dataclasses.replace(calibration, renamed_by=calibration.renamed_by | names)
+
+
 def _skip_reason(problem: RewriteRejectedError) -> str:
     """How a rewrite that was not applied is reported (a decline is not a rollback)."""
     if isinstance(problem, RewriteDeclinedError):
@@ -160,6 +172,7 @@ class _Run:
             manager.ruleset.functions,
             targets,
             constraints=manager.ruleset.constraints,
+            calibration=_renamed_by(manager.options.calibration, manager.ruleset),
         )
         self.builder = Builder(model, self.matcher, self.names, manager.options.runnable)
         self.timings: dict[str, float] = collections.defaultdict(float)
