@@ -26,6 +26,7 @@ Wiring `rewrite MODEL --verify` (the engine replays its trace; names here are th
 
 from __future__ import annotations
 
+from rewriter.verification._approximation import ApproximationResult, measure_approximation
 from rewriter.verification._bisect import find_first_bad
 from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
 from rewriter.verification._compare import (
@@ -47,6 +48,7 @@ from rewriter.verification._source import ModelSource
 verify = check_equivalence
 
 __all__ = [
+    "ApproximationResult",
     "DEFAULT_FACTOR",
     "FLOOR_ULPS",
     "KERNELS",
@@ -66,6 +68,7 @@ __all__ = [
     "extract_image_patches",
     "find_first_bad",
     "load_counterexample",
+    "measure_approximation",
     "measure",
     "oracle_model",
     "parse_acceptance",
