@@ -2,8 +2,8 @@
 
 A rewrite that introduces quantization ops (QuantizeLinear, DequantizeLinear, the integer
 matmuls and convolutions, the QLinear* ops, MatMulNBits), quantizes a constant with the
-`quantize` built-in, or narrows a float to float16/bfloat16 (a `Cast` node or a `cast` call
-to one of them) cannot compute what its match computed. Without `approximate METRIC CMP
+`quantize` built-in, or narrows a float to float16/bfloat16 (a `Cast` node, or a `cast` or
+`round_to` call, with that dtype written as a literal) cannot compute what its match computed. Without `approximate METRIC CMP
 BOUND` such a rule would be held to equivalence by check-rules and taken for exact by the
 accuracy budget, so loading it is an error, at the op or call that narrows.
 
@@ -83,7 +83,7 @@ def _narrowing(stmt: ast.RewriteStmt, matched: set[str]) -> tuple[object, str] |
                 continue
             if node.func in _NARROWING_CALLS:
                 return node.span, f"quantizes a tensor with `{node.func}`"
-            if node.func == "cast" and len(node.args) == 2:
+            if node.func in ("cast", "round_to") and len(node.args) == 2:
                 target = _half_literal(node.args[1])
                 if target is not None:
                     return node.span, f"casts to {target} (lowers float precision)"

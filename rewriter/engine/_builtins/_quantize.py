@@ -155,6 +155,34 @@ def quantize(
 
 
 @builtin(
+    "round_to",
+    "a constant converted to a narrower float dtype as Cast does: rounded to nearest even, "
+    "small values to subnormals or zero",
+)
+def round_to(ctx: EvalContext, x: Any, dtype: Any) -> Any:
+    """`round_to(w, "float16")`: Cast of a constant (where `cast` refuses to lose bits)."""
+    found = numeric(x)
+    if found is UNKNOWN:
+        return UNKNOWN
+    array = np.asarray(found)
+    target = _float_dtype(dtype)
+    if array.dtype.kind != "f" and array.dtype.name not in ("bfloat16", "float16"):
+        raise EvalError(f"`round_to` takes a float tensor, got {array.dtype}")
+    with np.errstate(over="ignore", under="ignore"):
+        return array.astype(target)
+
+
+def _float_dtype(dtype: Any) -> np.dtype[Any]:
+    if isinstance(dtype, ir.DataType):
+        dtype = dtype.onnx_name
+    if isinstance(dtype, int | np.integer) and not isinstance(dtype, bool):
+        dtype = ir.DataType(int(dtype)).onnx_name
+    if dtype not in ("float16", "bfloat16", "float", "double"):
+        raise EvalError(f'`round_to` converts to "float16", "bfloat16", "float" or "double", not {dtype!r}')
+    return ir.numpy_dtype(ir.DataType.from_name(str(dtype)))
+
+
+@builtin(
     "range_scale",
     "float32 scale of an asymmetric quantization of [low, high] (widened to hold 0)",
 )
