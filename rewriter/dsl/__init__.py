@@ -62,6 +62,7 @@ from rewriter.dsl._ast import (
 )
 from rewriter.dsl._cache import CacheFolder, user_cache
 from rewriter.dsl._check import check
+from rewriter.dsl._check_approximate import QUANTIZATION_OPS
 from rewriter.dsl._dump import dump
 from rewriter.dsl._format import format_file
 from rewriter.dsl._inline import inline_constraints
@@ -122,6 +123,7 @@ __all__ = [
     "UseDecl",
     "Vocabulary",
     "Wildcard",
+    "QUANTIZATION_OPS",
     "check",
     "dump",
     "expression_text",

@@ -27,6 +27,7 @@ from rewriter.engine._kinds import (
     FOLDING,
     FUSION,
     KINDS,
+    QUANTIZATION,
     REWRITE,
     rewrite_kind,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "FOLDING",
     "FUSION",
     "KINDS",
+    "QUANTIZATION",
     "REWRITE",
     "RULE_TAG",
     "SOURCE_TAG",

@@ -84,17 +84,32 @@ def _expand(params: np.ndarray, shape: tuple[int, ...], axis: int | None, block_
 @builtin(
     "symmetric_scale",
     "float32 scales mapping max |w| to the dtype's largest value: per tensor, per channel "
-    "along axis, or per block of block_size along axis",
-    keywords=("axis", "block_size"),
+    "along axis, or per block of block_size along axis; full_range = true maps the element "
+    "of largest magnitude to the smallest value instead (-8 for int4: all 16 levels used)",
+    keywords=("axis", "block_size", "full_range"),
 )
 def symmetric_scale(
-    ctx: EvalContext, w: Any, dtype: Any, axis: Any = None, block_size: Any = 0
+    ctx: EvalContext,
+    w: Any,
+    dtype: Any,
+    axis: Any = None,
+    block_size: Any = 0,
+    full_range: Any = False,
 ) -> Any:
-    """Scales for symmetric quantization: max |w| / qmax over the reduced elements."""
+    """Scales for symmetric quantization: max |w| / qmax over the reduced elements.
+
+    With `full_range`, the signed element of largest magnitude divided by qmin (a negative
+    scale where that element is positive), as onnxruntime's 4-bit symmetric quantizer does:
+    that element becomes qmin exactly, and the others use the levels on both sides.
+    """
     array = _float_array(w, "symmetric_scale")
     if array is UNKNOWN:
         return UNKNOWN
-    qmax = _RANGES[_dtype_name(dtype)][1]
+    qmin, qmax = _RANGES[_dtype_name(dtype)]
+    if full_range:
+        if qmin >= 0:
+            raise EvalError("full_range needs a signed dtype")
+        return _extreme_scale(array, qmin, axis, int(block_size))
     magnitude = np.abs(array)
     block = int(block_size)
     if block < 0:
@@ -112,6 +127,25 @@ def symmetric_scale(
             largest = np.max(magnitude, axis=others, initial=0.0)
     # An all-zero channel quantizes to zeros with any scale; 1 keeps the division defined.
     scale = np.where(largest > 0, largest / qmax, 1.0)
+    return np.asarray(scale, dtype=np.float32)
+
+
+def _extreme_scale(array: np.ndarray, qmin: int, axis: Any, block: int) -> Any:
+    """The signed element of largest magnitude over each group, divided by qmin."""
+    if axis is None:
+        flat = array.reshape(-1)
+        extreme = flat[np.argmax(np.abs(flat))] if flat.size else 0.0
+    else:
+        index = _axis(axis, array.ndim)
+        if block:
+            grouped = _blocks(array, index, block)
+            reduce_axis = index + 1
+        else:
+            grouped = np.moveaxis(array, index, 0).reshape(array.shape[index], -1)
+            reduce_axis = 1
+        position = np.expand_dims(np.argmax(np.abs(grouped), axis=reduce_axis), reduce_axis)
+        extreme = np.take_along_axis(grouped, position, axis=reduce_axis).squeeze(reduce_axis)
+    scale = np.where(extreme != 0, np.asarray(extreme) / qmin, 1.0)
     return np.asarray(scale, dtype=np.float32)
 
 
@@ -254,6 +288,16 @@ def calibrated_range(
 
 
 @builtin(
+    "is_calibrated",
+    "the calibration samples gave statistics for this value (--calibration was given and the "
+    "value is the original's or an exact rewrite's)",
+)
+def is_calibrated(ctx: EvalContext, x: Any) -> bool:
+    """True when `calibrated_range(x)` and `awq_scale(x, ...)` have data to work from."""
+    return _statistics(ctx, x, "is_calibrated") is not None
+
+
+@builtin(
     "awq_scale",
     "activation-aware per-input-channel scales s for x @ w (w of shape [K, N]): the "
     "exponent of x's mean magnitude that minimizes the error of x/s @ quantized(s*w) on the "
@@ -289,6 +333,6 @@ def awq_scale(ctx: EvalContext, x: Any, w: Any, dtype: Any, block_size: Any = 32
 
 def _round_trip(ctx: EvalContext, w: np.ndarray, dtype: str, block: int) -> np.ndarray:
     """w quantized symmetrically in blocks along axis 0 and dequantized (float64)."""
-    scale = symmetric_scale(ctx, w, dtype, 0, block)
+    scale = symmetric_scale(ctx, w, dtype, 0, block, _RANGES[dtype][0] < 0)
     q = quantize(ctx, w, scale, dtype, None, 0, block).astype(np.float64)
     return q * _expand(scale.astype(np.float64), w.shape, 0, block)
