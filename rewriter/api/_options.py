@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from rewriter.engine import KernelAvailability, ProgressCallback, RunOptions
+from rewriter.engine import Calibration, KernelAvailability, ProgressCallback, RunOptions
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,6 +37,10 @@ class RewriteOptions:
         keep_runnable: decline a rewrite whose new nodes onnxruntime has no kernel for where
             it has one for the nodes they replace (the result stays runnable where the input
             was).
+        calibration: what the input model's values held on calibration samples
+            (`rewriter.verification.collect_calibration`, `--calibration`), by value name;
+            the quantization rules that need activation ranges (`calibrated_range`,
+            `awq_scale`) fire only with it.
     """
 
     allow_python: bool = False
@@ -52,6 +56,7 @@ class RewriteOptions:
     progress: ProgressCallback | None = None
     copy: bool = True
     keep_runnable: bool = True
+    calibration: Calibration | None = None
 
     def run_options(self) -> RunOptions:
         """The pass manager's share of these options."""
@@ -64,4 +69,5 @@ class RewriteOptions:
             target_opset=self.target_opset,
             record_subgraphs=self.record_subgraphs,
             runnable=KernelAvailability() if self.keep_runnable else None,
+            calibration=self.calibration,
         )

@@ -26,12 +26,13 @@ from rewriter.cli import _files, _status
 from rewriter.cli._arguments import non_negative_int, opset_version
 from rewriter.cli._summary import summary_line
 from rewriter.cli._verify import (
+    load_samples,
     add_comparison_options,
     comparison_arguments,
     counterexample_target,
 )
 from rewriter.dsl import _ast as ast
-from rewriter.engine import ProgressCallback, RunOptions, SkipEntry
+from rewriter.engine import Calibration, ProgressCallback, RunOptions, SkipEntry
 
 if TYPE_CHECKING:
     from rewriter.verification import VerifyResult
@@ -117,6 +118,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="graph inputs that an initializer also defines become constants that rules "
         "and folding can use (they can no longer be fed); always so before IR version 4",
     )
+    parser.add_argument(
+        "--calibration",
+        metavar="PATH",
+        help="calibration samples for the quantization rules (patterns/quantize): an .npz "
+        "file or a folder of them, one array per graph input as --inputs takes them; the "
+        "input model is run on them and each value's range is what rules read",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     parser.add_argument(
         "--report",
@@ -131,9 +139,11 @@ def _rewrite_options(
     *,
     progress: ProgressCallback | None = None,
     record_subgraphs: bool = False,
+    calibration: Calibration | None = None,
 ) -> RewriteOptions:
     """The options of the run the command line asks for."""
     return RewriteOptions(
+        calibration=calibration,
         allow_python=args.allow_python,
         target_opset=args.target_opset,
         add_opsets=_parse_opsets(args.add_opset),
@@ -202,8 +212,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
     counterexample = _counterexample_target(args, source, out_path, ruleset)
+    calibration = None
+    if args.calibration:
+        with clock.phase("calibrate"):
+            calibration = _calibrate(source, args.calibration)
     with _status.progress(enabled=not args.no_progress) as on_progress:
-        options = _rewrite_options(args, progress=on_progress, record_subgraphs=bool(args.report))
+        options = _rewrite_options(
+            args,
+            progress=on_progress,
+            record_subgraphs=bool(args.report),
+            calibration=calibration,
+        )
         result = rewrite(source, ruleset, options)
     for warning in (*result.trace.warnings, *_rolled_back(result)):
         print(f"rewrite: warning: {warning}", file=sys.stderr)
@@ -237,6 +256,21 @@ def run(args: argparse.Namespace) -> int:
             payload["verification"] = verification.to_json()
         _files.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
     return exit_code
+
+
+def _calibrate(source: Path, path: str) -> Calibration:
+    """Statistics of the input model's values on the samples at `path` (a file or a folder)."""
+    from rewriter.verification import VerifyError, collect_calibration
+
+    given = Path(path)
+    files = sorted(given.glob("*.npz")) if given.is_dir() else [given]
+    if not files:
+        raise RewriteError(f"--calibration {path}: the folder holds no .npz file")
+    try:
+        samples = load_samples([str(f) for f in files], option="--calibration")
+        return collect_calibration(source, samples)
+    except VerifyError as exc:
+        raise RewriteError(f"--calibration {path}: {exc}") from None
 
 
 def _as_rules_see_it(model: ir.Model, target_opset: int | None) -> ir.Model:

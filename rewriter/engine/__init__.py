@@ -11,6 +11,13 @@ from __future__ import annotations
 from rewriter.engine._applicability import applicability
 from rewriter.engine._builder import Builder
 from rewriter.engine._builtins import BUILTINS, Builtin, signatures
+from rewriter.engine._calibration import (
+    CALIBRATION_METHODS,
+    HISTOGRAM_BINS,
+    KEPT_ROWS,
+    Calibration,
+    ValueStatistics,
+)
 from rewriter.engine._compile import CompiledRule, compile_rule
 from rewriter.engine._evaluate import evaluate
 from rewriter.engine._facts import (
@@ -83,6 +90,11 @@ from rewriter.engine._values import (
 from rewriter.engine._why_not import WhyNot
 
 __all__ = [
+    "CALIBRATION_METHODS",
+    "HISTOGRAM_BINS",
+    "KEPT_ROWS",
+    "Calibration",
+    "ValueStatistics",
     "BUILTINS",
     "BUILTIN_PASSES",
     "CLEANUP",

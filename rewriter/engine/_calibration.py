@@ -28,7 +28,8 @@ KEPT_ROWS = 64
 # Quantization levels the entropy method compares distributions at (as TensorRT's 8-bit).
 _ENTROPY_LEVELS = 128
 
-METHODS = ("minmax", "percentile", "entropy")
+CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
+METHODS = CALIBRATION_METHODS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from rewriter.verification._approximation import ApproximationResult, measure_approximation
 from rewriter.verification._bisect import find_first_bad
+from rewriter.verification._calibration import collect_calibration
 from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
 from rewriter.verification._compare import (
     DEFAULT_FACTOR,
@@ -64,6 +65,7 @@ __all__ = [
     "accuracy_floor",
     "check_equivalence",
     "check_on_inputs",
+    "collect_calibration",
     "default_tolerance",
     "extract_image_patches",
     "find_first_bad",

@@ -242,7 +242,7 @@ def range_zero_point(ctx: EvalContext, bounds: Any, dtype: Any) -> Any:
         return UNKNOWN
     name = _dtype_name(dtype)
     qmin, qmax = _RANGES[name]
-    scale = float(range_scale(ctx, bounds, dtype))
+    scale = float(range_scale.implementation(ctx, bounds, dtype))
     point = np.clip(np.rint(qmin - found[0] / scale), qmin, qmax)
     return np.asarray(int(point)).astype(ir.numpy_dtype(ir.DataType.from_name(name)))
 
@@ -333,6 +333,6 @@ def awq_scale(ctx: EvalContext, x: Any, w: Any, dtype: Any, block_size: Any = 32
 
 def _round_trip(ctx: EvalContext, w: np.ndarray, dtype: str, block: int) -> np.ndarray:
     """w quantized symmetrically in blocks along axis 0 and dequantized (float64)."""
-    scale = symmetric_scale(ctx, w, dtype, 0, block, _RANGES[dtype][0] < 0)
-    q = quantize(ctx, w, scale, dtype, None, 0, block).astype(np.float64)
+    scale = symmetric_scale.implementation(ctx, w, dtype, 0, block, _RANGES[dtype][0] < 0)
+    q = quantize.implementation(ctx, w, scale, dtype, None, 0, block).astype(np.float64)
     return q * _expand(scale.astype(np.float64), w.shape, 0, block)
