@@ -125,6 +125,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "file or a folder of them, one array per graph input as --inputs takes them; the "
         "input model is run on them and each value's range is what rules read",
     )
+    parser.add_argument(
+        "--calibration-method",
+        choices=("minmax", "percentile", "entropy"),
+        default="minmax",
+        help="how activation ranges come from the calibration samples when a rule names no "
+        "method: smallest and largest value, the --calibration-percentile of the values, or "
+        "the clipping threshold of least information loss (entropy; default: minmax)",
+    )
+    parser.add_argument(
+        "--calibration-percentile",
+        type=float,
+        default=99.999,
+        metavar="P",
+        help="the percentile of --calibration-method percentile (default 99.999)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     parser.add_argument(
         "--report",
@@ -215,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     calibration = None
     if args.calibration:
         with clock.phase("calibrate"):
-            calibration = _calibrate(source, args.calibration)
+            calibration = _calibrate(source, args)
     with _status.progress(enabled=not args.no_progress) as on_progress:
         options = _rewrite_options(
             args,
@@ -258,8 +273,9 @@ def run(args: argparse.Namespace) -> int:
     return exit_code
 
 
-def _calibrate(source: Path, path: str) -> Calibration:
-    """Statistics of the input model's values on the samples at `path` (a file or a folder)."""
+def _calibrate(source: Path, args: argparse.Namespace) -> Calibration:
+    """Statistics of the input model's values on the `--calibration` samples."""
+    path = args.calibration
     from rewriter.verification import VerifyError, collect_calibration
 
     given = Path(path)
@@ -268,7 +284,12 @@ def _calibrate(source: Path, path: str) -> Calibration:
         raise RewriteError(f"--calibration {path}: the folder holds no .npz file")
     try:
         samples = load_samples([str(f) for f in files], option="--calibration")
-        return collect_calibration(source, samples)
+        return collect_calibration(
+            source,
+            samples,
+            method=args.calibration_method,
+            percentile=args.calibration_percentile,
+        )
     except VerifyError as exc:
         raise RewriteError(f"--calibration {path}: {exc}") from None
 

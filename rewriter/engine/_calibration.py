@@ -124,13 +124,25 @@ class Calibration:
     Attributes:
         values: the statistics of each float value, by the name it has in the original.
         samples: how many samples were run.
+        method: how `calibrated_range(x)` turns statistics into a range when the rule names
+            no method: "minmax", "percentile" or "entropy" (`--calibration-method`).
+        percentile: the percentile of the "percentile" method.
         renamed_by: the names of the rules whose rewrites may have renamed a value
             `NAME/RULE` (the pass manager fills it in with the rules it runs).
     """
 
     values: Mapping[str, ValueStatistics]
     samples: int
+    method: str = "minmax"
+    percentile: float = 99.999
     renamed_by: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.method not in CALIBRATION_METHODS:
+            known = ", ".join(CALIBRATION_METHODS)
+            raise ValueError(f"unknown calibration method {self.method!r} (known: {known})")
+        if not 0.0 < self.percentile <= 100.0:
+            raise ValueError(f"a percentile is in (0, 100], got {self.percentile}")
 
     def lookup(self, name: str) -> ValueStatistics | None:
         """The statistics of the value named `name`, or of the value a rewrite renamed so."""

@@ -19,6 +19,7 @@ import numpy as np
 
 import ir
 from rewriter.engine import (
+    CALIBRATION_METHODS,
     HISTOGRAM_BINS,
     KEPT_ROWS,
     Calibration,
@@ -34,13 +35,26 @@ from rewriter.verification._source import ModelSource, load_model
 Array = np.ndarray
 
 
-def collect_calibration(model: ModelSource, samples: Sequence[Mapping[str, Array]]) -> Calibration:
+def collect_calibration(
+    model: ModelSource,
+    samples: Sequence[Mapping[str, Array]],
+    *,
+    method: str = "minmax",
+    percentile: float = 99.999,
+) -> Calibration:
     """Statistics of every float32 value of `model`'s main graph over `samples`.
+
+    `method` and `percentile` are how rules that name no method turn them into ranges.
 
     Raises:
         VerifyError: no samples, samples that do not fit the model's inputs, or a model that
             onnxruntime cannot run on them.
     """
+    if method not in CALIBRATION_METHODS:
+        known = ", ".join(CALIBRATION_METHODS)
+        raise VerifyError(f"unknown calibration method {method!r} (known: {known})")
+    if not 0.0 < percentile <= 100.0:
+        raise VerifyError(f"a percentile is in (0, 100], got {percentile}")
     loaded = load_model(model, "calibrated")
     watched = ir.from_onnx(ir.to_onnx(loaded.model))
     ir.infer_types(watched)
@@ -93,7 +107,7 @@ def collect_calibration(model: ModelSource, samples: Sequence[Mapping[str, Array
         for name in low
         if np.isfinite(low[name]) and np.isfinite(high[name])
     }
-    return Calibration(values=values, samples=len(feeds))
+    return Calibration(values, len(feeds), method=method, percentile=percentile)
 
 
 def _watch_float_values(model: ir.Model) -> list[str]:

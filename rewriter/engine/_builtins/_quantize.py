@@ -268,20 +268,20 @@ def _statistics(ctx: EvalContext, x: Any, fn: str) -> ValueStatistics | None:
 @builtin(
     "calibrated_range",
     'the [low, high] range of a value on the calibration samples, by method "minmax", '
-    '"percentile" or "entropy"; unknown without --calibration',
+    '"percentile" or "entropy" (default: --calibration-method); unknown without --calibration',
     keywords=("method", "percentile"),
 )
-def calibrated_range(
-    ctx: EvalContext, x: Any, method: Any = "minmax", percentile: Any = 99.999
-) -> Any:
+def calibrated_range(ctx: EvalContext, x: Any, method: Any = None, percentile: Any = None) -> Any:
     """[low, high] of `x` from the calibration statistics."""
-    if method not in METHODS:
+    if method is not None and method not in METHODS:
         raise EvalError(f"unknown calibration method {method!r} (known: {', '.join(METHODS)})")
     statistics = _statistics(ctx, x, "calibrated_range")
-    if statistics is None:
+    if statistics is None or ctx.calibration is None:
         return UNKNOWN
+    chosen = ctx.calibration.method if method is None else str(method)
+    share = ctx.calibration.percentile if percentile is None else float(percentile)
     try:
-        low, high = statistics.range(str(method), float(percentile))
+        low, high = statistics.range(chosen, share)
     except ValueError as exc:
         raise EvalError(str(exc)) from None
     return [float(low), float(high)]
