@@ -50,6 +50,7 @@ from rewriter.checkrules._analysis import (
     analyze,
 )
 from rewriter.checkrules._attempt import Accepted, Rejection, attempt
+from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
@@ -196,9 +197,12 @@ def _rewrite_alone(rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance) -> 
     from rewriter.api import RewriteOptions, rewrite
 
     single = dataclasses.replace(ruleset, rules=(rule,), passes=())
-    return rewrite(
-        instance.proto, single, RewriteOptions(max_rewrites=1, target_opset=instance.target)
+    options = RewriteOptions(
+        max_rewrites=1,
+        target_opset=instance.target,
+        calibration=instance_calibration(rule, instance.proto),
     )
+    return rewrite(instance.proto, single, options)
 
 
 def _check_instance(

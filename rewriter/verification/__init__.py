@@ -26,7 +26,11 @@ Wiring `rewrite MODEL --verify` (the engine replays its trace; names here are th
 
 from __future__ import annotations
 
-from rewriter.verification._approximation import ApproximationResult, measure_approximation
+from rewriter.verification._approximation import (
+    ApproximationResult,
+    measure_approximation,
+    plain_samples,
+)
 from rewriter.verification._bisect import find_first_bad
 from rewriter.verification._calibration import collect_calibration
 from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
@@ -74,6 +78,7 @@ __all__ = [
     "measure",
     "oracle_model",
     "parse_acceptance",
+    "plain_samples",
     "run_model",
     "save_counterexample",
     "verify",

@@ -14,7 +14,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
+import ir
+
 from rewriter.verification._check import run_model
+from rewriter.verification._errors import VerifyError
 from rewriter.verification._inputs import (
     DimKey,
     analyze_inputs,
@@ -59,17 +62,13 @@ def measure_approximation(
         raise ValueError(f"unknown accuracy metric {metric!r} (known: {', '.join(METRICS)})")
     first = load_model(original, "original")
     second = load_model(rewritten, "rewritten")
-    specs = analyze_inputs(first.model, second.model, float_extremes=False)
-    dims: dict[DimKey, int] = {key: _SYMBOLIC_SIZE for key in dim_keys(specs)}
-    base = plain_example(specs, dims)
     worst: tuple[float, Mapping[str, Array]] | None = None
     better = METRICS[metric]
-    for index in range(max(1, examples)):
-        recipes = tuple(
-            dataclasses.replace(recipe, seed=seed * 1000 + index) for recipe in base.recipes
-        )
-        feeds = materialize(dataclasses.replace(base, recipes=recipes), specs)
-        reference = _arrays(run_model(first.model, feeds))
+    for feeds in _plain_feeds(first.model, second.model, max(1, examples), seed):
+        try:
+            reference = _arrays(run_model(first.model, feeds))
+        except VerifyError as exc:
+            raise VerifyError(f"the original model cannot be run: {exc}") from exc
         actual = _arrays(run_model(second.model, feeds))
         value = measure(metric, reference, actual)
         is_worse = worst is None or (value < worst[0] if better == ">=" else value > worst[0])
@@ -79,8 +78,32 @@ def measure_approximation(
     return ApproximationResult(metric, worst[0], max(1, examples), worst[1])
 
 
+def plain_samples(model: ModelSource, count: int, seed: int = 0) -> list[dict[str, Array]]:
+    """`count` input sets of plain values for `model` (as measure_approximation draws them).
+
+    What check-rules calibrates an instance of a rule that reads calibration statistics on.
+    """
+    loaded = load_model(model, "model").model
+    return _plain_feeds(loaded, loaded, count, seed)
+
+
+def _plain_feeds(
+    original: ir.Model, rewritten: ir.Model, count: int, seed: int
+) -> list[dict[str, Array]]:
+    specs = analyze_inputs(original, rewritten, float_extremes=False)
+    dims: dict[DimKey, int] = {key: _SYMBOLIC_SIZE for key in dim_keys(specs)}
+    base = plain_example(specs, dims)
+    feeds = []
+    for index in range(count):
+        recipes = tuple(
+            dataclasses.replace(recipe, seed=seed * 1000 + index) for recipe in base.recipes
+        )
+        feeds.append(materialize(dataclasses.replace(base, recipes=recipes), specs))
+    return feeds
+
+
 def _arrays(outputs: Mapping[str, object]) -> list[Array]:
     return [np.asarray(value) for value in outputs.values() if isinstance(value, np.ndarray)]
 
 
-__all__ = ["ApproximationResult", "measure_approximation"]
+__all__ = ["ApproximationResult", "measure_approximation", "plain_samples"]
