@@ -26,10 +26,10 @@ from rewriter.cli import _files, _status
 from rewriter.cli._arguments import non_negative_int, opset_version
 from rewriter.cli._summary import summary_line
 from rewriter.cli._verify import (
-    load_samples,
     add_comparison_options,
     comparison_arguments,
     counterexample_target,
+    load_samples,
 )
 from rewriter.dsl import _ast as ast
 from rewriter.engine import Calibration, ProgressCallback, RunOptions, SkipEntry

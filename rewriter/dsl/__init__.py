@@ -73,6 +73,7 @@ from rewriter.dsl._vocabulary import PassOption, PassSignature, Signature, Vocab
 
 __all__ = [
     "APPROXIMATION_METRICS",
+    "QUANTIZATION_OPS",
     "AliasStmt",
     "Approximation",
     "AttrCopy",
@@ -123,7 +124,6 @@ __all__ = [
     "UseDecl",
     "Vocabulary",
     "Wildcard",
-    "QUANTIZATION_OPS",
     "check",
     "dump",
     "expression_text",

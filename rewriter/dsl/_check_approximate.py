@@ -3,17 +3,20 @@
 A rewrite that introduces quantization ops (QuantizeLinear, DequantizeLinear, the integer
 matmuls and convolutions, the QLinear* ops, MatMulNBits), quantizes a constant with the
 `quantize` built-in, or narrows a float to float16/bfloat16 (a `Cast` node, or a `cast` or
-`round_to` call, with that dtype written as a literal) cannot compute what its match computed. Without `approximate METRIC CMP
-BOUND` such a rule would be held to equivalence by check-rules and taken for exact by the
-accuracy budget, so loading it is an error, at the op or call that narrows.
+`round_to` call, with that dtype written as a literal) cannot compute what its match
+computed. Without `approximate METRIC CMP BOUND` such a rule would be held to equivalence by
+check-rules and taken for exact by the accuracy budget, so loading it is an error, at the op
+or call that narrows.
 
 An op the match already has is not introduced (a rule that drops QLinearConv's zero bias
-keeps the QLinearConv). A Cast back to a dtype computed from the match (`Cast <to = dtype(x)>`, as the decompositions
-that widen float16 to float and back write it) restores the input's precision and is fine.
+keeps the QLinearConv). A Cast back to a dtype computed from the match
+(`Cast <to = dtype(x)>`, as the decompositions that widen float16 to float and back write
+it) restores the input's precision and is fine.
 """
 
 from __future__ import annotations
 
+from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._reporter import Reporter
 from rewriter.dsl._walk import walk
@@ -31,8 +34,6 @@ QUANTIZATION_OPS = frozenset(
         "DynamicQuantizeMatMul",
     }
 )
-# Float dtypes narrower than float32, by name and by ONNX dtype number.
-HALF_DTYPES = frozenset({"float16", "bfloat16", 10, 16})
 # Built-ins whose result holds a value in fewer bits.
 _NARROWING_CALLS = frozenset({"quantize"})
 
@@ -41,11 +42,7 @@ def check_approximate(rule: ast.Rule, report: Reporter) -> None:
     """Report the first narrowing statement of a rule that has no `approximate` header."""
     if rule.approximate is not None or not isinstance(rule.rewrite, ast.RewriteBlock):
         return
-    matched = {
-        ref.op_type
-        for pattern in rule.match.patterns
-        for ref in pattern.op.alternatives
-    }
+    matched = {ref.op_type for pattern in rule.match.patterns for ref in pattern.op.alternatives}
     for stmt in rule.rewrite.stmts:
         found = _narrowing(stmt, matched)
         if found is not None:
@@ -58,7 +55,7 @@ def check_approximate(rule: ast.Rule, report: Reporter) -> None:
             return
 
 
-def _narrowing(stmt: ast.RewriteStmt, matched: set[str]) -> tuple[object, str] | None:
+def _narrowing(stmt: ast.RewriteStmt, matched: set[str]) -> tuple[Span, str] | None:
     expressions: list[ast.Expr] = []
     if isinstance(stmt, ast.NodeStmt):
         op = stmt.op.op_type
@@ -91,7 +88,8 @@ def _narrowing(stmt: ast.RewriteStmt, matched: set[str]) -> tuple[object, str] |
 
 
 def _half_literal(expr: ast.Expr) -> str | None:
-    if isinstance(expr, ast.Const) and not isinstance(expr.value, bool):
-        if expr.value in HALF_DTYPES:
-            return {10: "float16", 16: "bfloat16"}.get(expr.value, str(expr.value))  # type: ignore[arg-type]
-    return None
+    """The half dtype (float16 or bfloat16) `expr` spells by name or ONNX number, or None."""
+    if not isinstance(expr, ast.Const) or isinstance(expr.value, bool):
+        return None
+    names = {10: "float16", 16: "bfloat16", "float16": "float16", "bfloat16": "bfloat16"}
+    return names.get(expr.value) if isinstance(expr.value, int | str) else None

@@ -53,12 +53,12 @@ from rewriter.verification._source import ModelSource
 verify = check_equivalence
 
 __all__ = [
-    "ApproximationResult",
     "DEFAULT_FACTOR",
     "FLOOR_ULPS",
     "KERNELS",
     "METRICS",
     "Acceptance",
+    "ApproximationResult",
     "Criterion",
     "ModelSource",
     "OracleModel",
@@ -74,8 +74,8 @@ __all__ = [
     "extract_image_patches",
     "find_first_bad",
     "load_counterexample",
-    "measure_approximation",
     "measure",
+    "measure_approximation",
     "oracle_model",
     "parse_acceptance",
     "plain_samples",

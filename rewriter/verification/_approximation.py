@@ -15,7 +15,6 @@ from collections.abc import Mapping
 import numpy as np
 
 import ir
-
 from rewriter.verification._check import run_model
 from rewriter.verification._errors import VerifyError
 from rewriter.verification._inputs import (
@@ -91,7 +90,7 @@ def _plain_feeds(
     original: ir.Model, rewritten: ir.Model, count: int, seed: int
 ) -> list[dict[str, Array]]:
     specs = analyze_inputs(original, rewritten, float_extremes=False)
-    dims: dict[DimKey, int] = {key: _SYMBOLIC_SIZE for key in dim_keys(specs)}
+    dims: dict[DimKey, int] = dict.fromkeys(dim_keys(specs), _SYMBOLIC_SIZE)
     base = plain_example(specs, dims)
     feeds = []
     for index in range(count):

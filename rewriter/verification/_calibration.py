@@ -37,7 +37,7 @@ Array = np.ndarray
 
 def collect_calibration(
     model: ModelSource,
-    samples: Sequence[Mapping[str, Array]],
+    samples: Sequence[Mapping[str, object]],
     *,
     method: str = "minmax",
     percentile: float = 99.999,
@@ -59,7 +59,8 @@ def collect_calibration(
     watched = ir.from_onnx(ir.to_onnx(loaded.model))
     ir.infer_types(watched)
     specs = analyze_inputs(watched, watched)
-    feeds = split_samples(list(samples), specs)
+    arrays = [{name: np.asarray(value) for name, value in sample.items()} for sample in samples]
+    feeds = split_samples(arrays, specs)
     if not feeds:
         raise VerifyError("calibration needs at least one sample")
     names = _watch_float_values(watched)
@@ -142,10 +143,9 @@ def _matmul_activations(model: ir.Model) -> set[str]:
     found = set()
     for node in model.graph:
         if node.op_type in ("MatMul", "Gemm") and node.domain in ("", "ai.onnx"):
-            inputs = list(node.inputs)
-            if len(inputs) >= 2 and inputs[0] is not None and inputs[1] is not None:
-                if is_const(inputs[1]):
-                    found.add(inputs[0].name)
+            activation, weight = [*node.inputs, None, None][:2]
+            if activation is not None and weight is not None and is_const(weight):
+                found.add(activation.name)
     return found
 
 

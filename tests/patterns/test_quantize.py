@@ -24,7 +24,9 @@ from rewriter.verification import collect_calibration, measure
 QUANTIZE = rewriter.library_path() / "quantize"
 
 
-def mlp(*, gemm: bool = False, hidden: int = 64, inner: int = 128, outliers: int = 2) -> onnx.ModelProto:
+def mlp(
+    *, gemm: bool = False, hidden: int = 64, inner: int = 128, outliers: int = 2
+) -> onnx.ModelProto:
     """Two linear layers with a Relu between; a few output channels of each weight are large."""
     rng = np.random.default_rng(0)
     nodes, inits, current = [], [], "x"
@@ -36,7 +38,9 @@ def mlp(*, gemm: bool = False, hidden: int = 64, inner: int = 128, outliers: int
         if gemm:  # Gemm stores W as [N, K] with transB = 1, as torch exports Linear
             inits.append(numpy_helper.from_array(np.ascontiguousarray(w.T), f"w{index}"))
             nodes.append(
-                helper.make_node("Gemm", [current, f"w{index}", f"b{index}"], [f"g{index}"], transB=1)
+                helper.make_node(
+                    "Gemm", [current, f"w{index}", f"b{index}"], [f"g{index}"], transB=1
+                )
             )
             current = f"g{index}"
         else:
@@ -83,7 +87,10 @@ def inputs(model: onnx.ModelProto, seed: int, batch: int = 4) -> dict[str, np.nd
     rng = np.random.default_rng(seed)
     feeds = {}
     for value in model.graph.input:
-        dims = [d.dim_value or (batch if i == 0 else 8) for i, d in enumerate(value.type.tensor_type.shape.dim)]
+        dims = [
+            d.dim_value or (batch if i == 0 else 8)
+            for i, d in enumerate(value.type.tensor_type.shape.dim)
+        ]
         feeds[value.name] = rng.standard_normal(dims).astype(np.float32)
     return feeds
 
@@ -94,7 +101,9 @@ def session(model: onnx.ModelProto, level: ort.GraphOptimizationLevel, path: Pat
     options.log_severity_level = 3
     if path is not None:
         options.optimized_model_filepath = str(path)
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
 
 
 def outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -118,7 +127,8 @@ def quantized(
 
 def bound_of(files: tuple[str, ...], rule: str) -> float:
     approximation = load_rules(*(QUANTIZE / name for name in files)).rule(rule).approximate
-    assert approximation is not None and approximation.metric == "snr"
+    assert approximation is not None
+    assert approximation.metric == "snr"
     return approximation.bound
 
 
@@ -154,7 +164,9 @@ def test_int8_dynamic_weights_are_int8_per_output_channel() -> None:
     original = mlp()
     rewritten, _ = quantized(original, "int8_dynamic.rw")
     initializers = {i.name: numpy_helper.to_array(i) for i in rewritten.graph.initializer}
-    weights = {i.name: numpy_helper.to_array(i) for i in original.graph.initializer if i.name[0] == "w"}
+    weights = {
+        i.name: numpy_helper.to_array(i) for i in original.graph.initializer if i.name[0] == "w"
+    }
     scale_of = {}  # DynamicQuantizeLinear's x_scale -> the weight scales it is multiplied by
     for node in rewritten.graph.node:
         if node.op_type == "Mul" and node.input[1] in initializers:
@@ -163,7 +175,8 @@ def test_int8_dynamic_weights_are_int8_per_output_channel() -> None:
     assert len(products) == 2
     for node, weight in zip(products, weights.values(), strict=True):
         levels = initializers[node.input[1]]
-        assert levels.dtype == np.int8 and levels.shape == weight.shape
+        assert levels.dtype == np.int8
+        assert levels.shape == weight.shape
         quantize = next(n for n in rewritten.graph.node if n.output[0] == node.input[0])
         scales = scale_of[quantize.output[1]]
         assert scales.shape == (weight.shape[1],)
@@ -199,10 +212,13 @@ def test_int8_dynamic_conv_meets_its_bound() -> None:
 def test_float16_halves_the_weights_and_keeps_float32_inputs_and_outputs() -> None:
     original = mlp()
     rewritten, _ = quantized(original, "float16.rw")
-    io_types = [v.type.tensor_type.elem_type for v in (*rewritten.graph.input, *rewritten.graph.output)]
+    io_types = [
+        v.type.tensor_type.elem_type for v in (*rewritten.graph.input, *rewritten.graph.output)
+    ]
     assert io_types == [onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT]
     big = [i for i in rewritten.graph.initializer if np.prod(i.dims) >= 64 * 64]
-    assert big and all(i.data_type == onnx.TensorProto.FLOAT16 for i in big)
+    assert big
+    assert all(i.data_type == onnx.TensorProto.FLOAT16 for i in big)
     # Casts only at the boundary: the layers between them run in float16.
     assert ops(rewritten).count("Cast") == 2
     assert len(rewritten.SerializeToString()) <= 0.55 * len(original.SerializeToString())
@@ -228,7 +244,10 @@ def test_float16_keeps_softmax_in_float32_unless_the_sensitive_set_is_named() ->
     softmax = next(n for n in rewritten.graph.node if n.op_type == "Softmax")
     typed = ir.from_onnx(rewritten)
     ir.infer_types(typed)
-    assert rewriter.engine.dtype_of(next(n for n in typed.graph if n.op_type == "Softmax").inputs[0]) == ir.DataType.FLOAT
+    assert (
+        rewriter.engine.dtype_of(next(n for n in typed.graph if n.op_type == "Softmax").inputs[0])
+        == ir.DataType.FLOAT
+    )
     assert softmax is not None
     _, both = quantized(model, "float16.rw", "float16_sensitive.rw")
     assert "float16_softmax" in {e.rule for e in both.trace.entries}
@@ -265,7 +284,9 @@ def test_awq_fires_with_calibration_and_does_better_than_round_to_nearest() -> N
     test_x = (rng.standard_normal((4, 8, 64)) * scale).astype(np.float32)
     calibration = collect_calibration(original, [{"x": calibration_x}])
     awq, result = quantized(original, "int4_weight_only.rw", calibration=calibration)
-    assert {e.rule for e in result.trace.entries if e.kind == "rule"} == {"quantize_matmul_int4_awq"}
+    assert {e.rule for e in result.trace.entries if e.kind == "rule"} == {
+        "quantize_matmul_int4_awq"
+    }
     rtn, _ = quantized(original, "int4_weight_only.rw")
     reference = outputs(original, {"x": test_x})
     awq_snr = measure("snr", reference, outputs(awq, {"x": test_x}))
@@ -300,7 +321,9 @@ def test_int8_static_qdq_from_calibration_meets_its_bound(method: str, tmp_path:
 def test_int8_static_conv_fuses_into_qlinear_conv(tmp_path: Path) -> None:
     original = cnn()
     samples = [{"x": np.random.default_rng(13).standard_normal((16, 3, 8, 8)).astype(np.float32)}]
-    rewritten, _ = quantized(original, "int8_static.rw", calibration=collect_calibration(original, samples))
+    rewritten, _ = quantized(
+        original, "int8_static.rw", calibration=collect_calibration(original, samples)
+    )
     feeds = inputs(original, seed=14)
     snr = measure("snr", outputs(original, feeds), outputs(rewritten, feeds))
     assert snr >= bound_of(("int8_static.rw",), "quantize_conv_int8_static")

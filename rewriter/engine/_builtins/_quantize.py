@@ -212,7 +212,9 @@ def _float_dtype(dtype: Any) -> np.dtype[Any]:
     if isinstance(dtype, int | np.integer) and not isinstance(dtype, bool):
         dtype = ir.DataType(int(dtype)).onnx_name
     if dtype not in ("float16", "bfloat16", "float", "double"):
-        raise EvalError(f'`round_to` converts to "float16", "bfloat16", "float" or "double", not {dtype!r}')
+        raise EvalError(
+            f'`round_to` converts to "float16", "bfloat16", "float" or "double", not {dtype!r}'
+        )
     return ir.numpy_dtype(ir.DataType.from_name(str(dtype)))
 
 
@@ -332,7 +334,8 @@ def awq_scale(ctx: EvalContext, x: Any, w: Any, dtype: Any, block_size: Any = 32
 
 
 def _round_trip(ctx: EvalContext, w: np.ndarray, dtype: str, block: int) -> np.ndarray:
-    """w quantized symmetrically in blocks along axis 0 and dequantized (float64)."""
+    """W quantized symmetrically in blocks along axis 0 and dequantized (float64)."""
     scale = symmetric_scale.implementation(ctx, w, dtype, 0, block, _RANGES[dtype][0] < 0)
     q = quantize.implementation(ctx, w, scale, dtype, None, 0, block).astype(np.float64)
-    return q * _expand(scale.astype(np.float64), w.shape, 0, block)
+    result: np.ndarray = q * _expand(scale.astype(np.float64), w.shape, 0, block)
+    return result

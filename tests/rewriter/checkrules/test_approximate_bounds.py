@@ -50,10 +50,13 @@ def test_a_bound_the_rule_meets_verifies_and_says_so(tmp_path: Path) -> None:
 def test_a_bound_too_tight_fails_with_the_measured_value(tmp_path: Path) -> None:
     report = _report(tmp_path, 90)
     assert report.status is Status.FAILED
-    assert report.detail.startswith("the declared bound `approximate snr >= 90` does not hold: snr is ")
+    assert report.detail.startswith(
+        "the declared bound `approximate snr >= 90` does not hold: snr is "
+    )
     measured = float(report.detail.split("snr is ")[1].split(" ")[0])
     assert 25 < measured < 90
-    assert report.counterexample is not None and report.counterexample.inputs
+    assert report.counterexample is not None
+    assert report.counterexample.inputs
 
 
 def test_command_exit_code_follows_the_bound(

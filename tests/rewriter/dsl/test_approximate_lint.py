@@ -38,7 +38,9 @@ def _errors(tmp_path: Path, text: str) -> list[str]:
 
 
 def test_quantization_op_without_approximate_is_an_error_at_the_op(tmp_path: Path) -> None:
-    assert _errors(tmp_path, QUANTIZING.replace("y = Mul (wide, Mul (xs, s))", "y = Mul (wide, s)")) == [
+    assert _errors(
+        tmp_path, QUANTIZING.replace("y = Mul (wide, Mul (xs, s))", "y = Mul (wide, s)")
+    ) == [
         "10:18: rule `q` introduces the quantization op `DynamicQuantizeLinear` but declares no "
         "accuracy bound; add `approximate METRIC CMP BOUND` to its header (e.g. `approximate "
         "snr >= 30`)"
@@ -62,14 +64,20 @@ def test_the_same_rule_with_approximate_loads(tmp_path: Path) -> None:
         ("rule h: y = Relu (x) => y = Cast <to = 16> (x)", "1:29", "casts to bfloat16"),
         ('rule h: y = Relu (x) => y = Relu (cast(x, "float16"))', "1:35", "casts to float16"),
         (
-            "rule h: y = Relu (x) => y = DequantizeLinear (quantize(x, 0.1, \"int8\"), 0.1)",
+            'rule h: y = Relu (x) => y = DequantizeLinear (quantize(x, 0.1, "int8"), 0.1)',
             "1:29",
             "introduces the quantization op `DequantizeLinear`",
         ),
-        ("rule h: y = MatMul (x, w) => y = com.microsoft.MatMulNBits (x, w)", "1:34", "MatMulNBits"),
+        (
+            "rule h: y = MatMul (x, w) => y = com.microsoft.MatMulNBits (x, w)",
+            "1:34",
+            "MatMulNBits",
+        ),
     ],
 )
-def test_narrowing_rewrites_need_the_header(tmp_path: Path, rule: str, where: str, what: str) -> None:
+def test_narrowing_rewrites_need_the_header(
+    tmp_path: Path, rule: str, where: str, what: str
+) -> None:
     (error,) = _errors(tmp_path, rule + "\n")
     assert error.startswith(f"{where}: rule `h` ")
     assert what in error

@@ -18,7 +18,9 @@ def call(name: str, *args: object, **kwargs: object) -> object:
     return BUILTINS[name].implementation(CTX, *args, **kwargs)
 
 
-def ort_quantize(w: np.ndarray, scale: np.ndarray, dtype: int, axis: int | None, block: int) -> np.ndarray:
+def ort_quantize(
+    w: np.ndarray, scale: np.ndarray, dtype: int, axis: int | None, block: int
+) -> np.ndarray:
     attributes = {} if axis is None else {"axis": axis}
     if block:
         attributes["block_size"] = block
@@ -49,7 +51,9 @@ def ort_quantize(w: np.ndarray, scale: np.ndarray, dtype: int, axis: int | None,
         ("uint8", onnx.TensorProto.UINT8, 1, 0),
     ],
 )
-def test_quantize_matches_onnxruntime(dtype: str, onnx_type: int, axis: int | None, block: int) -> None:
+def test_quantize_matches_onnxruntime(
+    dtype: str, onnx_type: int, axis: int | None, block: int
+) -> None:
     w = np.random.default_rng(0).standard_normal((40, 24)).astype(np.float32)
     if dtype == "uint8":
         w = np.abs(w)
@@ -70,14 +74,17 @@ def test_symmetric_scale_shapes_and_full_range() -> None:
     full = call("symmetric_scale", w, "int4", 0, 32, True)
     np.testing.assert_allclose(full[:, 0], [-32 / -8, 31 / -8])
     levels = call("quantize", w, full, "int4", None, 0, 32).astype(np.int64)
-    assert levels.min() == -8 and levels[0, 0] == -8 and levels[-1, 0] == -8
+    assert levels.min() == -8
+    assert levels[0, 0] == -8
+    assert levels[-1, 0] == -8
 
 
 def test_range_scale_and_zero_point_cover_the_range_and_zero() -> None:
     scale = float(call("range_scale", [-1.0, 3.0], "uint8"))
     zero = call("range_zero_point", [-1.0, 3.0], "uint8")
     assert scale == pytest.approx(4.0 / 255)
-    assert zero.dtype == np.uint8 and int(zero) == 64
+    assert zero.dtype == np.uint8
+    assert int(zero) == 64
     # A range of positives only is widened to hold 0 (zero point 0).
     assert int(call("range_zero_point", [2.0, 5.0], "uint8")) == 0
 
@@ -94,9 +101,11 @@ def test_calibration_methods_clip_the_tails() -> None:
     statistics = _statistics(values)
     assert statistics.range("minmax") == (-35.0, 40.0)
     low, high = statistics.range("percentile", 99.9)
-    assert -4.0 < low < -2.5 and 2.5 < high < 4.0
+    assert -4.0 < low < -2.5
+    assert 2.5 < high < 4.0
     low, high = statistics.range("entropy")
-    assert -40.0 < low < -2.0 and 2.0 < high < 40.0
+    assert -40.0 < low < -2.0
+    assert 2.0 < high < 40.0
 
 
 def test_calibrated_range_reads_the_statistics_of_renamed_values() -> None:
@@ -111,4 +120,3 @@ def test_calibrated_range_reads_the_statistics_of_renamed_values() -> None:
     assert BUILTINS["is_calibrated"].implementation(ctx, renamed) is True
     assert BUILTINS["is_calibrated"].implementation(ctx, created) is False
     assert BUILTINS["is_calibrated"].implementation(CTX, renamed) is False
-
