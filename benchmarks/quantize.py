@@ -48,6 +48,7 @@ import rewriter
 from rewriter.verification import collect_calibration, measure
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
 QUANTIZE = rewriter.library_path() / "quantize"
 LIBRARY = rewriter.library_path()
 
@@ -291,17 +292,41 @@ def variants(calibration: Path, has_matmul: bool) -> list[tuple[str, str, Tool]]
     ]
 
 
-def bench_model(name: str, folder: Path, rounds: int) -> list[Row]:
+def built_model(name: str, folder: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    """The model file, its calibration samples (.npz) and evaluation inputs."""
     build, shape = MODELS[name]
     source = folder / f"{name}.onnx"
-    model = build()
-    onnx.save(model, source)
+    onnx.save(build(), source)
     rng = np.random.default_rng(7)
     calibration = folder / f"{name}.calibration.npz"
     # Four samples of the evaluation shape, stacked along a new first axis.
     np.savez(calibration, x=rng.standard_normal((4, *shape)).astype(np.float32))
     feeds = {"x": np.random.default_rng(8).standard_normal(shape).astype(np.float32)}
+    return source, calibration, feeds
+
+
+def bert_model(given: Path, folder: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    """make_bert_base.py's export, its calibration samples and evaluation inputs."""
+    calibration = folder / "bert_base.calibration.npz"
+    with np.load(given / "bert_base.npz") as data:
+        prefix = "calibration_"
+        np.savez(
+            calibration, **{k[len(prefix) :]: data[k] for k in data.files if k.startswith(prefix)}
+        )
+        feeds = {k[len("input_") :]: data[k] for k in data.files if k.startswith("input_")}
+    return given / "bert_base.onnx", calibration, feeds
+
+
+def bench_model(
+    name: str,
+    source: Path,
+    calibration: Path,
+    feeds: dict[str, np.ndarray],
+    folder: Path,
+    rounds: int,
+) -> list[Row]:
     reference = session(source, 0).run(None, feeds)
+    model = onnx.load(str(source), load_external_data=False)
     has_matmul = any(node.op_type == "MatMul" for node in model.graph.node)
     rows = [Row(name, "float32", "original", source, 0.0)]
     for method, tool, run in variants(calibration, has_matmul):
@@ -430,32 +455,55 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument(
-        "--rounds", type=int, default=30, help="timed runs per variant and thread setting"
+        "--bert",
+        type=Path,
+        metavar="FOLDER",
+        help="also the BERT-base export that benchmarks/corpus/make_bert_base.py wrote there",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=60, help="timed runs per variant and thread setting"
     )
     parser.add_argument("--exports", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--plot", type=Path, default=RESULTS / "quantize.png")
     parser.add_argument(
-        "--plot", type=Path, default=ROOT / "benchmarks" / "results" / "quantize.png"
+        "--section",
+        type=Path,
+        default=RESULTS / "quantization.md",
+        help="also write the markdown section here (run.py splices it into RESULTS.md)",
     )
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # onnxruntime.quantization logs every layer
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as folder:
         for name in args.models:
-            rows += bench_model(name, Path(folder), args.rounds)
+            source, calibration, feeds = built_model(name, Path(folder))
+            rows += bench_model(name, source, calibration, feeds, Path(folder), args.rounds)
+        if args.bert is not None:
+            source, calibration, feeds = bert_model(args.bert, Path(folder))
+            rows += bench_model("bert-base", source, calibration, feeds, Path(folder), args.rounds)
         extra = exports(Path(folder)) if args.exports else []
-    print("## Quantization\n")
-    print(
-        f"`python benchmarks/quantize.py --models {' '.join(args.models)} --rounds {args.rounds}`; "
-        f"onnxruntime {ort.__version__}, {os.cpu_count()} cores (shared: latencies are medians "
-        "of interleaved runs). SNR and cosine against float32 on inputs other than the "
-        "calibration samples.\n"
-    )
-    print("\n".join(table(rows)))
-    print("\nOurs against the peer of each method:\n")
-    print("\n".join(ratios(rows)))
-    print("\n".join(extra))
     plot(rows, args.plot)
-    print(f"\n![quantization]({os.path.relpath(args.plot, ROOT / 'benchmarks')})")
+    bert = " --bert FOLDER" if args.bert else ""
+    section = [
+        "## Quantization",
+        "",
+        f"`python benchmarks/quantize.py --models {' '.join(args.models)}{bert} "
+        f"--rounds {args.rounds}`; onnxruntime {ort.__version__}, {os.cpu_count()} cores "
+        "(shared: latencies are medians of interleaved runs). SNR and cosine against float32 "
+        "on inputs other than the calibration samples.",
+        "",
+        *table(rows),
+        "",
+        "Ours against the peer of each method:",
+        "",
+        *ratios(rows),
+        *extra,
+        "",
+        f"![quantization]({os.path.relpath(args.plot, ROOT / 'benchmarks')})",
+    ]
+    text = "\n".join(section) + "\n"
+    print(text, end="")
+    args.section.write_text(text)
 
 
 if __name__ == "__main__":
