@@ -142,13 +142,23 @@ Tool = Callable[[Path, Path], None]
 """Writes the quantized model of a model file to a file."""
 
 
-def ours(rules: str, calibration: Path | None = None) -> Callable[[Path, Path], None]:
+def ours(rules: str, calibration: Path | None = None, opset: int | None = None) -> Tool:
+    """This project's rewrite with the default library and one quantize rule file.
+
+    `opset`: convert up to it first when the model's is older (int4 needs opset 21's blocked
+    DequantizeLinear: `rewrite --target-opset 21`).
+    """
+
     def run(source: Path, target: Path) -> None:
-        options = rewriter.RewriteOptions()
+        found = None
         if calibration is not None:
             with np.load(calibration) as data:
                 samples = [{name: data[name] for name in data.files}]
-            options = rewriter.RewriteOptions(calibration=collect_calibration(source, samples))
+            found = collect_calibration(source, samples)
+        model = onnx.load(str(source), load_external_data=False)
+        current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        target_opset = opset if opset is not None and current < opset else None
+        options = rewriter.RewriteOptions(calibration=found, target_opset=target_opset)
         result = rewriter.rewrite(source, [LIBRARY, QUANTIZE / rules], options)
         onnx.save(result.proto, target)
 
@@ -224,7 +234,13 @@ def session(path: Path, threads: int) -> ort.InferenceSession:
 def latencies(
     paths: dict[str, Path], feeds: dict[str, np.ndarray], threads: int, rounds: int
 ) -> dict[str, float]:
-    """Median milliseconds per run of each model, the models' runs interleaved."""
+    """Median milliseconds per run of each model, the models' runs interleaved.
+
+    With one intra-op thread onnxruntime runs the graph on the calling thread, so its CPU time
+    (`time.thread_time`) is measured, which leaves out waiting for a core on a shared machine;
+    with more threads, wall time.
+    """
+    clock = time.thread_time if threads == 1 else time.perf_counter
     sessions = {name: session(path, threads) for name, path in paths.items()}
     for s in sessions.values():
         for _ in range(3):
@@ -232,9 +248,9 @@ def latencies(
     times: dict[str, list[float]] = {name: [] for name in sessions}
     for _ in range(rounds):
         for name, s in sessions.items():
-            start = time.perf_counter()
+            start = clock()
             s.run(None, feeds)
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     return {name: 1000 * statistics.median(t) for name, t in times.items()}
 
 
@@ -282,7 +298,7 @@ def variants(calibration: Path, has_matmul: bool) -> list[tuple[str, str, Tool]]
     ]
     if has_matmul:  # 4-bit weight-only quantizes MatMuls only (both tools)
         found += [
-            ("int4 weight-only", "ours", ours("int4_weight_only.rw")),
+            ("int4 weight-only", "ours", ours("int4_weight_only.rw", opset=21)),
             ("int4 weight-only", "MatMulNBitsQuantizer", their_nbits),
         ]
     return [
@@ -330,7 +346,8 @@ def bench_model(
     has_matmul = any(node.op_type == "MatMul" for node in model.graph.node)
     rows = [Row(name, "float32", "original", source, 0.0)]
     for method, tool, run in variants(calibration, has_matmul):
-        target = folder / f"{name}.{method.split()[0]}.{tool}.onnx"
+        slug = "".join(c if c.isalnum() else "_" for c in method)
+        target = folder / f"{name}.{slug}.{tool}.onnx"
         start = time.perf_counter()
         run(source, target)
         rows.append(Row(name, method, tool, target, time.perf_counter() - start))
@@ -489,7 +506,8 @@ def main() -> None:
         "",
         f"`python benchmarks/quantize.py --models {' '.join(args.models)}{bert} "
         f"--rounds {args.rounds}`; onnxruntime {ort.__version__}, {os.cpu_count()} cores "
-        "(shared: latencies are medians of interleaved runs). SNR and cosine against float32 "
+        "(shared: latencies are medians of interleaved runs; one thread: CPU time of the "
+        "calling thread, all threads: wall time). SNR and cosine against float32 "
         "on inputs other than the calibration samples.",
         "",
         *table(rows),

@@ -328,3 +328,25 @@ def test_int8_static_conv_fuses_into_qlinear_conv(tmp_path: Path) -> None:
     snr = measure("snr", outputs(original, feeds), outputs(rewritten, feeds))
     assert snr >= bound_of(("int8_static.rw",), "quantize_conv_int8_static")
     assert optimized_ops(rewritten, tmp_path).count("QLinearConv") == 2
+
+
+def test_int8_dynamic_stores_an_embedding_table_in_int8_per_row() -> None:
+    rng = np.random.default_rng(3)
+    table = (0.05 * rng.standard_normal((1000, 64))).astype(np.float32)
+    table[7] *= 30  # one outlier row keeps its own scale
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)],
+        "embedding",
+        [helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", "seq", 64])],
+        [numpy_helper.from_array(table, "table")],
+    )
+    original = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    rewritten, _ = quantized(original, "int8_dynamic.rw")
+    stored = {i.data_type for i in rewritten.graph.initializer if tuple(i.dims) == (1000, 64)}
+    assert stored == {onnx.TensorProto.INT8}
+    assert len(rewritten.SerializeToString()) <= 0.3 * len(original.SerializeToString())
+    feeds = {"ids": rng.integers(0, 1000, (4, 16)).astype(np.int64)}
+    feeds["ids"][0, 0] = 7
+    snr = measure("snr", outputs(original, feeds), outputs(rewritten, feeds))
+    assert snr >= bound_of(("int8_dynamic.rw",), "quantize_gather_int8_dynamic")
