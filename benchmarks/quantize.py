@@ -437,6 +437,7 @@ def ratios(rows: list[Row]) -> list[str]:
 
 
 def plot(rows: list[Row], path: Path) -> None:
+    """Per model: SNR against latency relative to float32, one point per tool and method."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -445,23 +446,17 @@ def plot(rows: list[Row], path: Path) -> None:
     models = sorted({r.model for r in rows})
     figure, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.5), squeeze=False)
     for axis, model in zip(axes[0], models, strict=True):
-        base = next(r for r in rows if r["model"] == model and r["method"] == "float32")
+        base = next(r for r in rows if r.model == model and r.method == "float32")
         for r in rows:
-            if r["model"] != model or r["method"] == "float32":
+            if r.model != model or r.method == "float32":
                 continue
-            snr = min(float(r["snr"]), 80.0)  # type: ignore[arg-type]
-            x = float(r["one_thread"]) / float(base["one_thread"])  # type: ignore[arg-type]
-            marker = "o" if r["tool"] == "ours" else "x"
-            axis.scatter(x, snr, marker=marker, s=60)
-            axis.annotate(
-                f"{r['method']}\n{r['tool']}",
-                (x, snr),
-                fontsize=7,
-                xytext=(4, 2),
-                textcoords="offset points",
-            )
+            snr = min(r.snr, 80.0)  # float16's SNR is far above the others
+            x = r.one_thread / base.one_thread
+            axis.scatter(x, snr, marker="o" if r.tool == "ours" else "x", s=60)
+            label = f"{r.method}\n{r.tool}"
+            axis.annotate(label, (x, snr), fontsize=7, xytext=(4, 2), textcoords="offset points")
         axis.set_xlabel("latency / float32 (1 thread, ORT_ENABLE_ALL)")
-        axis.set_ylabel("SNR vs float32 (dB)")
+        axis.set_ylabel("SNR vs float32 (dB, capped at 80)")
         axis.set_title(f"{model}: o this project, x peer")
         axis.grid(alpha=0.3)
     figure.tight_layout()
@@ -499,7 +494,6 @@ def main() -> None:
             source, calibration, feeds = bert_model(args.bert, Path(folder))
             rows += bench_model("bert-base", source, calibration, feeds, Path(folder), args.rounds)
         extra = exports(Path(folder)) if args.exports else []
-    plot(rows, args.plot)
     bert = " --bert FOLDER" if args.bert else ""
     section = [
         "## Quantization",
@@ -522,6 +516,7 @@ def main() -> None:
     text = "\n".join(section) + "\n"
     print(text, end="")
     args.section.write_text(text)
+    plot(rows, args.plot)
 
 
 if __name__ == "__main__":
