@@ -41,6 +41,12 @@ class RewriteOptions:
             (`rewriter.verification.collect_calibration`, `--calibration`), by value name;
             the quantization rules that need activation ranges (`calibrated_range`,
             `awq_scale`) fire only with it.
+        exact: apply no rule beyond what is exact on every input the model accepts: a rule
+            that `assumes finite` inputs never applies, one that `assumes nonempty` tensors
+            only where every tensor it reads has a known shape without a zero dim. By
+            default such rules apply (a fused Attention is onnxruntime's kernel, which
+            rejects an empty batch or sequence where the unfused ops return an empty
+            result); the trace counts the rewrites that assumed something.
     """
 
     allow_python: bool = False
@@ -57,6 +63,7 @@ class RewriteOptions:
     copy: bool = True
     keep_runnable: bool = True
     calibration: Calibration | None = None
+    exact: bool = False
 
     def run_options(self) -> RunOptions:
         """The pass manager's share of these options."""
@@ -70,4 +77,5 @@ class RewriteOptions:
             record_subgraphs=self.record_subgraphs,
             runnable=KernelAvailability() if self.keep_runnable else None,
             calibration=self.calibration,
+            exact=self.exact,
         )

@@ -16,7 +16,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from rewriter.checkrules._check import CheckOptions, check_rule, without_local_constants
+from rewriter.checkrules._check import (
+    CheckOptions,
+    check_rule,
+    find_instances,
+    without_local_constants,
+)
+from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._parallel import check_rules_in_processes
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
 from rewriter.dsl import _ast as ast
@@ -29,6 +35,8 @@ __all__ = [
     "check_passes",
     "check_rules",
     "check_rules_in_processes",
+    "find_instances",
+    "library_instances",
 ]
 
 Progress = Callable[[RuleReport], None]
@@ -105,6 +113,22 @@ def check_rules(
     if include_passes and not wanted:
         reports.extend(check_passes(ruleset, reports, options))
     return reports
+
+
+def library_instances(
+    ruleset: ast.RuleSet, options: CheckOptions | None = None
+) -> list[tuple[str, Instance]]:
+    """(rule name, instance) for every rule of `ruleset` that can be instantiated."""
+    from rewriter.engine import compile_rule
+
+    options = options or CheckOptions()
+    found: list[tuple[str, Instance]] = []
+    for order, rule in enumerate(ruleset.rules):
+        if rule.match.repeat is not None:
+            continue
+        compiled = compile_rule(rule, order, ruleset.constraints)
+        found.extend((rule.name, i) for i in find_instances(compiled, ruleset, options))
+    return found
 
 
 def _selected(rules: Iterable[ast.Rule], wanted: set[str]) -> list[ast.Rule]:

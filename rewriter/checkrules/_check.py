@@ -320,6 +320,22 @@ def without_local_constants() -> Iterator[None]:
         cache.cache.clear()
 
 
+def find_instances(
+    compiled_rule: Any, ruleset: ast.RuleSet, options: CheckOptions
+) -> list[Instance]:
+    """Small models the rule matches (none for a rule that cannot be instantiated).
+
+    The instances check-rules verifies the rule on; the soundness fuzzer rewrites them with
+    the whole library, inside subgraphs and functions, to reach every rule.
+    """
+    with without_local_constants():
+        try:
+            plan = analyze(compiled_rule)
+        except NotInstantiableError:
+            return []
+        return list(_search_all(plan, options, ruleset).accepted)
+
+
 def check_rule(
     compiled_rule: Any,
     ruleset: ast.RuleSet,
@@ -375,6 +391,8 @@ def _check_rule(
         detail += "; finite inputs only (the rule assumes finite)"
     if rule.approximate is not None:
         detail += f"; approximate: held to {rule.approximate} on plain inputs, not to equivalence"
+    if rule.assumes_nonempty:
+        detail += "; non-empty tensors only (the rule assumes nonempty)"
     return report(
         Status.VERIFIED,
         instances=checked,

@@ -140,6 +140,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="P",
         help="the percentile of --calibration-method percentile (default 99.999)",
     )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="apply only rewrites exact on every input: no rule that assumes finite inputs, "
+        "and rules that assume non-empty tensors (a fused Attention) only on known shapes",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     parser.add_argument(
         "--report",
@@ -166,6 +172,7 @@ def _rewrite_options(
         exclude_rules=frozenset(args.exclude_rule),
         input_shapes=_input_shapes(args),
         max_rewrites=args.max_rewrites,
+        exact=args.exact,
         record_subgraphs=record_subgraphs,
         progress=progress,
     )

@@ -27,6 +27,9 @@ _NO_WORK = frozenset({"Constant", "Identity"})
 def summary_line(result: RewriteResult, destination: str) -> str:
     """`before -> after nodes: what changed; wrote destination`."""
     parts = _changes(result.trace.entries)
+    assumed = _assumed(result.trace.entries)
+    if assumed:
+        parts.append(assumed)
     stopped = _STOPPED.get(result.trace.stop_reason)
     if stopped:
         parts.append(stopped)
@@ -68,6 +71,20 @@ def _changes(entries: Sequence[TraceEntry]) -> list[str]:
         listed = ", ".join(f"{name} {count}" for name, count in passes.items())
         parts.append(f"built-in passes: {listed}")
     return parts
+
+
+_ASSUMPTIONS = {"finite": "finite inputs", "nonempty": "non-empty tensors"}
+
+
+def _assumed(entries: Sequence[TraceEntry]) -> str:
+    """`12 rewrites assume non-empty tensors (--exact refuses them)`, or ''."""
+    counts = Counter(a for e in entries for a in e.assumed)
+    if not counts:
+        return ""
+    rewrites = len([e for e in entries if e.assumed])
+    what = " and ".join(_ASSUMPTIONS[a] for a in sorted(counts))
+    verb = "assumes" if rewrites == 1 else "assume"
+    return f"{_plural(rewrites, 'rewrite')} {verb} {what} (--exact refuses them)"
 
 
 def _new_ops(entry: TraceEntry) -> list[str]:

@@ -401,6 +401,9 @@ class Rule:
     requires: tuple[Requirement, ...] = ()
     # `assumes finite`: exact for finite inputs only; NaN and infinities may come out otherwise.
     assumes_finite: bool = False
+    # `assumes nonempty`: exact where no tensor the match reads has a zero-size dim (a runtime
+    # kernel the rewrite introduces rejects empty inputs the matched ops accept).
+    assumes_nonempty: bool = False
     # `approximate METRIC CMP BOUND`: the rule changes numerics within the declared bound.
     approximate: Approximation | None = None
     one_line: bool = False

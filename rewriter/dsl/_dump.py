@@ -92,8 +92,11 @@ def _dump_rule(rule: ast.Rule, depth: int, lines: list[str]) -> None:
         header += (
             f" requires=(opset {requirement.domain or '-'} {requirement.op} {requirement.version})"
         )
-    if rule.assumes_finite:
-        header += " assumes=finite"
+    assumed = [
+        a for a, on in (("finite", rule.assumes_finite), ("nonempty", rule.assumes_nonempty)) if on
+    ]
+    if assumed:
+        header += f" assumes={','.join(assumed)}"
     if rule.approximate is not None:
         header += f" approximate=({rule.approximate})"
     lines.append(header)

@@ -6,8 +6,8 @@ The formatter prints the AST, so formatting never changes what a file means
 * Two-space indentation per block level, one statement per line, single spaces around
   `=`, binary operators and `|`, `Op <attrs> (inputs)` as in ONNX's text format, minimal
   parentheses. One-line rules stay one line; block rules print their sections in the order
-  match, where, rewrite; `priority` comes before `requires`, then `assumes finite`,
-  then `approximate`.
+  match, where, rewrite; `priority` comes before `requires`, then `assumes` (finite before
+  nonempty, one list), then `approximate`.
 * Numbers keep the digits the source wrote (`1e-5`, `3.`); only the spacing changes.
 * A bracketed list whose items start on different lines is "exploded": one item per line,
   each followed by a comma, which keeps comments on those lines beside their items.
@@ -248,8 +248,13 @@ class _Formatter:
             header += f" priority {rule.priority}"
         if rule.requires:
             header += " requires " + ", ".join(_requirement(r) for r in rule.requires)
-        if rule.assumes_finite:
-            header += " assumes finite"
+        assumed = [
+            name
+            for name, on in (("finite", rule.assumes_finite), ("nonempty", rule.assumes_nonempty))
+            if on
+        ]
+        if assumed:
+            header += " assumes " + ", ".join(assumed)
         if rule.approximate is not None:
             header += f" approximate {rule.approximate}"
         if rule.one_line:

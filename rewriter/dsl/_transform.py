@@ -205,7 +205,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         body: ast.Rule = children[-1]
         priority: int | None = None
         requires: list[ast.Requirement] = []
-        assumes_finite = False
+        assumed: set[str] = set()
         approximate: ast.Approximation | None = None
         for kind, value, span in options:
             if kind == "priority":
@@ -213,9 +213,12 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
                     raise LocatedError(span, "`priority` is given twice")
                 priority = value
             elif kind == "assumes":
-                if assumes_finite:
-                    raise LocatedError(span, "`assumes finite` is given twice")
-                assumes_finite = True
+                for assumption, assumption_span in value:
+                    if assumption in assumed:
+                        raise LocatedError(
+                            assumption_span, f"`assumes {assumption}` is given twice"
+                        )
+                    assumed.add(assumption)
             elif kind == "approximate":
                 if approximate is not None:
                     raise LocatedError(span, "`approximate` is given twice")
@@ -227,7 +230,8 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
             name=str(name_token),
             priority=priority or 0,
             requires=tuple(requires),
-            assumes_finite=assumes_finite,
+            assumes_finite="finite" in assumed,
+            assumes_nonempty="nonempty" in assumed,
             approximate=approximate,
             name_span=self._tok(name_token),
             span=self._span(meta),
@@ -241,13 +245,18 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
             return -self._integer(children[-1], self._span(meta), sign="-", limit=-INT64_MIN)
         return self._integer(children[-1], self._span(meta))
 
-    def on_assumes(self, meta: Meta, children: list[Token]) -> tuple[str, str, Span]:
-        what = children[0]
-        if str(what) != "finite":
-            raise LocatedError(
-                self._tok(what), f"expected `finite` after `assumes`, found `{what}`"
-            )
-        return ("assumes", "finite", self._span(meta))
+    def on_assumes(
+        self, meta: Meta, children: list[Token]
+    ) -> tuple[str, tuple[tuple[str, Span], ...], Span]:
+        assumptions = []
+        for what in children:
+            if str(what) not in ("finite", "nonempty"):
+                raise LocatedError(
+                    self._tok(what),
+                    f"expected `finite` or `nonempty` after `assumes`, found `{what}`",
+                )
+            assumptions.append((str(what), self._tok(what)))
+        return ("assumes", tuple(assumptions), self._span(meta))
 
     def on_approximate(
         self, meta: Meta, children: list[Any]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 import ir
 from rewriter.engine._build import RewriteBuilder
 from rewriter.engine._commit import commit, finish
-from rewriter.engine._facts import dtype_of
+from rewriter.engine._facts import dtype_of, shape_of
 from rewriter.engine._matcher import Match, Matcher
 from rewriter.engine._pending import (
     Applied,
@@ -39,10 +39,12 @@ class Builder:
         matcher: Matcher,
         names: ir.NameAllocator,
         runnable: Runnable | None = None,
+        exact: bool = False,
     ) -> None:
         self.model = model
         self.names = names
         self.runnable = runnable
+        self.exact = exact
         self._rewrites = RewriteBuilder(model, matcher, names)
 
     def apply(self, match: Match) -> Applied:
@@ -51,6 +53,7 @@ class Builder:
         Raises:
             RewriteRejectedError: the rewrite cannot be applied; the model is unchanged.
         """
+        self._check_assumptions(match)
         pending = self._rewrites.build(match)
         self._check_runnable(match, pending)
         log = UndoLog()
@@ -64,6 +67,40 @@ class Builder:
             log.undo()
             raise RewriteRejectedError(problem)
         return finish(match.graph, pending, staged, self.names)
+
+    def _check_assumptions(self, match: Match) -> None:
+        """In an exact run, decline a rule whose `assumes` clause the model does not prove.
+
+        `assumes finite` cannot be proved of a model's inputs, so such a rule never applies,
+        nor does an `approximate` one (it changes numerics on purpose);
+        `assumes nonempty` holds where every tensor the matched nodes read has a known shape
+        without a zero dim (a named dim may be 0 at run time).
+
+        Raises:
+            RewriteDeclinedError: the rule assumes what this run does not grant.
+        """
+        rule = match.rule.rule
+        if not self.exact:
+            return
+        if rule.assumes_finite:
+            raise RewriteDeclinedError(
+                "the rule assumes finite inputs, and this run is exact; nothing to do"
+            )
+        if rule.approximate is not None:
+            raise RewriteDeclinedError(
+                f"the rule is approximate ({rule.approximate}), and this run is exact; "
+                "nothing to do"
+            )
+        if rule.assumes_nonempty:
+            for node in match.nodes:
+                if node is None:
+                    continue
+                for value in node.inputs:
+                    if value is not None and not _known_nonempty(value):
+                        raise RewriteDeclinedError(
+                            f"the rule assumes non-empty tensors, and `{value.name}` may be "
+                            "empty (a dim not known to be positive); this run is exact"
+                        )
 
     def _check_runnable(self, match: Match, pending: Pending) -> None:
         """Decline a rewrite whose new nodes the runtime cannot run where it ran the old ones.
@@ -93,6 +130,7 @@ class Builder:
         it: the model is unchanged.
         """
         try:
+            self._check_assumptions(match)
             pending = self._rewrites.build(match)
             self._check_runnable(match, pending)
         except RewriteRejectedError as exc:
@@ -104,6 +142,12 @@ class Builder:
         finally:
             log.undo()
         return None if problem is None else RewriteRejectedError(problem)
+
+
+def _known_nonempty(value: ir.Value) -> bool:
+    """Whether every dim of `value`'s shape is a known positive size."""
+    shape = shape_of(value)
+    return shape is not None and all(isinstance(d, int) and d > 0 for d in shape)
 
 
 def _kind(node: ir.Node) -> str:

@@ -98,6 +98,9 @@ class RunOptions:
     # Statistics of the model's values on calibration samples, for the rules that quantize
     # activations (`calibrated_range`, `awq_scale`); None: such rules do not fire.
     calibration: Calibration | None = None
+    # Apply only what is exact on every input: rules that `assume` something apply where the
+    # model proves it (`assumes nonempty` on static positive shapes), never otherwise.
+    exact: bool = False
 
 
 class PassManager:
@@ -174,7 +177,13 @@ class _Run:
             constraints=manager.ruleset.constraints,
             calibration=_renamed_by(manager.options.calibration, manager.ruleset),
         )
-        self.builder = Builder(model, self.matcher, self.names, manager.options.runnable)
+        self.builder = Builder(
+            model,
+            self.matcher,
+            self.names,
+            manager.options.runnable,
+            exact=manager.options.exact,
+        )
         self.timings: dict[str, float] = collections.defaultdict(float)
 
     def execute(self) -> Trace:
@@ -379,6 +388,7 @@ class _Run:
                 anchor=_trace.site_of(match.anchor),
                 matched_ops=_trace.op_types(applied.matched),
                 created_ops=_trace.op_types(applied.created),
+                assumed=() if self.options.exact else _assumptions(rule.rule),
             )
         )
         worklist.extend(applied.created)
@@ -474,3 +484,12 @@ def _tensor_digest(tensor: ir.Tensor) -> bytes:
 
 
 _FINGERPRINT_ELEMENTS = 1 << 16
+
+
+def _assumptions(rule: ast.Rule) -> tuple[str, ...]:
+    """The `assumes` clause of `rule`, as names."""
+    return tuple(
+        name
+        for name, declared in (("finite", rule.assumes_finite), ("nonempty", rule.assumes_nonempty))
+        if declared
+    )

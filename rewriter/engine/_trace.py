@@ -63,6 +63,9 @@ class TraceEntry:
     # order: what the rewrite did, without pictures (see `rewriter.engine.rewrite_kind`).
     matched_ops: tuple[str, ...] = ()
     created_ops: tuple[str, ...] = ()
+    # What the rule declared it assumes of the inputs (`finite`, `nonempty`) and the run did
+    # not prove: the rewrite is exact only on such inputs (RewriteOptions.exact refuses it).
+    assumed: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """`rule (file:line) in graph: a, b -> c, d` (passes: long lists shortened)."""

@@ -22,10 +22,14 @@ The property is always the same: nothing but the tool's own errors, ever.
   same shapes, dtypes, integers, bools and NaN positions, and floats within rounding (bit for
   bit when only exact rules fired; else the dtype's rounding, or the original's own noise
   where it is ill-conditioned). Overflow differences that only inputs near the dtype's
-  largest value cause are counted apart, not as findings.
+  largest value cause are counted apart, not as findings;
+* instances (soundness, every rule reached): the same check on check-rules' instances of every
+  library rule (`instances`), with sizes changed (0 included), dims declared as symbols,
+  special-value inputs, inside both branches of an If or as a local function's body,
+  rewritten with the whole library.
 
 The tests in `test_fuzz.py` run a fast, derandomized sample. A long run:
-``python -m tests.robustness.fuzz loader rules cli rewrite --seconds 600`` (``--minutes``,
+``python -m tests.robustness.fuzz loader rules cli rewrite instances --seconds 600`` (``--minutes``,
 ``--seed S`` for a repeatable run; or pytest with ``--run-slow`` and ``FUZZ_SECONDS=600``)
 reports examples run and findings per fuzzer; for `rewrite` also the models rewritten, the
 rewrites applied and the discrepancies by the rule that first caused them.
@@ -55,6 +59,7 @@ import numpy as np
 import onnx
 import onnx.helper
 import onnx.numpy_helper
+import onnx.shape_inference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -64,7 +69,7 @@ from rewriter._errors import describe_error
 from rewriter.api._stats import collect
 from rewriter.cli import _main as cli
 from tests.ir import _ort
-from tests.robustness import random_graphs
+from tests.robustness import instances, random_graphs
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "models"
@@ -88,6 +93,8 @@ class Tally:
     rewritten: int = 0
     rewrites: int = 0
     by_rule: dict[str, int] = dataclasses.field(default_factory=dict)
+    # The library rules that fired at least once (the fuzzer's reach).
+    fired: set[str] = dataclasses.field(default_factory=set)
     # Differences in NaN or infinities that only inputs near the dtype's largest value cause
     # (see `_only_at_the_range_edge`): counted, shown, not findings.
     edge_overflows: int = 0
@@ -955,19 +962,67 @@ def _nudged_model(model: onnx.ModelProto, rng: np.random.Generator) -> onnx.Mode
     return copy
 
 
+_FLOAT_TYPES = {
+    onnx.TensorProto.FLOAT16: np.dtype(np.float16),
+    onnx.TensorProto.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    onnx.TensorProto.FLOAT: np.dtype(np.float32),
+    onnx.TensorProto.DOUBLE: np.dtype(np.float64),
+}
+
+
+def _rounded_differently(model: onnx.ModelProto, rng: np.random.Generator) -> onnx.ModelProto:
+    """`model` with every float intermediate of its main graph scaled by 1 +- one epsilon of
+    its dtype (the sign drawn per value), as if each op had rounded its result the other way.
+
+    Nudging inputs and constants does not show how a computation amplifies the rounding of
+    its intermediates: a LayerNorm over `w * x + b` with a large bias normalizes the rounding
+    of each sum, and a rewrite that adds the bias in another order (folding two biases into
+    one) rounds those sums differently. Scaling each intermediate re-rounds it element by
+    element, which is that noise.
+    """
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {
+        info.name: info.type.tensor_type.elem_type
+        for info in [*inferred.graph.value_info, *inferred.graph.output]
+        if info.type.HasField("tensor_type")
+    }
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    nodes = []
+    for index, node in enumerate(copy.graph.node):
+        nodes.append(node)
+        if node.op_type == "Constant":
+            continue  # constants are nudged by `_nudged_model`
+        for slot, output in enumerate(node.output):
+            dtype = _FLOAT_TYPES.get(types.get(output, 0))
+            if not output or dtype is None:
+                continue
+            epsilon = float(ml_dtypes.finfo(dtype).eps)  # type: ignore[no-untyped-call]
+            factor = np.array(1 + epsilon * rng.choice([-1.0, 1.0]), dtype=dtype)
+            unrounded, scale = f"{output}__unrounded{index}", f"{output}__rounding{index}"
+            node.output[slot] = unrounded
+            copy.graph.initializer.append(onnx.numpy_helper.from_array(factor, scale))
+            nodes.append(onnx.helper.make_node("Mul", [unrounded, scale], [output]))
+    del copy.graph.node[:]
+    copy.graph.node.extend(nodes)
+    return copy
+
+
 def rounding_noise(
     model: onnx.ModelProto, feeds: dict[str, np.ndarray], want: dict[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
     """How far the original's outputs move, per element, when its float constants and inputs
-    move by one rounding step: the noise a rewrite that only rounds differently (a fold, a
-    fused kernel) may show. Large where the model is ill-conditioned (a LayerNorm of values
-    whose spread is a few ulps of their mean); infinite where a step changes NaN or inf."""
+    move by one rounding step, or its intermediates round the other way: the noise a rewrite
+    that only rounds differently (a fold, a fused kernel) may show. Large where the model is
+    ill-conditioned (a LayerNorm of values whose spread is a few ulps of their mean);
+    infinite where a step changes NaN or inf."""
     noise = {name: np.zeros(np.shape(value)) for name, value in want.items()}
     rng = np.random.default_rng(0)
-    for _ in range(3):
+    for sample in range(6):
         nudged_feeds = {name: _nudge(value, rng) for name, value in feeds.items()}
         try:
-            outputs = run_model(_nudged_model(model, rng), nudged_feeds)
+            nudged = _nudged_model(model, rng) if sample < 3 else _rounded_differently(model, rng)
+            outputs = run_model(nudged, nudged_feeds)
         except Exception:
             continue  # a step the model does not run on tells nothing about rounding
         for name, value in outputs.items():
@@ -1002,10 +1057,23 @@ def _record(
     _tally(name).add(key)
 
 
-def _rewrite_case(case: random_graphs.Case, replay_limit: int | None = None) -> Any:
-    """The default library's rewrite of `case.model` (its first `replay_limit` rewrites)."""
+def _rewrite_case(
+    case: random_graphs.Case, replay_limit: int | None = None, exact: bool | None = None
+) -> Any:
+    """The default library's rewrite of `case.model` (its first `replay_limit` rewrites).
+
+    Rules that assume non-empty tensors (a fused Attention) are exact only where no tensor
+    is empty: on feeds with an empty tensor the run is `exact` (unless told otherwise), so
+    such a rule applies only where it proves its assumption, and a rule that fires anyway is
+    a finding.
+    """
+    if exact is None:
+        exact = any(np.size(value) == 0 for value in case.feeds.values())
     options = rewriter.RewriteOptions(
-        target_opset=case.target_opset, max_rewrites=500, replay_limit=replay_limit
+        target_opset=case.target_opset,
+        max_rewrites=500,
+        replay_limit=replay_limit,
+        exact=exact,
     )
     with _time_limit(PER_EXAMPLE_SECONDS):
         return rewriter.rewrite(case.model, library(), options)
@@ -1118,9 +1186,9 @@ def _only_at_the_range_edge(
     return discrepancy(case.model, want, rewritten, calm, exact=False) is None
 
 
-def check_rewrite(case: random_graphs.Case) -> None:
+def check_rewrite(case: random_graphs.Case, fuzzer: str = "rewrite") -> None:
     """Rewrite `case.model` with the default library and compare it with the original."""
-    tally = _tally("rewrite")
+    tally = _tally(fuzzer)
     tally.examples += 1
     try:
         want = run_model(case.model, case.feeds)
@@ -1133,16 +1201,17 @@ def check_rewrite(case: random_graphs.Case) -> None:
         message, _ = describe_error(exc)
         if message.startswith("internal error"):
             key = f"rewrite: {message[:160]}"
-            _record("rewrite", key, str(case.motifs), case.model, case.feeds)
+            _record(fuzzer, key, str(case.motifs), case.model, case.feeds)
             raise AssertionError(key) from exc
         return
     except Exception as exc:
         raise _foreign(
-            "rewrite", exc, f"rewrite {case.motifs}", case.model.SerializeToString()
+            fuzzer, exc, f"rewrite {case.motifs}", case.model.SerializeToString()
         ) from exc
     entries = _rule_entries(result)
     tally.rewritten += bool(entries)
     tally.rewrites += len(entries)
+    tally.fired.update(e.rule for e in entries)
     exact = not any(e.rule.startswith(_ROUNDING_RULES) for e in entries)
     difference = discrepancy(case.model, want, result.proto, case.feeds, exact)
     if difference is None:
@@ -1154,7 +1223,7 @@ def check_rewrite(case: random_graphs.Case) -> None:
     tally.by_rule[rule] = tally.by_rule.get(rule, 0) + 1
     key = f"{rule}: {difference}"
     detail = f"motifs {case.motifs}, target {case.target_opset}"
-    _record("rewrite", key, detail, case.model, case.feeds, result.proto)
+    _record(fuzzer, key, detail, case.model, case.feeds, result.proto)
     raise AssertionError(f"{key}: {detail}")
 
 
@@ -1171,7 +1240,10 @@ FAST = settings(
 )
 # The default test's sample per fuzzer, where it differs from FAST: the rewrite fuzzer's
 # examples are small models, and more of them fit in its share of the suite's time.
-SAMPLES = {"rewrite": settings(FAST, max_examples=150)}
+SAMPLES = {
+    "rewrite": settings(FAST, max_examples=150),
+    "instances": settings(FAST, max_examples=150),
+}
 LONG = settings(
     max_examples=100,
     deadline=None,
@@ -1228,11 +1300,21 @@ def _run_rewrite(chosen: settings, folder: Path, seed: int | None = None) -> Non
     _seeded(run, seed)()
 
 
+def _run_instances(chosen: settings, folder: Path, seed: int | None = None) -> None:
+    @chosen
+    @given(instances.instance_cases())
+    def run(case: random_graphs.Case) -> None:
+        check_rewrite(case, "instances")
+
+    _seeded(run, seed)()
+
+
 FUZZERS: dict[str, Callable[[settings, Path, int | None], None]] = {
     "loader": _run_loader,
     "rules": _run_rules,
     "cli": _run_cli,
     "rewrite": _run_rewrite,
+    "instances": _run_instances,
 }
 
 
@@ -1264,11 +1346,13 @@ def _summary(name: str, tally: Tally, minutes: float) -> list[str]:
         f"{name}: {tally.examples} examples in {minutes:.1f} min "
         f"({tally.loaded} loaded), {len(tally.findings)} findings"
     ]
-    if name == "rewrite":
+    if name in ("rewrite", "instances"):
         lines.append(
             f"  {tally.examples} graphs generated, {tally.loaded} run by onnxruntime, "
             f"{tally.rewritten} rewritten, {tally.rewrites} rewrites applied"
         )
+        rules = {rule.name for rule in library().rules}
+        lines.append(f"  {len(tally.fired & rules)} of {len(rules)} library rules fired")
         lines.append(
             f"  {tally.edge_overflows} differences in NaN or infinities only where an input is "
             "near its dtype's largest value (overflow at the range's edge; not findings)"

@@ -20,7 +20,7 @@ from tests.robustness import fuzz
 def test_fuzz_sample_finds_nothing_foreign(name: str, tmp_path: Path) -> None:
     fuzz.FUZZERS[name](fuzz.SAMPLES.get(name, fuzz.FAST), tmp_path, None)
     assert fuzz.TALLY[name].examples > 0
-    if name == "rewrite":  # the sample reaches the rules, not only onnxruntime's refusals
+    if name in ("rewrite", "instances"):  # the sample reaches the rules, not only refusals
         assert fuzz.TALLY[name].rewritten > fuzz.TALLY[name].examples // 2
 
 

@@ -276,3 +276,30 @@ def test_excluding_a_rule_that_is_not_loaded_is_an_error(model_path, tmp_path, c
     assert main([str(model_path), "-o", str(out), "--exclude-rule", "no_such_rule"]) == 2
     assert "--exclude-rule: no rule named `no_such_rule` is loaded" in capsys.readouterr().err
     assert not out.exists()
+
+
+ATTENTION_TEXT = """<ir_version: 10, opset_import: ["" : 23]>
+g (float[B, 2, S, 4] q, float[B, 2, 4, T] kt, float[B, 2, T, 4] v) => (float[B, 2, S, 4] y) {
+    c = Constant <value = float {0.5}> ()
+    s = MatMul (q, kt)
+    t = Mul (s, c)
+    p = Softmax <axis = -1> (t)
+    y = MatMul (p, v)
+}"""
+
+
+def test_summary_counts_rewrites_that_assume_nonempty_and_exact_refuses_them(tmp_path, capsys):
+    path = tmp_path / "attention.onnx"
+    onnx.save(model_from_text(ATTENTION_TEXT), path)
+    out = tmp_path / "out.onnx"
+    assert main([str(path), "-o", str(out)]) == 0
+    assert "1 rewrite assumes non-empty tensors (--exact refuses them)" in capsys.readouterr().out
+    assert "Attention" in [n.op_type for n in onnx.load(out).graph.node]
+    assert main([str(path), "-o", str(out), "--force", "--exact"]) == 0
+    assert "assume" not in capsys.readouterr().out
+    assert "Attention" not in [n.op_type for n in onnx.load(out).graph.node]
+    # Known positive sizes prove the assumption: the exact run fuses.
+    shapes = ["--input-shape", "q=1x2x3x4", "--input-shape", "kt=1x2x4x5"]
+    shapes += ["--input-shape", "v=1x2x5x4"]
+    assert main([str(path), "-o", str(out), "--force", "--exact", *shapes]) == 0
+    assert "Attention" in [n.op_type for n in onnx.load(out).graph.node]

@@ -75,11 +75,15 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         "rule r assumes positive: y = Relu (x) => y = x\n",
-        "<string>:1:16: error: expected `finite` after `assumes`, found `positive`",
+        "<string>:1:16: error: expected `finite` or `nonempty` after `assumes`, found `positive`",
     ),
     (
         "rule r assumes finite assumes finite: y = Relu (x) => y = x\n",
-        "<string>:1:23: error: `assumes finite` is given twice",
+        "<string>:1:31: error: `assumes finite` is given twice",
+    ),
+    (
+        "rule r assumes nonempty, finite, nonempty: y = Relu (x) => y = x\n",
+        "<string>:1:34: error: `assumes nonempty` is given twice",
     ),
     (
         "rule r approximate psnr >= 30: y = Relu (x) => y = x\n",

@@ -85,6 +85,11 @@ def test_assumes_finite_prints_after_requires() -> None:
     )
 
 
+def test_assumptions_print_as_one_list() -> None:
+    text = "rule r assumes nonempty assumes finite: y = Relu (x) => y = x\n"
+    assert format_file(text) == "rule r assumes finite, nonempty: y = Relu (x) => y = x\n"
+
+
 def test_approximate_prints_last_with_its_digits() -> None:
     text = "rule r approximate  max_rel<=2e-2 assumes finite: y = Relu (x) => y = x\n"
     assert format_file(text) == (

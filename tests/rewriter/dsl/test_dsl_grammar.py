@@ -158,6 +158,21 @@ def test_approximate_declares_a_bound(
     assert _rule("rule r: y = Relu (x) => y = x").approximate is None
 
 
+@pytest.mark.parametrize(
+    ("header", "finite", "nonempty"),
+    [
+        ("assumes nonempty", False, True),
+        ("assumes finite, nonempty", True, True),
+        ("assumes nonempty priority 2 assumes finite", True, True),
+    ],
+)
+def test_assumptions_are_listed_or_repeated(header: str, finite: bool, nonempty: bool) -> None:
+    block = _rule(f"rule r {header} {{ match {{ y = Relu (x) }} rewrite {{ y = x }} }}")
+    line = _rule(f"rule r {header}: y = Relu (x) => y = x")
+    for rule in (block, line):
+        assert (rule.assumes_finite, rule.assumes_nonempty) == (finite, nonempty)
+
+
 def test_negative_priority() -> None:
     assert _rule("rule r priority -3: y = Relu (x) => y = x").priority == -3
 
