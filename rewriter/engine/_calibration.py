@@ -150,7 +150,8 @@ class Calibration:
         found = self.values.get(name)
         while found is None and "/" in name:
             name, _, last = name.rpartition("/")
-            if re.sub(r"_[0-9]+$", "", last) not in rule_names:
+            # The builder names a redefined value NAME/RULE, NAME/RULE_2 when that is taken.
+            if last not in rule_names and re.sub(r"_[0-9]+$", "", last) not in rule_names:
                 return None
             found = self.values.get(name)
         return found
