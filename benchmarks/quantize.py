@@ -436,6 +436,42 @@ def ratios(rows: list[Row]) -> list[str]:
     return lines
 
 
+def acceptance(rows: list[Row]) -> list[str]:
+    """The issue's targets on the MLP, each with the figure measured and whether it holds."""
+    found = {(r.method, r.tool): r for r in rows if r.model == "mlp"}
+    if not found:
+        return []
+    base = found[("float32", "original")]
+    int8, dynamic = found[("int8 dynamic", "ours")], found[("int8 dynamic", "quantize_dynamic")]
+    int4, nbits = (
+        found[("int4 weight-only", "ours")],
+        found[("int4 weight-only", "MatMulNBitsQuantizer")],
+    )
+    half = found[("float16", "ours")]
+    # (what, measured, "<=" or ">=", limit)
+    targets = [
+        ("int8 dynamic size / quantize_dynamic's", int8.size / dynamic.size, "<=", 1.02),
+        (
+            "int8 dynamic latency, 1 thread / theirs",
+            int8.one_thread / dynamic.one_thread,
+            "<=",
+            1.05,
+        ),
+        ("int8 dynamic SNR - theirs (dB)", int8.snr - dynamic.snr, ">=", 3.0),
+        ("int4 size / float32", int4.size / base.size, "<=", 0.3),
+        ("int4 SNR - MatMulNBitsQuantizer's (dB)", int4.snr - nbits.snr, ">=", -0.5),
+        ("int4 latency, 1 thread / theirs", int4.one_thread / nbits.one_thread, "<=", 1.1),
+        ("float16 size / float32", half.size / base.size, "<=", 0.55),
+        ("float16 SNR (dB)", half.snr, ">=", 45.0),
+    ]
+    lines = ["", "Acceptance targets on the MLP (this run):", ""]
+    for what, value, comparison, limit in targets:
+        holds = value <= limit if comparison == "<=" else value >= limit
+        verdict = "met" if holds else "NOT met"
+        lines.append(f"- {what} {comparison} {limit:g}: {value:.3g} ({verdict})")
+    return lines
+
+
 def plot(rows: list[Row], path: Path) -> None:
     """Per model: SNR against latency relative to float32, one point per tool and method."""
     import matplotlib
@@ -509,6 +545,7 @@ def main() -> None:
         "Ours against the peer of each method:",
         "",
         *ratios(rows),
+        *acceptance(rows),
         *extra,
         "",
         f"![quantization]({os.path.relpath(args.plot, ROOT / 'benchmarks')})",
