@@ -226,18 +226,18 @@ def run(args: argparse.Namespace) -> int:
     unknown = [name for name in args.exclude_rule if ruleset.rule(name) is None]
     if unknown:
         raise RewriteError(f"--exclude-rule: no rule named `{unknown[0]}` is loaded")
+    calibration = None
+    if args.calibration:
+        with clock.phase("calibrate"):
+            calibration = _calibrate(source, args)
     if args.why_not:
         model = _as_rules_see_it(as_model(source), args.target_opset)
-        why_not_options = RunOptions(target_opset=args.target_opset)
+        why_not_options = RunOptions(target_opset=args.target_opset, calibration=calibration)
         report = pass_manager(ruleset, why_not_options).why_not(model, args.why_not)
         print(report.render())
         return 0
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
     counterexample = _counterexample_target(args, source, out_path, ruleset)
-    calibration = None
-    if args.calibration:
-        with clock.phase("calibrate"):
-            calibration = _calibrate(source, args)
     with _status.progress(enabled=not args.no_progress) as on_progress:
         options = _rewrite_options(
             args,

@@ -138,6 +138,7 @@ class PassManager:
             rule_name,
             infer_shapes=self.options.infer_shapes,
             target_opset=self.options.target_opset,
+            calibration=_renamed_by(self.options.calibration, self.ruleset),
         )
 
 

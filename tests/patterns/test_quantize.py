@@ -350,3 +350,16 @@ def test_int8_dynamic_stores_an_embedding_table_in_int8_per_row() -> None:
     feeds["ids"][0, 0] = 7
     snr = measure("snr", outputs(original, feeds), outputs(rewritten, feeds))
     assert snr >= bound_of(("int8_dynamic.rw",), "quantize_gather_int8_dynamic")
+
+
+def test_int8_static_conv_relu_chains_fuse_without_requantizing(tmp_path: Path) -> None:
+    original = cnn()
+    samples = [{"x": np.random.default_rng(15).standard_normal((16, 3, 8, 8)).astype(np.float32)}]
+    calibration = collect_calibration(original, samples)
+    rewritten, result = quantized(original, "int8_static.rw", calibration=calibration)
+    rules = [e.rule for e in result.trace.entries if e.kind == "rule"]
+    assert rules == ["quantize_conv_relu_int8_static", "quantize_conv_int8_static"]
+    # The Relu's output is requantized with its own range by the next Conv: the pair cancels.
+    fused = optimized_ops(rewritten, tmp_path)
+    assert fused.count("QLinearConv") == 2
+    assert "Relu" not in fused
