@@ -56,6 +56,7 @@ LIGHT_DIR = CORPUS / "light"
 RESULTS_DIR = BENCH / "results"
 RESULTS_MD = BENCH / "RESULTS.md"
 ANALYSIS_MD = RESULTS_DIR / "analysis.md"  # hand-written, spliced into RESULTS.md
+QUANTIZATION_MD = RESULTS_DIR / "quantization.md"  # written by quantize.py, spliced in too
 
 OURS = "rewrite"
 TOOLS = (OURS, "onnxscript", "onnxsim", "onnxslim", "onnxoptimizer", "ort")
@@ -1317,6 +1318,8 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
     lines += ["", " ".join(f"![{name}]({rel}/{name}.png)" for name in plots), ""]
     if ANALYSIS_MD.exists() and md_path.resolve() == RESULTS_MD.resolve():
         lines += [ANALYSIS_MD.read_text().rstrip(), ""]
+    if QUANTIZATION_MD.exists() and md_path.resolve() == RESULTS_MD.resolve():
+        lines += [QUANTIZATION_MD.read_text().rstrip(), ""]
     wins = peer_wins(data)
     lines += [
         "## Where a peer beats this project",

@@ -31,7 +31,7 @@ def library_path() -> Path:
 
 # Rule folders that are opt-in: below a folder given as rules, a subfolder with one of these
 # names is left out; name it directly (`--rules patterns/loops`) to use it.
-OPT_IN_FOLDERS = ("loops", "ort", "relaxed")
+OPT_IN_FOLDERS = ("loops", "ort", "quantize", "relaxed")
 
 
 def rule_files(folder: str | os.PathLike[str]) -> list[Path]:

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from rewriter.engine import KernelAvailability, ProgressCallback, RunOptions
+from rewriter.engine import Calibration, KernelAvailability, ProgressCallback, RunOptions
 
 if TYPE_CHECKING:
     from rewriter.api._budget_types import AccuracyBudget
@@ -47,6 +47,10 @@ class RewriteOptions:
         budget: measure the approximate rewrites against an accuracy budget and keep the
             most sensitive sites as they were until the model meets it (see
             `rewriter.api.AccuracyBudget`); None: no measuring.
+        calibration: what the input model's values held on calibration samples
+            (`rewriter.verification.collect_calibration`, `--calibration`), by value name;
+            the quantization rules that need activation ranges (`calibrated_range`,
+            `awq_scale`) fire only with it.
         exact: apply no rule beyond what is exact on every input the model accepts: a rule
             that `assumes finite` inputs never applies, one that `assumes nonempty` tensors
             only where every tensor it reads has a known shape without a zero dim. By
@@ -70,6 +74,7 @@ class RewriteOptions:
     keep_runnable: bool = True
     excluded_sites: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     budget: AccuracyBudget | None = None
+    calibration: Calibration | None = None
     exact: bool = False
 
     def run_options(self) -> RunOptions:
@@ -84,5 +89,6 @@ class RewriteOptions:
             record_subgraphs=self.record_subgraphs,
             runnable=KernelAvailability() if self.keep_runnable else None,
             excluded_sites=dict(self.excluded_sites),
+            calibration=self.calibration,
             exact=self.exact,
         )

@@ -13,11 +13,12 @@ from collections.abc import Mapping
 
 import ir
 from rewriter.checkrules._analysis import RulePlan
+from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance, RejectedError, bindings, build_instance
 from rewriter.checkrules._repair import Repairer
 from rewriter.dsl import _ast as ast
-from rewriter.engine import EvalContext, Match, Matcher
+from rewriter.engine import Calibration, EvalContext, Match, Matcher
 
 MAX_REPAIRS = 4
 
@@ -67,11 +68,18 @@ def attempt(plan: RulePlan, choices: Choices, ruleset: ast.RuleSet) -> Accepted 
         model = ir.from_onnx(instance.proto)
         ir.infer_types(model)
         targets = {"": instance.target} if instance.target is not None else {}
-        ctx = EvalContext(bindings(instance, model), model.opset_imports, functions, targets)
+        calibration = instance_calibration(plan.compiled.rule, instance.proto)
+        ctx = EvalContext(
+            bindings(instance, model),
+            model.opset_imports,
+            functions,
+            targets,
+            calibration=calibration,
+        )
         repairer = Repairer(plan, choices, ctx, instance.const_vars)
         failing = [c for c in plan.conditions if not repairer.holds(c)]
         if not failing:
-            return _match(plan, instance, model, ruleset)
+            return _match(plan, instance, model, ruleset, calibration)
         condition = failing[0]
         text = _source_line(ruleset.sources, condition) or "a where line"
         rejection = Rejection(
@@ -85,13 +93,19 @@ def attempt(plan: RulePlan, choices: Choices, ruleset: ast.RuleSet) -> Accepted 
 
 
 def _match(
-    plan: RulePlan, instance: Instance, model: ir.Model, ruleset: ast.RuleSet
+    plan: RulePlan,
+    instance: Instance,
+    model: ir.Model,
+    ruleset: ast.RuleSet,
+    calibration: Calibration | None,
 ) -> Accepted | Rejection:
     anchor = next((n for n in model.graph if n.name == instance.anchor_name), None)
     if anchor is None:
         return Rejection(STAGE_MATCH, "the anchor node is missing from the built model")
     targets = {"": instance.target} if instance.target is not None else {}
-    matcher = Matcher(model.opset_imports, ruleset.functions, targets, ruleset.constraints)
+    matcher = Matcher(
+        model.opset_imports, ruleset.functions, targets, ruleset.constraints, calibration
+    )
     result = matcher.match(plan.compiled, anchor)
     if isinstance(result, Match):
         return Accepted(instance)

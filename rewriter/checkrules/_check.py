@@ -50,6 +50,7 @@ from rewriter.checkrules._analysis import (
     analyze,
 )
 from rewriter.checkrules._attempt import Accepted, Rejection, attempt
+from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
@@ -196,9 +197,12 @@ def _rewrite_alone(rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance) -> 
     from rewriter.api import RewriteOptions, rewrite
 
     single = dataclasses.replace(ruleset, rules=(rule,), passes=())
-    return rewrite(
-        instance.proto, single, RewriteOptions(max_rewrites=1, target_opset=instance.target)
+    options = RewriteOptions(
+        max_rewrites=1,
+        target_opset=instance.target,
+        calibration=instance_calibration(rule, instance.proto),
     )
+    return rewrite(instance.proto, single, options)
 
 
 def _check_instance(
@@ -224,6 +228,8 @@ def _check_instance(
             return _Outcome(failure=Counterexample(model_text, {}, None, message))
         return _Outcome(skipped="the engine did not apply the rule: " + "; ".join(rolled))
     rewritten = result.proto
+    if rule.approximate is not None:
+        return _check_bound(rule.approximate, model_text, instance.proto, rewritten, seed)
     rtol, atol = _tolerances(instance.proto)
     try:
         verdict = check_equivalence(
@@ -253,6 +259,37 @@ def _check_instance(
         model_text, inputs, max(errors, default=None), message, _text(rewritten)
     )
     return _Outcome(examples=verdict.examples_run, failure=failure)
+
+
+# Examples an approximate rule's instance is measured on (the worst one counts).
+_APPROXIMATION_EXAMPLES = 4
+
+
+def _check_bound(
+    bound: ast.Approximation, model_text: str, original: Any, rewritten: Any, seed: int
+) -> _Outcome:
+    """An approximate rule's instance: the declared metric must meet the declared bound."""
+    from rewriter.verification import Acceptance, VerifyError, measure_approximation
+
+    try:
+        measured = measure_approximation(
+            original, rewritten, bound.metric, examples=_APPROXIMATION_EXAMPLES, seed=seed
+        )
+    except VerifyError as exc:
+        message = str(exc)
+        if message.startswith(("original", "the original")):
+            return _Outcome(skipped=f"the instance cannot be run: {message}")
+        return _Outcome(failure=Counterexample(model_text, {}, None, message, _text(rewritten)))
+    if Acceptance(bound.metric, bound.bound).met_by(measured.value):
+        return _Outcome(examples=measured.examples)
+    message = (
+        f"the declared bound `approximate {bound}` does not hold: {bound.metric} is "
+        f"{measured.value:.4g} on the worst of {measured.examples} examples"
+    )
+    failure = Counterexample(
+        model_text, dict(measured.worst_inputs), None, message, _text(rewritten)
+    )
+    return _Outcome(examples=measured.examples, failure=failure)
 
 
 @contextlib.contextmanager
@@ -352,6 +389,8 @@ def _check_rule(
     detail = f"opset {', '.join(label for _, label in opsets)}"
     if rule.assumes_finite:
         detail += "; finite inputs only (the rule assumes finite)"
+    if rule.approximate is not None:
+        detail += f"; approximate: held to {rule.approximate} on plain inputs, not to equivalence"
     if rule.assumes_nonempty:
         detail += "; non-empty tensors only (the rule assumes nonempty)"
     return report(

@@ -30,11 +30,12 @@ from rewriter.cli._verify import (
     add_comparison_options,
     comparison_arguments,
     counterexample_target,
+    load_samples,
     print_result,
     refuse_equivalence_options,
 )
 from rewriter.dsl import _ast as ast
-from rewriter.engine import ProgressCallback, RunOptions, SkipEntry
+from rewriter.engine import Calibration, ProgressCallback, RunOptions, SkipEntry
 
 if TYPE_CHECKING:
     from rewriter.api import AccuracyBudget, BudgetResult
@@ -144,6 +145,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and folding can use (they can no longer be fed); always so before IR version 4",
     )
     parser.add_argument(
+        "--calibration",
+        metavar="PATH",
+        help="calibration samples for the quantization rules (patterns/quantize): an .npz "
+        "file or a folder of them, one array per graph input as --inputs takes them; the "
+        "input model is run on them and each value's range is what rules read",
+    )
+    parser.add_argument(
+        "--calibration-method",
+        choices=("minmax", "percentile", "entropy"),
+        default="minmax",
+        help="how activation ranges come from the calibration samples when a rule names no "
+        "method: smallest and largest value, the --calibration-percentile of the values, or "
+        "the clipping threshold of least information loss (entropy; default: minmax)",
+    )
+    parser.add_argument(
+        "--calibration-percentile",
+        type=float,
+        default=99.999,
+        metavar="P",
+        help="the percentile of --calibration-method percentile (default 99.999)",
+    )
+    parser.add_argument(
         "--exact",
         action="store_true",
         help="apply only rewrites exact on every input: no rule that assumes finite inputs, "
@@ -198,10 +221,12 @@ def _rewrite_options(
     progress: ProgressCallback | None = None,
     record_subgraphs: bool = False,
     budget: AccuracyBudget | None = None,
+    calibration: Calibration | None = None,
 ) -> RewriteOptions:
     """The options of the run the command line asks for."""
     return RewriteOptions(
         budget=budget,
+        calibration=calibration,
         allow_python=args.allow_python,
         target_opset=args.target_opset,
         add_opsets=_parse_opsets(args.add_opset),
@@ -263,9 +288,13 @@ def run(args: argparse.Namespace) -> int:
     unknown = [name for name in args.exclude_rule if ruleset.rule(name) is None]
     if unknown:
         raise RewriteError(f"--exclude-rule: no rule named `{unknown[0]}` is loaded")
+    calibration = None
+    if args.calibration:
+        with clock.phase("calibrate"):
+            calibration = _calibrate(source, args)
     if args.why_not:
         model = _as_rules_see_it(as_model(source), args.target_opset)
-        why_not_options = RunOptions(target_opset=args.target_opset)
+        why_not_options = RunOptions(target_opset=args.target_opset, calibration=calibration)
         report = pass_manager(ruleset, why_not_options).why_not(model, args.why_not)
         print(report.render())
         return 0
@@ -276,7 +305,11 @@ def run(args: argparse.Namespace) -> int:
         if budget is not None:
             budget = dataclasses.replace(budget, progress=on_budget)
         options = _rewrite_options(
-            args, progress=on_progress, record_subgraphs=bool(args.report), budget=budget
+            args,
+            progress=on_progress,
+            record_subgraphs=bool(args.report),
+            budget=budget,
+            calibration=calibration,
         )
         result = rewrite(source, ruleset, options)
     for warning in (*result.trace.warnings, *_rolled_back(result)):
@@ -313,6 +346,27 @@ def run(args: argparse.Namespace) -> int:
             payload["verification"] = verification.to_json()
         _files.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
     return exit_code
+
+
+def _calibrate(source: Path, args: argparse.Namespace) -> Calibration:
+    """Statistics of the input model's values on the `--calibration` samples."""
+    path = args.calibration
+    from rewriter.verification import VerifyError, collect_calibration
+
+    given = Path(path)
+    files = sorted(given.glob("*.npz")) if given.is_dir() else [given]
+    if not files:
+        raise RewriteError(f"--calibration {path}: the folder holds no .npz file")
+    try:
+        samples = load_samples([str(f) for f in files], option="--calibration")
+        return collect_calibration(
+            source,
+            samples,
+            method=args.calibration_method,
+            percentile=args.calibration_percentile,
+        )
+    except VerifyError as exc:
+        raise RewriteError(f"--calibration {path}: {exc}") from None
 
 
 def _as_rules_see_it(model: ir.Model, target_opset: int | None) -> ir.Model:

@@ -53,6 +53,11 @@ def _changes(entries: Sequence[TraceEntry]) -> list[str]:
     parts = []
     if approximated:
         parts.append(f"approximated {_ops(approximated)}")
+    quantized = _ops(
+        op for e in by_kind["quantization"] for op in e.matched_ops if op not in _NO_WORK
+    )
+    if quantized:
+        parts.append(f"quantized {quantized}")
     fused = _ops(op for e in by_kind["fusion"] for op in _new_ops(e))
     if fused:
         parts.append(f"fused {fused}")

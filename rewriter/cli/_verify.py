@@ -234,7 +234,7 @@ def accuracy_arguments(args: argparse.Namespace) -> dict[str, object]:
         "input_ranges": _once("--input", args.input_ranges),
         "input_shapes": _once("--input-shape", args.input_shapes),
         "dims": _once("--dim", args.dims),
-        "samples": _load_samples(args.samples),
+        "samples": load_samples(args.samples),
         "ort_enable_all": args.ort_enable_all,
     }
 
@@ -250,8 +250,8 @@ def _once(option: str, pairs: list[tuple[str, object]]) -> dict[str, object]:
     return found
 
 
-def _load_samples(paths: list[str]) -> list[dict[str, object]]:
-    """The `--inputs` files' arrays (never unpickled), one mapping per file."""
+def load_samples(paths: list[str], option: str = "--inputs") -> list[dict[str, object]]:
+    """The `--inputs` (or `--calibration`) files' arrays (never unpickled), one mapping per file."""
     import zipfile
 
     import numpy as np
@@ -264,9 +264,9 @@ def _load_samples(paths: list[str]) -> list[dict[str, object]]:
             with np.load(path, allow_pickle=False) as data:
                 samples.append({name: data[name] for name in data.files})
         except FileNotFoundError:
-            raise VerifyError(f"--inputs {path}: no such file") from None
+            raise VerifyError(f"{option} {path}: no such file") from None
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            raise VerifyError(f"--inputs {path}: not a readable .npz file ({exc})") from None
+            raise VerifyError(f"{option} {path}: not a readable .npz file ({exc})") from None
     return samples
 
 
@@ -284,7 +284,7 @@ def comparison_arguments(args: argparse.Namespace) -> dict[str, object]:
         "input_ranges": _once("--input", args.input_ranges),
         "input_shapes": _once("--input-shape", args.input_shapes),
         "dims": _once("--dim", args.dims),
-        "samples": _load_samples(args.samples),
+        "samples": load_samples(args.samples),
         "special_values": args.special_values,
         "ort_enable_all": args.ort_enable_all,
     }

@@ -62,6 +62,7 @@ from rewriter.dsl._ast import (
 )
 from rewriter.dsl._cache import CacheFolder, user_cache
 from rewriter.dsl._check import check
+from rewriter.dsl._check_approximate import QUANTIZATION_OPS
 from rewriter.dsl._dump import dump
 from rewriter.dsl._format import format_file
 from rewriter.dsl._inline import inline_constraints
@@ -72,6 +73,7 @@ from rewriter.dsl._vocabulary import PassOption, PassSignature, Signature, Vocab
 
 __all__ = [
     "APPROXIMATION_METRICS",
+    "QUANTIZATION_OPS",
     "AliasStmt",
     "Approximation",
     "AttrCopy",

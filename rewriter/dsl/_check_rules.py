@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ir
 from rewriter.dsl import _ast as ast
+from rewriter.dsl._check_approximate import check_approximate
 from rewriter.dsl._check_calls import KnownFunctions
 from rewriter.dsl._check_schema import (
     Count,
@@ -29,6 +30,7 @@ def check_rule(rule: ast.Rule, known: KnownFunctions, report: Reporter) -> None:
                 _check_node_stmt(stmt, report)
     ScopeChecker(rule, known, report).run()
     _check_requires(rule, report)
+    check_approximate(rule, report)
 
 
 def _match_patterns(match: ast.MatchBlock) -> tuple[ast.NodePattern, ...]:

@@ -11,6 +11,13 @@ from __future__ import annotations
 from rewriter.engine._applicability import applicability
 from rewriter.engine._builder import Builder
 from rewriter.engine._builtins import BUILTINS, Builtin, signatures
+from rewriter.engine._calibration import (
+    CALIBRATION_METHODS,
+    HISTOGRAM_BINS,
+    KEPT_ROWS,
+    Calibration,
+    ValueStatistics,
+)
 from rewriter.engine._compile import CompiledRule, compile_rule
 from rewriter.engine._evaluate import evaluate
 from rewriter.engine._facts import (
@@ -27,6 +34,7 @@ from rewriter.engine._kinds import (
     FOLDING,
     FUSION,
     KINDS,
+    QUANTIZATION,
     REWRITE,
     rewrite_kind,
 )
@@ -84,11 +92,15 @@ from rewriter.engine._why_not import WhyNot
 __all__ = [
     "BUILTINS",
     "BUILTIN_PASSES",
+    "CALIBRATION_METHODS",
     "CLEANUP",
     "DECOMPOSITION",
     "FOLDING",
     "FUSION",
+    "HISTOGRAM_BINS",
+    "KEPT_ROWS",
     "KINDS",
+    "QUANTIZATION",
     "REWRITE",
     "RULE_TAG",
     "SOURCE_TAG",
@@ -98,6 +110,7 @@ __all__ = [
     "BlockRules",
     "Builder",
     "Builtin",
+    "Calibration",
     "CompiledRule",
     "EvalContext",
     "EvalError",
@@ -120,6 +133,7 @@ __all__ = [
     "StopReason",
     "Trace",
     "TraceEntry",
+    "ValueStatistics",
     "WhyNot",
     "applicability",
     "attr_to_python",

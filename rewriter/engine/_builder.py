@@ -71,7 +71,8 @@ class Builder:
     def _check_assumptions(self, match: Match) -> None:
         """In an exact run, decline a rule whose `assumes` clause the model does not prove.
 
-        `assumes finite` cannot be proved of a model's inputs, so such a rule never applies;
+        `assumes finite` cannot be proved of a model's inputs, so such a rule never applies,
+        nor does an `approximate` one (it changes numerics on purpose);
         `assumes nonempty` holds where every tensor the matched nodes read has a known shape
         without a zero dim (a named dim may be 0 at run time).
 
@@ -84,6 +85,11 @@ class Builder:
         if rule.assumes_finite:
             raise RewriteDeclinedError(
                 "the rule assumes finite inputs, and this run is exact; nothing to do"
+            )
+        if rule.approximate is not None:
+            raise RewriteDeclinedError(
+                f"the rule is approximate ({rule.approximate}), and this run is exact; "
+                "nothing to do"
             )
         if rule.assumes_nonempty:
             for node in match.nodes:

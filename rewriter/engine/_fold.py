@@ -7,7 +7,8 @@ dtype matches the node's known output type. Nodes onnxruntime cannot run are lef
 are (one session per node finds which, when the batch fails). Shape and Size of values whose
 shape is fully static fold from the facts, without running anything. Only pure standard ops
 fold (`_purity`); a node whose result would exceed `max_output_bytes` stays, but the nodes
-after it may still fold (it then goes as dead code).
+after it may still fold (it then goes as dead code). DequantizeLinear never folds: it holds a
+quantized weight on purpose.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from rewriter.engine._runtime import RuntimeEvaluationError, run_nodes
 logger = logging.getLogger(__name__)
 
 _STANDARD = ("", "ai.onnx", "ai.onnx.ml")
+# Never folded: a Constant is already one; a DequantizeLinear of a constant is a quantized
+# weight kept so on purpose (folding it would store the float weight again; runtimes fuse
+# it into their integer and 4-bit kernels), as onnxruntime's own constant folding leaves it.
+_KEPT = frozenset({"Constant", "DequantizeLinear"})
 # Constant inputs larger than this are not read to fold a node (a weight is not worth it).
 _INPUT_ELEMENTS_LIMIT = 1 << 21
 
@@ -92,7 +97,7 @@ def _foldable_region(graph: ir.Graph, purity: Purity) -> list[ir.Node]:
 
 
 def _is_foldable(node: ir.Node, purity: Purity) -> bool:
-    if node.domain not in _STANDARD or node.op_type == "Constant" or not node.inputs:
+    if node.domain not in _STANDARD or node.op_type in _KEPT or not node.inputs:
         return False
     if any(True for _ in node.subgraphs()) or not purity.is_pure(node):
         return False

@@ -7,7 +7,9 @@ Transposes into one); a *decomposition* turns an op into more ops of other types
 ExtractImagePatches into Pads and Slices); a *cleanup* creates nothing that computes (a no-op
 removed, a Constant made an initializer); anything else is another *rewrite* (as many ops
 before as after). A rewrite that creates an op onnx defines as a function of other ops
-(RotaryEmbedding), and takes no such op apart, is a fusion however many ops come with it.
+(RotaryEmbedding), and takes no such op apart, is a fusion however many ops come with it. A
+rewrite that creates quantization ops (QuantizeLinear, MatMulInteger, ...) it did not match is
+a *quantization*, whatever else it does.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import ir
+from rewriter.dsl import QUANTIZATION_OPS
 
+QUANTIZATION = "quantization"
 FUSION = "fusion"
 FOLDING = "folding"
 DECOMPOSITION = "decomposition"
 REWRITE = "rewrite"
 CLEANUP = "cleanup"
-KINDS = (FUSION, FOLDING, DECOMPOSITION, REWRITE, CLEANUP)
+KINDS = (QUANTIZATION, FUSION, FOLDING, DECOMPOSITION, REWRITE, CLEANUP)
 """Every kind, in the order reports list them (what people look for first)."""
 
 _NO_WORK = frozenset({"Constant", "Identity"})
@@ -34,6 +38,8 @@ def rewrite_kind(matched_ops: Sequence[str], created_ops: Sequence[str]) -> str:
     if not created:
         return CLEANUP
     new_types = set(created) - set(matched)
+    if any(op in QUANTIZATION_OPS or op.startswith("QLinear") for op in new_types):
+        return QUANTIZATION
     if len(created) < len(matched):
         return FUSION if new_types else FOLDING
     # A new op that onnx defines as a function of others, with no such op taken apart, is

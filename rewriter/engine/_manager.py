@@ -33,6 +33,7 @@ from rewriter.dsl import _ast as ast
 from rewriter.engine import _trace
 from rewriter.engine._applicability import applicability
 from rewriter.engine._builder import Builder, Runnable
+from rewriter.engine._calibration import Calibration
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._evaluate import evaluate
 from rewriter.engine._matcher import Match, Matcher
@@ -103,6 +104,9 @@ class RunOptions:
     # it), each with the reason the trace records for it. The accuracy budget keeps layers
     # in float this way; the rule still fires everywhere else.
     excluded_sites: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    # Statistics of the model's values on calibration samples, for the rules that quantize
+    # activations (`calibrated_range`, `awq_scale`); None: such rules do not fire.
+    calibration: Calibration | None = None
     # Apply only what is exact on every input: rules that `assume` something apply where the
     # model proves it (`assumes nonempty` on static positive shapes), never otherwise.
     exact: bool = False
@@ -143,7 +147,16 @@ class PassManager:
             rule_name,
             infer_shapes=self.options.infer_shapes,
             target_opset=self.options.target_opset,
+            calibration=_renamed_by(self.options.calibration, self.ruleset),
         )
+
+
+def _renamed_by(calibration: Calibration | None, ruleset: ast.RuleSet) -> Calibration | None:
+    """The calibration, told which rules may rename values (see `Calibration.lookup`)."""
+    if calibration is None:
+        return None
+    names = frozenset(rule.name for rule in ruleset.rules)
+    return dataclasses.replace(calibration, renamed_by=calibration.renamed_by | names)
 
 
 def _skip_reason(problem: RewriteRejectedError) -> str:
@@ -173,6 +186,7 @@ class _Run:
             manager.ruleset.functions,
             targets,
             constraints=manager.ruleset.constraints,
+            calibration=_renamed_by(manager.options.calibration, manager.ruleset),
         )
         self.builder = Builder(
             model,

@@ -16,6 +16,7 @@ from typing import Any
 import ir
 from rewriter.dsl import _ast as ast
 from rewriter.engine import _facts
+from rewriter.engine._calibration import Calibration
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._evaluate import evaluate
 from rewriter.engine._explain import explain_condition, explain_line
@@ -134,11 +135,13 @@ class Matcher:
         functions: Mapping[str, Callable[..., Any]] | None = None,
         target_opsets: Mapping[str, int] | None = None,
         constraints: Mapping[str, ast.Constraint] | None = None,
+        calibration: Calibration | None = None,
     ) -> None:
         self.opset_imports = dict(opset_imports)
         self.functions = dict(functions or {})
         self.target_opsets = dict(target_opsets or {})
         self.constraints = dict(constraints or {})
+        self.calibration = calibration
         self._literals: dict[int, Any] = {}
 
     def opset_of(self, domain: str) -> int | None:
@@ -152,7 +155,12 @@ class Matcher:
     def eval_context(self, bindings: Mapping[str, Any]) -> EvalContext:
         """An evaluation context over match bindings."""
         return EvalContext(
-            dict(bindings), self.opset_imports, self.functions, self.target_opsets, self.constraints
+            dict(bindings),
+            self.opset_imports,
+            self.functions,
+            self.target_opsets,
+            self.constraints,
+            self.calibration,
         )
 
     # entry point -----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import ir
 from rewriter._errors import RewriteError, Span
 from rewriter.dsl import _ast as ast
 from rewriter.engine import _facts
+from rewriter.engine._calibration import Calibration
 
 
 class _Unknown:
@@ -79,11 +80,18 @@ class EvalContext:
     target_opsets: Mapping[str, int] = dataclasses.field(default_factory=dict)
     # The named constraints a `where` line may call, by name.
     constraints: Mapping[str, ast.Constraint] = dataclasses.field(default_factory=dict)
+    # What the model's values held on calibration samples (`--calibration`), if given.
+    calibration: Calibration | None = None
 
     def inside(self, bindings: dict[str, Any]) -> EvalContext:
         """The context of a constraint's conditions: its parameters, and everything else."""
         return EvalContext(
-            bindings, self.opset_imports, self.functions, self.target_opsets, self.constraints
+            bindings,
+            self.opset_imports,
+            self.functions,
+            self.target_opsets,
+            self.constraints,
+            self.calibration,
         )
 
 

@@ -15,6 +15,7 @@ from rewriter.dsl import _ast as ast
 from rewriter.engine import _trace
 from rewriter.engine._applicability import applicability
 from rewriter.engine._builder import Builder
+from rewriter.engine._calibration import Calibration
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._matcher import Match, Matcher, MatchFailure
 from rewriter.engine._pending import RewriteDeclinedError, RewriteRejectedError
@@ -50,11 +51,12 @@ def why_not(
     *,
     infer_shapes: bool = True,
     target_opset: int | None = None,
+    calibration: Calibration | None = None,
 ) -> WhyNot:
     """Where the rule's anchor op occurs, how far the match got and why it failed.
 
     With a `target_opset` (the run converts the model to it first), `requires` is judged at
-    that opset, as the run judges it.
+    that opset, as the run judges it; `calibration` is what the calibration built-ins read.
     """
     rule = next((r for r in rules if r.name == rule_name), None)
     if rule is None:
@@ -64,7 +66,9 @@ def why_not(
         infer_facts(model)
     skipped = applicability(rule, model.opset_imports, target_opset) or ""
     targets = {"": target_opset} if target_opset else {}
-    matcher = Matcher(model.opset_imports, ruleset.functions, targets, ruleset.constraints)
+    matcher = Matcher(
+        model.opset_imports, ruleset.functions, targets, ruleset.constraints, calibration
+    )
     builder = Builder(model, matcher, ir.NameAllocator(model))
     outcomes = []
     anchors = {(ir.schemas.normalize_domain(r.domain), r.op_type) for r in rule.anchor_ops}

@@ -22,6 +22,7 @@ from rewriter.engine import (
     DECOMPOSITION,
     FOLDING,
     FUSION,
+    QUANTIZATION,
     REWRITE,
     SkipEntry,
     TraceEntry,
@@ -35,6 +36,7 @@ from rewriter.report._rule_source import RuleSource, find_rule_source
 # Kinds of rule, in the order their sections appear (see `rewriter.engine.rewrite_kind`):
 # fusions first, which is what people open the report for, cleanups last.
 KINDS = {
+    QUANTIZATION: "quantizations",
     FUSION: "fusions",
     FOLDING: "foldings",
     DECOMPOSITION: "decompositions",

@@ -45,7 +45,13 @@ from rewriter.verification._accuracy_result import (
     MetricRow,
     format_metric,
 )
+from rewriter.verification._approximation import (
+    ApproximationResult,
+    measure_approximation,
+    plain_samples,
+)
 from rewriter.verification._bisect import find_first_bad
+from rewriter.verification._calibration import collect_calibration
 from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
 from rewriter.verification._compare import (
     DEFAULT_FACTOR,
@@ -105,6 +111,7 @@ __all__ = [
     "Acceptance",
     "AccuracyData",
     "AccuracyResult",
+    "ApproximationResult",
     "Criterion",
     "MetricRow",
     "ModelSource",
@@ -119,15 +126,18 @@ __all__ = [
     "check_accuracy",
     "check_equivalence",
     "check_on_inputs",
+    "collect_calibration",
     "default_tolerance",
     "extract_image_patches",
     "find_first_bad",
     "format_metric",
     "load_counterexample",
     "measure",
+    "measure_approximation",
     "oracle_model",
     "parse_acceptance",
     "pessimistic_bound",
+    "plain_samples",
     "run_model",
     "save_counterexample",
     "score",

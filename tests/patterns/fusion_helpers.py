@@ -25,6 +25,7 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 OPT_IN_FOLDERS = (
     "loops",
     "ort",
+    "quantize",
     "relaxed",
 )  # shipped, but only applied when asked for with --rules
 

@@ -33,8 +33,23 @@ def test_every_library_file_loads_on_its_own(path: Path) -> None:
         [LIBRARY, LIBRARY / "ort"],
         [LIBRARY, LIBRARY / "loops" / "roll.rw"],
         [LIBRARY / "folding", LIBRARY / "fusion", LIBRARY / "ort"],
+        [LIBRARY, LIBRARY / "quantize" / "int8_dynamic.rw"],
+        [
+            LIBRARY,
+            LIBRARY / "quantize" / "float16.rw",
+            LIBRARY / "quantize" / "float16_sensitive.rw",
+        ],
     ],
-    ids=["default", "ort", "loops", "default+ort", "default+roll", "folders+ort"],
+    ids=[
+        "default",
+        "ort",
+        "loops",
+        "default+ort",
+        "default+roll",
+        "folders+ort",
+        "default+int8",
+        "default+float16+sensitive",
+    ],
 )
 def test_the_documented_rule_selections_load_each_file_once(rules: list[Path]) -> None:
     ruleset = load_ruleset(rules)
@@ -42,6 +57,12 @@ def test_the_documented_rule_selections_load_each_file_once(rules: list[Path]) -
     assert len(loaded) == len(set(loaded))
     names = [r.name for r in ruleset.rules]
     assert len(names) == len(set(names))
+
+
+def test_the_default_library_never_quantizes() -> None:
+    ruleset = load_ruleset([LIBRARY])
+    assert not any("/quantize/" in f.path for f in ruleset.files)
+    assert not any(rule.approximate for rule in ruleset.rules)
 
 
 def test_the_shared_files_hold_only_constraints() -> None:

@@ -52,6 +52,15 @@ def uses(ctx: EvalContext, v: Any) -> Any:
     return 0 if val is None else _facts.count_uses(val)
 
 
+@builtin("readers", "the op types of the nodes that read a value, sorted (a list)")
+def readers(ctx: EvalContext, v: Any) -> Any:
+    """`readers(y) == ["Relu"]`: what consumes a value (graph outputs are not nodes)."""
+    val = _value_arg(v, "readers")
+    if val is None:
+        return []
+    return sorted(use.node.op_type for use in val.uses)
+
+
 @builtin(
     "lower_bound",
     "the smallest element v can hold, from its producers (sizes from Shape/Size are >= 0)",

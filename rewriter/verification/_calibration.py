@@ -1,0 +1,161 @@
+"""Collecting calibration statistics: run the original model on samples, watch every value.
+
+`collect_calibration(model, samples)` runs the model with onnxruntime (optimizations off, so
+every value of the graph exists) with each float32 value of the main graph made an output,
+on each sample, and summarizes what each value held (`rewriter.engine.ValueStatistics`):
+its range, a histogram for the percentile and entropy methods, and for the activations of
+MatMul and Gemm with constant weights the mean magnitude per input channel and a few rows
+(for AWQ). Two passes over the samples: the histogram's range is the first pass's.
+
+Samples are mappings of input name to array, as verification's `--inputs` takes them: one
+sample, or several stacked along a new first axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+import ir
+from rewriter.engine import (
+    CALIBRATION_METHODS,
+    HISTOGRAM_BINS,
+    KEPT_ROWS,
+    Calibration,
+    ValueStatistics,
+    dtype_of,
+    is_const,
+)
+from rewriter.verification._errors import VerifyError
+from rewriter.verification._inputs import analyze_inputs, split_samples
+from rewriter.verification._runner import RunError, open_session
+from rewriter.verification._source import ModelSource, load_model
+
+Array = np.ndarray
+
+
+def collect_calibration(
+    model: ModelSource,
+    samples: Sequence[Mapping[str, object]],
+    *,
+    method: str = "minmax",
+    percentile: float = 99.999,
+) -> Calibration:
+    """Statistics of every float32 value of `model`'s main graph over `samples`.
+
+    `method` and `percentile` are how rules that name no method turn them into ranges.
+
+    Raises:
+        VerifyError: no samples, samples that do not fit the model's inputs, or a model that
+            onnxruntime cannot run on them.
+    """
+    if method not in CALIBRATION_METHODS:
+        known = ", ".join(CALIBRATION_METHODS)
+        raise VerifyError(f"unknown calibration method {method!r} (known: {known})")
+    if not 0.0 < percentile <= 100.0:
+        raise VerifyError(f"a percentile is in (0, 100], got {percentile}")
+    loaded = load_model(model, "calibrated")
+    watched = ir.from_onnx(ir.to_onnx(loaded.model))
+    ir.infer_types(watched)
+    specs = analyze_inputs(watched, watched)
+    arrays = [{name: np.asarray(value) for name, value in sample.items()} for sample in samples]
+    feeds = split_samples(arrays, specs)
+    if not feeds:
+        raise VerifyError("calibration needs at least one sample")
+    names = _watch_float_values(watched)
+    activations = _matmul_activations(watched)
+    session = open_session(load_model(watched, "calibrated"))
+    low: dict[str, float] = {}
+    high: dict[str, float] = {}
+    channel_sums: dict[str, Array] = {}
+    channel_counts: dict[str, int] = {}
+    rows: dict[str, list[Array]] = {}
+    for feed in feeds:
+        for name, array in _run(session, feed, names):
+            low[name] = min(low.get(name, np.inf), float(array.min(initial=np.inf)))
+            high[name] = max(high.get(name, -np.inf), float(array.max(initial=-np.inf)))
+            if name in activations and array.ndim >= 1 and array.size:
+                flat = array.reshape(-1, array.shape[-1]).astype(np.float64)
+                sums = np.abs(flat).sum(axis=0)
+                if name in channel_sums and channel_sums[name].shape != sums.shape:
+                    continue
+                channel_sums[name] = channel_sums.get(name, 0) + sums
+                channel_counts[name] = channel_counts.get(name, 0) + flat.shape[0]
+                kept = sum(r.shape[0] for r in rows.get(name, []))
+                if kept < KEPT_ROWS:
+                    rows.setdefault(name, []).append(flat[: KEPT_ROWS - kept])
+    bounds = {name: max(abs(low[name]), abs(high[name])) for name in low}
+    histograms = {name: np.zeros(HISTOGRAM_BINS, dtype=np.int64) for name in low}
+    for feed in feeds:
+        for name, array in _run(session, feed, names):
+            if bounds[name] > 0 and np.isfinite(bounds[name]):
+                counts, _ = np.histogram(
+                    array, bins=HISTOGRAM_BINS, range=(-bounds[name], bounds[name])
+                )
+                histograms[name] += counts
+    values = {
+        name: ValueStatistics(
+            low=low[name],
+            high=high[name],
+            histogram=histograms[name],
+            bound=bounds[name],
+            channel_mean_abs=(
+                channel_sums[name] / channel_counts[name] if name in channel_sums else None
+            ),
+            rows=np.concatenate(rows[name]).astype(np.float32) if name in rows else None,
+        )
+        for name in low
+        if np.isfinite(low[name]) and np.isfinite(high[name])
+    }
+    return Calibration(values, len(feeds), method=method, percentile=percentile)
+
+
+def _watch_float_values(model: ir.Model) -> list[str]:
+    """Make every float32 value of the main graph an output; their names."""
+    graph = model.graph
+    present = {value.name for value in graph.outputs}
+    names = [v.name for v in graph.outputs if _is_float32(v)]
+    candidates = list(graph.inputs)
+    for node in graph:
+        candidates.extend(node.outputs)
+    for value in candidates:
+        if value.name and value.name not in present and _is_float32(value):
+            graph.add_output(value)
+            present.add(value.name)
+            names.append(value.name)
+    return names
+
+
+def _is_float32(value: ir.Value) -> bool:
+    """A float32 value; one known so only from inference gets that type, so it can be an output."""
+    found = value.type
+    if isinstance(found, ir.TensorType):
+        return found.dtype == ir.DataType.FLOAT
+    if dtype_of(value) != ir.DataType.FLOAT:
+        return False
+    value.type = ir.TensorType(ir.DataType.FLOAT)
+    return True
+
+
+def _matmul_activations(model: ir.Model) -> set[str]:
+    """Values that MatMul or Gemm multiply by a constant weight (AWQ needs their rows)."""
+    found = set()
+    for node in model.graph:
+        if node.op_type in ("MatMul", "Gemm") and node.domain in ("", "ai.onnx"):
+            activation, weight = [*node.inputs, None, None][:2]
+            if activation is not None and weight is not None and is_const(weight):
+                found.add(activation.name)
+    return found
+
+
+def _run(session: object, feed: Mapping[str, Array], names: list[str]) -> list[tuple[str, Array]]:
+    try:
+        results = session.run(dict(feed))  # type: ignore[attr-defined]
+    except RunError as exc:
+        raise VerifyError(f"the model failed on a calibration sample: {exc}") from exc
+    return [
+        (name, np.asarray(results[name]))
+        for name in names
+        if isinstance(results.get(name), np.ndarray) and np.asarray(results[name]).size
+    ]

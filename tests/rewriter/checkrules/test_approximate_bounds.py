@@ -1,0 +1,68 @@
+"""check-rules holds an approximate rule to its declared bound, not to equivalence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rewriter.api import load_rules
+from rewriter.checkrules import CheckOptions, Status, check_rules
+from rewriter.cli import main
+
+RULE = """\
+rule int8_matmul approximate snr >= {bound} {{
+  match {{
+    y = MatMul (x, w)
+  }}
+  where {{
+    is_const(w)
+    rank(w) == 2
+    rank(x) >= 2
+    dtype(x) == "float"
+    opset() >= 11
+  }}
+  rewrite {{
+    let scale = symmetric_scale(w, "int8", axis = 1)
+    xq, xs, xz = DynamicQuantizeLinear (x)
+    acc = MatMulInteger (xq, quantize(w, scale, "int8", axis = 1), xz)
+    wide = Cast <to = "float"> (acc)
+    rescale = Mul (xs, scale)
+    y = Mul (wide, rescale)
+  }}
+}}
+"""
+
+
+def _report(tmp_path: Path, bound: int):
+    path = tmp_path / "rule.rw"
+    path.write_text(RULE.format(bound=bound))
+    (report,) = check_rules(load_rules(path), CheckOptions(seed=0, instances=2))
+    return report
+
+
+def test_a_bound_the_rule_meets_verifies_and_says_so(tmp_path: Path) -> None:
+    report = _report(tmp_path, 25)
+    assert report.status is Status.VERIFIED
+    assert "approximate: held to snr >= 25 on plain inputs, not to equivalence" in report.detail
+
+
+def test_a_bound_too_tight_fails_with_the_measured_value(tmp_path: Path) -> None:
+    report = _report(tmp_path, 90)
+    assert report.status is Status.FAILED
+    assert report.detail.startswith(
+        "the declared bound `approximate snr >= 90` does not hold: snr is "
+    )
+    measured = float(report.detail.split("snr is ")[1].split(" ")[0])
+    assert 25 < measured < 90
+    assert report.counterexample is not None
+    assert report.counterexample.inputs
+
+
+def test_command_exit_code_follows_the_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "rule.rw"
+    path.write_text(RULE.format(bound=90))
+    assert main(["check-rules", str(path), "--jobs", "1"]) == 1
+    assert "the declared bound `approximate snr >= 90` does not hold" in capsys.readouterr().out
