@@ -44,12 +44,14 @@ def _changes(entries: Sequence[TraceEntry]) -> list[str]:
     for entry in entries:
         if entry.kind == "pass":
             passes[entry.rule] += max(len(entry.matched), 1)
-        elif entry.kind == "rule" and entry.approximate:
-            # Quantization and lower precision: named by what was approximated, whatever
-            # shape the replacement has.
-            approximated.extend(op for op in entry.matched_ops if op not in _NO_WORK)
         elif entry.kind == "rule":
-            by_kind[rewrite_kind(entry.matched_ops, entry.created_ops)].append(entry)
+            kind = rewrite_kind(entry.matched_ops, entry.created_ops)
+            if entry.approximate and kind != "quantization":
+                # Lower precision and other approximations: named by what was approximated,
+                # whatever shape the replacement has.
+                approximated.extend(op for op in entry.matched_ops if op not in _NO_WORK)
+            else:
+                by_kind[kind].append(entry)
     parts = []
     if approximated:
         parts.append(f"approximated {_ops(approximated)}")
