@@ -469,20 +469,47 @@ def test_matmul_add_to_gemm(bias_shape):
 
 @pytest.mark.parametrize(
     ("a_shape", "bias_shape", "out_shape"),
-    [("N, 3, 5", "6", "N, 3, 6"), ("N, 5", "3, 6", "3, 6"), ("N, 5", "N, 6", "N, 6")],
+    [("N, 3, 5", "6", "N, 3, 6"), ("N, 5", "3, 6", "3, 6")],
 )
 def test_matmul_add_to_gemm_near_misses(a_shape, bias_shape, out_shape):
-    # a 3-D activation; a bias that is not a row vector; a bias that is a graph input
-    as_input = bias_shape.startswith("N")
-    sig = f", float[{bias_shape}] c" if as_input else ""
+    # a 3-D activation; a constant bias that is not a row vector
     model = build(
         f"""<ir_version: 8, opset_import: ["" : 14]>
-        g (float[{a_shape}] a{sig}) => (float[{out_shape}] z) {{
+        g (float[{a_shape}] a) => (float[{out_shape}] z) {{
             y = MatMul (a, w)
             z = Add (y, c)
         }}""",
         w=((5, 6), -1.0, 1.0),
-        **({} if as_input else {"c": (tuple(int(d) for d in bias_shape.split(",")), -1.0, 1.0)}),
+        c=(tuple(int(d) for d in bias_shape.split(",")), -1.0, 1.0),
+    )
+    assert not fired(rewrite(model, GEMM))
+
+
+@pytest.mark.parametrize("bias_shape", ["N, 6", "6", "1, 6", "N, 1"])
+def test_matmul_add_to_gemm_computed_bias(bias_shape):
+    # onnxoptimizer's fuse_matmul_add_bias_into_gemm: a, B and the bias are graph inputs
+    model = build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 5] a, float[5, 6] b, float[{bias_shape}] c) => (float[N, 6] z) {{
+            y = MatMul (a, b)
+            z = Add (c, y)
+        }}"""
+    )
+    check_fired(model, rewrite(model, GEMM), {"matmul_add_to_gemm_computed_bias": 1}, ["Gemm"])
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "bias_shape", "out_shape"),
+    [("1, 5", "M, 6", "M, 6"), ("N, 5", "N, 2, 6", "N, 2, 6"), ("N, 3, 5", "6", "N, 3, 6")],
+)
+def test_matmul_add_to_gemm_computed_bias_near_misses(a_shape, bias_shape, out_shape):
+    # the bias grows the product (Gemm's C broadcasts one way only); a 3-D bias; 3-D a
+    model = build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[{a_shape}] a, float[5, 6] b, float[{bias_shape}] c) => (float[{out_shape}] z) {{
+            y = MatMul (a, b)
+            z = Add (y, c)
+        }}"""
     )
     assert not fired(rewrite(model, GEMM))
 
