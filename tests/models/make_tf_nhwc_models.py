@@ -18,7 +18,9 @@ tests/rewriter/engine/test_transposes_tf2onnx.py):
   conversion fails for C > 1, see make_tf_models.py), followed by a Dense layer on the
   patch vectors.
 * `tf_keras_cnn`: a small Keras CNN: Conv2D+ReLU, BatchNormalization, MaxPool, Conv2D, a
-  channel Concatenate of two branches, GlobalAveragePooling, Dense, Softmax.
+  channel Concatenate of two branches, a Dense layer on the 4-D map (tf2onnx writes
+  TensorFlow's Tensordot: a Reshape whose size is computed from Shape with Gather, Cast and
+  ReduceProd), GlobalAveragePooling, Dense, Softmax.
 * `tf_separable_block`: a MobileNet-style depthwise-separable block: DepthwiseConv2D, BN,
   ReLU6, 1x1 Conv2D, BN, a residual Add, then SeparableConv2D and a channel split via
   Reshape before a mean over the spatial axes.
@@ -69,7 +71,8 @@ def _set_batchnorm_statistics(model: tf.keras.Model, rng: np.random.Generator) -
 
 
 def keras_cnn() -> tf.keras.Model:
-    """Conv, BN, pool, two branches concatenated over channels, global pool, dense, softmax."""
+    """Conv, BN, pool, two branches concatenated over channels, a Dense on the 4-D map,
+    a strided Conv, global pool, dense, softmax."""
     layers = tf.keras.layers
     x = layers.Input((16, 16, 3), name="image")
     h = layers.Conv2D(8, 3, padding="same", activation="relu")(x)
@@ -78,6 +81,7 @@ def keras_cnn() -> tf.keras.Model:
     a = layers.Conv2D(8, 3, padding="same", activation="relu")(h)
     b = layers.Conv2D(4, 1, activation="relu")(h)
     h = layers.Concatenate(axis=-1)([a, b])
+    h = layers.Dense(12, activation="relu")(h)  # on the 4-D map: TensorFlow's Tensordot
     h = layers.Conv2D(16, 3, strides=2, padding="valid")(h)
     h = layers.GlobalAveragePooling2D()(h)
     y = layers.Dense(10, activation="softmax")(h)
@@ -125,7 +129,8 @@ MODELS: dict[str, tuple[Callable[[], Any], tuple[int | None, ...], str]] = {
     "tf_keras_cnn": (
         keras_cnn,
         (None, 16, 16, 3),
-        "Keras CNN: Conv2D, BatchNorm, MaxPool, channel Concatenate, GlobalAvgPool, Dense",
+        "Keras CNN: Conv2D, BatchNorm, MaxPool, channel Concatenate, Dense on the 4-D map, "
+        "GlobalAvgPool, Dense",
     ),
     "tf_separable_block": (
         separable_block,
