@@ -62,6 +62,11 @@ def _conv_layout(lb: LineBuild, x: Slot, w: Slot, dtypes: tuple[ir.DataType, ir.
             raise RecipeError(f"{lb.op_type} needs an input of rank >= 3")
         spatial = len(x.shape) - 2
         channels = x.shape[1]
+    elif w.shape is not None:  # weights made by an earlier line (a ConstantOfShape, ...)
+        if len(w.shape) < 3:
+            raise RecipeError(f"{lb.op_type} needs weights of rank >= 3")
+        spatial = len(w.shape) - 2
+        channels = 0
     else:
         spatial = lb.choices.pick(lb.key("spatial"), (2, 2, 1, 3))
         channels = 0
@@ -69,7 +74,8 @@ def _conv_layout(lb: LineBuild, x: Slot, w: Slot, dtypes: tuple[ir.DataType, ir.
         group = lb.attr("group", lambda key: lb.choices.pick(key, _divisors(channels)))
     else:
         group = lb.attr("group", lambda key: lb.choices.pick(key, (1, 2, 3)))
-        channels = int(group) * lb.choices.integer(lb.key("cin"), 1, 3)
+        per_group = w.shape[1] if w.shape is not None else None
+        channels = int(group) * (per_group or lb.choices.integer(lb.key("cin"), 1, 3))
     group = int(group)
     if channels % group:
         raise RecipeError(f"group {group} does not divide {channels} channels")
