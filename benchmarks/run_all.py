@@ -46,6 +46,11 @@ BENCHMARKS: dict[str, tuple[list[str], str]] = {
     "report_speed": ([], "a report of a 6-layer transformer in under 5 s"),
     "big_model": ([], "peak memory far below the weights' size"),
     "transposes": ([], "no more Transposes than onnxruntime's transpose optimizer leaves"),
+    "peer_tests": (
+        [],
+        "onnxoptimizer's own test models: at most its node count wherever its rewrite is "
+        "exact, outputs equal",
+    ),
     "run": ([], "the corpus against onnxscript, onnxsim, onnxslim, onnxoptimizer, onnxruntime"),
 }
 

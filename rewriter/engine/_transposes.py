@@ -15,7 +15,8 @@ count never grows. Ops a Transpose passes through:
   constant is permuted to match: an exact data movement), Transposes with the same perm
   (read through; they vanish when nothing else reads them) or values of the region;
 * Concat of such operands (its axis is permuted), Softmax / LogSoftmax / Hardmax from opset
-  13 (the axis is permuted), Reduce ops with `keepdims=1` (the axes are permuted);
+  13 (the axis is permuted), Reduce ops with `keepdims=1` (the axes are permuted),
+  LayerNormalization where the Transpose keeps the normalized trailing axes in place;
 * Slice (its axes permuted) and Pad (its pads permuted);
 * Reshapes (and Squeeze / Unsqueeze, as Reshapes) that only split dims or merge adjacent
   ones, with static shapes: above the Transpose they split (merge) the matching dims of the
@@ -303,6 +304,14 @@ def _plan_step(
         if axis is None:
             return None
         attributes["axis"] = perm[axis]
+        return _Step(node, slot, inputs, attributes, [])
+    if op == "LayerNormalization" and slot == 0:
+        # normalizes the trailing axes from `axis`: below a Transpose that keeps them in
+        # place (it moves only leading axes, as [seq, batch] <-> [batch, seq]) it normalizes
+        # the same elements, and scale and bias keep their shape
+        axis = _axis(node.attribute("axis", -1), rank)
+        if axis is None or perm[axis:] != list(range(axis, rank)):
+            return None
         return _Step(node, slot, inputs, attributes, [])
     if op == "Reshape" and slot == 0:
         return _reshape_step(node, inputs, attributes, perm)

@@ -91,6 +91,25 @@ def test_axis_attributes_follow_the_permutation(tmp_path, op, extra):
     assert_same_outputs(model, rewritten)
 
 
+@pytest.mark.parametrize(("axis", "cancels"), [(-1, True), (2, True), (1, False)])
+def test_layer_normalization_of_axes_the_transpose_keeps(tmp_path, axis, cancels):
+    # [seq, batch, hidden] <-> [batch, seq, hidden] around a LayerNormalization of the
+    # trailing axes: the pair cancels; normalizing axis 1 on would mix the swapped axes
+    scale = _values(np.linspace(0.5, 1.5, 6, dtype=np.float32))
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[4, 3, 6] x) => (float[4, 3, 6] y)
+      <float[{"6" if axis != 1 else "4, 6"}] s = {scale if axis != 1 else _values(np.ones(24, np.float32))}>
+    {{
+        a = Transpose <perm = [1, 0, 2]> (x)
+        n = LayerNormalization <axis = {axis}> (a, s)
+        y = Transpose <perm = [1, 0, 2]> (n)
+    }}"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    assert _count(rewritten) == (0 if cancels else 2)
+    assert_same_outputs(model, rewritten)
+
+
 def test_a_chain_that_meets_no_inverse_is_left_alone(tmp_path):
     text = f"""<ir_version: 8, opset_import: ["" : 17]>
     g (float[2, 3, 4, 5] x, float[2, 4, 5, 3] z) => (float[2, 4, 5, 3] y) {{
