@@ -217,9 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     tf.random.set_seed(SEED)
     tf.keras.utils.set_random_seed(SEED)
     args.out.mkdir(parents=True, exist_ok=True)
-    entries = [
-        convert(n, np.random.default_rng(SEED + i), args.out) for i, n in enumerate(names)
-    ]
+    entries = [convert(n, np.random.default_rng(SEED + i), args.out) for i, n in enumerate(names)]
     cc.update_manifest(args.out, entries)
     return 0
 
