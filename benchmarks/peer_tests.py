@@ -16,7 +16,9 @@ the smaller of onnxoptimizer's two results whose outputs are equal, with the op 
 differ.
 
 Some of onnxoptimizer's rewrites are not exact, and this project does not make them on
-purpose; the models whose gap comes only from them are listed apart (`INEXACT`).
+purpose: a model where onnxoptimizer without one of those passes (`INEXACT`) has no fewer
+nodes than this project is listed apart, as is a model onnx's strict shape inference refuses
+(its declared output types contradict the graph).
 
 The test file is not part of this repository (Apache-2.0, onnx/optimizer): give it with
 `--test-file`, or let the script fetch the file of the installed onnxoptimizer's release tag
@@ -106,7 +108,7 @@ class _RecordingOptimizer:
         return self._real.optimize(model, passes, fixed_point)
 
 
-def test_file(path: str | None) -> Path:
+def suite_file(path: str | None) -> Path:
     """The suite to run: `path`, or the installed release's file (fetched once, cached)."""
     if path:
         found = Path(path).expanduser()
@@ -463,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--progress", action="store_true", help="name each model on stderr")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    suite = test_file(args.test_file)
+    suite = suite_file(args.test_file)
     cases, failed = harvest(load_suite(suite), args.only)
     if not cases:
         raise SystemExit("no models: no test matched --only, or the suite optimized nothing")
