@@ -1,10 +1,10 @@
 """Convert small channels-last (NHWC) TensorFlow models to ONNX with tf2onnx (native ops).
 
-Run with the TensorFlow venv (tensorflow-cpu 2.21, tf2onnx 1.17, onnx, onnxruntime; see
-benchmarks/corpus/README.md), from the repository root:
+Run with the TensorFlow environment of benchmarks/corpus/README.md (tensorflow-cpu 2.21,
+tf2onnx 1.17, onnx, onnxruntime; never the project's own), from the repository root:
 
-    /work/tfvenv/bin/python tests/models/make_tf_nhwc_models.py            # all models
-    /work/tfvenv/bin/python tests/models/make_tf_nhwc_models.py --only tf_keras_cnn
+    <tf-python> tests/models/make_tf_nhwc_models.py                      # all models
+    <tf-python> tests/models/make_tf_nhwc_models.py --only tf_keras_cnn
 
 tf2onnx writes ONNX's NCHW Conv/Pool/BatchNormalization for TensorFlow's NHWC ops, with a
 Transpose into NCHW before and one back after, and then runs its own optimizer over them (on
