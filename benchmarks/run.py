@@ -455,7 +455,7 @@ def _load_samples(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 def verify_main(spec_path: str) -> None:
     """Compare every variant with the original on the model's samples; prints JSON."""
-    import rewriter
+    import rewriter.verification  # `import rewriter` alone loads only its public names
 
     spec = json.loads(Path(spec_path).read_text())
     samples = _load_samples(spec["entry"])

@@ -52,6 +52,11 @@ BENCHMARKS: dict[str, tuple[list[str], str]] = {
         "SNR >= +3 dB; int4 size <= 0.3x float32, SNR within 0.5 dB of MatMulNBitsQuantizer, "
         "latency <= 1.1x; float16 size <= 0.55x, SNR >= 45 dB; BERT/GPT-2 int8 cosine >= 0.99",
     ),
+    "peer_tests": (
+        [],
+        "onnxoptimizer's own test models: at most its node count wherever its rewrite is "
+        "exact, outputs equal",
+    ),
     "run": ([], "the corpus against onnxscript, onnxsim, onnxslim, onnxoptimizer, onnxruntime"),
 }
 

@@ -1,6 +1,12 @@
-"""Benchmark: Transposes left in channels-last networks, against onnxruntime and onnxsim.
+"""Benchmark: Transposes left in channels-last networks, against onnxruntime, onnxsim, onnxslim.
 
 Run: ``python benchmarks/transposes.py [--blocks 4 8 16]``.
+
+Two sets of models. The real ones are tf2onnx conversions of NHWC TensorFlow models
+(`tests/models/tf_*.onnx`, made by `tests/models/make_tf_nhwc_models.py`: native
+extract_patches, a small Keras CNN, a depthwise-separable block), compared on nodes and
+Transposes with onnxruntime's basic-level optimizer, onnxsim and onnxslim; each result is
+checked against TensorFlow's outputs saved with the model. The synthetic ones follow.
 
 The models are what tf2onnx writes for a Keras NHWC network: each Conv wrapped in a
 Transpose to NCHW and one back, the bias Add and the activation in NHWC, every second block
@@ -15,8 +21,10 @@ what the original does.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -87,6 +95,7 @@ def nhwc_network(blocks: int, seed: int = 0) -> onnx.ModelProto:
 
 
 def _transposes(model: onnx.ModelProto) -> int:
+    """Transposes in the main graph."""
     return sum(node.op_type == "Transpose" for node in model.graph.node)
 
 
@@ -107,6 +116,65 @@ def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     return session.run(None, {"x": x})[0]
 
 
+MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
+
+
+def _tf_outputs_match(name: str, model: onnx.ModelProto) -> str:
+    """Worst |result - TensorFlow| over the samples saved with tests/models/<name>."""
+    manifest = json.loads((MODELS / "manifest.json").read_text())
+    entry = next(m for m in manifest["models"] if m["file"] == f"{name}.onnx")
+    data = np.load(MODELS / entry["npz"])
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    worst = 0.0
+    for sample in entry["samples"]:
+        feeds = {k: data[v] for k, v in sample["inputs"].items()}
+        got = session.run(list(sample["outputs"]), feeds)
+        for value, key in zip(got, sample["outputs"].values(), strict=True):
+            worst = max(worst, float(np.abs(value - data[key]).max()))
+    tol = entry["tolerance"]["atol"]
+    return f"{worst:.1e}" + ("" if worst <= tol else " (over the tolerance)")
+
+
+def _tf2onnx_rows(folder: Path) -> list[tuple[str, ...]]:
+    """One row per tests/models/tf_*.onnx: Transposes / nodes per tool, error vs TensorFlow."""
+    peers: dict[str, Any] = {}
+    for module in ("onnxsim", "onnxslim"):
+        try:
+            peers[module] = __import__(module)
+        except ImportError:
+            peers[module] = None
+    rows = []
+    for path in sorted(MODELS.glob("tf_*.onnx")):
+        model = onnx.load(path)
+        ours = rewriter.rewrite(path).proto
+        basic = _onnxruntime_basic(path, folder)
+        sim = peers["onnxsim"].simplify(model)[0] if peers["onnxsim"] else None
+        slim = peers["onnxslim"].slim(onnx.load(path)) if peers["onnxslim"] else None
+        rows.append(
+            (
+                path.stem,
+                *(_cell(m) for m in (model, ours, basic, sim, slim)),
+                _tf_outputs_match(path.stem, ours),
+            )
+        )
+    return rows
+
+
+def _cell(model: onnx.ModelProto | None) -> str:
+    return f"{_transposes(model)} / {len(model.graph.node)}" if model is not None else "-"
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, nargs="+", default=[4, 8, 16])
@@ -115,6 +183,22 @@ def main(argv: list[str] | None = None) -> int:
         import onnxsim
     except ImportError:
         onnxsim = None
+    with tempfile.TemporaryDirectory() as work:
+        tf_rows = _tf2onnx_rows(Path(work))
+    print("tf2onnx conversions of NHWC models: Transposes / nodes left (fewer is better)\n")
+    _table(
+        (
+            "model",
+            "original",
+            "rewrite",
+            "onnxruntime basic",
+            "onnxsim",
+            "onnxslim",
+            "max |ours - TensorFlow|",
+        ),
+        tf_rows,
+    )
+    print()
     rows = []
     with tempfile.TemporaryDirectory() as work:
         folder = Path(work)
@@ -141,19 +225,11 @@ def main(argv: list[str] | None = None) -> int:
                     f"{error:.1e}",
                 )
             )
-    print("Transposes / nodes left (fewer is better)\n")
-    header = (
-        "model",
-        "original",
-        "rewrite",
-        "onnxruntime basic",
-        "onnxsim",
-        "max |ours - original|",
+    print("Synthetic tf2onnx-style networks: Transposes / nodes left (fewer is better)\n")
+    _table(
+        ("model", "original", "rewrite", "onnxruntime basic", "onnxsim", "max |ours - original|"),
+        rows,
     )
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
     return 0
 
 

@@ -30,6 +30,7 @@ from ir._core import (
     OptionalType,
     SequenceType,
     SparseTensorType,
+    Tensor,
     TensorType,
     Type,
     UnsetType,
@@ -190,7 +191,7 @@ def infer_node_types(
         if value is None or not value.name:
             continue
         t = type_of(value)
-        const = value.const_value
+        const = _constant_input(value)
         if t is None and const is not None:
             t = TensorType(const.dtype, const.shape)
         if t is not None and not isinstance(t, SparseTensorType):
@@ -219,6 +220,21 @@ def infer_node_types(
         # onnx's dims for this node may not be what onnxruntime computes: no facts.
         return [_without_dims(t) for t in types]
     return types
+
+
+def _constant_input(value: Value) -> Tensor | None:
+    """The tensor an initializer or a `Constant` node's `value` holds (None otherwise).
+
+    onnx's per-node inference reads such data for shape inputs (Expand, Reshape,
+    ConstantOfShape): a node built next to a Constant gets its output shape at once.
+    """
+    if value.const_value is not None:
+        return value.const_value
+    producer = value.producer()
+    if producer is None or producer.op_type != "Constant" or producer.domain not in ("", "ai.onnx"):
+        return None
+    held = producer.attribute("value")
+    return held if isinstance(held, Tensor) else None
 
 
 class NodeInferenceError(IRError):

@@ -24,6 +24,7 @@ from ir._shape_facts import (
     OutputFacts,
     Rule,
     Shape,
+    ShapeData,
     ShapeFacts,
     attr_int,
     attr_ints,
@@ -35,7 +36,7 @@ from ir._shape_facts import (
     normalize_axes,
     normalize_axis,
 )
-from ir._symbolic_dims import DimExpr, const
+from ir._symbolic_dims import DimExpr, const, product
 
 
 def _matmul(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
@@ -315,7 +316,30 @@ def _reduce(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
     positions = normalize_axes(axes, len(x))
     if positions is None:
         return [OutputFacts()]
-    return [OutputFacts(_reduced(x, positions, keep))]
+    shape = _reduced(x, positions, keep)
+    return [OutputFacts(shape, _reduced_shape_value(node, facts, len(x), keep))]
+
+
+def _reduced_shape_value(node: Node, facts: ShapeFacts, rank: int, keep: bool) -> ShapeData | None:
+    """ReduceProd / ReduceSum of a whole shape value: the product (sum) of its elements.
+
+    TensorFlow's Tensordot (Keras Dense on a 4-D input) computes a Reshape's size as the
+    product of some of its input's dims. A product of int32 elements is taken as exact: the
+    model's own arithmetic assumes it fits (a Reshape to an overflowed size fails).
+    """
+    if node.op_type not in ("ReduceProd", "ReduceSum") or rank != 1:
+        return None
+    data = facts.data(input_at(node, 0))
+    if data is None or data.scalar or any(e is None for e in data.elements):
+        return None
+    elements = [e for e in data.elements if e is not None]
+    if node.op_type == "ReduceProd":
+        total = product(elements)
+    else:
+        total = const(0)
+        for element in elements:
+            total = total + element
+    return ShapeData((total,), scalar=not keep)
 
 
 def _reduced(x: Shape, positions: Sequence[int], keep: bool) -> Shape:

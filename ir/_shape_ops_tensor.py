@@ -441,6 +441,11 @@ def _copy_safe(element: DimExpr | None, source: Shape | None, index: int) -> Dim
         return None
     if copied == element or exact_quotient(copied, element) is not None:
         return element
+    # element = k * copied for a number k != 0 (a product of dims that includes the copied
+    # one, as TensorFlow's Tensordot computes it): element is 0 only when copied is
+    multiple = exact_quotient(element, copied)
+    if multiple is not None and multiple.as_int() not in (None, 0):
+        return element
     return None
 
 

@@ -1,7 +1,7 @@
 """Recipes for neural-network ops.
 
-Conv, ConvTranspose, BatchNormalization, Gemm, MatMul, LayerNormalization, RMSNormalization,
-Attention, Softmax and the reductions.
+Conv, ConvTranspose, the pools, BatchNormalization, Gemm, MatMul, LayerNormalization,
+RMSNormalization, Attention, Softmax and the reductions.
 
 Shapes are small (dims of 1 to 4, a batch of 1 or 2) but cover what folding rules are
 sensitive to: groups (including depthwise), strides, dilations, padding modes, transposed
@@ -62,6 +62,11 @@ def _conv_layout(lb: LineBuild, x: Slot, w: Slot, dtypes: tuple[ir.DataType, ir.
             raise RecipeError(f"{lb.op_type} needs an input of rank >= 3")
         spatial = len(x.shape) - 2
         channels = x.shape[1]
+    elif w.shape is not None:  # weights made by an earlier line (a ConstantOfShape, ...)
+        if len(w.shape) < 3:
+            raise RecipeError(f"{lb.op_type} needs weights of rank >= 3")
+        spatial = len(w.shape) - 2
+        channels = 0
     else:
         spatial = lb.choices.pick(lb.key("spatial"), (2, 2, 1, 3))
         channels = 0
@@ -69,7 +74,8 @@ def _conv_layout(lb: LineBuild, x: Slot, w: Slot, dtypes: tuple[ir.DataType, ir.
         group = lb.attr("group", lambda key: lb.choices.pick(key, _divisors(channels)))
     else:
         group = lb.attr("group", lambda key: lb.choices.pick(key, (1, 2, 3)))
-        channels = int(group) * lb.choices.integer(lb.key("cin"), 1, 3)
+        per_group = w.shape[1] if w.shape is not None else None
+        channels = int(group) * (per_group or lb.choices.integer(lb.key("cin"), 1, 3))
     group = int(group)
     if channels % group:
         raise RecipeError(f"group {group} does not divide {channels} channels")
@@ -214,6 +220,65 @@ def conv_transpose(lb: LineBuild) -> None:
     lb.set(w, dtype, (channels, per_group, *kernel))
     if b is not None:
         lb.set(b, dtype, (per_group * group,))
+    open_attributes(lb, spatial + 2)
+
+
+@recipe("AveragePool", "MaxPool", "LpPool")
+def pool(lb: LineBuild) -> None:
+    """Pools: x [N, C, spatial...], a kernel_shape (required) that fits the padded input.
+
+    Pads stay below the kernel on every side (onnxruntime refuses larger ones).
+    """
+    x = lb.slots[0]
+    if x.shape is not None:
+        if len(x.shape) < 3:
+            raise RecipeError(f"{lb.op_type} needs an input of rank >= 3")
+        spatial = len(x.shape) - 2
+    else:
+        spatial = lb.choices.pick(lb.key("spatial"), (2, 2, 1))
+    kernel = list(lb.attr("kernel_shape", lambda key: _ints(lb, key, spatial, 1, 3)) or [])
+    _check_len("kernel_shape", kernel, spatial)
+    auto_pad = lb.attr("auto_pad", lambda key: lb.choices.pick(key, _AUTO_PADS), omit_percent=60)
+    strides = list(
+        lb.attr("strides", lambda key: _ints(lb, key, spatial, 1, 2), omit_percent=40)
+        or [1] * spatial
+    )
+    _check_len("strides", strides, spatial)
+    pads = [0] * (2 * spatial)
+    if auto_pad in (None, "NOTSET"):
+        drawn = lb.attr(
+            "pads",
+            lambda key: [
+                lb.choices.integer((key, i), 0, kernel[i % spatial] - 1) for i in range(2 * spatial)
+            ],
+            omit_percent=40,
+        )
+        pads = list(drawn or pads)
+        _check_len("pads", pads, 2 * spatial)
+    if any(p >= kernel[i % spatial] for i, p in enumerate(pads)):
+        raise RecipeError("pads as large as the kernel (onnxruntime refuses them)")
+    dilations = [1] * spatial
+    if lb.has_attr("dilations"):
+        drawn = lb.attr("dilations", lambda key: _ints(lb, key, spatial, 1, 2), omit_percent=60)
+        dilations = list(drawn or dilations)
+    if lb.has_attr("ceil_mode"):
+        lb.attr("ceil_mode", lambda key: lb.choices.pick(key, (0, 1)), omit_percent=60)
+    if lb.has_attr("count_include_pad"):
+        lb.attr("count_include_pad", lambda key: lb.choices.pick(key, (0, 1)), omit_percent=40)
+    spans = [dilations[i] * (kernel[i] - 1) + 1 for i in range(spatial)]
+    if x.shape is None:
+        dims = [
+            max(spans[i] - pads[i] - pads[i + spatial], 1)
+            + lb.choices.integer(lb.key("extra", i), 0, 2)
+            for i in range(spatial)
+        ]
+        batch = lb.choices.integer(lb.key("batch"), 1, 2)
+        channels = lb.choices.integer(lb.key("c"), 1, 3)
+        lb.set(x, lb.dtype_for(0), (batch, channels, *dims))
+    elif auto_pad in (None, "NOTSET"):
+        for i in range(spatial):
+            if x.shape[2 + i] + pads[i] + pads[i + spatial] < spans[i]:
+                raise RecipeError(f"the kernel does not fit spatial axis {i}")
     open_attributes(lb, spatial + 2)
 
 

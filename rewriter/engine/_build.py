@@ -20,6 +20,7 @@ import numpy as np
 import ir
 from rewriter.dsl import _ast as ast
 from rewriter.engine import _facts
+from rewriter.engine._commit import can_take_output_name
 from rewriter.engine._constants import ConstantPool
 from rewriter.engine._evaluate import evaluate
 from rewriter.engine._matcher import Match, Matcher
@@ -263,7 +264,7 @@ def _is_output_copy_kept(match: Match, old: ir.Value, new: ir.Value) -> bool:
     """
     if not old.is_graph_output():
         return False
-    if new.producer() is not None and not new.is_graph_output():
+    if can_take_output_name(new, match.graph):
         return False
     producer = old.producer()
     return (

@@ -116,11 +116,8 @@ def _move_graph_outputs(
     if not slots:
         return None
     name = old.name
-    # `new` can take the output's name if it is a node output that is not itself a graph
-    # output; otherwise (a graph input, an initializer, another output) add an Identity.
-    renamable = new.producer() is not None and not new.is_graph_output()
     target = new
-    if not renamable:
+    if not can_take_output_name(new, graph):
         identity_out = ir.Value(names.fresh(f"{name}/identity"))
         identity = ir.Node(
             "Identity", [new], outputs=[identity_out], name=names.fresh(f"{name}/Identity")
@@ -138,6 +135,20 @@ def _move_graph_outputs(
     if old.type is not None and target.type is None:
         log.set_type(target, old.type)
     return (old, target, name)
+
+
+def can_take_output_name(value: ir.Value, graph: ir.Graph) -> bool:
+    """Whether `value` can become a graph output of `graph` under the output's name.
+
+    A node output or an initializer of `graph` itself can (renaming it renames it for its
+    readers too; an initializer may be a graph output); a graph input, a value of an outer
+    scope or another output cannot keep its own name and the output's: those need an Identity.
+    """
+    if value.is_graph_output() or value.is_graph_input():
+        return False
+    if value.producer() is not None:
+        return True
+    return value.is_initializer() and value.graph is graph
 
 
 def _remove_dead(

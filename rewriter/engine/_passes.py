@@ -26,6 +26,12 @@ from rewriter.engine._pass import (
     pass_table,
 )
 from rewriter.engine._purity import Purity
+from rewriter.engine._structure import (
+    FlattenConcatsOptions,
+    InlineConstantIfsOptions,
+    flatten_concats,
+    inline_constant_ifs,
+)
 from rewriter.engine._transposes import OptimizeTransposesOptions, optimize_transposes
 
 logger = logging.getLogger(__name__)
@@ -291,7 +297,26 @@ OPTIMIZE_TRANSPOSES = PassDefinition(
     optimize_transposes,
 )
 
+INLINE_CONSTANT_IFS = PassDefinition(
+    "inline_constant_ifs",
+    "replace an If whose condition is a constant by the branch it takes",
+    InlineConstantIfsOptions,
+    inline_constant_ifs,
+)
+
+FLATTEN_CONCATS = PassDefinition(
+    "flatten_concats",
+    "splice a Concat read only by a Concat on the same axis into it",
+    FlattenConcatsOptions,
+    flatten_concats,
+)
+
 BUILTIN_PASSES = pass_table(
-    FOLD_CONSTANTS, ELIMINATE_DEAD_CODE, ELIMINATE_COMMON_SUBEXPRESSIONS, OPTIMIZE_TRANSPOSES
+    FOLD_CONSTANTS,
+    ELIMINATE_DEAD_CODE,
+    ELIMINATE_COMMON_SUBEXPRESSIONS,
+    OPTIMIZE_TRANSPOSES,
+    INLINE_CONSTANT_IFS,
+    FLATTEN_CONCATS,
 )
 """The engine's own passes, by name."""

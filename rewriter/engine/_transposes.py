@@ -15,8 +15,12 @@ count never grows. Ops a Transpose passes through:
   constant is permuted to match: an exact data movement), Transposes with the same perm
   (read through; they vanish when nothing else reads them) or values of the region;
 * Concat of such operands (its axis is permuted), Softmax / LogSoftmax / Hardmax from opset
-  13 (the axis is permuted), Reduce ops with `keepdims=1` (the axes are permuted);
+  13 (the axis is permuted), Reduce ops with `keepdims=1` (the axes are permuted),
+  LayerNormalization where the Transpose keeps the normalized trailing axes in place;
 * Slice (its axes permuted) and Pad (its pads permuted);
+* MatMul of a channels-last value (`perm = [0, 2, ..., 1]`) by a constant 2-D matrix, which
+  becomes a 1x1 Conv of the channels-first value (the one step that is not pure data
+  movement: the same sums in another kernel);
 * Reshapes (and Squeeze / Unsqueeze, as Reshapes) that only split dims or merge adjacent
   ones, with static shapes: above the Transpose they split (merge) the matching dims of the
   original, and the perm moves the pieces as blocks (a merge needs its dims adjacent and in
@@ -36,6 +40,7 @@ import numpy as np
 
 import ir
 from rewriter.engine import _facts, _trace
+from rewriter.engine._commit import can_take_output_name
 from rewriter.engine._pass import ChangeLog, PassResult
 
 _STANDARD = ("", "ai.onnx")
@@ -304,6 +309,16 @@ def _plan_step(
             return None
         attributes["axis"] = perm[axis]
         return _Step(node, slot, inputs, attributes, [])
+    if op == "MatMul" and slot == 0:
+        return _matmul_step(node, inputs, perm)
+    if op == "LayerNormalization" and slot == 0:
+        # normalizes the trailing axes from `axis`: below a Transpose that keeps them in
+        # place (it moves only leading axes, as [seq, batch] <-> [batch, seq]) it normalizes
+        # the same elements, and scale and bias keep their shape
+        axis = _axis(node.attribute("axis", -1), rank)
+        if axis is None or perm[axis:] != list(range(axis, rank)):
+            return None
+        return _Step(node, slot, inputs, attributes, [])
     if op == "Reshape" and slot == 0:
         return _reshape_step(node, inputs, attributes, perm)
     if op in ("Squeeze", "Unsqueeze") and slot == 0:
@@ -321,6 +336,41 @@ def _plan_step(
     if op in _REDUCE and slot == 0 and node.attribute("keepdims", 1) == 1:
         return _reduce_step(node, inputs, attributes, perm, opset)
     return None
+
+
+_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE})
+
+
+def _matmul_step(
+    node: ir.Node, inputs: list[ir.Value | _Permuted | _Held | None], perm: list[int]
+) -> _Step | None:
+    """MatMul of channels-last values by a constant [C, K] matrix: a 1x1 Conv below.
+
+    `MatMul(Transpose(x, [0, 2, ..., 1]), B)` (a Dense layer on an NHWC map, as tf2onnx
+    writes Keras' Dense on 4-D inputs) multiplies every pixel's channel vector by B: on x it
+    is `Conv(x, B^T as [K, C, 1, ...])`, whose [N, K, H, W] output the same Transpose turns
+    into the MatMul's. The sum over C runs in another kernel (the same terms, rounded as
+    onnxruntime's Conv rounds them).
+    """
+    rank = len(perm)
+    if rank < 3 or perm != [0, *range(2, rank), 1]:
+        return None
+    weights = node.inputs[1]
+    if weights is None or _facts.dtype_of(node.outputs[0]) not in _FLOATS:
+        return None
+    matrix = _facts.const_array(weights)
+    if matrix is None or matrix.ndim != 2:
+        return None
+    kernel = np.ascontiguousarray(matrix.T).reshape(
+        matrix.shape[1], matrix.shape[0], *[1] * (rank - 2)
+    )
+    conv_inputs: list[ir.Value | _Permuted | _Held | None] = [
+        inputs[0],
+        _Permuted(kernel, f"{weights.name}_kernel"),
+    ]
+    step = _Step(node, 0, conv_inputs, {"kernel_shape": [1] * (rank - 2)}, [])
+    step.op_type = "Conv"
+    return step
 
 
 def _operand(
@@ -614,6 +664,12 @@ def _replace(
         touched[use.node] = None
     if perm == sorted(perm) and not old.is_graph_output():
         old.replace_all_uses_with(plain)
+        return
+    if perm == sorted(perm) and can_take_output_name(plain, graph):
+        if plain.type is None:
+            plain.type = old.type  # a graph output declares its type
+        old.replace_all_uses_with(plain, replace_graph_outputs=True)
+        renames.append((plain, old.name))  # the graph output's name, no Identity needed
         return
     replacement = ir.Value(names.fresh(old.name), type=old.type)
     if perm == sorted(perm):

@@ -173,6 +173,32 @@ def test_dims_computed_with_arithmetic_on_the_shape() -> None:
     assert found["d"] == ("64*batch*batch*seq*seq",)
 
 
+def test_products_and_sums_of_shape_values_through_int32() -> None:
+    # TensorFlow's Tensordot (a Keras Dense layer on a 4-D input) as tf2onnx writes it: the
+    # leading dims' product in int32, then back to int64 for the Reshape
+    text = """<ir_version: 8, opset_import: ["" : 15]>
+    g (float[batch, 8, 8, 16] x) => (float[?, 16] y, float[?] z) {
+        lead = Constant <value = int64[3] {0, 1, 2}> ()
+        last = Constant <value = int64[1] {3}> ()
+        s = Shape (x)
+        s32 = Cast <to = 6> (s)
+        a = Gather <axis = 0> (s32, lead)
+        b = Gather <axis = 0> (s32, last)
+        pa = ReduceProd <axes = [0], keepdims = 1> (a)
+        pb = ReduceProd <axes = [0], keepdims = 0> (b)
+        zero = Constant <value = int64[1] {0}> ()
+        pb1 = Unsqueeze (pb, zero)
+        shape32 = Concat <axis = 0> (pa, pb1)
+        shape = Cast <to = 7> (shape32)
+        y = Reshape (x, shape)
+        total = ReduceSum <keepdims = 1> (s)
+        z = ConstantOfShape (total)
+    }"""
+    found = assert_facts_hold(parse(text), [{"batch": 2}, {"batch": 3}])
+    assert found["y"] == ("64*batch", 16)
+    assert found["z"] == ("batch + 32",)
+
+
 def test_slice_of_a_longer_buffer_broadcasts_to_the_sequence() -> None:
     # position_ids[:, :seq] of a [1, 128] buffer is min(seq, 128) long; added to a
     # [batch, seq] tensor it can only be seq (or the node fails).

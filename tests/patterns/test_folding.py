@@ -954,6 +954,342 @@ CASES = [
         ["Gemm"],
         True,
     ),
+    # -- the exact rewrites onnxoptimizer makes (benchmarks/peer_tests.py) -----------------
+    (
+        # axes [0, 2] of x, then axis 1 of the middle tensor (x's axis 3): one Squeeze
+        "compose_squeezes",
+        _model(
+            "a = Constant <value = int64[2] {0, 2}> ()\n b = Constant <value = int64[1] {-2}> ()\n t = Squeeze (x, a)\n y = Squeeze (t, b)",
+            inputs="float[1, N, 1, 1, 4] x",
+            outputs="float[N, 4] y",
+        ),
+        ["Squeeze"],
+        True,
+    ),
+    (
+        # the second Squeeze has no axes: which dims go depends on the shape
+        "compose_squeezes",
+        _model(
+            "a = Constant <value = int64[1] {0}> ()\n t = Squeeze (x, a)\n y = Squeeze (t)",
+            inputs="float[1, 1, 4] x",
+            outputs="float[4] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "compose_squeezes_attribute",
+        _model(
+            "t = Squeeze <axes = [0, 4]> (x)\n y = Squeeze <axes = [0, -1]> (t)",
+            inputs="float[1, 1, 3, 1, 1, 1] x",
+            outputs="float[3, 1] y",
+            opset=11,
+        ),
+        ["Squeeze"],
+        True,
+    ),
+    (
+        "compose_squeezes_attribute",
+        _model(
+            "t = Squeeze <axes = [0]> (x)\n y = Squeeze <axes = [0]> (t)\n z = Relu (t)",
+            inputs="float[1, 1, 3] x",
+            outputs="float[3] y, float[1, 3] z",
+            opset=11,
+        ),
+        None,
+        False,
+    ),
+    (
+        # onnxoptimizer's test: [0, 1, 4, -1] then [1, -1, -2] -> [0, 1, 2, 5, 8, 9, 10]
+        "compose_unsqueezes_attribute",
+        _model(
+            "t = Unsqueeze <axes = [0, 1, 4, -1]> (x)\n y = Unsqueeze <axes = [1, -1, -2]> (t)",
+            inputs="float[4, 6, 5, 5] x",
+            outputs="float[1, 1, 1, 4, 6, 1, 5, 5, 1, 1, 1] y",
+            opset=11,
+        ),
+        ["Unsqueeze"],
+        True,
+    ),
+    (
+        "compose_unsqueezes_attribute",
+        _model(
+            "t = Unsqueeze <axes = [0]> (x)\n y = Unsqueeze <axes = [0]> (t)\n z = Relu (t)",
+            outputs="float[1, 1, N, 4] y, float[1, N, 4] z",
+            opset=11,
+        ),
+        None,
+        False,
+    ),
+    (
+        # the middle value has another reader: it stays for it, y composes
+        "compose_unsqueezes_shared",
+        _model(
+            "a = Constant <value = int64 {0}> ()\n b = Constant <value = int64 {-1}> ()\n t = Unsqueeze (x, a)\n y = Unsqueeze (t, b)\n z = Relu (t)",
+            outputs="float[1, N, 4, 1] y, float[1, N, 4] z",
+        ),
+        ["Constant", "Unsqueeze", "Relu", "Unsqueeze"],
+        True,
+    ),
+    (
+        "compose_unsqueezes_shared",
+        _model(
+            "a = Constant <value = int64 {0}> ()\n b = Constant <value = int64 {-1}> ()\n t = Unsqueeze (x, a)\n y = Unsqueeze (t, b)",
+            outputs="float[1, N, 4, 1] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_single_input_concat",
+        _model("t = Concat <axis = 0> (x)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "eliminate_single_input_concat",
+        _model("t = Concat <axis = 0> (x, x)\n y = Relu (t)", outputs="float[M, 4] y"),
+        None,
+        False,
+    ),
+    (
+        "eliminate_single_output_split",
+        _model("t = Split <axis = 1> (x)\n y = Relu (t)"),
+        ["Relu"],
+        True,
+    ),
+    (
+        "eliminate_single_output_split",
+        _model(
+            "s = Constant <value = int64[1] {4}> ()\n t = Split <axis = 1> (x, s)\n y = Relu (t)"
+        ),
+        ["Relu"],
+        True,
+    ),
+    (
+        "eliminate_single_output_split",
+        _model("a, b = Split <axis = 1> (x)\n y = Relu (a)", outputs="float[N, 2] y"),
+        None,
+        False,
+    ),
+    (
+        "eliminate_noop_flatten",
+        _model(
+            "t = Flatten <axis = 0> (x)\n y = Relu (t)",
+            inputs="float[1, 4] x",
+            outputs="float[1, 4] y",
+        ),
+        ["Relu"],
+        True,
+    ),
+    (
+        "eliminate_noop_flatten",
+        _model(
+            "t = Flatten <axis = 0> (x)\n y = Relu (t)",
+            inputs="float[2, 4] x",
+            outputs="float[1, 8] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_repeated_idempotent",
+        _model("t = Sign (x)\n y = Sign (t)"),
+        ["Sign"],
+        True,
+    ),
+    (
+        "eliminate_repeated_idempotent",
+        _model("t = Round (x)\n y = Round (t)"),
+        ["Round"],
+        True,
+    ),
+    (
+        # different ops: Abs(Sign(x)) is not Sign(x)
+        "eliminate_repeated_idempotent",
+        _model("t = Sign (x)\n y = Abs (t)"),
+        None,
+        False,
+    ),
+    (
+        "where_not_to_swapped_where",
+        _model(
+            "n = Not (c)\n y = Where (n, x, z)",
+            inputs="bool[N, 4] c, float[N, 4] x, float[N, 4] z",
+        ),
+        ["Where"],
+        True,
+    ),
+    (
+        # the negation has another reader
+        "where_not_to_swapped_where",
+        _model(
+            "n = Not (c)\n y = Where (n, x, z)",
+            inputs="bool[N, 4] c, float[N, 4] x, float[N, 4] z",
+            outputs="float[N, 4] y, bool[N, 4] n",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_self_and_or",
+        _model("t = And (c, c)\n y = Not (t)", inputs="bool[N, 4] c", outputs="bool[N, 4] y"),
+        ["Not"],
+        True,
+    ),
+    (
+        "eliminate_self_and_or",
+        _model(
+            "t = Or (c, d)\n y = Not (t)",
+            inputs="bool[N, 4] c, bool[N, 4] d",
+            outputs="bool[N, 4] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        # axes attribute (opset 13), Unsqueeze axes input
+        "fold_unsqueeze_into_reduce_l1",
+        _model(
+            "a = Constant <value = int64[1] {1}> ()\n t = ReduceL1 <axes = [1], keepdims = 0> (x)\n y = Unsqueeze (t, a)",
+            inputs="float[N, 4, 3] x",
+            outputs="float[N, 1, 3] y",
+            opset=13,
+        ),
+        ["ReduceL1"],
+        True,
+    ),
+    (
+        # the Unsqueeze puts the axis elsewhere: [N, 3, 1] is not the keepdims shape
+        "fold_unsqueeze_into_reduce_l1",
+        _model(
+            "a = Constant <value = int64[1] {2}> ()\n t = ReduceL1 <axes = [1], keepdims = 0> (x)\n y = Unsqueeze (t, a)",
+            inputs="float[N, 4, 3] x",
+            outputs="float[N, 3, 1] y",
+            opset=13,
+        ),
+        None,
+        False,
+    ),
+    (
+        # opset 11: both axes as attributes, negative ones
+        "fold_unsqueeze_into_reduce_l2",
+        _model(
+            "t = ReduceL2 <axes = [-1, 0], keepdims = 0> (x)\n y = Unsqueeze <axes = [2, 0]> (t)",
+            inputs="float[2, 4, 3] x",
+            outputs="float[1, 4, 1] y",
+            opset=11,
+        ),
+        ["ReduceL2"],
+        True,
+    ),
+    (
+        # no axes: every axis reduced to a scalar, then all put back
+        "fold_unsqueeze_into_reduce_log_sum",
+        _model(
+            "a = Constant <value = int64[2] {0, 1}> ()\n t = ReduceLogSum <keepdims = 0> (x)\n y = Unsqueeze (t, a)",
+            inputs="float[2, 4] x",
+            outputs="float[1, 1] y",
+            opset=13,
+        ),
+        ["ReduceLogSum"],
+        True,
+    ),
+    (
+        # opset 18: axes inputs on both
+        "fold_unsqueeze_into_reduce_log_sum_exp",
+        _model(
+            "r = Constant <value = int64[1] {-1}> ()\n a = Constant <value = int64[1] {2}> ()\n t = ReduceLogSumExp <keepdims = 0> (x, r)\n y = Unsqueeze (t, a)",
+            inputs="float[N, 4, 3] x",
+            outputs="float[N, 4, 1] y",
+            opset=18,
+        ),
+        ["Constant", "ReduceLogSumExp"],
+        True,
+    ),
+    (
+        "fold_unsqueeze_into_reduce_max",
+        _model(
+            "a = Constant <value = int64[1] {0}> ()\n t = ReduceMax <axes = [0], keepdims = 0> (x)\n y = Unsqueeze (t, a)",
+            outputs="float[1, 4] y",
+            opset=13,
+        ),
+        ["ReduceMax"],
+        True,
+    ),
+    (
+        # keepdims = 1 already: the Unsqueeze adds an axis
+        "fold_unsqueeze_into_reduce_max",
+        _model(
+            "a = Constant <value = int64[1] {0}> ()\n t = ReduceMax <axes = [0], keepdims = 1> (x)\n y = Unsqueeze (t, a)",
+            outputs="float[1, 1, 4] y",
+            opset=13,
+        ),
+        None,
+        False,
+    ),
+    (
+        "fold_unsqueeze_into_reduce_mean",
+        _model(
+            "a = Constant <value = int64[1] {1}> ()\n t = ReduceMean <axes = [1], keepdims = 0> (x)\n y = Unsqueeze (t, a)",
+            outputs="float[N, 1] y",
+            opset=13,
+        ),
+        ["ReduceMean"],
+        True,
+    ),
+    (
+        "fold_unsqueeze_into_reduce_min",
+        _model(
+            "a = Constant <value = int64[1] {1}> ()\n t = ReduceMin <axes = [1], keepdims = 0> (x)\n y = Unsqueeze (t, a)",
+            outputs="float[N, 1] y",
+            opset=13,
+        ),
+        ["ReduceMin"],
+        True,
+    ),
+    (
+        "fold_unsqueeze_into_reduce_prod",
+        _model(
+            "a = Constant <value = int64[1] {1}> ()\n t = ReduceProd <axes = [1], keepdims = 0> (x)\n y = Unsqueeze (t, a)",
+            outputs="float[N, 1] y",
+            opset=13,
+        ),
+        ["ReduceProd"],
+        True,
+    ),
+    (
+        # ReduceSum takes its axes as an input from opset 13
+        "fold_unsqueeze_into_reduce_sum",
+        _model(
+            "r = Constant <value = int64[1] {1}> ()\n t = ReduceSum <keepdims = 0> (x, r)\n y = Unsqueeze (t, r)",
+            outputs="float[N, 1] y",
+            opset=13,
+        ),
+        ["Constant", "ReduceSum"],
+        True,
+    ),
+    (
+        # an empty axes input with noop_with_empty_axes = 1 reduces nothing
+        "fold_unsqueeze_into_reduce_sum",
+        _model(
+            "r = Constant <value = int64[0] {}> ()\n a = Constant <value = int64[1] {0}> ()\n t = ReduceSum <keepdims = 0, noop_with_empty_axes = 1> (x, r)\n y = Unsqueeze (t, a)",
+            outputs="float[1, N, 4] y",
+            opset=13,
+        ),
+        None,
+        False,
+    ),
+    (
+        "fold_unsqueeze_into_reduce_sum_square",
+        _model(
+            "a = Constant <value = int64[1] {1}> ()\n t = ReduceSumSquare <axes = [1], keepdims = 0> (x)\n y = Unsqueeze (t, a)",
+            outputs="float[N, 1] y",
+            opset=13,
+        ),
+        ["ReduceSumSquare"],
+        True,
+    ),
 ]
 
 

@@ -469,20 +469,47 @@ def test_matmul_add_to_gemm(bias_shape):
 
 @pytest.mark.parametrize(
     ("a_shape", "bias_shape", "out_shape"),
-    [("N, 3, 5", "6", "N, 3, 6"), ("N, 5", "3, 6", "3, 6"), ("N, 5", "N, 6", "N, 6")],
+    [("N, 3, 5", "6", "N, 3, 6"), ("N, 5", "3, 6", "3, 6")],
 )
 def test_matmul_add_to_gemm_near_misses(a_shape, bias_shape, out_shape):
-    # a 3-D activation; a bias that is not a row vector; a bias that is a graph input
-    as_input = bias_shape.startswith("N")
-    sig = f", float[{bias_shape}] c" if as_input else ""
+    # a 3-D activation; a constant bias that is not a row vector
     model = build(
         f"""<ir_version: 8, opset_import: ["" : 14]>
-        g (float[{a_shape}] a{sig}) => (float[{out_shape}] z) {{
+        g (float[{a_shape}] a) => (float[{out_shape}] z) {{
             y = MatMul (a, w)
             z = Add (y, c)
         }}""",
         w=((5, 6), -1.0, 1.0),
-        **({} if as_input else {"c": (tuple(int(d) for d in bias_shape.split(",")), -1.0, 1.0)}),
+        c=(tuple(int(d) for d in bias_shape.split(",")), -1.0, 1.0),
+    )
+    assert not fired(rewrite(model, GEMM))
+
+
+@pytest.mark.parametrize("bias_shape", ["N, 6", "6", "1, 6", "N, 1"])
+def test_matmul_add_to_gemm_computed_bias(bias_shape):
+    # onnxoptimizer's fuse_matmul_add_bias_into_gemm: a, B and the bias are graph inputs
+    model = build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 5] a, float[5, 6] b, float[{bias_shape}] c) => (float[N, 6] z) {{
+            y = MatMul (a, b)
+            z = Add (c, y)
+        }}"""
+    )
+    check_fired(model, rewrite(model, GEMM), {"matmul_add_to_gemm_computed_bias": 1}, ["Gemm"])
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "bias_shape", "out_shape"),
+    [("1, 5", "M, 6", "M, 6"), ("N, 5", "N, 2, 6", "N, 2, 6"), ("N, 3, 5", "6", "N, 3, 6")],
+)
+def test_matmul_add_to_gemm_computed_bias_near_misses(a_shape, bias_shape, out_shape):
+    # the bias grows the product (Gemm's C broadcasts one way only); a 3-D bias; 3-D a
+    model = build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[{a_shape}] a, float[5, 6] b, float[{bias_shape}] c) => (float[{out_shape}] z) {{
+            y = MatMul (a, b)
+            z = Add (y, c)
+        }}"""
     )
     assert not fired(rewrite(model, GEMM))
 
@@ -491,3 +518,89 @@ def test_results_are_deterministic():
     model = _conv_bn()
     first = rewrite(model, BN).proto.SerializeToString()
     assert first == rewrite(model, BN).proto.SerializeToString()
+
+
+# -- generated (ConstantOfShape) weights, kept compact -------------------------------------------
+
+
+def _splat_conv_bn(convs: int = 1, then: str = "") -> object:
+    """x -> Conv(x, ConstantOfShape([6, 4, 3, 3], 0.02)) -> BN, `convs` times on one splat."""
+    lines = [
+        "s = Constant <value = int64[4] {6, 4, 3, 3}> ()",
+        "w = ConstantOfShape <value = float[1] {0.02}> (s)",
+    ]
+    outputs = []
+    for i in range(convs):
+        lines += [
+            f"y{i} = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (x, w)",
+            f"z{i} = BatchNormalization <epsilon = 0.001> (y{i}, scale, shift, mean, var)",
+        ]
+        outputs.append(f"float[N, 6, 8, 8] z{i}")
+    body = "\n            ".join(lines)
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 4, 8, 8] x) => ({", ".join(outputs)}) {{
+            {body}{then}
+        }}""",
+        **_bn_arrays(6),
+    )
+
+
+def test_fold_batchnorm_into_conv_with_splat_weights_keeps_them_compact():
+    model = _splat_conv_bn()
+    result = rewrite(model, BN)
+    check_fired(
+        model, result, {"fold_batchnorm_into_conv_splat_weights": 1}, ["Constant", "Expand", "Conv"]
+    )
+    # the file holds one number per output channel, not the 6 x 4 x 3 x 3 kernel
+    sizes = sorted(int(onnx.numpy_helper.to_array(t).size) for t in result.proto.graph.initializer)
+    assert sizes == [6, 6]  # the column and the bias (the shape stays a Constant node)
+
+
+def test_fold_batchnorm_into_convs_sharing_splat_weights():
+    model = _splat_conv_bn(convs=2)
+    result = rewrite(model, BN)
+    counts = {
+        "fold_batchnorm_into_conv_shared_splat_weights": 1,
+        "fold_batchnorm_into_conv_splat_weights": 1,
+    }
+    check_fired(model, result, counts, ["Constant", "Expand", "Conv", "Expand", "Conv"])
+
+
+def test_mul_and_add_after_the_folded_conv_go_into_column_and_bias():
+    # Caffe's BatchNorm + Scale (light_inception_v2): the Scale's Mul and Add follow the
+    # folded BatchNormalization
+    body = """
+            m = Constant <value = float[6, 1, 1] {0.5, 1.5, -2, 3, 0.25, 1}> ()
+            a = Constant <value = float[6, 1, 1] {1, -1, 2, 0, 0.5, 3}> ()
+            u = Mul (z0, m)
+            v = Add (u, a)"""
+    model = _splat_conv_bn(then=body)
+    model.graph.output[0].name = "v"
+    result = rewrite(model, BN, CONV)
+    counts = {
+        "fold_batchnorm_into_conv_splat_weights": 1,
+        "fold_mul_into_conv_expanded_weights": 1,
+        "fold_add_into_conv_bias": 1,
+    }
+    check_fired(model, result, counts, ["Constant", "Expand", "Conv"])
+
+
+def test_splat_weights_near_misses():
+    # the Conv output has another reader
+    model = _splat_conv_bn(then="\n            r = Relu (y0)")
+    model.graph.output.append(onnx.helper.make_tensor_value_info("r", 1, None))
+    assert not fired(rewrite(model, BN))
+    # a column that varies along another axis than the output channels
+    col = build(
+        """<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 4, 8, 8] x) => (float[N, 6, 6, 6] z) {
+            s = Constant <value = int64[4] {6, 4, 3, 3}> ()
+            c = Constant <value = float[1, 4, 1, 1] {1, 2, 3, 4}> ()
+            w = Expand (c, s)
+            y = Conv <kernel_shape = [3, 3]> (x, w)
+            k = Constant <value = float[6, 1, 1] {1, 2, 3, 4, 5, 6}> ()
+            z = Mul (y, k)
+        }"""
+    )
+    assert not fired(rewrite(col, CONV))

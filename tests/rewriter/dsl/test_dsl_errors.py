@@ -263,7 +263,7 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         "pass fold_constant\n",
-        "<string>:1:6: error: unknown pass `fold_constant` (built-in passes: eliminate_common_subexpressions, eliminate_dead_code, fold_constants, optimize_transposes, outline_functions, roll_loops, unroll_loops)",
+        "<string>:1:6: error: unknown pass `fold_constant` (built-in passes: eliminate_common_subexpressions, eliminate_dead_code, flatten_concats, fold_constants, inline_constant_ifs, optimize_transposes, outline_functions, roll_loops, unroll_loops)",
     ),
     (
         "pass fold_constants { max_bytes = 3 }\n",

@@ -91,6 +91,49 @@ def test_axis_attributes_follow_the_permutation(tmp_path, op, extra):
     assert_same_outputs(model, rewritten)
 
 
+@pytest.mark.parametrize(("axis", "cancels"), [(-1, True), (2, True), (1, False)])
+def test_layer_normalization_of_axes_the_transpose_keeps(tmp_path, axis, cancels):
+    # [seq, batch, hidden] <-> [batch, seq, hidden] around a LayerNormalization of the
+    # trailing axes: the pair cancels; normalizing axis 1 on would mix the swapped axes
+    scale = _values(np.linspace(0.5, 1.5, 6, dtype=np.float32))
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[4, 3, 6] x) => (float[4, 3, 6] y)
+      <float[{"6" if axis != 1 else "4, 6"}] s = {scale if axis != 1 else _values(np.ones(24, np.float32))}>
+    {{
+        a = Transpose <perm = [1, 0, 2]> (x)
+        n = LayerNormalization <axis = {axis}> (a, s)
+        y = Transpose <perm = [1, 0, 2]> (n)
+    }}"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    assert _count(rewritten) == (0 if cancels else 2)
+    assert_same_outputs(model, rewritten)
+
+
+@pytest.mark.parametrize(("constant", "cancels"), [(True, True), (False, False)])
+def test_a_dense_layer_on_a_channels_last_map_becomes_a_1x1_conv(tmp_path, constant, cancels):
+    # tf2onnx's Keras Dense on an NHWC map between two Convs: MatMul(NHWC, B) is a 1x1 Conv
+    # of the NCHW value, so both Transposes go; with B an input it cannot be a kernel
+    weights = _values(np.linspace(-1, 1, 12, dtype=np.float32))
+    b_decl = "" if constant else ", float[4, 3] b"
+    init = f"<float[4, 3] b = {weights}>" if constant else ""
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 4, 5, 5] x{b_decl}) => (float[N, 3, 5, 5] y) {init}
+    {{
+        a = Transpose <perm = {NCHW_TO_NHWC}> (x)
+        m = MatMul (a, b)
+        r = Relu (m)
+        y = Transpose <perm = {NHWC_TO_NCHW}> (r)
+    }}"""
+    model = model_from_text(text)
+    rewritten = _rewrite(model, tmp_path)
+    if cancels:
+        assert op_types(rewritten) == ["Conv", "Relu"]
+    else:
+        assert _count(rewritten) == 2
+    assert_same_outputs(model, rewritten)
+
+
 def test_a_chain_that_meets_no_inverse_is_left_alone(tmp_path):
     text = f"""<ir_version: 8, opset_import: ["" : 17]>
     g (float[2, 3, 4, 5] x, float[2, 4, 5, 3] z) => (float[2, 4, 5, 3] y) {{
