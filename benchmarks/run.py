@@ -57,6 +57,9 @@ RESULTS_DIR = BENCH / "results"
 RESULTS_MD = BENCH / "RESULTS.md"
 ANALYSIS_MD = RESULTS_DIR / "analysis.md"  # hand-written, spliced into RESULTS.md
 QUANTIZATION_MD = RESULTS_DIR / "quantization.md"  # written by quantize.py, spliced in too
+# Written by attention_exports.py and transposes.py (run_all.py), spliced in too.
+ATTENTION_MD = RESULTS_DIR / "attention_exports.md"
+TRANSPOSES_MD = RESULTS_DIR / "transposes.md"
 
 OURS = "rewrite"
 TOOLS = (OURS, "onnxscript", "onnxsim", "onnxslim", "onnxoptimizer", "ort")
@@ -1113,6 +1116,37 @@ def peer_wins(data: dict[str, Any]) -> list[dict[str, Any]]:
     return wins
 
 
+def _counts_section(data: dict[str, Any], tools: list[str]) -> list[str]:
+    """Attention (Softmax left, Attention made) and Transpose counts per model and tool."""
+    peers = [t for t in tools if t != OURS]
+    head = "| model | Softmax original -> ours | Attention ours | Transposes original | ours | "
+    head += " | ".join(TOOL_LABELS[t] for t in peers) + " |"
+    lines = [
+        "## Attention and Transpose counts per model",
+        "",
+        "The default run of each tool (no `--target-opset`: models below opset 23 keep their "
+        "Softmax; see the transformer exports below for `--target-opset 23`). Transposes left "
+        "by each tool; `-` where the tool failed.",
+        "",
+        head,
+        "|---|---|---:|---:|---:|" + "---:|" * len(peers),
+    ]
+
+    def count(rec: dict[str, Any] | None, op: str) -> str:
+        if not rec or not _ok(rec) or "ops" not in rec:
+            return "-"
+        return str(rec["ops"].get(op, 0))
+
+    for m in data["models"]:
+        orig, ours = m["original"], m["tools"].get(OURS)
+        softmax = f"{orig['ops'].get('Softmax', 0)} -> {count(ours, 'Softmax')}"
+        row = [m["name"], softmax, count(ours, "Attention"), str(orig["ops"].get("Transpose", 0))]
+        row.append(count(ours, "Transpose"))
+        row += [count(m["tools"].get(t), "Transpose") for t in peers]
+        lines.append("| " + " | ".join(row) + " |")
+    return [*lines, ""]
+
+
 def _model_table(m: dict[str, Any], tools: list[str]) -> list[str]:
     ours = m["tools"].get(OURS) or {}
     o_ok = _ok(ours)
@@ -1320,6 +1354,10 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
         lines += [ANALYSIS_MD.read_text().rstrip(), ""]
     if QUANTIZATION_MD.exists() and md_path.resolve() == RESULTS_MD.resolve():
         lines += [QUANTIZATION_MD.read_text().rstrip(), ""]
+    lines += _counts_section(data, tools)
+    for extra in (ATTENTION_MD, TRANSPOSES_MD):
+        if extra.exists() and md_path.resolve() == RESULTS_MD.resolve():
+            lines += [extra.read_text().rstrip(), ""]
     wins = peer_wins(data)
     lines += [
         "## Where a peer beats this project",
