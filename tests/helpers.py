@@ -107,3 +107,25 @@ def op_types(model: onnx.ModelProto | ir.Model) -> list[str]:
     """Op types of the main graph in order."""
     proto = ir.to_onnx(model) if isinstance(model, ir.Model) else model
     return [n.op_type for n in proto.graph.node]
+
+
+def batched_key_transpose_text(opset: int) -> str:
+    """K^T as the dynamo exporter's optimizer writes it: a batched 3-D transpose between
+    Reshapes whose targets are computed from K's own shape (allowzero 0)."""
+    return f"""<ir_version: 10, opset_import: ["" : {opset}]>
+g (float[batch, 4, seq, 16] k) => (float[batch, 4, 16, seq] kt) {{
+    minus_one = Constant <value = int64[1] {{-1}}> ()
+    shape = Shape (k)
+    two = Constant <value = int64[1] {{2}}> ()
+    three = Constant <value = int64[1] {{3}}> ()
+    four = Constant <value = int64[1] {{4}}> ()
+    zero = Constant <value = int64[1] {{0}}> ()
+    s = Slice (shape, two, three)
+    d = Slice (shape, three, four)
+    bh = Slice (shape, zero, two)
+    flat = Concat <axis = 0> (minus_one, s, d)
+    r = Reshape (k, flat)
+    t = Transpose <perm = [0, 2, 1]> (r)
+    back = Concat <axis = 0> (bh, d, s)
+    kt = Reshape (t, back)
+}}"""

@@ -7,25 +7,9 @@ import onnx
 import onnx.helper as oh
 
 import ir
-from tests.helpers import model_from_text
+from tests.helpers import batched_key_transpose_text, model_from_text
 
-KT_CHAIN = """<ir_version: 10, opset_import: ["" : 18]>
-g (float[batch, 4, seq, 16] k) => (float[batch, 4, 16, seq] kt) {
-    minus_one = Constant <value = int64[1] {-1}> ()
-    shape = Shape (k)
-    two = Constant <value = int64[1] {2}> ()
-    three = Constant <value = int64[1] {3}> ()
-    four = Constant <value = int64[1] {4}> ()
-    zero = Constant <value = int64[1] {0}> ()
-    s = Slice (shape, two, three)
-    d = Slice (shape, three, four)
-    bh = Slice (shape, zero, two)
-    flat = Concat <axis = 0> (minus_one, s, d)
-    r = Reshape (k, flat)
-    t = Transpose <perm = [0, 2, 1]> (r)
-    back = Concat <axis = 0> (bh, d, s)
-    kt = Reshape (t, back)
-}"""
+KT_CHAIN = batched_key_transpose_text(18)
 
 
 def _values(model: ir.Model) -> dict[str, ir.Value]:

@@ -15,6 +15,7 @@ import pytest
 
 import rewriter
 from rewriter.cli import main
+from tests.helpers import batched_key_transpose_text
 from tests.patterns.fusion_helpers import (
     FUSION,
     build,
@@ -390,23 +391,7 @@ def test_a_key_scale_met_after_the_transposes_is_absorbed():
 
 # The dynamo exporter with its optimizer: K^T as a batched 3-D transpose whose Reshape targets
 # are computed from K's own shape (allowzero 0).
-OPTIMIZED_DYNAMO_KT = """<ir_version: 10, opset_import: ["" : 23]>
-g (float[batch, 4, seq, 16] k) => (float[batch, 4, 16, seq] kt) {
-    minus_one = Constant <value = int64[1] {-1}> ()
-    shape = Shape (k)
-    two = Constant <value = int64[1] {2}> ()
-    three = Constant <value = int64[1] {3}> ()
-    four = Constant <value = int64[1] {4}> ()
-    zero = Constant <value = int64[1] {0}> ()
-    s = Slice (shape, two, three)
-    d = Slice (shape, three, four)
-    bh = Slice (shape, zero, two)
-    flat = Concat <axis = 0> (minus_one, s, d)
-    r = Reshape (k, flat)
-    t = Transpose <perm = [0, 2, 1]> (r)
-    back = Concat <axis = 0> (bh, d, s)
-    kt = Reshape (t, back)
-}"""
+OPTIMIZED_DYNAMO_KT = batched_key_transpose_text(23)
 
 
 @pytest.mark.parametrize("k_shape", [(2, 4, 3, 16), (1, 4, 1, 16), (0, 4, 3, 16)])
