@@ -3,8 +3,8 @@
 The rule's conditions are evaluated on the built instance with the rule's own evaluator.
 For a line that is false, a few shapes of condition name a choice directly:
 
-* `v == E`, `shape(v) == E`, `rank(v) == E`, `dtype(v) == E` (v free or an attribute
-  variable): the choice becomes the value of `E` on this instance;
+* `v == E`, `shape(v) == E`, `rank(v) == E`, `dtype(v) == E`, `shape_value(v) == E` (v free
+  or an attribute variable): the choice becomes the value of `E` on this instance;
 * `shape(v) in E`, `dtype(v) in E`, `[dtype(a), dtype(b)] in E`: one element of `E`;
 * `v == u` for a free `v` and a defined `u`: `v` becomes the same value (non-linear use);
 * `f(a) == f(b)` with one choosable variable on each side: `b` takes `a`'s value;
@@ -36,6 +36,9 @@ from rewriter.dsl import _ast as ast
 from rewriter.engine import UNKNOWN, EvalContext, EvalError, evaluate, truth
 
 _DTYPES_BY_NAME = {dtype.onnx_name: dtype for dtype in ir.DataType if dtype.onnx_name}
+# Built-ins that read a value's contents: `value(v) == E` and `shape_value(v) == E` (a shape
+# tensor's elements) make `v` a constant holding E.
+_CONTENTS = frozenset({"value", "shape_value"})
 # Built-ins that only convert their argument: `int(value(k)) == 3` sets `k`.
 _CONVERSIONS = frozenset({"int", "float"})
 
@@ -152,7 +155,7 @@ class Repairer:
         if isinstance(target, ast.Call) and len(target.args) == 1:
             arg = target.args[0]
             if not isinstance(arg, ast.Name) or not self._free(arg.name):
-                if target.func == "value" and isinstance(arg, ast.Name):
+                if target.func in _CONTENTS and isinstance(arg, ast.Name):
                     return self._set_variable(arg.name, value)
                 return False
             name = arg.name
@@ -169,7 +172,7 @@ class Repairer:
             if target.func == "dtype" and value in _DTYPES_BY_NAME:
                 self._set(("dtype", name), _DTYPES_BY_NAME[value])
                 return True
-            if target.func == "value":
+            if target.func in _CONTENTS:
                 return self._set_variable(name, value)
         return False
 
