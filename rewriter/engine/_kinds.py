@@ -45,11 +45,27 @@ def rewrite_kind(matched_ops: Sequence[str], created_ops: Sequence[str]) -> str:
     # A new op that onnx defines as a function of others, with no such op taken apart, is
     # a fusion even when the rewrite adds shape plumbing around it (RotaryEmbedding's tables).
     gone = set(matched) - set(created)
-    if any(map(_composite, new_types)) and not any(map(_composite, gone)):
+    if _fuses_into(new_types, gone):
         return FUSION
     if len(created) > len(matched) and new_types:
         return DECOMPOSITION
     return REWRITE
+
+
+def _fuses_into(new_types: set[str], gone: set[str]) -> bool:
+    """Whether a new composite op takes the place of the ops that went.
+
+    It does when none of those is composite, or when each that is came to ONNX before the new
+    one: Softmax -> Attention is a fusion, Attention -> Softmax and MatMuls a decomposition.
+    """
+    new = [op for op in new_types if _composite(op)]
+    if not new:
+        return False
+    gone_composite = [op for op in gone if _composite(op)]
+    if not gone_composite:
+        return True
+    newest = max(ir.schemas.since_version(op) or 0 for op in new)
+    return all((ir.schemas.since_version(op) or 0) < newest for op in gone_composite)
 
 
 def _composite(op_type: str) -> bool:

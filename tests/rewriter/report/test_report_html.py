@@ -273,6 +273,14 @@ def _snap(*ops: str, role: str) -> tuple[SnapshotNode, ...]:
         (("Reshape",), (), "cleanup"),
         (("Shape",), ("Constant",), "cleanup"),
         (("Identity",), ("Identity",), "cleanup"),
+        # the guarded SDPA fusion writes more nodes than it matches; Softmax (a composite op)
+        # goes into the newer Attention: a fusion, and the reverse a decomposition
+        (
+            ("MatMul", "Mul", "Add", "Softmax", "IsNaN", "Where", "MatMul"),
+            ("Transpose", "Attention", "IsNaN", "Where", "Mul", "ReduceSum", "Where", "Mul"),
+            "fusion",
+        ),
+        (("Attention",), ("Transpose", "MatMul", "Mul", "Softmax", "MatMul"), "decomposition"),
     ],
 )
 def test_application_kind_compares_the_op_types_matched_and_created(matched, created, kind):
