@@ -43,7 +43,6 @@ from rewriter.verification._inputs import (
     DimKey,
     Example,
     InputSpec,
-    Recipe,
     analyze_inputs,
     bound_dims,
     dim_keys,
@@ -118,17 +117,14 @@ def _plain_kind(spec: InputSpec) -> int:
 def _example(
     specs: Sequence[InputSpec], sizes: Mapping[DimKey, tuple[int, int]], rng: np.random.Generator
 ) -> Example:
-    dims = tuple((key, int(rng.integers(*sizes[key], endpoint=True))) for key in dim_keys(specs))
+    """A plain example (`plain_example`) at sizes drawn from `sizes`, values seeded by `rng`."""
+    dims = {key: int(rng.integers(*sizes[key], endpoint=True)) for key in dim_keys(specs)}
+    base = plain_example(specs, dims)
     recipes = tuple(
-        Recipe(
-            kind=_plain_kind(spec),
-            seed=int(rng.integers(0, 2**32 - 1)),
-            specials=(),
-            free_dims=() if spec.dims is not None else (DIM_MAX // 2,),
-        )
-        for spec in specs
+        dataclasses.replace(recipe, kind=_plain_kind(spec), seed=int(rng.integers(0, 2**32 - 1)))
+        for recipe, spec in zip(base.recipes, specs, strict=True)
     )
-    return Example(dims=dims, recipes=recipes)
+    return dataclasses.replace(base, recipes=recipes)
 
 
 def _runs(session: Session, feeds: Mapping[str, Array]) -> bool:

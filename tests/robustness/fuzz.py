@@ -1154,12 +1154,19 @@ def _first_breaking_rule(case: random_graphs.Case, want: dict[str, np.ndarray], 
     return "not reproduced by a prefix"
 
 
+def _extreme_edge(value: np.ndarray) -> float | None:
+    """A factor 16 below the largest value of a float array's dtype (None: not floats)."""
+    if value.dtype.kind != "f" and value.dtype.name != "bfloat16":
+        return None
+    return float(ml_dtypes.finfo(value.dtype).max) / 16  # type: ignore[no-untyped-call]
+
+
 def _calm(value: np.ndarray) -> bool:
     """Whether a float array holds only finite values well inside its dtype's range (what a
     rule that `assumes finite` is checked on); any other array is calm."""
-    if value.dtype.kind != "f" and value.dtype.name != "bfloat16":
+    edge = _extreme_edge(value)
+    if edge is None:
         return True
-    edge = float(ml_dtypes.finfo(value.dtype).max) / 16  # type: ignore[no-untyped-call]
     wide = value.astype(np.float64)
     return bool(np.all(np.isfinite(wide)) and np.all(np.abs(wide) < edge))
 
@@ -1168,10 +1175,10 @@ def _without_extremes(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """`feeds` with every finite float within a factor 16 of its dtype's largest set to +-1."""
     calm = {}
     for name, value in feeds.items():
-        if value.dtype.kind != "f" and value.dtype.name != "bfloat16":
+        edge = _extreme_edge(value)
+        if edge is None:
             calm[name] = value
             continue
-        edge = float(ml_dtypes.finfo(value.dtype).max) / 16  # type: ignore[no-untyped-call]
         wide = value.astype(np.float64)
         extreme = np.isfinite(wide) & (np.abs(wide) >= edge)
         calm[name] = np.where(extreme, np.sign(wide), wide).astype(value.dtype)
