@@ -8,8 +8,10 @@ The order, lowest first (a module may import its own package and the layers befo
 
     ir
     rewriter._errors          errors and source spans, shared by every layer
-    rewriter.dsl              the rule language
-    rewriter.engine           compiling, matching, building, the pass manager
+    rewriter.rules            the rule IR: the one form of a rule every consumer reads
+    rewriter.dsl              the rule language (parses, checks, lowers into the rule IR),
+    rewriter.engine             and beside it, never importing it: compiling, matching,
+                                building, the pass manager
     rewriter.loops            clients of the engine: loop passes,
     rewriter.verification       running models to compare them
     rewriter.api              the Python API (assembles the engine and the loop passes)
@@ -20,6 +22,10 @@ The order, lowest first (a module may import its own package and the layers befo
 
 onnxruntime may be imported only where models are run (verification, rule checking, and
 constant folding, which computes what onnxruntime computes).
+
+No module imports another package's private module (a name starting with `_`): a package's
+surface is its `__init__`. A module may import the private modules of its own package and of
+the packages enclosing it (a private subpackage is part of its parent).
 """
 
 from __future__ import annotations
@@ -35,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("ir",),
     ("rewriter._errors",),
-    ("rewriter.dsl",),
-    ("rewriter.engine",),
+    ("rewriter.rules",),
+    ("rewriter.dsl", "rewriter.engine"),
     ("rewriter.loops", "rewriter.verification"),
     ("rewriter.api",),
     ("rewriter.checkrules", "rewriter.report"),
@@ -208,3 +214,79 @@ def test_the_checks_catch_a_wrong_way_import(tmp_path: Path) -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def _all_imports(tree: ast.AST) -> Iterator[tuple[str, int]]:
+    """(imported module path, line) of every import, `TYPE_CHECKING` blocks included.
+
+    `from a.b import c` yields `a.b.c` when that is a module of the project, else `a.b`.
+    """
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                private_name = alias.name.startswith("_") and candidate in MODULES
+                yield (candidate if private_name else node.module), node.lineno
+
+
+def _package_of(module: str) -> str:
+    """The package a module belongs to (a package's `__init__` belongs to itself)."""
+    path = MODULES[module]
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _private_owner(imported: str) -> str | None:
+    """The package whose private module `imported` reaches into, or None if it is public."""
+    parts = imported.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:index])
+    return None
+
+
+def private_imports(module: str) -> list[str]:
+    """Every import in `module` of a private module of another package."""
+    own = _package_of(module)
+    problems = []
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    for imported, line in _all_imports(tree):
+        owner = _private_owner(imported)
+        if owner is None:
+            continue
+        if owner.split(".")[0] in ("ir", "rewriter") and (
+            own == owner or own.startswith(owner + ".")
+        ):
+            continue
+        problems.append(f"{_display(MODULES[module])}:{line} imports {imported}")
+    return problems
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_another_packages_private_module(module: str) -> None:
+    assert private_imports(module) == []
+
+
+def test_the_private_import_check_catches_a_reach_into_another_package(tmp_path: Path) -> None:
+    MODULES["rewriter.engine._planted"] = tmp_path / "planted.py"
+    (tmp_path / "planted.py").write_text(
+        "from rewriter.dsl import _ast as ast\nfrom rewriter.engine import _facts\n"
+    )
+    try:
+        (problem,) = private_imports("rewriter.engine._planted")
+        assert problem.endswith("planted.py:1 imports rewriter.dsl._ast")
+    finally:
+        del MODULES["rewriter.engine._planted"]
+
+
+def test_the_engine_does_not_import_the_rule_language() -> None:
+    found = [
+        f"{_display(MODULES[module])}:{line} imports {imported}"
+        for module in MODULES
+        if module.startswith("rewriter.engine")
+        for imported, line in _all_imports(ast.parse(MODULES[module].read_text(encoding="utf-8")))
+        if imported == "rewriter.dsl" or imported.startswith("rewriter.dsl.")
+    ]
+    assert found == []

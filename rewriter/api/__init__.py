@@ -26,8 +26,11 @@ from rewriter.api._library import (
 )
 from rewriter.api._models import as_model, freeze_inputs_with_initializers
 from rewriter.api._options import RewriteOptions
+from rewriter.api._profile import Profile, profile
 from rewriter.api._rewrite import PhaseClock, RewriteResult
 from rewriter.api._split import Stage, load_pipeline, split, write_pipeline
+from rewriter.api._stats import collect as collect_stats
+from rewriter.api._stats import describe_counts, human_bytes
 from rewriter.api._vocabulary import (
     PASSES,
     VOCABULARY,
@@ -45,6 +48,7 @@ __all__ = [
     "BudgetStep",
     "Grafted",
     "PhaseClock",
+    "Profile",
     "RewriteOptions",
     "RewriteResult",
     "RulesLike",
@@ -52,11 +56,14 @@ __all__ = [
     "Stage",
     "as_model",
     "check_files",
+    "collect_stats",
     "default_library_files",
+    "describe_counts",
     "extract",
     "find",
     "freeze_inputs_with_initializers",
     "graft",
+    "human_bytes",
     "inline_files",
     "library_path",
     "load_pipeline",
@@ -64,6 +71,7 @@ __all__ = [
     "load_ruleset",
     "parse_connection",
     "pass_manager",
+    "profile",
     "rewrite",
     "rule_files",
     "split",

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 import ir
+from rewriter import rules
 from rewriter._errors import RewriteError
 from rewriter.api._budget_types import (
     AccuracyBudget,
@@ -46,7 +47,6 @@ from rewriter.api._budget_types import (
     SiteResult,
 )
 from rewriter.api._sensitivity import Evaluation, Evaluator, Site, Workload, default_jobs
-from rewriter.dsl import _ast as ast
 from rewriter.verification import (
     ALL_OUTPUTS,
     METRICS,
@@ -321,7 +321,7 @@ def _values_text(
 
 def tune(
     snapshot: str | bytes,
-    ruleset: ast.RuleSet,
+    ruleset: rules.RuleSet,
     options: RewriteOptions,
     first: RewriteResult,
 ) -> tuple[Decision | None, AccuracyData, list[str]]:

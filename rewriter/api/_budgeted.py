@@ -19,7 +19,7 @@ from rewriter.api import _rewrite as one_run
 from rewriter.api._library import RulesLike, load_ruleset
 from rewriter.api._options import RewriteOptions
 from rewriter.api._rewrite import PhaseClock, RewriteResult
-from rewriter.dsl import _ast as ast
+from rewriter.rules import RuleSet
 from rewriter.verification import VerifyError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def _within_budget(
     """
     budget = options.budget
     assert budget is not None
-    ruleset = rules if isinstance(rules, ast.RuleSet) else None
+    ruleset = rules if isinstance(rules, RuleSet) else None
     clock = PhaseClock()
     if ruleset is None:
         with clock.phase("load_rules"):

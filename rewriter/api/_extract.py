@@ -21,8 +21,7 @@ from rewriter._errors import RewriteError
 from rewriter.api._models import as_model, set_input_shapes
 
 if TYPE_CHECKING:
-    from rewriter.verification import VerifyResult
-    from rewriter.verification._check import VerifyProgress
+    from rewriter.verification import VerifyProgress, VerifyResult
 
 ModelLike = str | os.PathLike[str] | ir.Model | onnx.ModelProto
 

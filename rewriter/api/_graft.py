@@ -16,10 +16,9 @@ from collections.abc import Sequence
 import onnx
 
 import ir
+from rewriter import dsl
 from rewriter._errors import RewriteError, RuleError
 from rewriter.api._models import as_model
-from rewriter.dsl import _ast as ast
-from rewriter.dsl import parse
 
 ModelLike = str | os.PathLike[str] | ir.Model | onnx.ModelProto
 
@@ -120,17 +119,17 @@ def _adapter(connection: str, spec: str) -> ir.Adapter:
         "(e.g. `Flatten`, `Transpose <perm = [0, 2, 1]>`)"
     )
     try:
-        file = parse(f"rule adapter: y = Identity (x) => y = {spec} (x)", "--connect")
+        file = dsl.parse(f"rule adapter: y = Identity (x) => y = {spec} (x)", "--connect")
     except RuleError:
         raise RewriteError(usage) from None
     (rule,) = file.items
-    assert isinstance(rule, ast.Rule), "a one-line rule parses to a rule"
-    stmt = rule.rewrite.stmts[0] if isinstance(rule.rewrite, ast.RewriteBlock) else None
-    if not isinstance(stmt, ast.NodeStmt):
+    assert isinstance(rule, dsl.Rule), "a one-line rule parses to a rule"
+    stmt = rule.rewrite.stmts[0] if isinstance(rule.rewrite, dsl.RewriteBlock) else None
+    if not isinstance(stmt, dsl.NodeStmt):
         raise RewriteError(usage)
     attributes = {}
     for entry in stmt.attrs:
-        if not isinstance(entry, ast.AttrEntry):
+        if not isinstance(entry, dsl.AttrEntry):
             raise RewriteError(usage)
         value = _literal(entry.value)
         if value is None:
@@ -139,10 +138,10 @@ def _adapter(connection: str, spec: str) -> ir.Adapter:
     return ir.Adapter(stmt.op.op_type, attributes, stmt.op.domain)
 
 
-def _literal(expr: ast.Expr) -> object:
-    if isinstance(expr, ast.Const):
+def _literal(expr: dsl.Expr) -> object:
+    if isinstance(expr, dsl.Const):
         return expr.value
-    if isinstance(expr, ast.ListExpr):
+    if isinstance(expr, dsl.ListExpr):
         items = [_literal(item) for item in expr.items]
         return None if any(item is None for item in items) else items
     return None

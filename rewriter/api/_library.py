@@ -15,10 +15,10 @@ from pathlib import Path
 
 from rewriter._errors import RewriteError
 from rewriter.api._vocabulary import load_rules
-from rewriter.dsl import _ast as ast
-from rewriter.dsl import parse, parse_query
+from rewriter.dsl import File, parse, parse_query
+from rewriter.rules import RuleSet
 
-RulesLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | ast.RuleSet | None
+RulesLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | RuleSet | None
 """Rule files or folders, a loaded RuleSet, or None for the shipped library."""
 
 
@@ -55,7 +55,7 @@ def default_library_files() -> list[Path]:
 _RULE_TEXT = re.compile(r"\A(?:\s|#[^\n]*)*(?:rule|constraint|pass|use|include)\b")
 
 
-def inline_files(texts: Sequence[str], *, queries: bool = False) -> list[ast.File]:
+def inline_files(texts: Sequence[str], *, queries: bool = False) -> list[File]:
     """Rules given as text (`rewrite -e`), parsed as files named `-e#1`, `-e#2`, ...
 
     With `queries`, a text that is not a rule file is taken as the match lines (and `where`
@@ -81,14 +81,14 @@ def inline_files(texts: Sequence[str], *, queries: bool = False) -> list[ast.Fil
 
 
 def load_ruleset(
-    rules: RulesLike, *, allow_python: bool = False, inline: Sequence[ast.File] = ()
-) -> ast.RuleSet:
+    rules: RulesLike, *, allow_python: bool = False, inline: Sequence[File] = ()
+) -> RuleSet:
     """Rules from paths (files or folders), an existing RuleSet, or the shipped library.
 
     `inline` files (from `inline_files`) are loaded after the paths; with inline files and
     no paths (`rules=None`), they are the only rules: the shipped library is not added.
     """
-    if isinstance(rules, ast.RuleSet):
+    if isinstance(rules, RuleSet):
         if inline:
             raise RewriteError("inline rules cannot be added to an already loaded RuleSet")
         return rules
@@ -104,7 +104,7 @@ def load_ruleset(
         return cached[0]
     ruleset = load_rules(*paths, allow_python=allow_python)
     # The files that were included are checked too when the entry is read again.
-    loaded = [file.path for file in ruleset.files]
+    loaded = list(ruleset.paths)
     stamp = _cache_key(loaded, allow_python)
     if stamp is not None:
         if len(_RULESET_CACHE) >= _RULESET_CACHE_SIZE:
@@ -139,7 +139,7 @@ def _expand(
 # many models with the same rules parses them once. A RuleSet is immutable, so sharing it is
 # safe; an edited file (named, or included by one) has a new mtime or size and is loaded
 # again. Each entry holds the rule set, every file it was loaded from, and their stat.
-_RULESET_CACHE: dict[tuple[object, ...], tuple[ast.RuleSet, Sequence[str], tuple[object, ...]]] = {}
+_RULESET_CACHE: dict[tuple[object, ...], tuple[RuleSet, Sequence[str], tuple[object, ...]]] = {}
 _RULESET_CACHE_SIZE = 8
 
 

@@ -32,8 +32,8 @@ from rewriter.api._models import (
 )
 from rewriter.api._options import RewriteOptions
 from rewriter.api._vocabulary import pass_manager
-from rewriter.dsl import _ast as ast
 from rewriter.engine import KernelAvailability, Trace, one_line, op_histogram
+from rewriter.rules import RuleSet
 
 if TYPE_CHECKING:
     import onnx
@@ -79,7 +79,7 @@ class RewriteResult:
     ops_before: dict[str, int]
     ops_after: dict[str, int]
     timings: dict[str, float]
-    ruleset: ast.RuleSet
+    ruleset: RuleSet
     # What the accuracy budget measured and decided (`RewriteOptions.budget`), else None.
     budget: BudgetResult | None = None
 
@@ -138,7 +138,7 @@ def rewrite(
     """
     options = options or RewriteOptions()
     clock = PhaseClock()
-    if isinstance(rules, ast.RuleSet):
+    if isinstance(rules, RuleSet):
         ruleset = rules  # loaded by the caller, who can time that itself
     else:
         with clock.phase("load_rules"):
@@ -174,7 +174,7 @@ def _timings(clock: PhaseClock, start: float) -> dict[str, float]:
 
 
 def _run(
-    ir_model: ir.Model, ruleset: ast.RuleSet, options: RewriteOptions, clock: PhaseClock
+    ir_model: ir.Model, ruleset: RuleSet, options: RewriteOptions, clock: PhaseClock
 ) -> tuple[ir.Model, Trace]:
     """One run of the pass manager, with the opset conversions `target_opset` asks for."""
     manager = pass_manager(ruleset, options.run_options())

@@ -22,10 +22,10 @@ from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
+from rewriter import rules
 from rewriter._errors import RewriteError
 from rewriter.api._options import RewriteOptions
 from rewriter.api._rewrite import rewrite
-from rewriter.dsl import _ast as ast
 from rewriter.verification import ALL_OUTPUTS, Acceptance, AccuracyData, VerifyError, score
 
 Site = tuple[str, str]
@@ -42,7 +42,7 @@ class Workload:
     """
 
     source: str | bytes
-    ruleset: ast.RuleSet
+    ruleset: rules.RuleSet
     options: RewriteOptions
     data: AccuracyData
     accept: tuple[Acceptance, ...]

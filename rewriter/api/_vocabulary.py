@@ -10,14 +10,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from rewriter import dsl, engine, loops
+from rewriter import dsl, engine, loops, rules
 from rewriter._errors import Diagnostic
-from rewriter.dsl import _ast as ast
 
 PASSES: dict[str, engine.PassDefinition[Any]] = {**engine.BUILTIN_PASSES, **loops.LOOP_PASSES}
 """Every pass a rule file may declare."""
 
-VOCABULARY = dsl.Vocabulary(
+VOCABULARY = rules.Vocabulary(
     functions=engine.signatures(),
     passes={name: definition.signature for name, definition in PASSES.items()},
 )
@@ -28,8 +27,8 @@ def load_rules(
     *paths: str | os.PathLike[str],
     allow_python: bool = False,
     use_cache: bool = True,
-    inline: Sequence[ast.File] = (),
-) -> ast.RuleSet:
+    inline: Sequence[dsl.File] = (),
+) -> rules.RuleSet:
     """Load, parse and check rule files and folders (see `rewriter.dsl.load_rules`).
 
     With `use_cache`, files read before are not parsed again: their parse is kept in the
@@ -46,13 +45,13 @@ def load_rules(
     )
 
 
-def check_files(files: list[ast.File], *, allow_python: bool = False) -> list[Diagnostic]:
+def check_files(files: list[dsl.File], *, allow_python: bool = False) -> list[Diagnostic]:
     """The semantic checks of parsed files against the standard vocabulary."""
     return dsl.check(files, VOCABULARY, allow_python=allow_python)
 
 
 def pass_manager(
-    ruleset: ast.RuleSet, options: engine.RunOptions | None = None
+    ruleset: rules.RuleSet, options: engine.RunOptions | None = None
 ) -> engine.PassManager:
     """A pass manager that runs every standard pass and applies `match repeat` rules."""
     return engine.PassManager(ruleset, options, passes=PASSES, block_rules=loops.apply_repeat_rules)

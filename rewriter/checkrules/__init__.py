@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from rewriter import rules
 from rewriter.checkrules._check import (
     CheckOptions,
     check_rule,
@@ -25,7 +26,6 @@ from rewriter.checkrules._check import (
 from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._parallel import check_rules_in_processes
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
-from rewriter.dsl import _ast as ast
 
 __all__ = [
     "CheckOptions",
@@ -46,7 +46,7 @@ _LOOP_PASSES = frozenset({"roll_loops", "unroll_loops", "outline_functions"})
 
 
 def check_passes(
-    ruleset: ast.RuleSet, rule_reports: Sequence[RuleReport], options: CheckOptions
+    ruleset: rules.RuleSet, rule_reports: Sequence[RuleReport], options: CheckOptions
 ) -> list[RuleReport]:
     """Each declared pass on the rules' instances (loop passes: by their own tests)."""
     from rewriter.checkrules._passes import check_pass
@@ -74,7 +74,7 @@ def check_passes(
 
 
 def check_rules(
-    ruleset: ast.RuleSet,
+    ruleset: rules.RuleSet,
     options: CheckOptions | None = None,
     *,
     names: Sequence[str] = (),
@@ -96,7 +96,7 @@ def check_rules(
     reports: list[RuleReport] = []
     for order, rule in enumerate(_selected(ruleset.rules, wanted)):
         start = time.perf_counter()
-        if rule.match.repeat is not None:
+        if rule.pattern.repeat is not None:
             report = RuleReport(
                 rule.name,
                 f"{rule.span.path}:{rule.span.line}",
@@ -106,7 +106,7 @@ def check_rules(
                 seconds=time.perf_counter() - start,
             )
         else:
-            report = check_rule(compile_rule(rule, order, ruleset.constraints), ruleset, options)
+            report = check_rule(compile_rule(rule, order, ruleset.functions), ruleset, options)
         reports.append(report)
         if progress is not None:
             progress(report)
@@ -116,7 +116,7 @@ def check_rules(
 
 
 def library_instances(
-    ruleset: ast.RuleSet, options: CheckOptions | None = None
+    ruleset: rules.RuleSet, options: CheckOptions | None = None
 ) -> list[tuple[str, Instance]]:
     """(rule name, instance) for every rule of `ruleset` that can be instantiated."""
     from rewriter.engine import compile_rule
@@ -124,12 +124,12 @@ def library_instances(
     options = options or CheckOptions()
     found: list[tuple[str, Instance]] = []
     for order, rule in enumerate(ruleset.rules):
-        if rule.match.repeat is not None:
+        if rule.pattern.repeat is not None:
             continue
-        compiled = compile_rule(rule, order, ruleset.constraints)
+        compiled = compile_rule(rule, order, ruleset.functions)
         found.extend((rule.name, i) for i in find_instances(compiled, ruleset, options))
     return found
 
 
-def _selected(rules: Iterable[ast.Rule], wanted: set[str]) -> list[ast.Rule]:
-    return [rule for rule in rules if not wanted or rule.name in wanted]
+def _selected(candidates: Iterable[rules.Rule], wanted: set[str]) -> list[rules.Rule]:
+    return [rule for rule in candidates if not wanted or rule.name in wanted]

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import ir
+from rewriter import rules
 from rewriter.checkrules._line import PREFERRED_DTYPES
 from rewriter.checkrules._templates import ShapeTemplates, solve_templates
-from rewriter.dsl import _ast as ast
 from rewriter.engine import CompiledRule, applicability
 
 # Default-domain opsets instances are built at (21 first, the newest the exporters write;
@@ -52,17 +52,17 @@ class RulePlan:
     extra_dtypes: tuple[ir.DataType, ...] = ()
 
     @property
-    def rule(self) -> ast.Rule:
+    def rule(self) -> rules.Rule:
         """The rule's AST."""
         return self.compiled.rule
 
     @property
-    def lines(self) -> tuple[ast.NodePattern, ...]:
+    def lines(self) -> tuple[rules.NodePattern, ...]:
         """The match lines."""
         return self.compiled.lines
 
     @property
-    def conditions(self) -> tuple[ast.Expr, ...]:
+    def conditions(self) -> tuple[rules.Expr, ...]:
         """The `where` lines, with the named constraints they call spelled out."""
         return self.compiled.conditions
 
@@ -80,79 +80,81 @@ class NotInstantiableError(Exception):
 
 
 _EXPR_TYPES = (
-    ast.Name,
-    ast.Const,
-    ast.ListExpr,
-    ast.Unary,
-    ast.Binary,
-    ast.Compare,
-    ast.BoolOp,
-    ast.Coalesce,
-    ast.Conditional,
-    ast.Call,
-    ast.Attribute,
-    ast.Index,
+    rules.Name,
+    rules.Const,
+    rules.ListExpr,
+    rules.Unary,
+    rules.Binary,
+    rules.Compare,
+    rules.BoolOp,
+    rules.Coalesce,
+    rules.Conditional,
+    rules.Call,
+    rules.Attribute,
+    rules.Index,
 )
 
 
-def children(expr: ast.Expr) -> tuple[ast.Expr, ...]:
+def children(expr: rules.Expr) -> tuple[rules.Expr, ...]:
     """The direct sub-expressions of `expr`."""
     found: tuple[object, ...] = ()
-    if isinstance(expr, ast.ListExpr):
+    if isinstance(expr, rules.ListExpr):
         found = expr.items
-    elif isinstance(expr, ast.Unary):
+    elif isinstance(expr, rules.Unary):
         found = (expr.operand,)
-    elif isinstance(expr, ast.Binary | ast.Compare | ast.BoolOp | ast.Coalesce):
+    elif isinstance(expr, rules.Binary | rules.Compare | rules.BoolOp | rules.Coalesce):
         found = (expr.left, expr.right)
-    elif isinstance(expr, ast.Conditional):
+    elif isinstance(expr, rules.Conditional):
         found = (expr.cond, expr.then, expr.otherwise)
-    elif isinstance(expr, ast.Call):
+    elif isinstance(expr, rules.Call):
         found = (*expr.args, *(v for _, v in expr.kwargs))
-    elif isinstance(expr, ast.Attribute):
+    elif isinstance(expr, rules.Attribute):
         found = (expr.obj,)
-    elif isinstance(expr, ast.Index):
+    elif isinstance(expr, rules.Index):
         index = expr.index
-        parts = (index.start, index.stop, index.step) if isinstance(index, ast.Slice) else (index,)
+        parts = (
+            (index.start, index.stop, index.step) if isinstance(index, rules.Slice) else (index,)
+        )
         found = (expr.obj, *parts)
     return tuple(c for c in found if isinstance(c, _EXPR_TYPES))
 
 
-def walk(expr: ast.Expr) -> Iterator[ast.Expr]:
+def walk(expr: rules.Expr) -> Iterator[rules.Expr]:
     """Every sub-expression of `expr`, itself first."""
     yield expr
     for child in children(expr):
         yield from walk(child)
 
 
-def names_in(expr: ast.Expr) -> list[str]:
+def names_in(expr: rules.Expr) -> list[str]:
     """Variable names an expression reads, in order."""
-    return [e.name for e in walk(expr) if isinstance(e, ast.Name)]
+    return [e.name for e in walk(expr) if isinstance(e, rules.Name)]
 
 
-def _computed_names(expr: ast.Expr) -> Iterator[str]:
+def _computed_names(expr: rules.Expr) -> Iterator[str]:
     """Names used for their contents (not as an argument of a fact built-in, not `v == none`)."""
-    if isinstance(expr, ast.Name):
+    if isinstance(expr, rules.Name):
         yield expr.name
         return
-    if isinstance(expr, ast.Call) and expr.func in _FACT_FUNCTIONS:
+    if isinstance(expr, rules.Call) and expr.func in _FACT_FUNCTIONS:
         return
-    if isinstance(expr, ast.Compare) and (_is_none(expr.left) or _is_none(expr.right)):
+    if isinstance(expr, rules.Compare) and (_is_none(expr.left) or _is_none(expr.right)):
         return
-    if isinstance(expr, ast.Attribute):
+    if isinstance(expr, rules.Attribute):
         return
     for child in children(expr):
         yield from _computed_names(child)
 
 
-def _is_none(expr: ast.Expr) -> bool:
-    return isinstance(expr, ast.Const) and expr.value is None
+def _is_none(expr: rules.Expr) -> bool:
+    return isinstance(expr, rules.Const) and expr.value is None
 
 
-def _order(lines: tuple[ast.NodePattern, ...]) -> tuple[int, ...]:
+def _order(lines: tuple[rules.NodePattern, ...]) -> tuple[int, ...]:
     producer: dict[str, int] = {}
     for index, line in enumerate(lines):
         for out in line.outputs:
-            if isinstance(out, ast.OutputVar):
+            if isinstance(out, rules.OutputVar):
                 producer[out.name] = index
     order: list[int] = []
     visiting: set[int] = set()
@@ -164,7 +166,7 @@ def _order(lines: tuple[ast.NodePattern, ...]) -> tuple[int, ...]:
             raise NotInstantiableError("the match lines form a cycle")
         visiting.add(index)
         for pattern in lines[index].inputs:
-            if isinstance(pattern, ast.InputVar) and pattern.name in producer:
+            if isinstance(pattern, rules.InputVar) and pattern.name in producer:
                 visit(producer[pattern.name])
         visiting.discard(index)
         order.append(index)
@@ -174,37 +176,37 @@ def _order(lines: tuple[ast.NodePattern, ...]) -> tuple[int, ...]:
     return tuple(order)
 
 
-def _const_facts(rule: ast.Rule, conditions: tuple[ast.Expr, ...]) -> tuple[set[str], set[str]]:
+def _const_facts(rule: rules.Rule, conditions: tuple[rules.Expr, ...]) -> tuple[set[str], set[str]]:
     tested: set[str] = set()
     for condition in conditions:
         for expr in walk(condition):
-            if isinstance(expr, ast.Call) and expr.func in _CONST_TESTS:
+            if isinstance(expr, rules.Call) and expr.func in _CONST_TESTS:
                 for arg in expr.args:
                     tested.update(names_in(arg))
     computed: set[str] = set()
-    if isinstance(rule.rewrite, ast.RewriteBlock):
+    if isinstance(rule.rewrite, rules.Rewrite):
         for stmt in rule.rewrite.stmts:
-            exprs: list[ast.Expr] = []
-            if isinstance(stmt, ast.LetStmt):
+            exprs: list[rules.Expr] = []
+            if isinstance(stmt, rules.Let):
                 exprs.append(stmt.expr)
-            elif isinstance(stmt, ast.NodeStmt):
-                exprs.extend(e for e in stmt.inputs if not isinstance(e, ast.Name))
-                exprs.extend(a.value for a in stmt.attrs if isinstance(a, ast.AttrEntry))
-            elif not isinstance(stmt.source, ast.Name):
+            elif isinstance(stmt, rules.NewNode):
+                exprs.extend(e for e in stmt.inputs if not isinstance(e, rules.Name))
+                exprs.extend(a.value for a in stmt.attrs if isinstance(a, rules.SetAttr))
+            elif not isinstance(stmt.source, rules.Name):
                 exprs.append(stmt.source)
             for expr in exprs:
                 computed.update(_computed_names(expr))
     return tested, computed
 
 
-def _line_possible(line: ast.NodePattern, opset: int) -> bool:
+def _line_possible(line: rules.NodePattern, opset: int) -> bool:
     """Some alternative of the line exists at `opset` with room for the pattern's inputs."""
-    if line.op.is_wildcard:
+    if not line.ops:
         return False
     required = sum(
-        1 for p in line.inputs if not (isinstance(p, ast.InputVar) and (p.optional or p.variadic))
+        1 for p in line.inputs if not (isinstance(p, rules.InputVar) and (p.optional or p.variadic))
     )
-    for ref in line.op.alternatives:
+    for ref in line.ops:
         domain = ir.schemas.normalize_domain(ref.domain)
         if not ir.schemas.is_known_domain(domain) or domain != "":
             return True
@@ -214,20 +216,16 @@ def _line_possible(line: ast.NodePattern, opset: int) -> bool:
         arity = ir.schemas.input_arity(schema)
         if arity.max_inputs is not None and required > arity.max_inputs:
             continue
-        literal_attrs = [
-            a.name
-            for a in line.attrs
-            if isinstance(a, ast.AttrEntry) and not isinstance(a.value, ast.Name)
-        ]
+        literal_attrs = [a.name for a in line.attrs if isinstance(a, rules.AttrEquals)]
         if any(name not in schema.attributes for name in literal_attrs):
             continue
         return True
     return False
 
 
-def _domains(plan_lines: tuple[ast.NodePattern, ...], compiled: CompiledRule) -> dict[str, int]:
+def _domains(plan_lines: tuple[rules.NodePattern, ...], compiled: CompiledRule) -> dict[str, int]:
     domains: dict[str, int] = {}
-    refs = [ref for line in plan_lines for ref in line.op.alternatives]
+    refs = [ref for line in plan_lines for ref in line.ops]
     refs.extend(compiled.emitted_ops)
     for ref in refs:
         domain = ir.schemas.normalize_domain(ref.domain)
@@ -244,7 +242,9 @@ OpsetChoice = tuple[dict[str, int], int | None]
 """The opsets an instance is built with, and the `--target-opset` its rewrite runs with."""
 
 
-def _opsets(compiled: CompiledRule, lines: tuple[ast.NodePattern, ...]) -> tuple[OpsetChoice, ...]:
+def _opsets(
+    compiled: CompiledRule, lines: tuple[rules.NodePattern, ...]
+) -> tuple[OpsetChoice, ...]:
     """Opsets at which the rule applies; else (model, target) pairs for down-conversions.
 
     A rule such as `requires opset < 20` that matches an op of opset 20 (a decomposition for
@@ -279,7 +279,7 @@ def _opsets(compiled: CompiledRule, lines: tuple[ast.NodePattern, ...]) -> tuple
     return tuple(found)
 
 
-def _uses_sequences(ref: ast.OpRef) -> bool:
+def _uses_sequences(ref: rules.OpId) -> bool:
     """True when some version of the op has a sequence-typed input or output."""
     for schema in ir.schemas.schema_versions(ref.op_type, ref.domain):
         formals = [*schema.inputs, *schema.outputs]
@@ -298,16 +298,14 @@ def analyze(compiled: CompiledRule) -> RulePlan:
         NotInstantiableError: a wildcard op, a repeat pattern, or no opset fits.
     """
     rule = compiled.rule
-    if rule.match.repeat is not None or not isinstance(rule.rewrite, ast.RewriteBlock):
+    if rule.pattern.repeat is not None or not isinstance(rule.rewrite, rules.Rewrite):
         raise NotInstantiableError(
             "a loop (repeat) rule (verified by its own tests)", by_tests=True
         )
     lines = compiled.lines
-    if any(line.op.is_wildcard for line in lines):
+    if any(not line.ops for line in lines):
         raise NotInstantiableError("a match line with any op (`_`) has no model to build")
-    sequence_ops = [
-        ref.op_type for line in lines for ref in line.op.alternatives if _uses_sequences(ref)
-    ]
+    sequence_ops = [ref.op_type for line in lines for ref in line.ops if _uses_sequences(ref)]
     if sequence_ops:
         raise NotInstantiableError(
             f"`{sequence_ops[0]}` reads or makes sequence values, which check-rules does not "
@@ -317,17 +315,17 @@ def analyze(compiled: CompiledRule) -> RulePlan:
     defined: dict[str, None] = {}
     for line in lines:
         for out in line.outputs:
-            if isinstance(out, ast.OutputVar):
+            if isinstance(out, rules.OutputVar):
                 defined[out.name] = None
     free: dict[str, None] = {}
     attr_vars: set[str] = set()
     for line in lines:
         for pattern in line.inputs:
-            if isinstance(pattern, ast.InputVar) and pattern.name not in defined:
+            if isinstance(pattern, rules.InputVar) and pattern.name not in defined:
                 free[pattern.name] = None
         for entry in line.attrs:
-            if isinstance(entry, ast.AttrEntry) and isinstance(entry.value, ast.Name):
-                attr_vars.add(entry.value.name)
+            if isinstance(entry, rules.AttrBind):
+                attr_vars.add(entry.var)
     tested, computed = _const_facts(rule, compiled.conditions)
     opsets = _opsets(compiled, lines)
     return RulePlan(
@@ -346,14 +344,14 @@ def analyze(compiled: CompiledRule) -> RulePlan:
     )
 
 
-def _outputs_to_free(rule: ast.Rule, free: dict[str, None]) -> frozenset[str]:
-    if not isinstance(rule.rewrite, ast.RewriteBlock):
+def _outputs_to_free(rule: rules.Rule, free: dict[str, None]) -> frozenset[str]:
+    if not isinstance(rule.rewrite, rules.Rewrite):
         return frozenset()
     return frozenset(
         stmt.target
         for stmt in rule.rewrite.stmts
-        if isinstance(stmt, ast.AliasStmt)
-        and isinstance(stmt.source, ast.Name)
+        if isinstance(stmt, rules.Alias)
+        and isinstance(stmt.source, rules.Name)
         and stmt.source.name in free
     )
 
@@ -380,7 +378,7 @@ _CLASS_DTYPES = (*INTEGER_DTYPES, ir.DataType.BOOL)
 
 
 def _extra_dtypes(
-    lines: tuple[ast.NodePattern, ...], opsets: dict[str, int]
+    lines: tuple[rules.NodePattern, ...], opsets: dict[str, int]
 ) -> tuple[ir.DataType, ...]:
     """An integer dtype and bool, when every match line's op takes them as its data type.
 
@@ -395,8 +393,8 @@ def _extra_dtypes(
     return tuple(found)
 
 
-def _line_takes(line: ast.NodePattern, opsets: dict[str, int], dtype: ir.DataType) -> bool:
-    for ref in line.op.alternatives:
+def _line_takes(line: rules.NodePattern, opsets: dict[str, int], dtype: ir.DataType) -> bool:
+    for ref in line.ops:
         domain = ir.schemas.normalize_domain(ref.domain)
         schema = ir.schemas.find_schema(ref.op_type, domain, opsets.get(domain, 1))
         if schema is None or not schema.inputs:
@@ -414,7 +412,7 @@ def _allowed_strings(schema: Any, type_str: str) -> set[str]:
 
 
 def _base_dtypes(
-    lines: tuple[ast.NodePattern, ...], opsets: dict[str, int]
+    lines: tuple[rules.NodePattern, ...], opsets: dict[str, int]
 ) -> tuple[ir.DataType, ...]:
     """The preferred base dtypes the data of every match line's op may have.
 
@@ -425,7 +423,7 @@ def _base_dtypes(
     allowed = set(PREFERRED_DTYPES)
     for line in lines:
         accepted: set[ir.DataType] = set()
-        for ref in line.op.alternatives:
+        for ref in line.ops:
             domain = ir.schemas.normalize_domain(ref.domain)
             schema = ir.schemas.find_schema(ref.op_type, domain, opsets.get(domain, 1))
             if schema is None or not schema.inputs:

@@ -12,12 +12,12 @@ import dataclasses
 from collections.abc import Mapping
 
 import ir
+from rewriter import rules
 from rewriter.checkrules._analysis import RulePlan
 from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance, RejectedError, bindings, build_instance
 from rewriter.checkrules._repair import Repairer
-from rewriter.dsl import _ast as ast
 from rewriter.engine import Calibration, EvalContext, Match, Matcher
 
 MAX_REPAIRS = 4
@@ -43,7 +43,7 @@ class Accepted:
     instance: Instance
 
 
-def _source_line(sources: Mapping[str, str], condition: ast.Expr) -> str:
+def _source_line(sources: Mapping[str, str], condition: rules.Expr) -> str:
     """The source line of a condition (a rule's, or a constraint's it calls)."""
     text = sources.get(condition.span.path, "")
     line = condition.span.line
@@ -53,7 +53,7 @@ def _source_line(sources: Mapping[str, str], condition: ast.Expr) -> str:
     return ""
 
 
-def attempt(plan: RulePlan, choices: Choices, ruleset: ast.RuleSet) -> Accepted | Rejection:
+def attempt(plan: RulePlan, choices: Choices, ruleset: rules.RuleSet) -> Accepted | Rejection:
     """Build an instance from `choices`, repairing false `where` lines a few times.
 
     `ruleset` holds the rule's helper functions, named constraints and source texts.
@@ -96,16 +96,14 @@ def _match(
     plan: RulePlan,
     instance: Instance,
     model: ir.Model,
-    ruleset: ast.RuleSet,
+    ruleset: rules.RuleSet,
     calibration: Calibration | None,
 ) -> Accepted | Rejection:
     anchor = next((n for n in model.graph if n.name == instance.anchor_name), None)
     if anchor is None:
         return Rejection(STAGE_MATCH, "the anchor node is missing from the built model")
     targets = {"": instance.target} if instance.target is not None else {}
-    matcher = Matcher(
-        model.opset_imports, ruleset.functions, targets, ruleset.constraints, calibration
-    )
+    matcher = Matcher(model.opset_imports, ruleset.functions, targets, calibration)
     result = matcher.match(plan.compiled, anchor)
     if isinstance(result, Match):
         return Accepted(instance)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewriter.dsl import _ast as ast
-from rewriter.dsl._walk import walk
+from rewriter import rules
 from rewriter.engine import Calibration
+from rewriter.rules import walk
 
 # The built-ins that read `RunOptions.calibration`.
 CALIBRATION_BUILTINS = frozenset({"is_calibrated", "calibrated_range", "awq_scale"})
@@ -22,26 +22,26 @@ _SAMPLES = 32
 _SEED = 7919
 
 
-def reads_calibration(rule: ast.Rule) -> bool:
+def reads_calibration(rule: rules.Rule) -> bool:
     """Whether the rule's conditions or rewrite call a calibration built-in."""
-    expressions: list[ast.Expr] = list(rule.where)
-    if isinstance(rule.rewrite, ast.RewriteBlock):
+    expressions: list[rules.Expr] = list(rule.conditions)
+    if isinstance(rule.rewrite, rules.Rewrite):
         for stmt in rule.rewrite.stmts:
-            if isinstance(stmt, ast.LetStmt):
+            if isinstance(stmt, rules.Let):
                 expressions.append(stmt.expr)
-            elif isinstance(stmt, ast.AliasStmt):
+            elif isinstance(stmt, rules.Alias):
                 expressions.append(stmt.source)
-            elif isinstance(stmt, ast.NodeStmt):
+            elif isinstance(stmt, rules.NewNode):
                 expressions.extend(stmt.inputs)
-                expressions.extend(a.value for a in stmt.attrs if isinstance(a, ast.AttrEntry))
+                expressions.extend(a.value for a in stmt.attrs if isinstance(a, rules.SetAttr))
     return any(
-        isinstance(node, ast.Call) and node.func in CALIBRATION_BUILTINS
+        isinstance(node, rules.Call) and node.func in CALIBRATION_BUILTINS
         for expr in expressions
         for node, _ in walk(expr)
     )
 
 
-def instance_calibration(rule: ast.Rule, proto: Any) -> Calibration | None:
+def instance_calibration(rule: rules.Rule, proto: Any) -> Calibration | None:
     """Statistics of the instance's values on plain inputs, for a rule that reads them."""
     if not reads_calibration(rule):
         return None

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import ir
+from rewriter import rules
 from rewriter._errors import RewriteError
 from rewriter.checkrules._analysis import (
     INTEGER_DTYPES,
@@ -54,7 +55,6 @@ from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
-from rewriter.dsl import _ast as ast
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class _SearchDoneError(Exception):
 def _search(
     plan: RulePlan,
     options: CheckOptions,
-    ruleset: ast.RuleSet,
+    ruleset: rules.RuleSet,
     dtype: ir.DataType | None = None,
 ) -> _Search:
     """Instances of the rule (`dtype`: only of that base dtype, one at most)."""
@@ -159,7 +159,7 @@ def _search(
     return state
 
 
-def _search_all(plan: RulePlan, options: CheckOptions, ruleset: ast.RuleSet) -> _Search:
+def _search_all(plan: RulePlan, options: CheckOptions, ruleset: rules.RuleSet) -> _Search:
     """The rule's instances, plus one of each admitted dtype class they lack (see above)."""
     state = _search(plan, options, ruleset)
     drawn = {instance.base_dtype for instance in state.accepted}
@@ -192,7 +192,7 @@ def _text(proto: Any) -> str:
         return str(proto)
 
 
-def _rewrite_alone(rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance) -> Any:
+def _rewrite_alone(rule: rules.Rule, ruleset: rules.RuleSet, instance: Instance) -> Any:
     """The engine's rewrite of the instance with only `rule` (one rewrite at most)."""
     from rewriter.api import RewriteOptions, rewrite
 
@@ -206,7 +206,7 @@ def _rewrite_alone(rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance) -> 
 
 
 def _check_instance(
-    rule: ast.Rule, ruleset: ast.RuleSet, instance: Instance, examples: int, seed: int
+    rule: rules.Rule, ruleset: rules.RuleSet, instance: Instance, examples: int, seed: int
 ) -> _Outcome:
     from rewriter.verification import VerifyError, check_equivalence
 
@@ -266,7 +266,7 @@ _APPROXIMATION_EXAMPLES = 4
 
 
 def _check_bound(
-    bound: ast.Approximation, model_text: str, original: Any, rewritten: Any, seed: int
+    bound: rules.Approximation, model_text: str, original: Any, rewritten: Any, seed: int
 ) -> _Outcome:
     """An approximate rule's instance: the declared metric must meet the declared bound."""
     from rewriter.verification import Acceptance, VerifyError, measure_approximation
@@ -321,7 +321,7 @@ def without_local_constants() -> Iterator[None]:
 
 
 def find_instances(
-    compiled_rule: Any, ruleset: ast.RuleSet, options: CheckOptions
+    compiled_rule: Any, ruleset: rules.RuleSet, options: CheckOptions
 ) -> list[Instance]:
     """Small models the rule matches (none for a rule that cannot be instantiated).
 
@@ -338,7 +338,7 @@ def find_instances(
 
 def check_rule(
     compiled_rule: Any,
-    ruleset: ast.RuleSet,
+    ruleset: rules.RuleSet,
     options: CheckOptions,
 ) -> RuleReport:
     """Check one compiled rule (see the module docstring)."""
@@ -348,11 +348,11 @@ def check_rule(
 
 def _check_rule(
     compiled_rule: Any,
-    ruleset: ast.RuleSet,
+    ruleset: rules.RuleSet,
     options: CheckOptions,
 ) -> RuleReport:
     start = time.perf_counter()
-    rule: ast.Rule = compiled_rule.rule
+    rule: rules.Rule = compiled_rule.rule
     location = f"{rule.span.path}:{rule.span.line}"
     report = _reporter(rule.name, location, start)
     try:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 import ir
+from rewriter import rules
 from rewriter.checkrules import _recipes_custom, _recipes_nn, _recipes_shape
 from rewriter.checkrules._analysis import RulePlan
 from rewriter.checkrules._choices import Choices
@@ -31,8 +32,7 @@ from rewriter.checkrules._line import (
 )
 from rewriter.checkrules._recipes import find_recipe
 from rewriter.checkrules._values import draw_constant
-from rewriter.dsl import _ast as ast
-from rewriter.engine import EvalContext, NodeRef, attr_to_python, evaluate
+from rewriter.engine import NodeRef, attr_to_python
 
 # Registered by import (the registry is filled as a side effect of these modules).
 _RECIPE_MODULES = (_recipes_nn, _recipes_shape, _recipes_custom)
@@ -99,13 +99,12 @@ class _Build:
             return not self.choices.chance(("input", var), 20)
         return False
 
-    def slot_for(self, line_index: int, position: int, pattern: ast.InputPattern) -> Slot | None:
+    def slot_for(self, line_index: int, position: int, pattern: rules.InputPattern) -> Slot | None:
         """The slot of one pattern input (None for an absent optional input)."""
-        if isinstance(pattern, ast.Wildcard):
+        if isinstance(pattern, rules.AnyValue):
             return Slot(position, f"_in{line_index}_{position}")
-        if isinstance(pattern, ast.InputLiteral):
-            literal = evaluate(pattern.value, EvalContext({}, {}))
-            return Slot(position, f"_lit{line_index}_{position}", literal=literal)
+        if isinstance(pattern, rules.InputConst):
+            return Slot(position, f"_lit{line_index}_{position}", literal=pattern.value)
         name = pattern.name
         alias = self.choices.overrides.get(("alias", name))
         if alias is not None and alias in self.values:
@@ -121,7 +120,7 @@ class _Build:
     def build_line(self, index: int) -> None:
         """Instantiate match line `index` and append its node."""
         line = self.plan.lines[index]
-        refs = [r for r in line.op.alternatives if self._exists(r)]
+        refs = [r for r in line.ops if self._exists(r)]
         if not refs:
             raise RejectedError(f"no alternative of line {index + 1} exists at {self.opsets}")
         ref = self.choices.pick(("op", index), refs)
@@ -141,10 +140,10 @@ class _Build:
             choices=self.choices,
             base_dtype=self.base_dtype,
             output_count=len(line.outputs),
-            outputs_open=line.outputs_open,
+            outputs_open=line.more_outputs,
             templates=self.templates,
             output_names=tuple(
-                p.name if isinstance(p, ast.OutputVar) else None for p in line.outputs
+                p.name if isinstance(p, rules.OutputVar) else None for p in line.outputs
             ),
         )
         self._prefill_literals(lb)
@@ -159,24 +158,24 @@ class _Build:
         self._record_attributes(line, lb)
         self._append_node(index, line, lb)
 
-    def _exists(self, ref: ast.OpRef) -> bool:
+    def _exists(self, ref: rules.OpId) -> bool:
         domain = ir.schemas.normalize_domain(ref.domain)
         if domain and not ir.schemas.is_known_domain(domain):
             return True
         return ir.schemas.find_schema(ref.op_type, domain, self.opsets.get(domain, 1)) is not None
 
-    def _slots(self, index: int, line: ast.NodePattern, schema: Any) -> list[Slot]:
+    def _slots(self, index: int, line: rules.NodePattern, schema: Any) -> list[Slot]:
         arity = ir.schemas.input_arity(schema) if schema is not None else None
         slots: list[Slot] = []
         for position, pattern in enumerate(line.inputs):
-            if isinstance(pattern, ast.InputVar) and pattern.variadic:
+            if isinstance(pattern, rules.InputVar) and pattern.variadic:
                 slots.extend(self._variadic(index, pattern.name, len(slots), arity))
                 continue
             slot = self.slot_for(index, position, pattern)
             if slot is None:
                 slots.append(Slot(position, f"_absent{index}_{position}", present=False))
                 continue
-            if isinstance(pattern, ast.InputVar) and pattern.optional and slot.known is None:
+            if isinstance(pattern, rules.InputVar) and pattern.optional and slot.known is None:
                 fits = arity is None or arity.max_inputs is None or position < arity.max_inputs
                 required = arity is not None and position < arity.min_inputs
                 if not fits or not (required or self.choices.chance(("present", pattern.name), 50)):
@@ -195,20 +194,18 @@ class _Build:
         self.var_names[name] = tuple(f"{name}_{j}" for j in range(count))
         return [Slot(start + j, f"{name}_{j}") for j in range(count)]
 
-    def _attributes(self, line: ast.NodePattern) -> tuple[dict[str, Any], dict[str, Hashable]]:
+    def _attributes(self, line: rules.NodePattern) -> tuple[dict[str, Any], dict[str, Hashable]]:
         fixed: dict[str, Any] = {}
         keys: dict[str, Hashable] = {}
         for entry in line.attrs:
-            if not isinstance(entry, ast.AttrEntry):
-                continue
-            if isinstance(entry.value, ast.Name):
-                var = entry.value.name
+            if isinstance(entry, rules.AttrBind):
+                var = entry.var
                 if var in self.attr_bound:
                     fixed[entry.name] = self.attr_bound[var]
                 else:
                     keys[entry.name] = ("attr", var)
             else:
-                fixed[entry.name] = evaluate(entry.value, EvalContext({}, {}))
+                fixed[entry.name] = entry.value
         return fixed, keys
 
     def _prefill_literals(self, lb: LineBuild) -> None:
@@ -269,17 +266,17 @@ class _Build:
         self.values[key] = Realized(key, TensorSpec(ir.DataType.INT64, (len(values),)))
         self.var_names.setdefault(key, key)
 
-    def _record_attributes(self, line: ast.NodePattern, lb: LineBuild) -> None:
+    def _record_attributes(self, line: rules.NodePattern, lb: LineBuild) -> None:
         for entry in line.attrs:
-            if isinstance(entry, ast.AttrEntry) and isinstance(entry.value, ast.Name):
-                var = entry.value.name
+            if isinstance(entry, rules.AttrBind):
+                var = entry.var
                 if var not in self.attr_bound:
                     self.attr_bound[var] = lb.attrs.get(entry.name, lb.default(entry.name))
                     self.attr_values[var] = (lb.index, entry.name)
-        if line.as_name is not None:
-            self.node_refs[line.as_name] = lb.index
+        if line.node_var is not None:
+            self.node_refs[line.node_var] = lb.index
 
-    def _append_node(self, index: int, line: ast.NodePattern, lb: LineBuild) -> None:
+    def _append_node(self, index: int, line: rules.NodePattern, lb: LineBuild) -> None:
         import onnx.helper
 
         inputs = []
@@ -293,7 +290,7 @@ class _Build:
         outputs = []
         for k, pattern in enumerate(line.outputs):
             outputs.append(
-                pattern.name if isinstance(pattern, ast.OutputVar) else f"_out{index}_{k}"
+                pattern.name if isinstance(pattern, rules.OutputVar) else f"_out{index}_{k}"
             )
         node = onnx.helper.make_node(
             lb.op_type, inputs, outputs, name=f"n{index}", domain=lb.domain
@@ -479,12 +476,12 @@ def _ir_version(opset: int) -> int:
 
 def _graph_outputs(plan: RulePlan) -> list[str]:
     """Outputs of lines no other line reads (the anchor's, and any the rewrite redefines)."""
-    read = {p.name for line in plan.lines for p in line.inputs if isinstance(p, ast.InputVar)}
+    read = {p.name for line in plan.lines for p in line.inputs if isinstance(p, rules.InputVar)}
     anchor = plan.compiled.anchor
     names = []
     for index, line in enumerate(plan.lines):
         for out in line.outputs:
-            if not isinstance(out, ast.OutputVar) or out.name in read:
+            if not isinstance(out, rules.OutputVar) or out.name in read:
                 continue
             if index == anchor or out.name in plan.compiled.redefined:
                 names.append(out.name)

@@ -124,7 +124,7 @@ class LineBuild:
         self.base_dtype = base_dtype
         self.attrs: dict[str, Any] = {}
         self.output_count = output_count
-        self.outputs_open = outputs_open
+        self.more_outputs = outputs_open
         # Shapes the rule's shape templates ask for (see `_templates`), by variable name.
         self.templates: Mapping[str, Shape] = templates or {}
         self.output_names = output_names

@@ -12,11 +12,11 @@ import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
+from rewriter import rules
 from rewriter.checkrules._check import CheckOptions
 from rewriter.checkrules._result import RuleReport
-from rewriter.dsl import _ast as ast
 
-_LOADED: dict[tuple[tuple[str, ...], bool], ast.RuleSet] = {}
+_LOADED: dict[tuple[tuple[str, ...], bool], rules.RuleSet] = {}
 
 
 def _worker(

@@ -12,9 +12,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from rewriter import rules
 from rewriter._errors import RewriteError
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
-from rewriter.dsl import _ast as ast
 
 
 def _text(proto: Any) -> str:
@@ -27,8 +27,8 @@ def _text(proto: Any) -> str:
 
 
 def check_pass(
-    decl: ast.PassDecl,
-    ruleset: ast.RuleSet,
+    decl: rules.PassUse,
+    ruleset: rules.RuleSet,
     models: Sequence[Any],
     examples: int,
     seed: int,
@@ -82,7 +82,7 @@ def check_pass(
 
 
 def _report(
-    decl: ast.PassDecl,
+    decl: rules.PassUse,
     location: str,
     start: float,
     status: Status,

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 import ir
+from rewriter import rules
 from rewriter.checkrules._analysis import RulePlan, names_in
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._dynamic import SYMBOLIC
-from rewriter.dsl import _ast as ast
 from rewriter.engine import UNKNOWN, EvalContext, EvalError, evaluate, truth
 
 _DTYPES_BY_NAME = {dtype.onnx_name: dtype for dtype in ir.DataType if dtype.onnx_name}
@@ -55,14 +55,14 @@ class Repairer:
         self.const_vars = const_vars
         self.changed = False
 
-    def value(self, expr: ast.Expr) -> Any:
+    def value(self, expr: rules.Expr) -> Any:
         """The expression's value on the instance (UNKNOWN when it cannot be evaluated)."""
         try:
             return evaluate(expr, self.ctx)
         except EvalError:
             return UNKNOWN
 
-    def holds(self, expr: ast.Expr) -> bool:
+    def holds(self, expr: rules.Expr) -> bool:
         """True when the condition definitely holds."""
         try:
             return truth(evaluate(expr, self.ctx)) is True
@@ -76,11 +76,11 @@ class Repairer:
         return name in self.plan.attr_vars or name in self.const_vars
 
     # entry point -----------------------------------------------------------------------------
-    def repair(self, condition: ast.Expr, tag: object) -> None:
+    def repair(self, condition: rules.Expr, tag: object) -> None:
         """Set overrides that should make `condition` hold."""
         if self.holds(condition):
             return
-        if isinstance(condition, ast.BoolOp):
+        if isinstance(condition, rules.BoolOp):
             if condition.op == "and":
                 self.repair(condition.left, (tag, "l"))
                 self.repair(condition.right, (tag, "r"))
@@ -89,15 +89,15 @@ class Repairer:
                 branch = condition.left if side == "l" else condition.right
                 self.repair(branch, (tag, side))
             return
-        if isinstance(condition, ast.Compare):
+        if isinstance(condition, rules.Compare):
             self._compare(condition, tag)
-        elif isinstance(condition, ast.Call):
+        elif isinstance(condition, rules.Call):
             self._call(condition)
-        elif isinstance(condition, ast.Unary) and condition.op == "not":
+        elif isinstance(condition, rules.Unary) and condition.op == "not":
             self._negation(condition.operand)
 
     # comparisons -----------------------------------------------------------------------------
-    def _compare(self, expr: ast.Compare, tag: object) -> None:
+    def _compare(self, expr: rules.Compare, tag: object) -> None:
         readers = _wants_more_uses(expr)
         bound = _wants_lower_bound(expr) or self._computed_lower_bound(expr)
         if _asks_unknown_dims(expr):
@@ -120,42 +120,42 @@ class Repairer:
                 choice = self.choices.pick(("repair_in", tag), target)
                 self._assign_value(expr.left, choice)
 
-    def _assign(self, target: ast.Expr, source: ast.Expr) -> bool:
+    def _assign(self, target: rules.Expr, source: rules.Expr) -> bool:
         if (
-            isinstance(target, ast.Name)
-            and isinstance(source, ast.Name)
+            isinstance(target, rules.Name)
+            and isinstance(source, rules.Name)
             and self._free(target.name)
             and source.name in self.plan.defined
         ):
             self._set(("alias", target.name), source.name)
             return True
         value = self.value(source)
-        if value is None and isinstance(target, ast.Name) and target.name in self.plan.attr_vars:
+        if value is None and isinstance(target, rules.Name) and target.name in self.plan.attr_vars:
             self._set(("attr", target.name), None)
             return True
         if value is UNKNOWN or value is None:
             return False
         return self._assign_value(target, value)
 
-    def _assign_value(self, target: ast.Expr, value: Any) -> bool:
-        if isinstance(target, ast.Coalesce):
+    def _assign_value(self, target: rules.Expr, value: Any) -> bool:
+        if isinstance(target, rules.Coalesce):
             first = self.value(target.left)
             return self._assign_value(target.left if first is not None else target.right, value)
-        if isinstance(target, ast.ListExpr) and isinstance(value, list | tuple):
+        if isinstance(target, rules.ListExpr) and isinstance(value, list | tuple):
             done = False
             for item, part in zip(target.items, value, strict=False):
                 done = self._assign_value(item, part) or done
             return done
-        if isinstance(target, ast.Name):
+        if isinstance(target, rules.Name):
             return self._set_variable(target.name, value)
-        if isinstance(target, ast.Call) and target.func in _CONVERSIONS and len(target.args) == 1:
+        if isinstance(target, rules.Call) and target.func in _CONVERSIONS and len(target.args) == 1:
             return self._assign_value(target.args[0], value)
-        if isinstance(target, ast.Call) and target.func == "normalize_axis":
+        if isinstance(target, rules.Call) and target.func == "normalize_axis":
             return self._assign_axis(target, value)
-        if isinstance(target, ast.Call) and len(target.args) == 1:
+        if isinstance(target, rules.Call) and len(target.args) == 1:
             arg = target.args[0]
-            if not isinstance(arg, ast.Name) or not self._free(arg.name):
-                if target.func in _CONTENTS and isinstance(arg, ast.Name):
+            if not isinstance(arg, rules.Name) or not self._free(arg.name):
+                if target.func in _CONTENTS and isinstance(arg, rules.Name):
                     return self._set_variable(arg.name, value)
                 return False
             name = arg.name
@@ -176,7 +176,7 @@ class Repairer:
                 return self._set_variable(name, value)
         return False
 
-    def _assign_axis(self, target: ast.Call, value: Any) -> bool:
+    def _assign_axis(self, target: rules.Call, value: Any) -> bool:
         """`normalize_axis(a, r) == v`: `a` becomes `v` (or `v - r`, the same axis)."""
         if len(target.args) != 2 or isinstance(value, bool) or not isinstance(value, int):
             return False
@@ -200,7 +200,7 @@ class Repairer:
             return True
         return False
 
-    def _copy(self, left: ast.Expr, right: ast.Expr) -> None:
+    def _copy(self, left: rules.Expr, right: rules.Expr) -> None:
         """`f(a) == f(b)`: give `b` the value `a` has (attributes or constants alike)."""
         sources = [n for n in dict.fromkeys(names_in(left)) if self._choosable(n)]
         targets = [n for n in dict.fromkeys(names_in(right)) if self._choosable(n)]
@@ -208,23 +208,25 @@ class Repairer:
         targets = [n for n in targets if self.ctx.bindings.get(n) is not None]
         if len(sources) != 1 or len(targets) != 1 or sources == targets:
             return
-        current = self.value(ast.Call("value", (ast.Name(sources[0]),)))
+        current = self.value(rules.Call("value", (rules.Name(sources[0]),)))
         if sources[0] in self.plan.attr_vars:
             current = self.ctx.bindings[sources[0]]
         if current is UNKNOWN or current is None:
             return
         self._set_variable(targets[0], current)
 
-    def _computed_lower_bound(self, expr: ast.Compare) -> tuple[str, float] | None:
+    def _computed_lower_bound(self, expr: rules.Compare) -> tuple[str, float] | None:
         """`lower_bound(v) >= E` with E computed (`lowest(dtype(mask))`): (v, a value that holds).
 
         The value is 0 when that holds (a zero mask, say), else E itself (or above it for `>`).
         """
         left = expr.left
-        if not (isinstance(left, ast.Call) and left.func == "lower_bound" and len(left.args) == 1):
+        if not (
+            isinstance(left, rules.Call) and left.func == "lower_bound" and len(left.args) == 1
+        ):
             return None
         target = left.args[0]
-        if not isinstance(target, ast.Name) or expr.op not in (">=", ">"):
+        if not isinstance(target, rules.Name) or expr.op not in (">=", ">"):
             return None
         low = self.value(expr.right)
         if isinstance(low, np.ndarray) and low.size == 1:
@@ -235,17 +237,17 @@ class Repairer:
         return target.name, 0.0 if zero_holds else float(low) + (1.0 if expr.op == ">" else 0.0)
 
     # calls -----------------------------------------------------------------------------------
-    def _call(self, expr: ast.Call) -> None:
+    def _call(self, expr: rules.Call) -> None:
         func, args = expr.func, expr.args
         if func == "is_const":
             for arg in args:
-                if isinstance(arg, ast.Name) and self._free(arg.name):
+                if isinstance(arg, rules.Name) and self._free(arg.name):
                     self._set(("const", arg.name), True)
-        elif func == "is_scalar" and args and isinstance(args[0], ast.Name):
+        elif func == "is_scalar" and args and isinstance(args[0], rules.Name):
             if self._free(args[0].name):
                 self._set(("const", args[0].name), True)
                 self._set(("shape", args[0].name), ())
-        elif func == "repeats_halves" and args and isinstance(args[0], ast.Name):
+        elif func == "repeats_halves" and args and isinstance(args[0], rules.Name):
             # A constant filled with one value repeats its halves.
             name = args[0].name
             if self._free(name):
@@ -254,7 +256,7 @@ class Repairer:
                 self._set(("value", name), np.asarray(fill))
         elif func == "all_close" and len(args) >= 2:
             self._fill(args[0], self.value(args[1]))
-        elif func == "all" and len(args) == 1 and isinstance(args[0], ast.Compare):
+        elif func == "all" and len(args) == 1 and isinstance(args[0], rules.Compare):
             inner = args[0]
             if inner.op == "==":
                 self._fill(inner.left, self.value(inner.right))
@@ -268,25 +270,25 @@ class Repairer:
         elif func == "all" and len(args) == 1 and _is_signbit(args[0]):
             self._fill(args[0], True)
 
-    def _negation(self, operand: ast.Expr) -> None:
-        if not isinstance(operand, ast.Call):
+    def _negation(self, operand: rules.Expr) -> None:
+        if not isinstance(operand, rules.Call):
             return
         if operand.func == "any" and operand.args:
             self._fill(operand.args[0], 0)
         elif operand.func == "is_const":
             for arg in operand.args:
-                if isinstance(arg, ast.Name) and self._free(arg.name):
+                if isinstance(arg, rules.Name) and self._free(arg.name):
                     self._set(("const", arg.name), False)
         elif operand.func == "has_static_shape":
             self._set(SYMBOLIC, True)
 
-    def _fill(self, target: ast.Expr, fill: Any) -> None:
+    def _fill(self, target: rules.Expr, fill: Any) -> None:
         if fill is UNKNOWN or fill is None:
             return
-        if isinstance(target, ast.Call) and _is_signbit(target):
+        if isinstance(target, rules.Call) and _is_signbit(target):
             # all(signbit(value(v))) wants -0.0, not any(signbit(value(v))) wants +0.0
             target, fill = target.args[0], (-0.0 if fill else 0.0)
-        if isinstance(target, ast.Coalesce):
+        if isinstance(target, rules.Coalesce):
             first = self.value(target.left)
             target = target.left if first is not None else target.right
         name = _value_target(target)
@@ -330,57 +332,57 @@ def _is_data(value: Any) -> bool:
         return False
 
 
-def _is_signbit(expr: ast.Expr) -> bool:
-    return isinstance(expr, ast.Call) and expr.func == "signbit" and len(expr.args) == 1
+def _is_signbit(expr: rules.Expr) -> bool:
+    return isinstance(expr, rules.Call) and expr.func == "signbit" and len(expr.args) == 1
 
 
-def _value_target(expr: ast.Expr) -> str | None:
-    if isinstance(expr, ast.Name):
+def _value_target(expr: rules.Expr) -> str | None:
+    if isinstance(expr, rules.Name):
         return expr.name
-    if isinstance(expr, ast.Call) and expr.func == "value" and expr.args:
+    if isinstance(expr, rules.Call) and expr.func == "value" and expr.args:
         arg = expr.args[0]
-        if isinstance(arg, ast.Name):
+        if isinstance(arg, rules.Name):
             return arg.name
     return None
 
 
-def _expr_key(expr: ast.Expr) -> tuple[str, ...]:
+def _expr_key(expr: rules.Expr) -> tuple[str, ...]:
     """A choice key for an expression: the names it reads."""
     return tuple(names_in(expr))
 
 
-def _wants_lower_bound(expr: ast.Compare) -> tuple[str, int] | None:
+def _wants_lower_bound(expr: rules.Compare) -> tuple[str, int] | None:
     """`lower_bound(v) >= k` (or `> k`): (v, the smallest value that holds), else None."""
     left, right = expr.left, expr.right
-    if not (isinstance(left, ast.Call) and left.func == "lower_bound" and len(left.args) == 1):
+    if not (isinstance(left, rules.Call) and left.func == "lower_bound" and len(left.args) == 1):
         return None
     target = left.args[0]
     low = _int_literal(right)
-    if not isinstance(target, ast.Name) or low is None or expr.op not in (">=", ">"):
+    if not isinstance(target, rules.Name) or low is None or expr.op not in (">=", ">"):
         return None
     return target.name, low + (1 if expr.op == ">" else 0)
 
 
-def _int_literal(expr: ast.Expr) -> int | None:
+def _int_literal(expr: rules.Expr) -> int | None:
     if (
-        isinstance(expr, ast.Const)
+        isinstance(expr, rules.Const)
         and isinstance(expr.value, int)
         and not isinstance(expr.value, bool)
     ):
         return expr.value
-    if isinstance(expr, ast.Unary) and expr.op == "-":
+    if isinstance(expr, rules.Unary) and expr.op == "-":
         inner = _int_literal(expr.operand)
         return None if inner is None else -inner
     return None
 
 
-def _wants_more_uses(expr: ast.Compare) -> tuple[str, int] | None:
+def _wants_more_uses(expr: rules.Compare) -> tuple[str, int] | None:
     """`uses(v) > k` or `uses(v) >= k`: (v, readers the instance must add), else None."""
     left, right = expr.left, expr.right
-    if not (isinstance(left, ast.Call) and left.func == "uses" and len(left.args) == 1):
+    if not (isinstance(left, rules.Call) and left.func == "uses" and len(left.args) == 1):
         return None
     target = left.args[0]
-    if not isinstance(target, ast.Name) or not isinstance(right, ast.Const):
+    if not isinstance(target, rules.Name) or not isinstance(right, rules.Const):
         return None
     if not isinstance(right.value, int) or isinstance(right.value, bool):
         return None
@@ -388,11 +390,11 @@ def _wants_more_uses(expr: ast.Compare) -> tuple[str, int] | None:
     return None if wanted is None else (target.name, max(wanted - 1, 1))
 
 
-def _asks_unknown_dims(expr: ast.Compare) -> bool:
+def _asks_unknown_dims(expr: rules.Compare) -> bool:
     """`count_unknown(...) > n` (or `>=`, or `n < count_unknown(...)`): symbolic dims wanted."""
 
-    def counts(side: ast.Expr) -> bool:
-        return isinstance(side, ast.Call) and side.func == "count_unknown"
+    def counts(side: rules.Expr) -> bool:
+        return isinstance(side, rules.Call) and side.func == "count_unknown"
 
     if expr.op in (">", ">="):
         return counts(expr.left)

@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from rewriter.dsl import _ast as ast
+from rewriter import rules
 from rewriter.engine import EvalContext, EvalError, evaluate
 
 MAX_ROUNDS = 32
@@ -392,23 +392,21 @@ def _gather(solver: Solver, line: LineVars) -> None:
         solver.set_rank(line.inputs[1], result - data + 1)
 
 
-def _line_relations(line: ast.NodePattern, defined: frozenset[str]) -> Iterator[Relation]:
-    refs = [r for r in line.op.alternatives if not r.domain or r.domain == "ai.onnx"]
-    if not refs or len(refs) != len(line.op.alternatives):
+def _line_relations(line: rules.NodePattern, defined: frozenset[str]) -> Iterator[Relation]:
+    refs = [r for r in line.ops if not r.domain or r.domain == "ai.onnx"]
+    if not refs or len(refs) != len(line.ops):
         return
     found = {RELATIONS.get(r.op_type) for r in refs}
     if len(found) != 1 or None in found:
         return
     (fn,) = found
     assert fn is not None, "None was excluded above"
-    inputs = tuple(p.name if isinstance(p, ast.InputVar) else None for p in line.inputs)
-    outputs = tuple(p.name if isinstance(p, ast.OutputVar) else None for p in line.outputs)
+    inputs = tuple(p.name if isinstance(p, rules.InputVar) else None for p in line.inputs)
+    outputs = tuple(p.name if isinstance(p, rules.OutputVar) else None for p in line.outputs)
     attrs = {}
     for entry in line.attrs:
-        if isinstance(entry, ast.AttrEntry) and not isinstance(entry.value, ast.Name):
-            value = _literal(entry.value)
-            if value is not None:
-                attrs[entry.name] = value
+        if isinstance(entry, rules.AttrEquals) and entry.value is not None:
+            attrs[entry.name] = entry.value
     variables = LineVars(refs[0].op_type, "", inputs, outputs, attrs, defined)
     yield functools.partial(_apply_op, fn, variables)
 
@@ -421,9 +419,9 @@ def _apply_op(fn: OpRelation, line: LineVars, solver: Solver) -> None:
 # Relations of `where` lines
 
 
-def _literal(expr: ast.Expr) -> Any:
+def _literal(expr: rules.Expr) -> Any:
     """The value of an expression without variables (None when it has some or fails)."""
-    if any(isinstance(e, ast.Name | ast.Call | ast.Attribute) for e in _walk(expr)):
+    if any(isinstance(e, rules.Name | rules.Call | rules.Attribute) for e in _walk(expr)):
         return None
     try:
         return evaluate(expr, EvalContext({}, {}))
@@ -431,68 +429,70 @@ def _literal(expr: ast.Expr) -> Any:
         return None
 
 
-def _walk(expr: ast.Expr) -> Iterator[ast.Expr]:
+def _walk(expr: rules.Expr) -> Iterator[rules.Expr]:
     yield expr
     parts: tuple[Any, ...] = ()
-    if isinstance(expr, ast.ListExpr):
+    if isinstance(expr, rules.ListExpr):
         parts = expr.items
-    elif isinstance(expr, ast.Unary):
+    elif isinstance(expr, rules.Unary):
         parts = (expr.operand,)
-    elif isinstance(expr, ast.Binary | ast.Compare | ast.BoolOp):
+    elif isinstance(expr, rules.Binary | rules.Compare | rules.BoolOp):
         parts = (expr.left, expr.right)
-    elif isinstance(expr, ast.Index):
+    elif isinstance(expr, rules.Index):
         index = expr.index
-        slice_parts = (index.start, index.stop, index.step) if isinstance(index, ast.Slice) else ()
+        slice_parts = (
+            (index.start, index.stop, index.step) if isinstance(index, rules.Slice) else ()
+        )
         parts = (expr.obj, *slice_parts) if slice_parts else (expr.obj, index)
-    elif isinstance(expr, ast.Call):
+    elif isinstance(expr, rules.Call):
         parts = expr.args
     for part in parts:
         if part is not None:
             yield from _walk(part)
 
 
-def _int_literal(expr: ast.Expr | None) -> int | None:
+def _int_literal(expr: rules.Expr | None) -> int | None:
     value = _literal(expr) if expr is not None else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _shape_var(expr: ast.Expr) -> str | None:
+def _shape_var(expr: rules.Expr) -> str | None:
     """`v` for `shape(v)`."""
     if (
-        isinstance(expr, ast.Call)
+        isinstance(expr, rules.Call)
         and expr.func == "shape"
         and len(expr.args) == 1
-        and isinstance(expr.args[0], ast.Name)
+        and isinstance(expr.args[0], rules.Name)
     ):
         return expr.args[0].name
     return None
 
 
-def _rank_var(expr: ast.Expr) -> str | None:
+def _rank_var(expr: rules.Expr) -> str | None:
     """`v` for `rank(v)`."""
     if (
-        isinstance(expr, ast.Call)
+        isinstance(expr, rules.Call)
         and expr.func == "rank"
         and len(expr.args) == 1
-        and isinstance(expr.args[0], ast.Name)
+        and isinstance(expr.args[0], rules.Name)
     ):
         return expr.args[0].name
     return None
 
 
-def _dims(solver: Solver, expr: ast.Expr) -> list[Dim] | Dim | None:
+def _dims(solver: Solver, expr: rules.Expr) -> list[Dim] | Dim | None:
     """A dim or a list of dims that `expr` denotes in the current templates."""
     name = _shape_var(expr)
     if name is not None:
         return solver.shape(name)
-    if isinstance(expr, ast.ListExpr):
+    if isinstance(expr, rules.ListExpr):
         items = [_dims(solver, item) for item in expr.items]
         if all(isinstance(item, Dim) for item in items):
             return [item for item in items if isinstance(item, Dim)]
         return None
-    if isinstance(expr, ast.Index):
+    if isinstance(expr, rules.Index):
         return _index_dims(solver, expr)
-    if isinstance(expr, ast.Binary) and expr.op == "*":
+    if isinstance(expr, rules.Binary) and expr.op == "*":
         left, right = _dims(solver, expr.left), _dims(solver, expr.right)
         if isinstance(left, Dim) and isinstance(right, Dim):
             return left.times(right)
@@ -503,12 +503,12 @@ def _dims(solver: Solver, expr: ast.Expr) -> list[Dim] | Dim | None:
     return None
 
 
-def _index_dims(solver: Solver, expr: ast.Index) -> list[Dim] | Dim | None:
+def _index_dims(solver: Solver, expr: rules.Index) -> list[Dim] | Dim | None:
     base = _dims(solver, expr.obj)
     if not isinstance(base, list):
         return None
     index = expr.index
-    if isinstance(index, ast.Slice):
+    if isinstance(index, rules.Slice):
         if index.step is not None:
             return None
         start = 0 if index.start is None else _int_literal(index.start)
@@ -522,7 +522,7 @@ def _index_dims(solver: Solver, expr: ast.Index) -> list[Dim] | Dim | None:
     return base[position]
 
 
-def _equal(solver: Solver, left: ast.Expr, right: ast.Expr) -> None:
+def _equal(solver: Solver, left: rules.Expr, right: rules.Expr) -> None:
     """One `left == right` of a where line, applied to the templates."""
     for a, b in ((left, right), (right, left)):
         name = _rank_var(a)
@@ -551,11 +551,11 @@ def _equal(solver: Solver, left: ast.Expr, right: ast.Expr) -> None:
         solver.set_shape(_shape_var(right), dims_left)
 
 
-def _where_relations(condition: ast.Expr) -> Iterator[Relation]:
-    if isinstance(condition, ast.BoolOp) and condition.op == "and":
+def _where_relations(condition: rules.Expr) -> Iterator[Relation]:
+    if isinstance(condition, rules.BoolOp) and condition.op == "and":
         yield from _where_relations(condition.left)
         yield from _where_relations(condition.right)
-    elif isinstance(condition, ast.Compare) and condition.op == "==":
+    elif isinstance(condition, rules.Compare) and condition.op == "==":
         yield functools.partial(_equal, left=condition.left, right=condition.right)
 
 
@@ -564,7 +564,7 @@ def _where_relations(condition: ast.Expr) -> Iterator[Relation]:
 
 
 def solve_templates(
-    lines: Sequence[ast.NodePattern], where: Sequence[ast.Expr], defined: frozenset[str]
+    lines: Sequence[rules.NodePattern], where: Sequence[rules.Expr], defined: frozenset[str]
 ) -> ShapeTemplates:
     """The templates of a rule with these match lines and `where` lines."""
     relations: list[Relation] = []

@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
         check_passes,
         check_rules,
         check_rules_in_processes,
+        report,
     )
-    from rewriter.checkrules import _report as report
     from rewriter.cli._files import refuse_unsafe_targets, write_text_atomically
 
     if args.json:

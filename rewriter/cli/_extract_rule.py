@@ -10,7 +10,7 @@ import argparse
 import sys
 
 import ir
-from rewriter.dsl._extract import extract_rule
+from rewriter.dsl import extract_rule
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

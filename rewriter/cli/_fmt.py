@@ -15,9 +15,7 @@ import tempfile
 from pathlib import Path
 
 from rewriter._errors import RuleError
-from rewriter.dsl._format import format_file
-from rewriter.dsl._loader import find_rule_files, read_rule_file
-from rewriter.dsl._parser import parse
+from rewriter.dsl import find_rule_files, format_file, parse, read_rule_file
 
 EXIT_OK = 0
 EXIT_WOULD_CHANGE = 1

@@ -12,7 +12,7 @@ import sys
 
 from rewriter._errors import Diagnostic
 from rewriter.api import check_files
-from rewriter.dsl._loader import find_rule_files, parse_files
+from rewriter.dsl import find_rule_files, parse_files
 
 EXIT_OK = 0
 EXIT_ERRORS = 2

@@ -34,8 +34,8 @@ from rewriter.cli._verify import (
     print_result,
     refuse_equivalence_options,
 )
-from rewriter.dsl import _ast as ast
 from rewriter.engine import Calibration, ProgressCallback, RunOptions, SkipEntry
+from rewriter.rules import RuleSet
 
 if TYPE_CHECKING:
     from rewriter.api import AccuracyBudget, BudgetResult
@@ -387,7 +387,7 @@ def _phases(clock: PhaseClock, result: RewriteResult) -> dict[str, float]:
 
 
 def _refuse_unsafe_side_files(
-    args: argparse.Namespace, source: Path, out: Path, ruleset: ast.RuleSet
+    args: argparse.Namespace, source: Path, out: Path, ruleset: RuleSet
 ) -> None:
     """`--json` and `--report` never replace the models, the input's data or the rules in use."""
     protected = {out: "the output model"}
@@ -419,7 +419,7 @@ _VERIFY_DEFAULTS = {
 
 
 def _counterexample_target(
-    args: argparse.Namespace, source: Path, out: Path, ruleset: ast.RuleSet
+    args: argparse.Namespace, source: Path, out: Path, ruleset: RuleSet
 ) -> Path | None:
     """Where `--verify` saves a counterexample (None without --verify), checked up front.
 
@@ -520,7 +520,7 @@ __all__ = ["RewriteResult", "add_arguments", "run"]
 def _verify_and_bisect(
     source: Path,
     result: RewriteResult,
-    ruleset: ast.RuleSet,
+    ruleset: RuleSet,
     args: argparse.Namespace,
     counterexample: Path | None = None,
 ) -> VerifyResult:

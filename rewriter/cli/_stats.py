@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ir
-from rewriter.api._profile import Profile, profile
-from rewriter.api._stats import collect, describe_counts, human_bytes
+from rewriter.api import Profile, describe_counts, human_bytes, profile
+from rewriter.api import collect_stats as collect
 from rewriter.cli import _files
 from rewriter.cli._arguments import add_input_shape_option, positive_int
 

@@ -366,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.accept:
         return _run_accuracy(args)
-    from rewriter.verification._counterexample import default_counterexample_path
+    from rewriter.verification import default_counterexample_path
 
     original, rewritten = Path(args.original), Path(args.rewritten)
     target = counterexample_target(

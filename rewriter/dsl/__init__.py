@@ -1,11 +1,12 @@
-"""The `.rw` rule language: parse, check, load, format and dump rule files.
+"""The `.rw` rule language: parse, check, load (lowered into the rule IR), format and dump.
 
 `parse` turns text into a frozen AST (`File`), raising `RuleSyntaxError` with located
-diagnostics. `load_rules` reads files and folders, parses and checks them and returns a
-`RuleSet`, raising `RuleSyntaxError` / `RuleCheckError` with every error found. `check`
-runs the semantic checks on parsed files. `format_file` gives a file's canonical layout,
-`dump` a stable printed form of an AST. `inline_constraints` spells out the named
-constraints a rule's `where` lines call. Loading never runs Python unless `allow_python`.
+diagnostics. `load_rules` reads files and folders, parses and checks them and lowers every
+rule into the rule IR (`rewriter.rules`), returning a `rewriter.rules.RuleSet`, or raising
+`RuleSyntaxError` / `RuleCheckError` with every error found. Nothing below this package sees
+the syntax tree. `check` runs the semantic checks on parsed files; `Lowering` turns checked
+rules into the rule IR. `format_file` gives a file's canonical layout, `dump` a stable
+printed form of an AST. Loading never runs Python unless `allow_python`.
 
 The language is described in LANGUAGE.md beside this file; the grammar is `grammar.lark`.
 """
@@ -54,7 +55,6 @@ from rewriter.dsl._ast import (
     RewriteLoop,
     RewriteStmt,
     Rule,
-    RuleSet,
     Slice,
     Unary,
     UseDecl,
@@ -62,18 +62,15 @@ from rewriter.dsl._ast import (
 )
 from rewriter.dsl._cache import CacheFolder, user_cache
 from rewriter.dsl._check import check
-from rewriter.dsl._check_approximate import QUANTIZATION_OPS
 from rewriter.dsl._dump import dump
+from rewriter.dsl._extract import extract_rule
 from rewriter.dsl._format import format_file
-from rewriter.dsl._inline import inline_constraints
-from rewriter.dsl._loader import load_rules
+from rewriter.dsl._loader import find_rule_files, load_rules, parse_files, read_rule_file
+from rewriter.dsl._lower import Lowering
 from rewriter.dsl._parser import parse, parse_query
-from rewriter.dsl._print_expr import expression_text
-from rewriter.dsl._vocabulary import PassOption, PassSignature, Signature, Vocabulary
 
 __all__ = [
     "APPROXIMATION_METRICS",
-    "QUANTIZATION_OPS",
     "AliasStmt",
     "Approximation",
     "AttrCopy",
@@ -99,6 +96,7 @@ __all__ = [
     "Item",
     "LetStmt",
     "ListExpr",
+    "Lowering",
     "MatchBlock",
     "Name",
     "NodePattern",
@@ -109,28 +107,25 @@ __all__ = [
     "OutputVar",
     "Param",
     "PassDecl",
-    "PassOption",
-    "PassSignature",
     "RepeatPattern",
     "Requirement",
     "RewriteBlock",
     "RewriteLoop",
     "RewriteStmt",
     "Rule",
-    "RuleSet",
-    "Signature",
     "Slice",
     "Unary",
     "UseDecl",
-    "Vocabulary",
     "Wildcard",
     "check",
     "dump",
-    "expression_text",
+    "extract_rule",
+    "find_rule_files",
     "format_file",
-    "inline_constraints",
     "load_rules",
     "parse",
+    "parse_files",
     "parse_query",
+    "read_rule_file",
     "user_cache",
 ]

@@ -1,7 +1,8 @@
 """The AST of `.rw` rule files: frozen, slotted dataclasses, each carrying its source `Span`.
 
-This module is the contract between the parser (which builds these nodes) and the rule
-compiler (which turns them into matchers and builders). Conventions:
+This module is the contract between the parser (which builds these nodes), the checker, the
+formatter, and lowering (`_lower.py`, which turns each rule into the rule IR of
+`rewriter.rules`, the only form the engine reads). Conventions:
 
 * Tuples, never lists. `span` is always the last field and is excluded from equality, so two
   ASTs that differ only in layout compare equal (the formatter relies on that).
@@ -15,162 +16,58 @@ compiler (which turns them into matchers and builders). Conventions:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
-from rewriter._errors import Diagnostic, Span
-
-_NO_SPAN = Span("<none>", 0, 0, 0, 0)
+from rewriter._errors import Span
+from rewriter.rules import (
+    APPROXIMATION_METRICS,
+    Approximation,
+    Attribute,
+    Binary,
+    BoolOp,
+    Call,
+    Coalesce,
+    Compare,
+    Conditional,
+    Const,
+    Expr,
+    Index,
+    ListExpr,
+    Name,
+    Requirement,
+    Slice,
+    Unary,
+)
+from rewriter.rules import NO_SPAN as _NO_SPAN
 
 
 def _span_field() -> Span:
     return dataclasses.field(default=_NO_SPAN, compare=False, repr=False)
 
 
-# ---------------------------------------------------------------------------------------------
-# Expressions
+# The expression classes, `Requirement` and `Approximation` are the rule IR's own: the parser
+# builds them directly (lowering a rule then only resolves its constraint calls). They are
+# re-exported here so the language's modules read them as part of the syntax tree.
+__all__ = [
+    "APPROXIMATION_METRICS",
+    "Approximation",
+    "Attribute",
+    "Binary",
+    "BoolOp",
+    "Call",
+    "Coalesce",
+    "Compare",
+    "Conditional",
+    "Const",
+    "Expr",
+    "Index",
+    "ListExpr",
+    "Name",
+    "Requirement",
+    "Slice",
+    "Unary",
+]
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Name:
-    """A variable: a pattern binding, a `let` name, or a node name (`conv`)."""
-
-    name: str
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Const:
-    """A literal: int, float, string, `true`/`false` (bool) or `none` (None).
-
-    `spelling` is a number's digits as the source wrote them, without a sign (`1e-5`, `3.`),
-    so the formatter can keep them; None for other literals and for numbers built in code.
-    Like `span`, it is not compared.
-    """
-
-    value: int | float | str | bool | None
-    spelling: str | None = dataclasses.field(default=None, compare=False, repr=False)
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ListExpr:
-    """`[a, b, ...]`."""
-
-    items: tuple[Expr, ...]
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Unary:
-    """`-x`, `+x` or `not x`."""
-
-    op: str
-    operand: Expr
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Binary:
-    """Arithmetic: `+ - * / // % **`."""
-
-    op: str
-    left: Expr
-    right: Expr
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Compare:
-    """`== != < <= > >= in` and `not in` (one comparison; chains nest on the left)."""
-
-    op: str
-    left: Expr
-    right: Expr
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class BoolOp:
-    """`and` / `or` (Kleene three-valued logic at evaluation time)."""
-
-    op: str
-    left: Expr
-    right: Expr
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Coalesce:
-    """`a ?? b`: `a` unless it is none, else `b`."""
-
-    left: Expr
-    right: Expr
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Conditional:
-    """`a if cond else b`."""
-
-    cond: Expr
-    then: Expr
-    otherwise: Expr
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Call:
-    """A built-in (or plugin) function call: `f(a, b, key = c)`."""
-
-    func: str
-    args: tuple[Expr, ...]
-    kwargs: tuple[tuple[str, Expr], ...] = ()
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Attribute:
-    """`node.attr` (a matched node's attribute, or `.op` / `.domain`)."""
-
-    obj: Expr
-    name: str
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Slice:
-    """`start:stop:step` inside an index (each part optional)."""
-
-    start: Expr | None
-    stop: Expr | None
-    step: Expr | None = None
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Index:
-    """`x[i]` or `x[a:b]`."""
-
-    obj: Expr
-    index: Expr | Slice
-    span: Span = _span_field()
-
-
-Expr: TypeAlias = (
-    Name
-    | Const
-    | ListExpr
-    | Unary
-    | Binary
-    | Compare
-    | BoolOp
-    | Coalesce
-    | Conditional
-    | Call
-    | Attribute
-    | Index
-)
 
 # ---------------------------------------------------------------------------------------------
 # Node statements (shared by match and rewrite)
@@ -357,39 +254,6 @@ class RewriteLoop:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Requirement:
-    """`opset >= 17` or `opset com.microsoft >= 1` in a `requires` clause."""
-
-    domain: str
-    op: str
-    version: int
-    span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Approximation:
-    """`approximate snr >= 30`: the numeric change a rule declares it may make.
-
-    `metric` is one of APPROXIMATION_METRICS; the rewritten graph's outputs, compared with the
-    matched subgraph's, must satisfy `metric comparison bound`.
-    """
-
-    metric: str
-    comparison: str
-    bound: float
-    # The bound as the source wrote it (the formatter keeps the digits).
-    bound_text: str = dataclasses.field(default="", compare=False)
-    span: Span = _span_field()
-
-    def __str__(self) -> str:
-        return f"{self.metric} {self.comparison} {self.bound_text or repr(self.bound)}"
-
-
-# Metric -> the comparison that states "at least this good" for it.
-APPROXIMATION_METRICS = {"snr": ">=", "cosine": ">=", "max_rel": "<=", "max_abs": "<="}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class Rule:
     """A named rule."""
 
@@ -493,29 +357,3 @@ class File:
     # The text the file was parsed from, for diagnostics' source lines (not compared).
     source: str = dataclasses.field(default="", compare=False, repr=False)
     span: Span = _span_field()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RuleSet:
-    """Rules, passes, constraints and helper functions loaded from files, in load order.
-
-    `rules` are in file order (sorted path, then position). `constraints` are the named
-    constraints of every loaded file, by name. `functions` holds the helpers that permitted
-    `use` declarations registered. `warnings` are the loader's non-fatal diagnostics.
-    `sources` maps each file path to its text (for error messages and reports).
-    """
-
-    rules: tuple[Rule, ...]
-    passes: tuple[PassDecl, ...] = ()
-    files: tuple[File, ...] = ()
-    functions: Mapping[str, Callable[..., object]] = dataclasses.field(default_factory=dict)
-    constraints: Mapping[str, Constraint] = dataclasses.field(default_factory=dict)
-    warnings: tuple[Diagnostic, ...] = ()
-    sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
-
-    def rule(self, name: str) -> Rule | None:
-        """The rule called `name`, if loaded."""
-        for rule in self.rules:
-            if rule.name == name:
-                return rule
-        return None

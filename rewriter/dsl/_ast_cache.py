@@ -3,7 +3,7 @@
 `parse_cached(text, path, cache)` is `parse(text, path)`, read from the cache when a parse of
 exactly this text by this grammar is stored there (the entry's name is a digest of both; the
 path is not part of it, spans take the path given). An entry is JSON that names only classes
-of `rewriter.dsl._ast` (and `Span`), each built from its field values: reading it runs no code.
+of the syntax tree (and `Span`), each built from its field values: reading it runs no code.
 Text that does not parse is never stored; its error comes from parsing it again.
 """
 
@@ -23,10 +23,11 @@ from rewriter.dsl._parser import parse
 logger = logging.getLogger(__name__)
 
 _FORMAT = "1"
+# The syntax tree's own classes and the rule IR's expression classes it is built with.
 _CLASSES: dict[str, type] = {
     name: cls
     for name, cls in vars(ast).items()
-    if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == ast.__name__
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls is not Span
 }
 # Entries are decoded by field position: the key carries every AST class's field names, so
 # a change to the AST never reads an entry written before it.

@@ -17,7 +17,7 @@ from rewriter.dsl._check_constraints import check_constraints, collect_constrain
 from rewriter.dsl._check_rules import check_rule
 from rewriter.dsl._plugins import Functions, import_uses, refuse_uses
 from rewriter.dsl._reporter import Reporter, head
-from rewriter.dsl._vocabulary import PassSignature, Vocabulary
+from rewriter.rules import PassSignature, Vocabulary
 
 
 def check(

@@ -19,21 +19,8 @@ from __future__ import annotations
 from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._reporter import Reporter
-from rewriter.dsl._walk import walk
+from rewriter.rules import QUANTIZATION_OPS, walk
 
-# Ops whose presence in a rewrite means values are held in fewer bits.
-QUANTIZATION_OPS = frozenset(
-    {
-        "QuantizeLinear",
-        "DequantizeLinear",
-        "DynamicQuantizeLinear",
-        "MatMulInteger",
-        "ConvInteger",
-        "MatMulNBits",
-        "MatMulIntegerToFloat",
-        "DynamicQuantizeMatMul",
-    }
-)
 # Built-ins whose result holds a value in fewer bits.
 _NARROWING_CALLS = frozenset({"quantize"})
 

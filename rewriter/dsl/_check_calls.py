@@ -8,7 +8,7 @@ from collections.abc import Collection, Mapping
 
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._reporter import Reporter, head
-from rewriter.dsl._vocabulary import Signature
+from rewriter.rules import Signature
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -25,8 +25,7 @@ from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._check_calls import ConstraintInfo, KnownFunctions, check_call, node_parameter
 from rewriter.dsl._reporter import Reporter, head
-from rewriter.dsl._vocabulary import Signature
-from rewriter.dsl._walk import walk
+from rewriter.rules import Signature, walk
 
 _VISITING = "visiting"
 _DONE = "done"

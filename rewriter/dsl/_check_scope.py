@@ -20,7 +20,7 @@ from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._check_calls import KnownFunctions, check_call, node_parameter
 from rewriter.dsl._reporter import Reporter, head
-from rewriter.dsl._walk import walk
+from rewriter.rules import walk
 
 _KIND_WORDS = {
     "input": "an input (a value produced outside the match)",

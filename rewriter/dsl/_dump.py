@@ -10,7 +10,7 @@ and vice versa.
 from __future__ import annotations
 
 from rewriter.dsl import _ast as ast
-from rewriter.dsl._print_expr import format_const
+from rewriter.rules import format_const
 
 DumpNode = (
     ast.File
@@ -19,7 +19,6 @@ DumpNode = (
     | ast.UseDecl
     | ast.Constraint
     | ast.IncludeDecl
-    | ast.RuleSet
     | ast.MatchBlock
     | ast.NodePattern
     | ast.RewriteBlock
@@ -41,10 +40,7 @@ def dump(node: DumpNode) -> str:
 
 def _dump(node: object, depth: int, lines: list[str]) -> None:
     pad = "  " * depth
-    if isinstance(node, ast.RuleSet):
-        for file in node.files:
-            _dump(file, depth, lines)
-    elif isinstance(node, ast.File):
+    if isinstance(node, ast.File):
         lines.append(f"{pad}file {node.path}")
         for item in node.items:
             _dump(item, depth + 1, lines)
@@ -186,5 +182,6 @@ def expr(node: ast.Expr | ast.Slice) -> str:
         return f"(. {expr(node.obj)} {node.name})"
     if isinstance(node, ast.Index):
         return f"([] {expr(node.obj)} {expr(node.index)})"
+    assert isinstance(node, ast.Slice), "the parser builds no constraint calls (lowering does)"
     parts = [node.start, node.stop, node.step]
     return "(: " + " ".join("()" if p is None else expr(p) for p in parts) + ")"

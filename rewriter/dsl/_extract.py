@@ -18,7 +18,7 @@ import numpy as np
 import ir
 from rewriter._errors import RewriteError
 from rewriter.dsl._keywords import KEYWORDS
-from rewriter.dsl._print_expr import format_const
+from rewriter.rules import format_const
 
 _OP_SHORT_NAMES = {
     "MatMul": "mm",

@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._parser import parse
-from rewriter.dsl._print_expr import COALESCE, ExprPrinter, format_const
 from rewriter.dsl._transform import is_op_name
+from rewriter.rules import ExprPrinter, format_const
 
 _INDENT = "  "
 # What may stand between code and a comment after it that is still its own: separators,
@@ -444,6 +444,6 @@ def _bind_attr(printer: ExprPrinter, entry: ast.AttrEntry | ast.AttrCopy) -> Cal
     def render(depth: int) -> str:
         if isinstance(entry, ast.AttrCopy):
             return "..." + (entry.source or "")
-        return f"{entry.name} = {printer.expr(entry.value, depth, COALESCE)}"
+        return f"{entry.name} = {printer.attribute_value(entry.value, depth)}"
 
     return render

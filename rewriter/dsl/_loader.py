@@ -15,15 +15,16 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from rewriter import rules
 from rewriter._errors import Diagnostic, RuleCheckError, RuleError, RuleSyntaxError, Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._ast_cache import parse_cached
 from rewriter.dsl._cache import CacheFolder
 from rewriter.dsl._check import Checked, check_and_collect
+from rewriter.dsl._lower import Lowering, lower_passes
 from rewriter.dsl._parser import parse
-from rewriter.dsl._print_expr import format_const
 from rewriter.dsl._source import diagnostic
-from rewriter.dsl._vocabulary import Vocabulary
+from rewriter.rules import Vocabulary, format_const
 
 
 def find_rule_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -180,8 +181,8 @@ def load_rules(
     allow_python: bool = False,
     cache: CacheFolder | None = None,
     inline: Sequence[ast.File] = (),
-) -> ast.RuleSet:
-    """Load, parse and check rule files and folders.
+) -> rules.RuleSet:
+    """Load, parse and check rule files and folders, and lower them into the rule IR.
 
     Args:
         *paths: `.rw` files, or folders whose `*.rw` files (recursively) are loaded; the
@@ -194,8 +195,8 @@ def load_rules(
             `parse_query`; checked with the files and loaded after them.
 
     Returns:
-        The rules and passes in load order, the helpers that `use` registered, and the
-        warnings.
+        The rules (in the rule IR) and passes in load order, the helpers that `use`
+        registered, and the warnings.
 
     Raises:
         RuleSyntaxError: some file does not parse, or includes a file that does not exist
@@ -216,13 +217,15 @@ def load_rules(
 
 def _ruleset(
     parsed: list[ast.File], checked: Checked, warnings: tuple[Diagnostic, ...]
-) -> ast.RuleSet:
-    return ast.RuleSet(
-        rules=tuple(item for f in parsed for item in f.items if isinstance(item, ast.Rule)),
-        passes=tuple(item for f in parsed for item in f.items if isinstance(item, ast.PassDecl)),
-        files=tuple(parsed),
+) -> rules.RuleSet:
+    """The checked files lowered into the rule IR (see `_lower`)."""
+    lowering = Lowering(checked.constraints)
+    items = [item for f in parsed for item in f.items]
+    return rules.RuleSet(
+        rules=tuple(lowering.rule(item) for item in items if isinstance(item, ast.Rule)),
+        passes=lower_passes([item for item in items if isinstance(item, ast.PassDecl)]),
         functions=checked.functions,
-        constraints=checked.constraints,
+        constraints={name: lowering.constraint(name) for name in checked.constraints},
         warnings=warnings,
         sources={f.path: f.source for f in parsed},
     )

@@ -23,7 +23,7 @@ from rewriter.dsl import _ast as ast
 from rewriter.dsl._located import LocatedError
 from rewriter.dsl._postlex import token_span
 from rewriter.dsl._precedence import build_chain
-from rewriter.dsl._walk import children as walk_children
+from rewriter.rules import children as walk_children
 
 MAX_EXPRESSION_DEPTH = 100
 """Deepest expression nesting accepted (evaluation and printing recurse over expressions)."""

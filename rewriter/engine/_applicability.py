@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import ir
-from rewriter.dsl import _ast as ast
+from rewriter import rules
 from rewriter.engine._compile import CompiledRule
 
 
-def _requirement_holds(req: ast.Requirement, opsets: Mapping[str, int]) -> bool:
+def _requirement_holds(req: rules.Requirement, opsets: Mapping[str, int]) -> bool:
     domain = ir.schemas.normalize_domain(req.domain)
     version = opsets.get(domain)
     if version is None and domain == "":
@@ -53,7 +53,7 @@ def applicability(
             )
             return f"requires opset {domain} {req.op} {req.version}, {what} {have or 'none'}"
     for op in rule.emitted_ops:
-        domain = ir.schemas.normalize_domain(op.domain)
+        domain = op.domain
         if not ir.schemas.is_known_domain(domain):
             continue
         version = opsets.get(domain) or (opsets.get("ai.onnx") if domain == "" else None)

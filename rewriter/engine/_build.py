@@ -13,16 +13,15 @@ output Identity) is declined as "nothing to do", which is not a failure of the r
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 import ir
-from rewriter.dsl import _ast as ast
+from rewriter import rules
 from rewriter.engine import _facts
 from rewriter.engine._commit import can_take_output_name
 from rewriter.engine._constants import ConstantPool
-from rewriter.engine._evaluate import evaluate
 from rewriter.engine._matcher import Match, Matcher
 from rewriter.engine._pending import (
     RULE_TAG,
@@ -33,7 +32,14 @@ from rewriter.engine._pending import (
 )
 from rewriter.engine._rewrite_values import literal_dtype, make_attr
 from rewriter.engine._typecheck import check_replacements
-from rewriter.engine._values import UNKNOWN, EvalContext, EvalError, NodeRef
+from rewriter.engine._values import (
+    UNKNOWN,
+    Array,
+    EvalContext,
+    EvalError,
+    EvalValue,
+    NodeRef,
+)
 
 
 class RewriteBuilder:
@@ -53,7 +59,7 @@ class RewriteBuilder:
                 `RewriteDeclinedError`: it would change nothing).
         """
         rule = match.rule.rule
-        if not isinstance(rule.rewrite, ast.RewriteBlock):
+        if not isinstance(rule.rewrite, rules.Rewrite):
             raise RewriteRejectedError(f"rule `{rule.name}` has no node rewrite")
         pending = Pending(match.rule)
         try:
@@ -80,33 +86,34 @@ class RewriteBuilder:
             raise RewriteRejectedError(str(exc)) from exc
         return pending
 
-    def _statements(self, match: Match, block: ast.RewriteBlock, pending: Pending) -> None:
+    def _statements(self, match: Match, block: rules.Rewrite, pending: Pending) -> None:
         ctx = self.matcher.eval_context(match.bindings)
         env = ctx.bindings
+        compiled = match.rule.expressions
         for stmt in block.stmts:
-            if isinstance(stmt, ast.LetStmt):
-                result = evaluate(stmt.expr, ctx)
+            if isinstance(stmt, rules.Let):
+                result = compiled(stmt.expr)(ctx)
                 if result is UNKNOWN:
                     raise RewriteRejectedError(f"`let {stmt.name}` depends on an unknown fact")
                 env[stmt.name] = result
-            elif isinstance(stmt, ast.NodeStmt):
+            elif isinstance(stmt, rules.NewNode):
                 node = self._build_node(match, stmt, ctx, pending)
                 for pattern, value in zip(stmt.outputs, node.outputs, strict=False):
-                    if isinstance(pattern, ast.OutputVar):
+                    if isinstance(pattern, rules.OutputVar):
                         old = match.bindings.get(pattern.name)
                         if isinstance(old, ir.Value):
                             pending.replacements.append((old, value))
                         env[pattern.name] = value
-                if stmt.as_name:
-                    env[stmt.as_name] = NodeRef(node, self.matcher.opset_of(node.domain))
+                if stmt.node_var:
+                    env[stmt.node_var] = NodeRef(node, self.matcher.opset_of(node.domain))
             else:
                 env[stmt.target] = self._build_replacement(match, stmt, ctx, pending)
 
     def _build_replacement(
-        self, match: Match, stmt: ast.AliasStmt, ctx: EvalContext, pending: Pending
+        self, match: Match, stmt: rules.Alias, ctx: EvalContext, pending: Pending
     ) -> ir.Value:
         """`y = expr`: the value that takes the place of the matched value `y`."""
-        source = evaluate(stmt.source, ctx)
+        source = match.rule.expressions(stmt.source)(ctx)
         old = match.bindings.get(stmt.target)
         if not isinstance(old, ir.Value):
             raise RewriteRejectedError(f"`{stmt.target}` is not a value the match bound")
@@ -128,48 +135,51 @@ class RewriteBuilder:
         return new
 
     def _build_node(
-        self, match: Match, stmt: ast.NodeStmt, ctx: EvalContext, pending: Pending
+        self, match: Match, stmt: rules.NewNode, ctx: EvalContext, pending: Pending
     ) -> ir.Node:
-        domain = ir.schemas.normalize_domain(stmt.op.domain)
-        opset = self._check_op(stmt.op, pending)
+        op = _resolved_op(stmt.op, ctx)
+        opset = self._check_op(op, pending)
+        compiled = match.rule.expressions
         attrs: dict[str, ir.Attr] = {}
         for entry in stmt.attrs:
-            if isinstance(entry, ast.AttrCopy):
-                source = ctx.bindings.get(entry.source) if entry.source else None
+            if isinstance(entry, rules.CopyAttrs):
+                source = ctx.bindings.get(entry.node_var)
                 if not isinstance(source, NodeRef):
-                    raise RewriteRejectedError(f"`...{entry.source}` does not name a matched node")
+                    raise RewriteRejectedError(
+                        f"`...{entry.node_var}` does not name a matched node"
+                    )
                 for attr in source.node.attributes.values():
                     attrs[attr.name] = attr
                 continue
-            value = evaluate(entry.value, ctx)
+            value = compiled(entry.value)(ctx)
             if value is UNKNOWN:
                 raise RewriteRejectedError(f"attribute `{entry.name}` depends on an unknown fact")
             if value is None:
                 attrs.pop(entry.name, None)
                 continue
             try:
-                attrs[entry.name] = make_attr(stmt.op.op_type, domain, opset, entry.name, value)
+                attrs[entry.name] = make_attr(op.op_type, op.domain, opset, entry.name, value)
             except ValueError as exc:
                 raise RewriteRejectedError(str(exc)) from exc
-        raw_inputs = []
+        raw_inputs: list[EvalValue] = []
         for expr in stmt.inputs:
-            value = evaluate(expr, ctx)
+            value = compiled(expr)(ctx)
             if value is UNKNOWN:
                 raise RewriteRejectedError("a node input depends on an unknown fact")
             raw_inputs.append(value)
-        schema = ir.schemas.find_schema(stmt.op.op_type, domain, opset) if opset else None
+        schema = ir.schemas.find_schema(op.op_type, op.domain, opset) if opset else None
         inputs: list[ir.Value | None] = []
         for index, (expr, raw) in enumerate(zip(stmt.inputs, raw_inputs, strict=False)):
-            stem = expr.name if isinstance(expr, ast.Name) else f"{stmt.op.op_type}_in{index}"
+            stem = expr.name if isinstance(expr, rules.Name) else f"{op.op_type}_in{index}"
             inputs.append(self._as_value(raw, match, stem, schema, index, raw_inputs, pending))
         while inputs and inputs[-1] is None:
             inputs.pop()
         outputs = [ir.Value(self._value_name(match, o)) for o in stmt.outputs]
         node = ir.Node(
-            stmt.op.op_type,
+            op.op_type,
             inputs,
             list(attrs.values()),
-            domain=stmt.op.domain,
+            domain=op.domain,
             outputs=outputs,
             name=self.names.fresh(f"{match.rule.name}/{_anchor_label(match)}"),
         )
@@ -190,8 +200,8 @@ class RewriteBuilder:
             if t is not None:
                 ir.record_inferred_type(value, t)
 
-    def _check_op(self, op: ast.OpRef, pending: Pending) -> int | None:
-        domain = ir.schemas.normalize_domain(op.domain)
+    def _check_op(self, op: rules.OpId, pending: Pending) -> int | None:
+        domain = op.domain
         version = self.matcher.opset_of(domain)
         if not ir.schemas.is_known_domain(domain):
             if version is None:
@@ -208,8 +218,8 @@ class RewriteBuilder:
             )
         return version
 
-    def _value_name(self, match: Match, pattern: ast.OutputVar | ast.Wildcard) -> str:
-        if isinstance(pattern, ast.OutputVar):
+    def _value_name(self, match: Match, pattern: rules.OutputPattern) -> str:
+        if isinstance(pattern, rules.OutputVar):
             old = match.bindings.get(pattern.name)
             if isinstance(old, ir.Value) and old.name:
                 return self.names.fresh(f"{old.name}/{match.rule.name}")
@@ -219,12 +229,12 @@ class RewriteBuilder:
     # constants -------------------------------------------------------------------------------
     def _as_value(
         self,
-        raw: Any,
+        raw: EvalValue,
         match: Match,
         stem: str,
-        schema: Any,
+        schema: object,
         index: int,
-        siblings: list[Any],
+        siblings: Sequence[EvalValue],
         pending: Pending,
     ) -> ir.Value | None:
         if raw is None:
@@ -241,8 +251,12 @@ class RewriteBuilder:
         )
 
     def _literal_array(
-        self, raw: Any, schema: Any, index: int, siblings: list[Any]
-    ) -> np.ndarray[Any, Any]:
+        self,
+        raw: EvalValue,
+        schema: object,
+        index: int,
+        siblings: Sequence[EvalValue],
+    ) -> Array:
         if isinstance(raw, np.ndarray) and raw.ndim > 0:
             return raw
         if isinstance(raw, np.generic | np.ndarray):
@@ -253,6 +267,17 @@ class RewriteBuilder:
         except (TypeError, ValueError) as exc:
             message = f"literal {raw!r} is not a valid {target.onnx_name}"
             raise RewriteRejectedError(message) from exc
+
+
+def _resolved_op(op: rules.OpId | rules.MatchedOp, ctx: EvalContext) -> rules.OpId:
+    """The op a new node gets: the one written, or the op of the matched node it names."""
+    if isinstance(op, rules.OpId):
+        return op
+    found = ctx.bindings.get(op.node_var)
+    if not isinstance(found, NodeRef):
+        raise RewriteRejectedError(f"`...{op.node_var}` does not name a matched node")
+    node = found.node
+    return rules.OpId(ir.schemas.normalize_domain(node.domain), node.op_type)
 
 
 def _is_output_copy_kept(match: Match, old: ir.Value, new: ir.Value) -> bool:

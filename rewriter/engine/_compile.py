@@ -1,10 +1,13 @@
-"""Compilation of a rule's AST into a matching plan.
+"""Compilation of a rule of the rule IR into a matching plan and compiled expressions.
 
-A plan is anchored at the match line that defines the rule's result (the last line whose
+A plan is anchored at the node pattern that defines the rule's result (the last line whose
 outputs no other line reads). The other lines are reached from already bound values: through
 a value's producer (one candidate) or, when a line only reads bound values, through the
 value's users (several candidates, with backtracking). Candidates for the anchor come from an
 op-type index, so a node is only tried against rules whose anchor op it has.
+
+The rule's conditions are compiled into closures here, once (`rewriter.engine._evaluate`);
+the rewrite's expressions are compiled on first use and kept (`ExprCache`).
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
-import ir
+from rewriter import rules
 from rewriter._errors import Diagnostic, RuleCheckError, Span
-from rewriter.dsl import _ast as ast
-from rewriter.dsl import inline_constraints
+from rewriter.engine._evaluate import Evaluator, Functions, compile_all, compile_expr
+
+OpKey = tuple[str, str]
+"""(normalized domain, op type)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -29,31 +34,52 @@ class Step:
     position: int
 
 
+class ExprCache:
+    """Compiled expressions of one rule, by expression object: each compiled once."""
+
+    __slots__ = ("_compiled", "_functions")
+
+    def __init__(self, functions: Functions) -> None:
+        self._functions = functions
+        # id -> (the expression, kept alive so its id is not reused; its closure)
+        self._compiled: dict[int, tuple[rules.Expr, Evaluator]] = {}
+
+    def __call__(self, expr: rules.Expr) -> Evaluator:
+        """The closure of `expr`, compiled on first use."""
+        found = self._compiled.get(id(expr))
+        if found is None:
+            found = (expr, compile_expr(expr, self._functions))
+            self._compiled[id(expr)] = found
+        return found[1]
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class CompiledRule:
-    """A rule ready for matching: its AST, anchor, plan and rewrite facts."""
+    """A rule ready for matching: the rule, its anchor, plan, compiled conditions and facts."""
 
-    rule: ast.Rule
+    rule: rules.Rule
     order: int
-    lines: tuple[ast.NodePattern, ...]
+    lines: tuple[rules.NodePattern, ...]
     anchor: int
     plan: tuple[Step, ...]
     redefined: frozenset[str]
     defined_by_match: frozenset[str]
-    emitted_ops: tuple[ast.OpRef, ...]
+    # The `where` conditions, compiled (in order).
+    checks: tuple[Evaluator, ...]
+    # Compiles the rewrite's expressions on first use.
+    expressions: ExprCache
     # Per match line, the (normalized domain, op type) pairs it accepts; None for `_`.
-    line_ops: tuple[frozenset[tuple[str, str]] | None, ...] = ()
+    line_ops: tuple[frozenset[OpKey] | None, ...] = ()
     # The longest chain of uses from a matched node to the anchor: a change further upstream
     # of a node cannot complete a match of this rule anchored there.
     reach: int = 0
     # Necessary conditions on the anchor node, checked before the full search: (input
     # position, ops accepted for that input's producer, output index there) for every anchor
     # input that another match line defines.
-    anchor_producers: tuple[tuple[int, frozenset[tuple[str, str]] | None, int], ...] = ()
-    functions_source: str = ""
-    # The `where` lines with the named constraints they call spelled out
-    # (`rewriter.dsl.inline_constraints`), for tools that reason about the conditions.
-    conditions: tuple[ast.Expr, ...] = ()
+    anchor_producers: tuple[tuple[int, frozenset[OpKey] | None, int], ...] = ()
+    # The conditions with the named constraints they call spelled out
+    # (`rewriter.rules.inline_constraints`), for tools that reason about the conditions.
+    conditions: tuple[rules.Expr, ...] = ()
 
     @property
     def name(self) -> str:
@@ -68,7 +94,7 @@ class CompiledRule:
     @property
     def location(self) -> str:
         """`file:line` of the rule."""
-        return f"{self.rule.span.path}:{self.rule.span.line}"
+        return self.rule.location
 
     @property
     def priority(self) -> int:
@@ -76,51 +102,30 @@ class CompiledRule:
         return self.rule.priority
 
     @property
-    def anchor_ops(self) -> tuple[ast.OpRef, ...]:
+    def anchor_ops(self) -> tuple[rules.OpId, ...]:
         """Op types the anchor line accepts (empty for `_`)."""
-        return self.lines[self.anchor].op.alternatives
+        return self.lines[self.anchor].ops
+
+    @property
+    def emitted_ops(self) -> tuple[rules.OpId, ...]:
+        """The ops the rewrite creates."""
+        return self.rule.emitted_ops
 
 
-def _output_names(line: ast.NodePattern) -> list[str]:
-    return [o.name for o in line.outputs if isinstance(o, ast.OutputVar)]
-
-
-def _input_names(line: ast.NodePattern) -> list[tuple[int, str]]:
-    return [(i, p.name) for i, p in enumerate(line.inputs) if isinstance(p, ast.InputVar)]
-
-
-def _choose_anchor(lines: tuple[ast.NodePattern, ...]) -> int:
+def _choose_anchor(lines: tuple[rules.NodePattern, ...]) -> int:
     read: set[str] = set()
     for line in lines:
-        read.update(name for _, name in _input_names(line))
-    sinks = [i for i, line in enumerate(lines) if not set(_output_names(line)) & read]
+        read.update(name for _, name in line.input_names)
+    sinks = [i for i, line in enumerate(lines) if not set(line.output_names) & read]
     return sinks[-1] if sinks else len(lines) - 1
 
 
-def _plan(lines: tuple[ast.NodePattern, ...], anchor: int, rule: ast.Rule) -> tuple[Step, ...]:
-    bound: set[str] = set(_output_names(lines[anchor])) | {
-        n for _, n in _input_names(lines[anchor])
-    }
+def _plan(lines: tuple[rules.NodePattern, ...], anchor: int, rule: rules.Rule) -> tuple[Step, ...]:
+    bound: set[str] = set(lines[anchor].output_names) | {n for _, n in lines[anchor].input_names}
     remaining = [i for i in range(len(lines)) if i != anchor]
     steps: list[Step] = []
     while remaining:
-        chosen: Step | None = None
-        # Prefer walking to a producer: it has exactly one candidate.
-        for i in remaining:
-            for position, out in enumerate(lines[i].outputs):
-                if isinstance(out, ast.OutputVar) and out.name in bound:
-                    chosen = Step(i, "producer", out.name, position)
-                    break
-            if chosen is not None:
-                break
-        if chosen is None:
-            for i in remaining:
-                for position, name in _input_names(lines[i]):
-                    if name in bound and not lines[i].inputs[position].variadic:  # type: ignore[union-attr]
-                        chosen = Step(i, "consumer", name, position)
-                        break
-                if chosen is not None:
-                    break
+        chosen = _producer_step(lines, remaining, bound) or _consumer_step(lines, remaining, bound)
         if chosen is None:
             line = lines[remaining[0]]
             raise RuleCheckError(
@@ -135,32 +140,56 @@ def _plan(lines: tuple[ast.NodePattern, ...], anchor: int, rule: ast.Rule) -> tu
             )
         steps.append(chosen)
         remaining.remove(chosen.line)
-        bound.update(_output_names(lines[chosen.line]))
-        bound.update(n for _, n in _input_names(lines[chosen.line]))
+        bound.update(lines[chosen.line].output_names)
+        bound.update(n for _, n in lines[chosen.line].input_names)
     return tuple(steps)
 
 
-def _line_ops(line: ast.NodePattern) -> frozenset[tuple[str, str]] | None:
-    if line.op.is_wildcard:
+def _producer_step(
+    lines: tuple[rules.NodePattern, ...], remaining: list[int], bound: set[str]
+) -> Step | None:
+    """A step to a line that defines a bound value: it has exactly one candidate."""
+    for i in remaining:
+        for position, out in enumerate(lines[i].outputs):
+            if isinstance(out, rules.OutputVar) and out.name in bound:
+                return Step(i, "producer", out.name, position)
+    return None
+
+
+def _consumer_step(
+    lines: tuple[rules.NodePattern, ...], remaining: list[int], bound: set[str]
+) -> Step | None:
+    """A step to a line that reads a bound value (a search among the value's users)."""
+    for i in remaining:
+        for position, pattern in enumerate(lines[i].inputs):
+            if (
+                isinstance(pattern, rules.InputVar)
+                and pattern.name in bound
+                and not pattern.variadic
+            ):
+                return Step(i, "consumer", pattern.name, position)
+    return None
+
+
+def _line_ops(line: rules.NodePattern) -> frozenset[OpKey] | None:
+    if not line.ops:
         return None
-    return frozenset(
-        (ir.schemas.normalize_domain(r.domain), r.op_type) for r in line.op.alternatives
-    )
+    return frozenset((op.domain, op.op_type) for op in line.ops)
 
 
 def _anchor_producers(
-    lines: tuple[ast.NodePattern, ...], anchor: int
-) -> tuple[tuple[int, frozenset[tuple[str, str]] | None, int], ...]:
+    lines: tuple[rules.NodePattern, ...], anchor: int
+) -> tuple[tuple[int, frozenset[OpKey] | None, int], ...]:
     defined_at: dict[str, tuple[int, int]] = {}
     for i, line in enumerate(lines):
         if i == anchor:
             continue
         for position, out in enumerate(line.outputs):
-            if isinstance(out, ast.OutputVar):
+            if isinstance(out, rules.OutputVar):
                 defined_at[out.name] = (i, position)
     found = []
     for position, pattern in enumerate(lines[anchor].inputs):
-        if not isinstance(pattern, ast.InputVar) or pattern.variadic:
+        if not isinstance(pattern, rules.InputVar) or pattern.variadic:
             continue
         if pattern.name in defined_at:
             producer_line, output = defined_at[pattern.name]
@@ -168,7 +197,7 @@ def _anchor_producers(
     return tuple(found)
 
 
-def _reach(lines: tuple[ast.NodePattern, ...], anchor: int) -> int:
+def _reach(lines: tuple[rules.NodePattern, ...], anchor: int) -> int:
     """Longest producer-to-user path, in match lines, from any line to the anchor line.
 
     Match lines form a DAG (each value has one defining line), so a memoized walk suffices;
@@ -176,7 +205,7 @@ def _reach(lines: tuple[ast.NodePattern, ...], anchor: int) -> int:
     """
     readers: dict[str, list[int]] = {}
     for i, line in enumerate(lines):
-        for _, name in _input_names(line):
+        for _, name in line.input_names:
             readers.setdefault(name, []).append(i)
     longest: dict[int, int] = {anchor: 0}
 
@@ -184,7 +213,7 @@ def _reach(lines: tuple[ast.NodePattern, ...], anchor: int) -> int:
         if i not in longest:
             longest[i] = -1  # guards against a malformed cyclic pattern
             downstream = [
-                to_anchor(j) for name in _output_names(lines[i]) for j in readers.get(name, ())
+                to_anchor(j) for name in lines[i].output_names for j in readers.get(name, ())
             ]
             longest[i] = max((d + 1 for d in downstream if d >= 0), default=-1)
         return longest[i]
@@ -192,47 +221,50 @@ def _reach(lines: tuple[ast.NodePattern, ...], anchor: int) -> int:
     return max((to_anchor(i) for i in range(len(lines))), default=0)
 
 
+def _redefined(rule: rules.Rule) -> set[str]:
+    """The names the rewrite (re)defines: new node outputs and alias targets."""
+    names: set[str] = set()
+    if isinstance(rule.rewrite, rules.Rewrite):
+        for stmt in rule.rewrite.stmts:
+            if isinstance(stmt, rules.NewNode):
+                names.update(o.name for o in stmt.outputs if isinstance(o, rules.OutputVar))
+            elif isinstance(stmt, rules.Alias):
+                names.add(stmt.target)
+    return names
+
+
 def compile_rule(
-    rule: ast.Rule, order: int, constraints: Mapping[str, ast.Constraint] | None = None
+    rule: rules.Rule, order: int, functions: Mapping[str, rules.Helper] | None = None
 ) -> CompiledRule:
-    """Build the matching plan of one rule.
+    """Build the matching plan of one rule and compile its conditions.
 
     Args:
         rule: the rule.
         order: its position in load order.
-        constraints: the named constraints its `where` lines may call.
+        functions: the plugin helpers its expressions may call.
 
     Raises:
         RuleCheckError: the match lines are not connected.
     """
-    lines = rule.match.patterns
-    if rule.match.repeat is not None:
-        lines = rule.match.repeat.body
+    lines = rule.lines
     anchor = _choose_anchor(lines)
     plan = _plan(lines, anchor, rule)
     defined: set[str] = set()
     for line in lines:
-        defined.update(_output_names(line))
-    redefined: set[str] = set()
-    emitted: list[ast.OpRef] = []
-    if isinstance(rule.rewrite, ast.RewriteBlock):
-        for stmt in rule.rewrite.stmts:
-            if isinstance(stmt, ast.NodeStmt):
-                redefined.update(o.name for o in stmt.outputs if isinstance(o, ast.OutputVar))
-                emitted.append(stmt.op)
-            elif isinstance(stmt, ast.AliasStmt):
-                redefined.add(stmt.target)
+        defined.update(line.output_names)
+    helpers = functions or {}
     return CompiledRule(
         rule=rule,
         order=order,
         lines=lines,
         anchor=anchor,
         plan=plan,
-        redefined=frozenset(redefined & defined),
+        redefined=frozenset(_redefined(rule) & defined),
         defined_by_match=frozenset(defined),
-        emitted_ops=tuple(emitted),
+        checks=compile_all(rule.conditions, helpers),
+        expressions=ExprCache(helpers),
         line_ops=tuple(_line_ops(line) for line in lines),
         reach=max(_reach(lines, anchor), 0),
         anchor_producers=_anchor_producers(lines, anchor),
-        conditions=inline_constraints(rule.where, constraints or {}),
+        conditions=rules.inline_constraints(rule.conditions),
     )

@@ -16,33 +16,28 @@ line that calls no constraint (`explain_line`) is quoted with the values it comp
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from rewriter.dsl import _ast as ast
-from rewriter.dsl import expression_text
-from rewriter.dsl._print_expr import format_const
-from rewriter.dsl._walk import walk
+from rewriter import rules
 from rewriter.engine._evaluate import evaluate
-from rewriter.engine._values import UNKNOWN, EvalContext, EvalError, truth
+from rewriter.engine._values import UNKNOWN, EvalContext, EvalError, EvalValue, truth
 
 # At most this many values are shown, each a scalar or a list of at most this many items.
 _MAX_VALUES = 4
 _MAX_ITEMS = 8
 
 
-def explain_condition(condition: ast.Expr, ctx: EvalContext) -> str | None:
+def explain_condition(condition: rules.Expr, ctx: EvalContext) -> str | None:
     """Why `condition` does not hold, when a constraint call is to blame; else None."""
-    if isinstance(condition, ast.Call) and condition.func in ctx.constraints:
+    if isinstance(condition, rules.ConstraintCall):
         return _explain_call(condition, ctx)
-    if isinstance(condition, ast.BoolOp) and condition.op == "and":
+    if isinstance(condition, rules.BoolOp) and condition.op == "and":
         found = _culprit((condition.left, condition.right), ctx)
         return None if found is None else explain_condition(found[0], ctx)
     return None
 
 
-def explain_line(condition: ast.Expr, ctx: EvalContext, verdict: str) -> str:
+def explain_line(condition: rules.Expr, ctx: EvalContext, verdict: str) -> str:
     """Why a `where` line is not true: its constraint's explanation, else the line quoted.
 
     `verdict` is what the line evaluated to ("false" or "unknown (...)"). Of an `and`, the
@@ -52,7 +47,7 @@ def explain_line(condition: ast.Expr, ctx: EvalContext, verdict: str) -> str:
     if explained is not None:
         return explained
     shown = condition
-    while isinstance(shown, ast.BoolOp) and shown.op == "and":
+    while isinstance(shown, rules.BoolOp) and shown.op == "and":
         found = _culprit((shown.left, shown.right), ctx)
         if found is None or isinstance(found[1], EvalError):
             break
@@ -62,13 +57,13 @@ def explain_line(condition: ast.Expr, ctx: EvalContext, verdict: str) -> str:
     return f"{text} ({values})" if values else text
 
 
-def _explain_call(call: ast.Call, ctx: EvalContext) -> str | None:
-    constraint = ctx.constraints[call.func]
+def _explain_call(call: rules.ConstraintCall, ctx: EvalContext) -> str | None:
+    constraint = call.constraint
     try:
         args = [evaluate(argument, ctx) for argument in call.args]
     except EvalError:
         return None  # the line's own message says what failed
-    inner = ctx.inside(dict(zip(constraint.param_names, args, strict=False)))
+    inner = ctx.inside(dict(zip(constraint.params, args, strict=False)))
     found = _culprit(constraint.conditions, inner)
     if found is None:
         return None
@@ -76,8 +71,8 @@ def _explain_call(call: ast.Call, ctx: EvalContext) -> str | None:
     where = f"{condition.span.path}:{condition.span.line}"
     quoted = f"`{_quoted(condition)}`"
     if isinstance(verdict, EvalError):
-        return f"`{expression_text(call)}` fails: {where}: {quoted}: {verdict.bare_message}"
-    text = f"`{expression_text(call)}` is {verdict}: {where}: {quoted}"
+        return f"`{rules.expression_text(call)}` fails: {where}: {quoted}: {verdict.bare_message}"
+    text = f"`{rules.expression_text(call)}` is {verdict}: {where}: {quoted}"
     values = _values(condition, inner)
     if values:
         text += f" ({values})"
@@ -88,13 +83,13 @@ def _explain_call(call: ast.Call, ctx: EvalContext) -> str | None:
 
 
 def _culprit(
-    conditions: tuple[ast.Expr, ...], ctx: EvalContext
-) -> tuple[ast.Expr, str | EvalError] | None:
+    conditions: tuple[rules.Expr, ...], ctx: EvalContext
+) -> tuple[rules.Expr, str | EvalError] | None:
     """The first condition that is false; else the first unknown or failing one.
 
     Returns the condition and "false", "unknown (...)" or the error it raised.
     """
-    first_other: tuple[ast.Expr, str | EvalError] | None = None
+    first_other: tuple[rules.Expr, str | EvalError] | None = None
     for condition in conditions:
         try:
             verdict = truth(evaluate(condition, ctx))
@@ -109,11 +104,11 @@ def _culprit(
     return first_other
 
 
-def _quoted(condition: ast.Expr) -> str:
-    return expression_text(condition, abbreviate_lists=True)
+def _quoted(condition: rules.Expr) -> str:
+    return rules.expression_text(condition, abbreviate_lists=True)
 
 
-def _values(condition: ast.Expr, ctx: EvalContext) -> str:
+def _values(condition: rules.Expr, ctx: EvalContext) -> str:
     """`left is value` for the operands the condition compares, where cheap to show.
 
     Only the comparisons that decide the outcome are shown: of an `and`, the operands that
@@ -122,7 +117,7 @@ def _values(condition: ast.Expr, ctx: EvalContext) -> str:
     shown: dict[str, str] = {}
     for comparison in _deciding_comparisons(condition, ctx):
         for side in (comparison.left, comparison.right):
-            text = expression_text(side, abbreviate_lists=True)
+            text = rules.expression_text(side, abbreviate_lists=True)
             if _is_literal(side) or text in shown or len(shown) >= _MAX_VALUES:
                 continue
             try:
@@ -135,38 +130,38 @@ def _values(condition: ast.Expr, ctx: EvalContext) -> str:
     return ", ".join(f"{text} is {value}" for text, value in shown.items())
 
 
-def _deciding_comparisons(expr: ast.Expr, ctx: EvalContext) -> list[ast.Compare]:
+def _deciding_comparisons(expr: rules.Expr, ctx: EvalContext) -> list[rules.Compare]:
     """The comparisons in `expr` that make it not true, in source order."""
-    if isinstance(expr, ast.BoolOp) and expr.op == "and":
-        found: list[ast.Compare] = []
+    if isinstance(expr, rules.BoolOp) and expr.op == "and":
+        found: list[rules.Compare] = []
         for operand in (expr.left, expr.right):
             if _truth_or_none(operand, ctx) is not True:
                 found.extend(_deciding_comparisons(operand, ctx))
         return found
-    return [node for node, _ in walk(expr) if isinstance(node, ast.Compare)]
+    return [node for node, _ in rules.walk(expr) if isinstance(node, rules.Compare)]
 
 
-def _truth_or_none(expr: ast.Expr, ctx: EvalContext) -> object:
+def _truth_or_none(expr: rules.Expr, ctx: EvalContext) -> object:
     try:
         return truth(evaluate(expr, ctx))
     except EvalError:
         return None
 
 
-def _is_literal(expr: ast.Expr) -> bool:
-    if isinstance(expr, ast.Const):
+def _is_literal(expr: rules.Expr) -> bool:
+    if isinstance(expr, rules.Const):
         return True
-    return isinstance(expr, ast.ListExpr) and all(_is_literal(item) for item in expr.items)
+    return isinstance(expr, rules.ListExpr) and all(_is_literal(item) for item in expr.items)
 
 
-def _format(value: Any) -> str | None:
+def _format(value: EvalValue) -> str | None:
     """A value as a rule would write it, or None when it is not cheap to show."""
     if value is UNKNOWN:
         return "unknown"
     if isinstance(value, np.generic):
         value = value.item()
     if value is None or isinstance(value, bool | int | float | str):
-        return format_const(value)
+        return rules.format_const(value)
     if isinstance(value, np.ndarray) and value.size <= _MAX_ITEMS:
         value = value.tolist()
     if isinstance(value, list | tuple) and len(value) <= _MAX_ITEMS:

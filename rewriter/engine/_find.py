@@ -13,13 +13,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import ir
-from rewriter.dsl import _ast as ast
-from rewriter.dsl import expression_text
+from rewriter import rules
 from rewriter.engine import _trace
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._matcher import Match, Matcher
 from rewriter.engine._rule_index import compile_rules
 from rewriter.engine._shape_facts import infer_facts
+from rewriter.engine._values import EvalValue
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ class Found:
 
 
 def find_matches(
-    ruleset: ast.RuleSet, model: ir.Model, *, infer_shapes: bool = True
+    ruleset: rules.RuleSet, model: ir.Model, *, infer_shapes: bool = True
 ) -> list[Found]:
     """Every match of every rule of `ruleset` in `model`, in graph order then rule order.
 
@@ -77,7 +77,7 @@ def find_matches(
     rules = compile_rules(ruleset)
     if infer_shapes:
         infer_facts(model)
-    matcher = Matcher(model.opset_imports, ruleset.functions, {}, ruleset.constraints)
+    matcher = Matcher(model.opset_imports, ruleset.functions)
     by_op = _rules_by_anchor_op(rules)
     found: list[Found] = []
     for graph in model.graphs():
@@ -99,9 +99,7 @@ def _rules_by_anchor_op(
     table: dict[tuple[str, str] | None, list[CompiledRule]] = {}
     for rule in rules:
         ops = rule.anchor_ops
-        keys: list[tuple[str, str] | None] = [
-            (ir.schemas.normalize_domain(op.domain), op.op_type) for op in ops
-        ]
+        keys: list[tuple[str, str] | None] = [(op.domain, op.op_type) for op in ops]
         for key in keys or [None]:
             table.setdefault(key, []).append(rule)
     return {key: tuple(found) for key, found in table.items()}
@@ -114,7 +112,7 @@ def _found(rule: CompiledRule, graph: str, match: Match) -> Found:
     return Found(rule.name, rule.location, graph, nodes, tuple(_bindings(match.bindings)))
 
 
-def _bindings(bindings: Mapping[str, Any]) -> Iterator[Binding]:
+def _bindings(bindings: Mapping[str, EvalValue]) -> Iterator[Binding]:
     for name, bound in bindings.items():
         if name.startswith("_"):
             continue
@@ -138,15 +136,15 @@ def _attribute_text(bound: object) -> str:
     if isinstance(bound, ir.Tensor):
         return f"tensor {ir.TensorType(bound.dtype, tuple(bound.shape))}"
     literal = _literal(bound)
-    return expression_text(literal) if literal is not None else repr(bound)
+    return rules.expression_text(literal) if literal is not None else repr(bound)
 
 
-def _literal(bound: object) -> ast.Expr | None:
+def _literal(bound: object) -> rules.Expr | None:
     """`bound` as a literal of the rule language, if it is one (numbers, strings, lists)."""
     if bound is None or isinstance(bound, int | float | str | bool):
-        return ast.Const(bound)
+        return rules.Const(bound)
     if isinstance(bound, list | tuple):
         items = [_literal(item) for item in bound]
         if all(item is not None for item in items):
-            return ast.ListExpr(tuple(item for item in items if item is not None))
+            return rules.ListExpr(tuple(item for item in items if item is not None))
     return None

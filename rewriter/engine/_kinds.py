@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import ir
-from rewriter.dsl import QUANTIZATION_OPS
+from rewriter.rules import QUANTIZATION_OPS
 
 QUANTIZATION = "quantization"
 FUSION = "fusion"

@@ -28,14 +28,13 @@ from typing import Any, Protocol
 import numpy as np
 
 import ir
+from rewriter import rules
 from rewriter._errors import RewriteError
-from rewriter.dsl import _ast as ast
 from rewriter.engine import _trace
 from rewriter.engine._applicability import applicability
 from rewriter.engine._builder import Builder, Runnable
 from rewriter.engine._calibration import Calibration
 from rewriter.engine._compile import CompiledRule
-from rewriter.engine._evaluate import evaluate
 from rewriter.engine._matcher import Match, Matcher
 from rewriter.engine._pass import PassDefinition, PassResult
 from rewriter.engine._passes import BUILTIN_PASSES
@@ -43,7 +42,6 @@ from rewriter.engine._pending import RewriteDeclinedError, RewriteRejectedError
 from rewriter.engine._rule_index import RuleIndex, compile_rules
 from rewriter.engine._shape_facts import infer_facts
 from rewriter.engine._trace import SkipEntry, StopReason, Trace, TraceEntry
-from rewriter.engine._values import EvalContext
 from rewriter.engine._why_not import WhyNot, why_not
 from rewriter.engine._worklist import Worklist, downstream
 
@@ -75,7 +73,7 @@ class BlockRules(Protocol):
     def __call__(
         self,
         model: ir.Model,
-        rules: Sequence[ast.Rule],
+        block_rules: Sequence[rules.Rule],
         matcher: Matcher,
         names: ir.NameAllocator | None = None,
         applicability: Applicability | None = None,
@@ -122,7 +120,7 @@ class PassManager:
 
     def __init__(
         self,
-        ruleset: ast.RuleSet,
+        ruleset: rules.RuleSet,
         options: RunOptions | None = None,
         *,
         passes: Mapping[str, PassDefinition[Any]] = BUILTIN_PASSES,
@@ -151,7 +149,7 @@ class PassManager:
         )
 
 
-def _renamed_by(calibration: Calibration | None, ruleset: ast.RuleSet) -> Calibration | None:
+def _renamed_by(calibration: Calibration | None, ruleset: rules.RuleSet) -> Calibration | None:
     """The calibration, told which rules may rename values (see `Calibration.lookup`)."""
     if calibration is None:
         return None
@@ -185,7 +183,6 @@ class _Run:
             model.opset_imports,
             manager.ruleset.functions,
             targets,
-            constraints=manager.ruleset.constraints,
             calibration=_renamed_by(manager.options.calibration, manager.ruleset),
         )
         self.builder = Builder(
@@ -268,16 +265,15 @@ class _Run:
         rules = [
             rule
             for rule in self.manager.ruleset.rules
-            if rule.match.repeat is not None and rule.name not in self.options.exclude_rules
+            if rule.pattern.repeat is not None and rule.name not in self.options.exclude_rules
         ]
         if not rules:
             return False
         block_rules = self.manager.block_rules
         if block_rules is None:
             for rule in rules:
-                location = f"{rule.span.path}:{rule.span.line}"
                 reason = "this run applies no `match repeat` rules (no block-rule applier)"
-                self.skips.append(SkipEntry(rule.name, location, reason))
+                self.skips.append(SkipEntry(rule.name, rule.location, reason))
             return False
         check = functools.partial(
             applicability, opsets=self.model.opset_imports, target=self.options.target_opset
@@ -311,7 +307,6 @@ class _Run:
 
     def _declared_passes(self) -> list[tuple[PassDefinition[Any], object]]:
         declared: list[tuple[PassDefinition[Any], object]] = []
-        ctx = EvalContext({}, self.model.opset_imports)
         for decl in self.manager.ruleset.passes:
             definition = self.manager.passes.get(decl.name)
             if definition is None:
@@ -319,7 +314,7 @@ class _Run:
                     f"{decl.span}: pass `{decl.name}` is not available in this run "
                     f"(available: {', '.join(sorted(self.manager.passes))})"
                 )
-            values = {key: evaluate(expr, ctx) for key, expr in decl.options}
+            values = dict(decl.options)
             try:
                 declared.append((definition, definition.make_options(values)))
             except ValueError as exc:
@@ -416,7 +411,7 @@ class _Run:
                 matched_ops=_trace.op_types(applied.matched),
                 created_ops=_trace.op_types(applied.created),
                 approximate=str(rule.rule.approximate or ""),
-                assumed=() if self.options.exact else _assumptions(rule.rule),
+                assumed=() if self.options.exact else rule.rule.assumes,
             )
         )
         worklist.extend(applied.created)
@@ -512,12 +507,3 @@ def _tensor_digest(tensor: ir.Tensor) -> bytes:
 
 
 _FINGERPRINT_ELEMENTS = 1 << 16
-
-
-def _assumptions(rule: ast.Rule) -> tuple[str, ...]:
-    """The `assumes` clause of `rule`, as names."""
-    return tuple(
-        name
-        for name, declared in (("finite", rule.assumes_finite), ("nonempty", rule.assumes_nonempty))
-        if declared
-    )

@@ -10,25 +10,32 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
 
 import ir
-from rewriter.dsl import _ast as ast
+from rewriter import rules
 from rewriter.engine import _facts
 from rewriter.engine._calibration import Calibration
 from rewriter.engine._compile import CompiledRule
-from rewriter.engine._evaluate import evaluate
 from rewriter.engine._explain import explain_condition, explain_line
 from rewriter.engine._literals import attribute_matches, constant_matches
-from rewriter.engine._values import EvalContext, EvalError, NodeRef, attr_to_python, equal, truth
+from rewriter.engine._values import (
+    Bindings,
+    EvalContext,
+    EvalError,
+    EvalValue,
+    NodeRef,
+    attr_to_python,
+    equal,
+    truth,
+)
 
 # A literal input is compared against constants up to this many elements; a bigger constant
 # is never treated as a literal (reading a large weight to compare it would be wasteful).
 LITERAL_SIZE_LIMIT = 1 << 16
 
 # A failure reason: a str.format template and its arguments (see `_Tracker`).
-_Reason = tuple[Any, ...]
+_Reason = tuple[str, *tuple[object, ...]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,7 +44,7 @@ class Match:
 
     rule: CompiledRule
     graph: ir.Graph
-    bindings: Mapping[str, Any]
+    bindings: Mapping[str, EvalValue]
     nodes: tuple[ir.Node, ...]
 
     @property
@@ -57,7 +64,7 @@ class MatchFailure:
 
 @dataclasses.dataclass(slots=True)
 class _State:
-    bindings: dict[str, Any]
+    bindings: Bindings
     nodes: list[ir.Node | None]
 
     def copy(self) -> _State:
@@ -80,9 +87,9 @@ class _Tracker:
         self.depth = -1
         self.node: ir.Node | None = None
         self.template = "no candidate"
-        self.args: tuple[Any, ...] = ()
+        self.args: tuple[object, ...] = ()
 
-    def fail(self, depth: int, node: ir.Node | None, template: str, *args: Any) -> None:
+    def fail(self, depth: int, node: ir.Node | None, template: str, *args: object) -> None:
         # The first failure at the deepest line wins: of a commutative op's two operand
         # orders, the order the rule writes is tried first and is the one a reader expects.
         if depth > self.depth:
@@ -103,7 +110,7 @@ class _QuietTracker(_Tracker):
 
     explains = False
 
-    def fail(self, depth: int, node: ir.Node | None, template: str, *args: Any) -> None:
+    def fail(self, depth: int, node: ir.Node | None, template: str, *args: object) -> None:
         return None
 
     def result(self) -> MatchFailure:
@@ -118,10 +125,6 @@ def _default_attr(op_type: str, name: str, domain: str, opset: int | None) -> ir
     return ir.schemas.attribute_default(op_type, name, domain, opset)
 
 
-def _literal_value(expr: ast.Expr) -> Any:
-    return evaluate(expr, EvalContext({}, {}))
-
-
 def _node_label(node: ir.Node) -> str:
     return f"{node.name or '<unnamed>'} ({node.op_type})"
 
@@ -132,17 +135,14 @@ class Matcher:
     def __init__(
         self,
         opset_imports: Mapping[str, int],
-        functions: Mapping[str, Callable[..., Any]] | None = None,
+        functions: Mapping[str, rules.Helper] | None = None,
         target_opsets: Mapping[str, int] | None = None,
-        constraints: Mapping[str, ast.Constraint] | None = None,
         calibration: Calibration | None = None,
     ) -> None:
         self.opset_imports = dict(opset_imports)
         self.functions = dict(functions or {})
         self.target_opsets = dict(target_opsets or {})
-        self.constraints = dict(constraints or {})
         self.calibration = calibration
-        self._literals: dict[int, Any] = {}
 
     def opset_of(self, domain: str) -> int | None:
         """The model's opset version for `domain` (None when not imported)."""
@@ -152,15 +152,10 @@ class Matcher:
             found = self.opset_imports.get("ai.onnx")
         return found
 
-    def eval_context(self, bindings: Mapping[str, Any]) -> EvalContext:
+    def eval_context(self, bindings: Mapping[str, EvalValue]) -> EvalContext:
         """An evaluation context over match bindings."""
         return EvalContext(
-            dict(bindings),
-            self.opset_imports,
-            self.functions,
-            self.target_opsets,
-            self.constraints,
-            self.calibration,
+            dict(bindings), self.opset_imports, self.functions, self.target_opsets, self.calibration
         )
 
     # entry point -----------------------------------------------------------------------------
@@ -238,7 +233,7 @@ class Matcher:
     def _match_line(
         self,
         rule: CompiledRule,
-        line: ast.NodePattern,
+        line: rules.NodePattern,
         line_index: int,
         node: ir.Node,
         state: _State,
@@ -250,9 +245,7 @@ class Matcher:
             return
         ops = rule.line_ops[line_index]
         if ops is not None and (ir.schemas.normalize_domain(node.domain), node.op_type) not in ops:
-            expected = " | ".join(
-                f"{r.domain}.{r.op_type}" if r.domain else r.op_type for r in line.op.alternatives
-            )
+            expected = " | ".join(str(op) for op in line.ops)
             tracker.fail(depth, node, "{} is not {}", node, expected)
             return
         state = state.copy()
@@ -260,8 +253,8 @@ class Matcher:
         reason = self._bind_outputs(line, node, state)
         if reason is None:
             reason = self._bind_attributes(line, node, state)
-        if reason is None and line.as_name is not None:
-            state.bindings[line.as_name] = NodeRef(node, self.opset_of(node.domain))
+        if reason is None and line.node_var is not None:
+            state.bindings[line.node_var] = NodeRef(node, self.opset_of(node.domain))
         if reason is not None:
             tracker.fail(depth, node, *reason)
             return
@@ -284,18 +277,20 @@ class Matcher:
                 template, *args = reason
                 tracker.fail(depth, node, "{}: " + template, node, *args)
 
-    def _bind_outputs(self, line: ast.NodePattern, node: ir.Node, state: _State) -> _Reason | None:
+    def _bind_outputs(
+        self, line: rules.NodePattern, node: ir.Node, state: _State
+    ) -> _Reason | None:
         outputs = list(node.outputs)
         while outputs and not outputs[-1].name:
             outputs.pop()
         expected = len(line.outputs)
-        if line.outputs_open:
+        if line.more_outputs:
             if len(outputs) < expected:
                 return ("{} has {} outputs, at least {} expected", node, len(outputs), expected)
         elif len(outputs) != expected:
             return ("{} has {} outputs, {} expected", node, len(outputs), expected)
         for pattern, value in zip(line.outputs, outputs, strict=False):
-            if isinstance(pattern, ast.Wildcard):
+            if isinstance(pattern, rules.AnyValue):
                 continue
             if not value.name:
                 return ("output `{}` of {} is absent", pattern.name, node)
@@ -304,39 +299,36 @@ class Matcher:
         return None
 
     def _bind_attributes(
-        self, line: ast.NodePattern, node: ir.Node, state: _State
+        self, line: rules.NodePattern, node: ir.Node, state: _State
     ) -> _Reason | None:
         if not line.attrs:
             return None
         opset = self.opset_of(node.domain)
         for entry in line.attrs:
-            if isinstance(entry, ast.AttrCopy):
-                continue
             attr = node.attributes.get(entry.name)
             if attr is None:
                 attr = _default_attr(node.op_type, entry.name, node.domain, opset)
             actual = None if attr is None else attr_to_python(attr)
-            if isinstance(entry.value, ast.Name):
-                if not _bind(state.bindings, entry.value.name, actual):
+            if isinstance(entry, rules.AttrBind):
+                if not _bind(state.bindings, entry.var, actual):
                     return (
                         "attribute `{}` = {!r} differs from `{}`",
                         entry.name,
                         actual,
-                        entry.value.name,
+                        entry.var,
                     )
                 continue
-            expected = self._literal(entry.value)
+            expected = entry.value
             if actual is None or not attribute_matches(actual, expected):
                 return ("attribute `{}` is {!r}, not {!r}", entry.name, actual, expected)
         return None
 
     def _bind_inputs(
-        self, line: ast.NodePattern, inputs: list[ir.Value | None], state: _State
+        self, line: rules.NodePattern, inputs: list[ir.Value | None], state: _State
     ) -> _Reason | None:
         patterns = line.inputs
-        variadic = (
-            bool(patterns) and isinstance(patterns[-1], ast.InputVar) and patterns[-1].variadic
-        )
+        last = patterns[-1] if patterns else None
+        variadic = isinstance(last, rules.InputVar) and last.variadic
         fixed = patterns[:-1] if variadic else patterns
         if len(inputs) > len(fixed) and not variadic:
             return ("has {} inputs, the pattern has {}", len(inputs), len(fixed))
@@ -345,22 +337,22 @@ class Matcher:
             reason = self._bind_input(pattern, value, i, state)
             if reason is not None:
                 return reason
-        if variadic:
+        if isinstance(last, rules.InputVar) and variadic:
             rest = tuple(inputs[len(fixed) :])
-            name = patterns[-1].name  # type: ignore[union-attr]
+            name = last.name
             if not _bind(state.bindings, name, rest):
                 return ("variadic `{}...` is bound to different values", name)
         return None
 
     def _bind_input(
-        self, pattern: ast.InputPattern, value: ir.Value | None, index: int, state: _State
+        self, pattern: rules.InputPattern, value: ir.Value | None, index: int, state: _State
     ) -> _Reason | None:
-        if isinstance(pattern, ast.Wildcard):
+        if isinstance(pattern, rules.AnyValue):
             return None
-        if isinstance(pattern, ast.InputLiteral):
+        if isinstance(pattern, rules.InputConst):
             if value is None:
                 return ("input {} is absent, a constant is expected", index)
-            expected = self._literal(pattern.value)
+            expected = pattern.value
             if not _constant_is(value, expected):
                 return ("input {} ({}) is not the constant {!r}", index, value.name, expected)
             return None
@@ -370,12 +362,6 @@ class Matcher:
             return ("input {} is not the value already bound to `{}`", index, pattern.name)
         return None
 
-    def _literal(self, expr: ast.Expr) -> Any:
-        key = id(expr)
-        if key not in self._literals:
-            self._literals[key] = _literal_value(expr)
-        return self._literals[key]
-
     # completion ------------------------------------------------------------------------------
     def _finish(
         self, rule: CompiledRule, state: _State, tracker: _Tracker, graph: ir.Graph
@@ -384,7 +370,7 @@ class Matcher:
         nodes = tuple(n for n in state.nodes if n is not None)
         var_of: dict[int, str] | None = None
         # A query (`rewrite find -e`) replaces nothing, so what else reads its values is moot.
-        for node in () if rule.rule.query else nodes:
+        for node in () if rule.rule.is_query else nodes:
             for out in node.outputs:
                 if not out.name:
                     continue
@@ -408,7 +394,7 @@ class Matcher:
                         node,
                     )
                     return None
-        if rule.rule.where and not self._where_holds(rule, state, tracker, depth + 1, nodes):
+        if rule.checks and not self._where_holds(rule, state, tracker, depth + 1, nodes):
             return None
         return Match(rule, graph, dict(state.bindings), tuple(state.nodes))  # type: ignore[arg-type]
 
@@ -422,30 +408,38 @@ class Matcher:
     ) -> bool:
         """True when every `where` line is definitely true; else record why not."""
         ctx = self.eval_context(state.bindings)
-        for condition in rule.rule.where:
-            line = condition.span.line
+        for index, (condition, check) in enumerate(
+            zip(rule.rule.conditions, rule.checks, strict=True)
+        ):
             try:
-                result = truth(evaluate(condition, ctx))
+                result = truth(check(ctx))
             except EvalError as exc:
                 message = _explained(condition, ctx, tracker) or exc.bare_message
-                tracker.fail(depth, None, "where line {}: {}", line, message)
+                tracker.fail(depth, None, "{}: {}", _condition_label(condition, index), message)
                 return False
             if result is True:
                 continue
             node = nodes[-1] if nodes else None
             verdict = "unknown (a fact is not known)" if result is not False else "false"
+            label = _condition_label(condition, index)
             if tracker.explains:
                 explained = explain_line(condition, ctx, verdict)
-                tracker.fail(depth, node, "where line {}: {}", line, explained)
+                tracker.fail(depth, node, "{}: {}", label, explained)
             else:
-                tracker.fail(depth, node, "where line {} is {}", line, verdict)
+                tracker.fail(depth, node, "{} is {}", label, verdict)
             return False
         return True
 
 
-def _explained(condition: ast.Expr, ctx: EvalContext, tracker: _Tracker) -> str | None:
+def _condition_label(condition: rules.Expr, index: int) -> str:
+    """`where line 12` for a condition written in a file; `condition 2` for one built in code."""
+    line = condition.span.line
+    return f"where line {line}" if line else f"condition {index + 1}"
+
+
+def _explained(condition: rules.Expr, ctx: EvalContext, tracker: _Tracker) -> str | None:
     """Which named constraint makes `condition` fail, when reasons are kept (`--why-not`)."""
-    if not tracker.explains or not ctx.constraints:
+    if not tracker.explains:
         return None
     return explain_condition(condition, ctx)
 
@@ -492,7 +486,7 @@ def _producers_fit(
     return True
 
 
-def _bind(bindings: dict[str, Any], name: str, value: Any) -> bool:
+def _bind(bindings: Bindings, name: str, value: EvalValue) -> bool:
     if name not in bindings:
         bindings[name] = value
         return True
@@ -504,7 +498,7 @@ def _bind(bindings: dict[str, Any], name: str, value: Any) -> bool:
     return equal(bound, value) is True
 
 
-def _constant_is(value: ir.Value, expected: Any) -> bool:
+def _constant_is(value: ir.Value, expected: rules.LiteralValue) -> bool:
     """True when `value` is a constant equal to the literal (see `_literals`)."""
     size = _facts.const_size(value)
     if size is None or size > LITERAL_SIZE_LIMIT:

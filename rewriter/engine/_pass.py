@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 import ir
-from rewriter.dsl import PassOption, PassSignature
 from rewriter.engine import _trace
+from rewriter.rules import PassOption, PassSignature
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ schema declares (a dtype name for Cast's `to`, a list for INTS, a tensor for TEN
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ import ir
 from rewriter.engine import _facts
 
 
-def literal_dtype(raw: Any, schema: Any, index: int, siblings: list[Any]) -> ir.DataType:
+def literal_dtype(raw: object, schema: Any, index: int, siblings: Sequence[object]) -> ir.DataType:
     """The dtype a Python literal takes as input `index` of a node (DSL.md's dtype rules)."""
     if schema is not None:
         formals = list(schema.inputs)

@@ -11,7 +11,7 @@ import collections
 from collections.abc import Iterable
 
 import ir
-from rewriter.dsl import _ast as ast
+from rewriter import rules
 from rewriter.engine._compile import CompiledRule, compile_rule
 
 
@@ -24,8 +24,8 @@ class RuleIndex:
         for rule in rules:
             if not rule.anchor_ops:
                 self.wildcard.append(rule)
-            for ref in rule.anchor_ops:
-                self.by_op[(ir.schemas.normalize_domain(ref.domain), ref.op_type)].append(rule)
+            for op in rule.anchor_ops:
+                self.by_op[(op.domain, op.op_type)].append(rule)
         key = _priority_key
         for bucket in self.by_op.values():
             bucket.sort(key=key)
@@ -59,13 +59,13 @@ def _priority_key(rule: CompiledRule) -> tuple[int, int]:
     return (-rule.priority, rule.order)
 
 
-def compile_rules(ruleset: ast.RuleSet) -> list[CompiledRule]:
+def compile_rules(ruleset: rules.RuleSet) -> list[CompiledRule]:
     """Compile every node-rewriting rule of a rule set (in load order).
 
     `match repeat` rules are left out: block rules roll chains their own way.
     """
     return [
-        compile_rule(rule, order, ruleset.constraints)
+        compile_rule(rule, order, ruleset.functions)
         for order, rule in enumerate(ruleset.rules)
-        if rule.match.repeat is None
+        if rule.pattern.repeat is None
     ]

@@ -10,14 +10,15 @@ This module is shared by the evaluator and the built-in functions.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 import ir
+from rewriter import rules
 from rewriter._errors import RewriteError, Span
-from rewriter.dsl import _ast as ast
 from rewriter.engine import _facts
 from rewriter.engine._calibration import Calibration
 
@@ -69,30 +70,49 @@ class NodeRef:
     opset: int | None
 
 
+Array: TypeAlias = npt.NDArray[Any]
+"""A tensor value computed by an expression (a constant's contents, a `let` result)."""
+
+EvalValue: TypeAlias = (
+    "ir.Value | NodeRef | Array | np.generic | int | float | bool | str | bytes | _Unknown"
+    " | list[EvalValue] | tuple[EvalValue, ...] | ir.Tensor | ir.Graph | ir.Type | None"
+)
+"""What an expression evaluates to.
+
+A matched value (`ir.Value`, standing for itself in fact built-ins and for its constant
+contents in arithmetic), a node bound with `as` (`NodeRef`), a tensor or numpy scalar, a
+Python number, bool or string (a symbolic dim is a `SymbolicDim` string), none, `UNKNOWN`,
+a list (`[1, 2]`, a shape) or a tuple (the values a variadic input `xs...` bound), or what
+an attribute holds (a tensor, a graph, a type).
+"""
+
+Bindings: TypeAlias = dict[str, EvalValue]
+"""Variable name -> value: what a match bound, then what a rewrite's statements add."""
+
+
 @dataclasses.dataclass(slots=True)
 class EvalContext:
-    """What an expression can see: bindings, the model's opsets, functions and constraints."""
+    """What an expression can see: bindings, the model's opsets and calibration, helpers."""
 
-    bindings: dict[str, Any]
+    bindings: Bindings
     opset_imports: Mapping[str, int]
-    functions: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
+    # The helper functions permitted `use` declarations registered, by name.
+    functions: Mapping[str, rules.Helper] = dataclasses.field(default_factory=dict)
     # The opsets a conversion is heading for (`--target-opset`); empty when not converting.
     target_opsets: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    # The named constraints a `where` line may call, by name.
-    constraints: Mapping[str, ast.Constraint] = dataclasses.field(default_factory=dict)
     # What the model's values held on calibration samples (`--calibration`), if given.
     calibration: Calibration | None = None
 
-    def inside(self, bindings: dict[str, Any]) -> EvalContext:
+    def inside(self, bindings: Bindings) -> EvalContext:
         """The context of a constraint's conditions: its parameters, and everything else."""
         return EvalContext(
-            bindings,
-            self.opset_imports,
-            self.functions,
-            self.target_opsets,
-            self.constraints,
-            self.calibration,
+            bindings, self.opset_imports, self.functions, self.target_opsets, self.calibration
         )
+
+
+def is_unknown(value: object) -> bool:
+    """True for `UNKNOWN` (a function, so that comparing an untyped value keeps its type)."""
+    return value is UNKNOWN
 
 
 def is_true(value: object) -> bool:
@@ -147,7 +167,7 @@ def exact_numpy() -> Any:
     return np.errstate(all="ignore")
 
 
-def numeric(value: Any, span: Span | None = None) -> Any:
+def numeric(value: EvalValue, span: Span | None = None) -> Any:
     """An operand for arithmetic: constants become arrays, lists arrays, dims stay ints."""
     if value is UNKNOWN:
         return UNKNOWN
@@ -238,7 +258,7 @@ def equal(a: object, b: object) -> bool | _Unknown:
     return bool(a == b)
 
 
-def node_attribute(ref: NodeRef, name: str) -> Any:
+def node_attribute(ref: NodeRef, name: str) -> EvalValue:
     """A matched node's attribute as a Python value, schema-default aware (None if absent)."""
     node = ref.node
     if name == "op":
@@ -255,11 +275,14 @@ def node_attribute(ref: NodeRef, name: str) -> Any:
     return attr_to_python(attr)
 
 
-def attr_to_python(attr: ir.Attr) -> Any:
+def attr_to_python(attr: ir.Attr) -> EvalValue:
     """An attribute's value as the expression language sees it (lists, arrays, numbers)."""
     value = attr.value
     if isinstance(value, ir.Tensor):
         return np.asarray(value.numpy())
     if isinstance(value, tuple):
-        return [np.asarray(v.numpy()) if isinstance(v, ir.Tensor) else v for v in value]
+        items: list[EvalValue] = []
+        for item in value:
+            items.append(np.asarray(item.numpy()) if isinstance(item, ir.Tensor) else item)
+        return items
     return value

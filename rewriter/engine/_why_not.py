@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Sequence
 
 import ir
+from rewriter import rules
 from rewriter._errors import RewriteError
-from rewriter.dsl import _ast as ast
 from rewriter.engine import _trace
 from rewriter.engine._applicability import applicability
 from rewriter.engine._builder import Builder
@@ -44,7 +44,7 @@ class WhyNot:
 
 
 def why_not(
-    ruleset: ast.RuleSet,
+    ruleset: rules.RuleSet,
     rules: Sequence[CompiledRule],
     model: ir.Model,
     rule_name: str,
@@ -66,12 +66,10 @@ def why_not(
         infer_facts(model)
     skipped = applicability(rule, model.opset_imports, target_opset) or ""
     targets = {"": target_opset} if target_opset else {}
-    matcher = Matcher(
-        model.opset_imports, ruleset.functions, targets, ruleset.constraints, calibration
-    )
+    matcher = Matcher(model.opset_imports, ruleset.functions, targets, calibration)
     builder = Builder(model, matcher, ir.NameAllocator(model))
     outcomes = []
-    anchors = {(ir.schemas.normalize_domain(r.domain), r.op_type) for r in rule.anchor_ops}
+    anchors = {(op.domain, op.op_type) for op in rule.anchor_ops}
     for graph in model.graphs():
         for node in graph:
             key = (ir.schemas.normalize_domain(node.domain), node.op_type)

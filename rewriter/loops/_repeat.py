@@ -29,8 +29,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 import ir
+from rewriter import rules
 from rewriter._errors import RuleCheckError
-from rewriter.dsl import _ast as ast
 from rewriter.engine import (
     SOURCE_TAG,
     CompiledRule,
@@ -68,13 +68,13 @@ class _Block:
     out: ir.Value
 
 
-def _defines(line: ast.NodePattern, name: str) -> bool:
-    return any(isinstance(o, ast.OutputVar) and o.name == name for o in line.outputs)
+def _defines(line: rules.NodePattern, name: str) -> bool:
+    return name in line.output_names
 
 
-def compile_block_rule(rule: ast.Rule, order: int) -> CompiledRule | str:
+def compile_block_rule(rule: rules.Rule, order: int) -> CompiledRule | str:
     """A matching plan for one block, anchored at the line defining `out` (or why not)."""
-    repeat = rule.match.repeat
+    repeat = rule.pattern.repeat
     assert repeat is not None, "only repeat rules are compiled here"
     defining = [line for line in repeat.body if _defines(line, repeat.to_var)]
     if len(defining) != 1:
@@ -83,7 +83,7 @@ def compile_block_rule(rule: ast.Rule, order: int) -> CompiledRule | str:
     body = (*others, defining[0])
     reordered = dataclasses.replace(
         rule,
-        match=dataclasses.replace(rule.match, repeat=dataclasses.replace(repeat, body=body)),
+        pattern=dataclasses.replace(rule.pattern, repeat=dataclasses.replace(repeat, body=body)),
     )
     try:
         compiled = compile_rule(reordered, order)
@@ -95,7 +95,7 @@ def compile_block_rule(rule: ast.Rule, order: int) -> CompiledRule | str:
     return dataclasses.replace(compiled, redefined=frozenset({repeat.to_var}))
 
 
-def count_holds(repeat: ast.RepeatPattern, n: int) -> bool:
+def count_holds(repeat: rules.RepeatPattern, n: int) -> bool:
     """Whether a chain of `n` blocks satisfies `repeat (n OP K)`."""
     k = repeat.count
     return {
@@ -109,9 +109,9 @@ def count_holds(repeat: ast.RepeatPattern, n: int) -> bool:
 
 
 def _find_blocks(graph: ir.Graph, compiled: CompiledRule, matcher: Matcher) -> list[_Block]:
-    repeat = compiled.rule.match.repeat
+    repeat = compiled.rule.pattern.repeat
     assert repeat is not None, "only repeat rules are matched here"
-    anchors = {(ir.schemas.normalize_domain(r.domain), r.op_type) for r in compiled.anchor_ops}
+    anchors = {(op.domain, op.op_type) for op in compiled.anchor_ops}
     claimed: dict[ir.Node, None] = {}
     blocks: list[_Block] = []
     for node in ir.topological_order(graph):
@@ -176,7 +176,7 @@ def _plan_chain(graph: ir.Graph, chain: list[_Block]) -> ChainPlan | str:
 
 
 def _longest_run(
-    graph: ir.Graph, chain: list[_Block], repeat: ast.RepeatPattern
+    graph: ir.Graph, chain: list[_Block], repeat: rules.RepeatPattern
 ) -> tuple[list[_Block], ChainPlan, str] | str:
     """The longest run of the chain's blocks that rolls, with its plan.
 
@@ -225,7 +225,7 @@ def _apply_rule(
     names: ir.NameAllocator,
     record: bool = False,
 ) -> tuple[list[TraceEntry], list[SkipEntry]]:
-    repeat = compiled.rule.match.repeat
+    repeat = compiled.rule.pattern.repeat
     assert repeat is not None, "only repeat rules are applied here"
     entries: list[TraceEntry] = []
     skips: list[SkipEntry] = []
@@ -282,7 +282,7 @@ def _apply_rule(
 
 def apply_repeat_rules(
     model: ir.Model,
-    rules: Sequence[ast.Rule],
+    block_rules: Sequence[rules.Rule],
     matcher: Matcher,
     names: ir.NameAllocator | None = None,
     applicability: Applicability | None = None,
@@ -292,8 +292,8 @@ def apply_repeat_rules(
 
     Args:
         model: the model to rewrite (main graph and nested graphs).
-        rules: rules whose match is a `repeat` block and whose rewrite is `rewrite loop`
-            (other rules are ignored).
+        block_rules: rules whose match is a `repeat` block and whose rewrite is
+            `rewrite loop` (other rules are ignored).
         matcher: the engine's matcher for this model.
         names: the run's name allocator (a new one when omitted).
         applicability: why a compiled rule cannot apply to this model (`requires`), or None.
@@ -303,10 +303,10 @@ def apply_repeat_rules(
     names = names or ir.NameAllocator(model)
     entries: list[TraceEntry] = []
     skips: list[SkipEntry] = []
-    for order, rule in enumerate(rules):
-        if rule.match.repeat is None or not isinstance(rule.rewrite, ast.RewriteLoop):
+    for order, rule in enumerate(block_rules):
+        if rule.pattern.repeat is None or not isinstance(rule.rewrite, rules.RollLoop):
             continue
-        location = f"{rule.span.path}:{rule.span.line}"
+        location = rule.location
         compiled = compile_block_rule(rule, order)
         if isinstance(compiled, str):
             skips.append(SkipEntry(rule.name, location, compiled))

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ir
-from rewriter.api import RewriteResult
-from rewriter.api._profile import Profile
+from rewriter.api import Profile, RewriteResult
 from rewriter.report._dot import INSTALL_HINT
 from rewriter.report._options import ReportOptions
 from rewriter.report._rewrite_page import render_rewrite_report

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import ir
 from rewriter.api import RewriteResult
-from rewriter.api._stats import collect
+from rewriter.api import collect_stats as collect
 from rewriter.report import _rule_sections
 from rewriter.report._chart import Series, bar_chart, threshold_chart
 from rewriter.report._html import Html, esc, human_bytes, page, seconds, section, table

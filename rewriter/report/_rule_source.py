@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from rewriter._errors import Span
-from rewriter.dsl import _ast as ast
+from rewriter.rules import RuleSet
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -21,14 +21,12 @@ class RuleSource:
     text: str
 
 
-def find_rule_source(ruleset: ast.RuleSet, name: str) -> RuleSource | None:
+def find_rule_source(ruleset: RuleSet, name: str) -> RuleSource | None:
     """The text of the rule or pass declaration called `name`, or None if unknown."""
     span = _find_span(ruleset, name)
     if span is None:
         return None
     text = ruleset.sources.get(span.path)
-    if text is None:
-        text = next((f.source for f in ruleset.files if f.path == span.path), "")
     if not text:
         return None
     lines = text.splitlines()
@@ -39,7 +37,7 @@ def find_rule_source(ruleset: ast.RuleSet, name: str) -> RuleSource | None:
     return RuleSource(span.path, first + 1, "\n".join(lines[first:last]))
 
 
-def _find_span(ruleset: ast.RuleSet, name: str) -> Span | None:
+def _find_span(ruleset: RuleSet, name: str) -> Span | None:
     rule = ruleset.rule(name)
     if rule is not None:
         return rule.span

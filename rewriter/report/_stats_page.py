@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 
 import ir
-from rewriter.api._profile import Profile
-from rewriter.api._stats import collect
+from rewriter.api import Profile
+from rewriter.api import collect_stats as collect
 from rewriter.report._chart import Series, bar_chart, histogram
 from rewriter.report._html import Html, esc, human_bytes, page, section, table
 

@@ -52,7 +52,12 @@ from rewriter.verification._approximation import (
 )
 from rewriter.verification._bisect import find_first_bad
 from rewriter.verification._calibration import collect_calibration
-from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
+from rewriter.verification._check import (
+    VerifyProgress,
+    check_equivalence,
+    check_on_inputs,
+    run_model,
+)
 from rewriter.verification._compare import (
     DEFAULT_FACTOR,
     FLOOR_ULPS,
@@ -61,7 +66,11 @@ from rewriter.verification._compare import (
     accuracy_floor,
     default_tolerance,
 )
-from rewriter.verification._counterexample import load_counterexample, save_counterexample
+from rewriter.verification._counterexample import (
+    default_counterexample_path,
+    load_counterexample,
+    save_counterexample,
+)
 from rewriter.verification._errors import VerifyError
 from rewriter.verification._kernels import KERNELS, extract_image_patches
 from rewriter.verification._metrics import METRICS, Acceptance, measure, parse_acceptance
@@ -119,6 +128,7 @@ __all__ = [
     "OutputStats",
     "Tolerance",
     "VerifyError",
+    "VerifyProgress",
     "VerifyResult",
     "acceptances",
     "accuracy_data",
@@ -127,6 +137,7 @@ __all__ = [
     "check_equivalence",
     "check_on_inputs",
     "collect_calibration",
+    "default_counterexample_path",
     "default_tolerance",
     "extract_image_patches",
     "find_first_bad",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rewriter.dsl import APPROXIMATION_METRICS
+from rewriter.rules import APPROXIMATION_METRICS
 
 # Metric -> the comparison that means "at least this good". A rule's `approximate` clause
 # takes the first four; `top1` (classifier agreement) is for whole models only.

@@ -21,7 +21,7 @@ FILES = sorted(LIBRARY.rglob("*.rw"))
 @pytest.mark.parametrize("path", FILES, ids=[p.relative_to(LIBRARY).as_posix() for p in FILES])
 def test_every_library_file_loads_on_its_own(path: Path) -> None:
     ruleset = load_rules(path)
-    assert ruleset.files[0].path == str(path)
+    assert ruleset.paths[0] == str(path)
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,7 @@ def test_every_library_file_loads_on_its_own(path: Path) -> None:
 )
 def test_the_documented_rule_selections_load_each_file_once(rules: list[Path]) -> None:
     ruleset = load_ruleset(rules)
-    loaded = [Path(f.path).resolve() for f in ruleset.files]
+    loaded = [Path(p).resolve() for p in ruleset.paths]
     assert len(loaded) == len(set(loaded))
     names = [r.name for r in ruleset.rules]
     assert len(names) == len(set(names))
@@ -61,7 +61,7 @@ def test_the_documented_rule_selections_load_each_file_once(rules: list[Path]) -
 
 def test_the_default_library_never_quantizes() -> None:
     ruleset = load_ruleset([LIBRARY])
-    assert not any("/quantize/" in f.path for f in ruleset.files)
+    assert not any("/quantize/" in p for p in ruleset.paths)
     assert not any(rule.approximate for rule in ruleset.rules)
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rewriter.dsl import Signature
 from rewriter.engine._builtins import _numbers, _quantize, _tensors, _value_facts
 from rewriter.engine._builtins._registry import Builtin, Implementation, builtin, collect
+from rewriter.rules import Signature
 
 BUILTINS: Mapping[str, Builtin] = collect((_value_facts, _numbers, _tensors, _quantize))
 """Every built-in function, by name."""

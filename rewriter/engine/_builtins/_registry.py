@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
-from rewriter.dsl import Signature
+from rewriter.rules import Signature
 
 Implementation = Callable[..., Any]
 """Takes the evaluation context first, then the call's arguments."""

@@ -10,7 +10,8 @@ import pytest
 from rewriter._errors import RuleCheckError, RuleSyntaxError
 from rewriter.api import check_files as check
 from rewriter.api import load_rules
-from rewriter.dsl import Const, PassDecl, Rule, parse
+from rewriter.dsl import parse
+from rewriter.rules import PassUse, Rule
 
 RULE_A = "# x*1 -> x\nrule a: y = Mul (x, 1) => y = x\n"
 RULE_B = "# x+0 -> x\nrule b: y = Add (x, 0) => y = x\n"
@@ -36,15 +37,11 @@ def test_load_rules_reads_folders_recursively_in_sorted_path_order(tmp_path: Pat
     _write(tmp_path, "m/ignored.txt", "rule nope")
     rules = load_rules(tmp_path)
     assert [r.name for r in rules.rules] == ["b", "a"]
-    assert [f.path for f in rules.files] == [str(tmp_path / "m" / "b.rw"), str(tmp_path / "z.rw")]
-    assert rules.passes == (PassDecl("fold_constants", (("max_output_bytes", _const(10)),)),)
+    assert list(rules.paths) == [str(tmp_path / "m" / "b.rw"), str(tmp_path / "z.rw")]
+    assert rules.passes == (PassUse("fold_constants", (("max_output_bytes", 10),)),)
     assert rules.sources[str(tmp_path / "z.rw")] == RULE_A
     assert rules.warnings == ()
     assert isinstance(rules.rule("a"), Rule)
-
-
-def _const(value: int) -> Const:
-    return Const(value)
 
 
 def test_load_rules_accepts_files_and_reads_each_once(tmp_path: Path) -> None:

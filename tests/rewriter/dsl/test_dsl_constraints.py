@@ -19,12 +19,13 @@ from rewriter.dsl import (
     BoolOp,
     Constraint,
     IncludeDecl,
+    Lowering,
+    Rule,
     dump,
-    expression_text,
     format_file,
-    inline_constraints,
     parse,
 )
+from rewriter.rules import expression_text, inline_constraints
 
 IS_FLOAT = 'constraint is_float(x) {\n  dtype(x) in ["float", "float16", "bfloat16", "double"]\n}\n'
 FLOAT_RELU = (
@@ -93,7 +94,7 @@ def test_include_loads_the_file_after_the_named_ones(tmp_path: Path) -> None:
     )
     other = _write(tmp_path, "other.rw", "rule id: y = Identity (x) => y = x\n")
     rules = load_rules(rules_file, other)
-    assert [f.path for f in rules.files] == [
+    assert list(rules.paths) == [
         str(rules_file),
         str(other),
         str(tmp_path / "shared" / "constraints.rw"),
@@ -106,7 +107,7 @@ def test_a_file_named_and_included_is_loaded_once(tmp_path: Path) -> None:
     _write(tmp_path, "opt_in/a.rw", 'include "../constraints.rw"\n' + FLOAT_RELU)
     _write(tmp_path, "opt_in/b.rw", 'include "../constraints.rw"\n')
     rules = load_rules(shared, tmp_path / "opt_in")
-    assert [Path(f.path).name for f in rules.files] == ["constraints.rw", "a.rw", "b.rw"]
+    assert [Path(p).name for p in rules.paths] == ["constraints.rw", "a.rw", "b.rw"]
 
 
 def test_an_include_of_a_missing_file_is_a_located_error(tmp_path: Path) -> None:
@@ -257,7 +258,8 @@ def test_inlining_spells_out_calls_with_the_arguments_in_place() -> None:
     file = parse(text)
     constraints = {c.name: c for c in file.items if isinstance(c, Constraint)}
     rule = file.items[-1]
-    lines = inline_constraints(rule.where, constraints)  # type: ignore[union-attr]
+    assert isinstance(rule, Rule)
+    lines = inline_constraints(Lowering(constraints).rule(rule).conditions)
     assert [expression_text(line) for line in lines] == [
         "rank(p) <= 4",
         "rank(p) >= 1",
@@ -269,9 +271,11 @@ def test_inlining_spells_out_calls_with_the_arguments_in_place() -> None:
     assert (lines[0].span.line, lines[0].left.args[0].span.line) == (2, 14)  # type: ignore[attr-defined]
 
 
-def test_without_constraints_inlining_changes_nothing() -> None:
-    rule = parse(FLOAT_RELU).items[0]
-    assert inline_constraints(rule.where, {}) == rule.where  # type: ignore[union-attr]
+def test_without_constraint_calls_inlining_changes_nothing() -> None:
+    rule = parse(FLOAT_RELU.replace("is_float(x)", 'dtype(x) == "float"')).items[0]
+    assert isinstance(rule, Rule)
+    conditions = Lowering({}).rule(rule).conditions
+    assert inline_constraints(conditions) == conditions == rule.where
 
 
 # -- formatting and dump -----------------------------------------------------------------------

@@ -6,7 +6,7 @@ import onnx
 import pytest
 
 from rewriter.cli import main
-from rewriter.dsl import Constraint, parse
+from rewriter.dsl import Constraint, Lowering, Rule, parse
 from rewriter.engine import UNKNOWN, EvalContext, evaluate
 from tests.helpers import model_from_text, op_types, run_rules
 
@@ -27,8 +27,9 @@ constraint outer(a, b) {
 def _evaluate(text: str, **bindings: object) -> object:
     constraints = {c.name: c for c in parse(CONSTRAINTS).items if isinstance(c, Constraint)}
     rule = parse(f"rule r: y = Relu (x) => y = x where {text}").items[0]
-    ctx = EvalContext(dict(bindings), {"": 17}, constraints=constraints)
-    return evaluate(rule.where[0], ctx)  # type: ignore[union-attr]
+    assert isinstance(rule, Rule)
+    lowered = Lowering(constraints).rule(rule)
+    return evaluate(lowered.conditions[0], EvalContext(dict(bindings), {"": 17}))
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
-"""What rule files may name besides ops: functions and passes, with their signatures.
+"""What rules may name besides ops: functions and passes, with their signatures.
 
-The language does not define the built-in functions and passes; the engine does (each with
-its implementation) and hands the checker a `Vocabulary` listing their signatures. So the
-checker knows every name a rule may call, and the language layer imports nothing above it.
+The rule IR does not define the built-in functions and passes; the engine does (each with
+its implementation) and hands the rule language's checker a `Vocabulary` listing their
+signatures. So the checker knows every name a rule may call, and neither the language nor the
+engine imports the other.
 """
 
 from __future__ import annotations
@@ -67,3 +68,18 @@ class Vocabulary:
 
     functions: Mapping[str, Signature] = dataclasses.field(default_factory=dict)
     passes: Mapping[str, PassSignature] = dataclasses.field(default_factory=dict)
+
+
+QUANTIZATION_OPS = frozenset(
+    {
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "DynamicQuantizeLinear",
+        "MatMulInteger",
+        "ConvInteger",
+        "MatMulNBits",
+        "MatMulIntegerToFloat",
+        "DynamicQuantizeMatMul",
+    }
+)
+"""Ops whose presence in a rewrite means values are held in fewer bits (QLinear* too)."""

@@ -1,10 +1,12 @@
 """Print expressions and literals in canonical `.rw` syntax, with minimal parentheses.
 
-Parentheses follow the grammar's precedence (`grammar.lark`), so printing then parsing
-gives back an equal AST. Layout is the formatter's business: it passes a `group` callback
-that decides how a bracketed list is laid out (exploded one item per line or not), and a
-`line_break` callback that says where an expression keeps a line break (to keep a comment
-written after an operator).
+Parentheses follow the rule language's precedence (`rewriter/dsl/grammar.lark`), so printing
+then parsing gives back an equal expression. Messages quote rule conditions this way
+(`expression_text`), whether the rule was written in a `.rw` file or built in Python.
+
+Layout is the formatter's business: it passes a `group` callback that decides how a bracketed
+list is laid out (exploded one item per line or not), and a `line_break` callback that says
+where an expression keeps a line break (to keep a comment written after an operator).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from rewriter._errors import Span
-from rewriter.dsl import _ast as ast
+from rewriter.rules import _expr as ast
 
 # Precedence levels, loosest first, as in the grammar.
 CONDITIONAL = 1
@@ -55,7 +57,7 @@ def level(expr: ast.Expr) -> int:
         return COALESCE
     if isinstance(expr, ast.Binary):
         return _BINARY_LEVELS.get(expr.op, SUM)
-    if isinstance(expr, ast.Call | ast.Attribute | ast.Index):
+    if isinstance(expr, ast.Call | ast.ConstraintCall | ast.Attribute | ast.Index):
         return POSTFIX
     if isinstance(expr, ast.Const) and _is_negative_number(expr.value):
         return UNARY
@@ -109,6 +111,10 @@ class ExprPrinter:
             return f"({text})"
         return text
 
+    def attribute_value(self, expr: ast.Expr, indent: int) -> str:
+        """`expr` as an attribute's value inside `<...>`, where `==` and looser need parentheses."""
+        return self.expr(expr, indent, COALESCE)
+
     def _clarified(self, expr: ast.Expr, indent: int, minimum: int, parent: ast.Expr) -> str:
         """Like `expr`, but also parenthesizes where precedence is correct but easy to misread.
 
@@ -145,7 +151,7 @@ class ExprPrinter:
             return f"{left} ??{space}{self.expr(expr.right, inner, COALESCE)}"
         if isinstance(expr, ast.Conditional):
             return self._conditional(expr, indent)
-        if isinstance(expr, ast.Call):
+        if isinstance(expr, ast.Call | ast.ConstraintCall):
             return self._call(expr, indent)
         if isinstance(expr, ast.Attribute):
             return f"{self._postfix_base(expr.obj, indent)}.{expr.name}"
@@ -197,10 +203,10 @@ class ExprPrinter:
         space, inner = self._space(expr.left, expr.right, indent)
         return f"{left} {expr.op}{space}{self.expr(expr.right, inner, own + 1)}"
 
-    def _call(self, call: ast.Call, indent: int) -> str:
+    def _call(self, call: ast.Call | ast.ConstraintCall, indent: int) -> str:
         renderers: list[Callable[[int], str]] = [_bind(self.expr, a) for a in call.args]
         spans = [a.span for a in call.args]
-        for key, value in call.kwargs:
+        for key, value in call.kwargs if isinstance(call, ast.Call) else ():
             renderers.append(_bind_keyword(self.expr, key, value))
             spans.append(value.span)
         args = self.group("(", ")", renderers, spans, call.span.end_line, indent)
