@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import ir
-from rewriter.dsl import _ast as ast
-from rewriter.dsl import parse
-from rewriter.engine._matcher import Matcher
+from rewriter import rules
+from rewriter.dsl import Lowering, Rule, parse
+from rewriter.engine import Matcher
 from rewriter.loops import apply_repeat_rules
 from tests.rewriter.loops.loop_models import (
     assert_same_on,
@@ -30,14 +30,14 @@ rule roll_dense priority 0 {
 """
 
 
-def _rule(text: str = _DENSE, count: int = 3) -> ast.Rule:
+def _rule(text: str = _DENSE, count: int = 3) -> rules.Rule:
     parsed = parse(text.replace("COUNT", str(count)), "dense.rw")
     rule = parsed.items[0]
-    assert isinstance(rule, ast.Rule)
-    return rule
+    assert isinstance(rule, Rule)
+    return Lowering({}).rule(rule)
 
 
-def _apply(model: ir.Model, rule: ast.Rule):
+def _apply(model: ir.Model, rule: rules.Rule):
     return apply_repeat_rules(model, [rule], Matcher(model.opset_imports))
 
 
