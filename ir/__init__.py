@@ -60,6 +60,7 @@ from ir._infer import (
     merge_types,
     record_inferred_type,
 )
+from ir._journal import InputChange, Journal, OutputChange
 from ir._names import NameAllocator
 from ir._serde import from_onnx, to_onnx
 from ir._serde_io import load, save
@@ -88,6 +89,8 @@ __all__ = [
     "Graph",
     "GraphStructureError",
     "IRError",
+    "InputChange",
+    "Journal",
     "MapType",
     "Model",
     "ModelLoadError",
@@ -97,6 +100,7 @@ __all__ = [
     "NumpyTensor",
     "OpaqueType",
     "OptionalType",
+    "OutputChange",
     "SequenceType",
     "SparseTensorType",
     "Tensor",

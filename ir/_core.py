@@ -29,6 +29,8 @@ from ir._enums import AttrType, DataType
 if TYPE_CHECKING:
     import numpy.typing as npt
 
+    from ir._journal import Journal
+
 
 class IRError(Exception):
     """Base class of errors about a model's contents (bad input, not misuse of the API)."""
@@ -425,12 +427,41 @@ def _bits(mask: int) -> Iterator[int]:
         mask ^= low
 
 
+def _journal_of_node(node: Node) -> Journal | None:
+    """The open journal of the graph `node` belongs to, if any."""
+    graph = node._graph
+    return None if graph is None else graph._journal
+
+
+def _journal_of_value(value: Value) -> Journal | None:
+    """The open journal of the graph that defines `value`, if any."""
+    producer = value._producer
+    graph = producer._graph if producer is not None else value._graph
+    return None if graph is None else graph._journal
+
+
+def _record_node(node: Node) -> None:
+    """Tell an open journal that `node` is about to change."""
+    journal = _journal_of_node(node)
+    if journal is not None:
+        journal.node(node)
+
+
+def _record_value(value: Value) -> None:
+    """Tell an open journal that `value` is about to change."""
+    journal = _journal_of_value(value)
+    if journal is not None:
+        journal.value(value)
+
+
 def _add_use(value: Value, node: Node, index: int) -> None:
+    _record_value(value)
     uses = value._uses
     uses[node] = uses.get(node, 0) | 1 << index
 
 
 def _drop_use(value: Value, node: Node, index: int) -> None:
+    _record_value(value)
     uses = value._uses
     mask = uses.get(node, 0) & ~(1 << index)
     if mask:
@@ -490,17 +521,23 @@ class Value:
 
     @doc_string.setter
     def doc_string(self, value: str) -> None:
+        _record_value(self)
         self._doc_string = value
 
     @property
     def metadata_props(self) -> dict[str, str]:
-        """String key/value metadata (from value_info), changed in place."""
+        """String key/value metadata (from value_info), changed in place.
+
+        An open journal sees the dict replaced (`value.metadata_props = ...`), not changed in
+        place.
+        """
         if self._metadata_props is None:
             self._metadata_props = {}
         return self._metadata_props
 
     @metadata_props.setter
     def metadata_props(self, value: Mapping[str, str]) -> None:
+        _record_value(self)
         self._metadata_props = dict(value)
 
     @property
@@ -520,6 +557,7 @@ class Value:
     def name(self, new_name: str) -> None:
         if new_name == self._name:
             return
+        _record_value(self)
         graph = self._graph
         if graph is not None and self._name in graph._initializers:
             graph._rename_initializer(self, new_name)
@@ -608,6 +646,7 @@ class Value:
 
     @type.setter
     def type(self, new_type: Type | None) -> None:
+        _record_value(self)
         self._type = new_type
 
     @property
@@ -637,6 +676,7 @@ class Value:
 
     @const_value.setter
     def const_value(self, tensor: Tensor | None) -> None:
+        _record_value(self)
         self._const_value = tensor
 
 
@@ -784,6 +824,7 @@ class Node:
         self._inputs = inputs
         for index, maybe in enumerate(inputs):
             if maybe is not None:
+                _record_value(maybe)
                 uses = maybe._uses
                 uses[self] = uses.get(self, 0) | 1 << index
         self._attributes = attributes
@@ -807,6 +848,7 @@ class Node:
 
     @op_type.setter
     def op_type(self, value: str) -> None:
+        _record_node(self)
         self._op_type = value
 
     @property
@@ -816,6 +858,7 @@ class Node:
 
     @domain.setter
     def domain(self, value: str) -> None:
+        _record_node(self)
         self._domain = value
 
     @property
@@ -825,6 +868,7 @@ class Node:
 
     @overload.setter
     def overload(self, value: str) -> None:
+        _record_node(self)
         self._overload = value
 
     @property
@@ -834,6 +878,7 @@ class Node:
 
     @name.setter
     def name(self, value: str) -> None:
+        _record_node(self)
         self._name = value
 
     @property
@@ -843,6 +888,7 @@ class Node:
 
     @doc_string.setter
     def doc_string(self, value: str) -> None:
+        _record_node(self)
         self._doc_string = value
 
     @property
@@ -852,6 +898,7 @@ class Node:
 
     def set_metadata(self, key: str, value: str) -> None:
         """Set one metadata entry (the metadata dict is replaced, not changed in place)."""
+        _record_node(self)
         self._metadata_props = {**(self._metadata_props or {}), key: value}
 
     def _attrs(self) -> dict[str, Attr]:
@@ -901,6 +948,7 @@ class Node:
         old = self._inputs[index]
         if old is value:
             return
+        _record_node(self)
         if old is not None:
             _drop_use(old, self, index)
         if value is not None:
@@ -911,6 +959,7 @@ class Node:
 
     def set_inputs(self, values: Sequence[Value | None]) -> None:
         """Replace the whole input list (its length may change)."""
+        _record_node(self)
         self.detach_inputs()
         self._inputs = tuple(values)
         for i, value in enumerate(self._inputs):
@@ -935,6 +984,7 @@ class Node:
     def set_attribute(self, attr: Attr) -> None:
         """Add or replace one attribute (the attribute dict is replaced, not changed)."""
         attrs = self._attrs()
+        _record_node(self)
         old = attrs.get(attr.name)
         if old is not None:
             for sub in old.graphs():
@@ -949,6 +999,7 @@ class Node:
         old = attrs.get(name)
         if old is None:
             return
+        _record_node(self)
         for sub in old.graphs():
             sub._set_owner(None)
         self._attributes = {key: attr for key, attr in attrs.items() if key != name}
@@ -977,6 +1028,7 @@ class Node:
         """Drop this node's uses of its inputs (the inputs are kept in `inputs`)."""
         for value in self._inputs:
             if value is not None:
+                _record_value(value)
                 value._uses.pop(self, None)
 
 
@@ -1031,6 +1083,7 @@ class Graph:
         "_doc_string",
         "_initializers",
         "_inputs",
+        "_journal",
         "_name",
         "_nodes",
         "_outputs",
@@ -1068,6 +1121,8 @@ class Graph:
         self._sparse_initializers: dict[str, Value] = {}
         self._nodes: dict[Node, None] = {}
         self._owner: Node | Function | None = None
+        # The journal recording changes to this graph, while one is open (see `ir.Journal`).
+        self._journal: Journal | None = None
         for value in inputs:
             self.add_input(value)
         for value in initializers:
@@ -1092,6 +1147,7 @@ class Graph:
 
     @name.setter
     def name(self, value: str) -> None:
+        self._record_fields()
         self._name = value
 
     @property
@@ -1101,6 +1157,7 @@ class Graph:
 
     @doc_string.setter
     def doc_string(self, value: str) -> None:
+        self._record_fields()
         self._doc_string = value
 
     # structure -------------------------------------------------------------------------------
@@ -1143,13 +1200,31 @@ class Graph:
         """The node whose attribute holds this graph, or the function it is the body of."""
         return self._owner
 
+    def _record_fields(self) -> None:
+        if self._journal is not None:
+            self._journal.graph_fields(self)
+
+    def _record_io(self) -> None:
+        if self._journal is not None:
+            self._journal.graph_io(self)
+
+    def _record_order(self) -> None:
+        if self._journal is not None:
+            self._journal.order(self)
+
+    def _record_initializers(self) -> None:
+        if self._journal is not None:
+            self._journal.initializers(self)
+
     def add_input(self, value: Value) -> None:
         """Append a graph input."""
+        self._record_io()
         self._claim(value)
         self._inputs.append(value)
 
     def insert_input(self, index: int, value: Value) -> None:
         """Insert a graph input at `index`."""
+        self._record_io()
         self._claim(value)
         self._inputs.insert(index, value)
 
@@ -1161,20 +1236,25 @@ class Graph:
         """
         if value._uses and self._initializers.get(value.name) is not value:
             raise ValueError(f"graph input {value.name!r} still has uses")
+        self._record_io()
+        _record_value(value)
         self._inputs.remove(value)
         if not self._is_defined_here(value):
             value._graph = None
 
     def add_output(self, value: Value) -> None:
         """Append a graph output."""
+        self._record_io()
         self._outputs.append(value)
 
     def set_output(self, index: int, value: Value) -> None:
         """Make graph output `index` be `value`."""
+        self._record_io()
         self._outputs[index] = value
 
     def remove_output(self, index: int) -> None:
         """Remove graph output `index`."""
+        self._record_io()
         del self._outputs[index]
 
     def add_initializer(self, value: Value) -> None:
@@ -1183,6 +1263,8 @@ class Graph:
             raise ValueError(f"initializer {value.name!r} has no const_value")
         if value.name in self._initializers and self._initializers[value.name] is not value:
             raise ValueError(f"an initializer named {value.name!r} already exists")
+        if self._journal is not None:
+            self._journal.initializer_added(self, value)
         self._claim(value)
         self._initializers[value.name] = value
 
@@ -1191,6 +1273,8 @@ class Graph:
         value = self._initializers[name]
         if value._uses or value.is_graph_output():
             raise ValueError(f"initializer {name!r} still has uses")
+        self._record_initializers()
+        _record_value(value)
         del self._initializers[name]
         if not self._is_defined_here(value):
             value._graph = None
@@ -1198,6 +1282,7 @@ class Graph:
 
     def add_sparse_initializer(self, value: Value) -> None:
         """Register a sparse initializer."""
+        self._record_initializers()
         self._claim(value)
         self._sparse_initializers[value.name] = value
 
@@ -1206,6 +1291,7 @@ class Graph:
             raise ValueError(f"value {value.name!r} is produced by {value._producer!r}")
         if value._graph is not None and value._graph is not self:
             raise ValueError(f"value {value.name!r} already belongs to another graph")
+        _record_value(value)
         value._graph = self
 
     def _is_defined_here(self, value: Value) -> bool:
@@ -1219,6 +1305,7 @@ class Graph:
         # Rebuild to keep order; renaming initializers is rare.
         if new_name in self._initializers:
             raise ValueError(f"an initializer named {new_name!r} already exists")
+        self._record_initializers()
         self._initializers = {
             (new_name if v is value else k): v for k, v in self._initializers.items()
         }
@@ -1226,6 +1313,7 @@ class Graph:
     def _rename_sparse_initializer(self, value: Value, new_name: str) -> None:
         if new_name in self._sparse_initializers:
             raise ValueError(f"a sparse initializer named {new_name!r} already exists")
+        self._record_initializers()
         self._sparse_initializers = {
             (new_name if v is value else k): v for k, v in self._sparse_initializers.items()
         }
@@ -1248,6 +1336,8 @@ class Graph:
                 raise ValueError(f"{node!r} already belongs to a graph")
         if len(batch) != len(items):
             raise ValueError("a node is given twice")
+        if self._journal is not None:
+            self._journal.appended(self, batch)
         for node in batch:
             node._graph = self
         self._nodes.update(batch)
@@ -1266,6 +1356,7 @@ class Graph:
         for node in nodes:
             if node._graph is not None:
                 raise ValueError(f"{node!r} already belongs to a graph")
+        self._record_order()
         reordered: dict[Node, None] = {}
         for existing in self._nodes:
             if existing is anchor and not after:
@@ -1297,6 +1388,8 @@ class Graph:
                     raise ValueError(
                         f"cannot remove {node!r}: output {out.name!r} is a graph output"
                     )
+        self._record_order()
+        _record_node(node)
         node.detach_inputs()
         # Nodes inside the removed node's subgraphs may read values of this (or an outer)
         # graph: those uses go away with it.
@@ -1305,15 +1398,18 @@ class Graph:
                 for user in [
                     n for n in value._uses if n._graph is not None and _is_within(n._graph, sub)
                 ]:
+                    _record_value(value)
                     del value._uses[user]
         del self._nodes[node]
         node._graph = None
 
     def sort(self) -> None:
         """Put nodes in the topological order lowering would emit."""
+        self._record_order()
         self._nodes = dict.fromkeys(topological_order(self))
 
     def _set_owner(self, owner: Node | Function | None) -> None:
+        self._record_fields()
         self._owner = owner
 
     # traversal -------------------------------------------------------------------------------

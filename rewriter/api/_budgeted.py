@@ -75,7 +75,7 @@ def _within_budget(
     clock = PhaseClock()
     if ruleset is None:
         with clock.phase("load_rules"):
-            ruleset = load_ruleset(rules, allow_python=options.allow_python)
+            ruleset = load_ruleset(rules, allow_python=options.allow_python, params=options.params)
     snapshot = _budget.source_snapshot(model, budget)
     plain = dataclasses.replace(options, budget=None)
     first = one_run.rewrite(model, ruleset, dataclasses.replace(plain, copy=True))

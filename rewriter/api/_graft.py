@@ -125,7 +125,7 @@ def _adapter(connection: str, spec: str) -> ir.Adapter:
     (rule,) = file.items
     assert isinstance(rule, dsl.Rule), "a one-line rule parses to a rule"
     stmt = rule.rewrite.stmts[0] if isinstance(rule.rewrite, dsl.RewriteBlock) else None
-    if not isinstance(stmt, dsl.NodeStmt):
+    if not isinstance(stmt, dsl.NodeStmt) or not isinstance(stmt.op, dsl.OpRef):
         raise RewriteError(usage)
     attributes = {}
     for entry in stmt.attrs:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rewriter._errors import RewriteError
 from rewriter.api._vocabulary import load_rules
 from rewriter.dsl import File, parse, parse_query
-from rewriter.rules import RuleSet
+from rewriter.rules import LiteralValue, RuleSet
 
 RulesLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | RuleSet | None
 """Rule files or folders, a loaded RuleSet, or None for the shipped library."""
@@ -52,7 +52,7 @@ def default_library_files() -> list[Path]:
 
 # A text given with `-e` holds rules (or, for `rewrite find`, a query) when it starts with
 # one of the words that open a top-level item; otherwise it is the match lines of a query.
-_RULE_TEXT = re.compile(r"\A(?:\s|#[^\n]*)*(?:rule|constraint|pass|use|include)\b")
+_RULE_TEXT = re.compile(r"\A(?:\s|#[^\n]*)*(?:rule|constraint|pass|use|include|param)\b")
 
 
 def inline_files(texts: Sequence[str], *, queries: bool = False) -> list[File]:
@@ -81,31 +81,39 @@ def inline_files(texts: Sequence[str], *, queries: bool = False) -> list[File]:
 
 
 def load_ruleset(
-    rules: RulesLike, *, allow_python: bool = False, inline: Sequence[File] = ()
+    rules: RulesLike,
+    *,
+    allow_python: bool = False,
+    inline: Sequence[File] = (),
+    params: Mapping[str, LiteralValue] | None = None,
 ) -> RuleSet:
     """Rules from paths (files or folders), an existing RuleSet, or the shipped library.
 
     `inline` files (from `inline_files`) are loaded after the paths; with inline files and
     no paths (`rules=None`), they are the only rules: the shipped library is not added.
+    `params` set rule parameters the files declare (a loaded RuleSet has its values).
     """
     if isinstance(rules, RuleSet):
         if inline:
             raise RewriteError("inline rules cannot be added to an already loaded RuleSet")
+        if params:
+            raise RewriteError("rule parameters cannot be set on an already loaded RuleSet")
         return rules
     if inline:
         paths = [] if rules is None else _expand(rules)
-        return load_rules(*paths, allow_python=allow_python, inline=inline)
+        return load_rules(*paths, allow_python=allow_python, inline=inline, params=params)
     paths = _expand(rules)
-    key = _cache_key(paths, allow_python)
+    settings = (allow_python, repr(sorted((params or {}).items())))
+    key = _cache_key(paths, settings)
     if key is None:
-        return load_rules(*paths, allow_python=allow_python)
+        return load_rules(*paths, allow_python=allow_python, params=params)
     cached = _RULESET_CACHE.get(key)
-    if cached is not None and _cache_key(cached[1], allow_python) == cached[2]:
+    if cached is not None and _cache_key(cached[1], settings) == cached[2]:
         return cached[0]
-    ruleset = load_rules(*paths, allow_python=allow_python)
+    ruleset = load_rules(*paths, allow_python=allow_python, params=params)
     # The files that were included are checked too when the entry is read again.
     loaded = list(ruleset.paths)
-    stamp = _cache_key(loaded, allow_python)
+    stamp = _cache_key(loaded, settings)
     if stamp is not None:
         if len(_RULESET_CACHE) >= _RULESET_CACHE_SIZE:
             _RULESET_CACHE.pop(next(iter(_RULESET_CACHE)))
@@ -144,10 +152,10 @@ _RULESET_CACHE_SIZE = 8
 
 
 def _cache_key(
-    paths: Sequence[str | os.PathLike[str]], allow_python: bool
+    paths: Sequence[str | os.PathLike[str]], settings: tuple[object, ...]
 ) -> tuple[object, ...] | None:
-    """The cache key of loading `paths`, or None when a file cannot be stat'ed (not cached)."""
-    key: list[object] = [allow_python]
+    """The cache key of loading `paths` with `settings` (None: a file cannot be stat'ed)."""
+    key: list[object] = [settings]
     for path in paths:
         try:
             stat = os.stat(path)

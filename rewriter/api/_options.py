@@ -6,7 +6,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from rewriter.engine import Calibration, KernelAvailability, ProgressCallback, RunOptions
+from rewriter.engine import (
+    DEFAULT_PIPELINE,
+    Calibration,
+    KernelAvailability,
+    ProgressCallback,
+    RunOptions,
+)
+from rewriter.rules import LiteralValue, PassUse
 
 if TYPE_CHECKING:
     from rewriter.api._budget_types import AccuracyBudget
@@ -57,6 +64,11 @@ class RewriteOptions:
             default such rules apply (a fused Attention is onnxruntime's kernel, which
             rejects an empty batch or sequence where the unfused ops return an empty
             result); the trace counts the rewrites that assumed something.
+        params: values of rule parameters the rule files declare (`param NAME = literal`),
+            e.g. `{"per_channel": False}`; used when `rewrite` loads the rules.
+        passes: the built-in passes to run between rounds of rules, in order
+            (`rewriter.engine.DEFAULT_PIPELINE` by default; `()` for none); rule files add
+            the passes they declare.
     """
 
     allow_python: bool = False
@@ -76,6 +88,8 @@ class RewriteOptions:
     budget: AccuracyBudget | None = None
     calibration: Calibration | None = None
     exact: bool = False
+    passes: tuple[PassUse, ...] = DEFAULT_PIPELINE
+    params: Mapping[str, LiteralValue] = dataclasses.field(default_factory=dict)
 
     def run_options(self) -> RunOptions:
         """The pass manager's share of these options."""
@@ -91,4 +105,5 @@ class RewriteOptions:
             excluded_sites=dict(self.excluded_sites),
             calibration=self.calibration,
             exact=self.exact,
+            pipeline=self.passes,
         )

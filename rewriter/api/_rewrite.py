@@ -142,7 +142,7 @@ def rewrite(
         ruleset = rules  # loaded by the caller, who can time that itself
     else:
         with clock.phase("load_rules"):
-            ruleset = load_ruleset(rules, allow_python=options.allow_python)
+            ruleset = load_ruleset(rules, allow_python=options.allow_python, params=options.params)
     with clock.phase("load_model"):
         ir_model = as_model(model, copy=options.copy)
     start = time.perf_counter()

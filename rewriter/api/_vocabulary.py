@@ -7,7 +7,7 @@ table; this module is where the two meet, so that neither layer imports the ones
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rewriter import dsl, engine, loops, rules
@@ -28,20 +28,28 @@ def load_rules(
     allow_python: bool = False,
     use_cache: bool = True,
     inline: Sequence[dsl.File] = (),
+    params: Mapping[str, rules.LiteralValue] | None = None,
 ) -> rules.RuleSet:
     """Load, parse and check rule files and folders (see `rewriter.dsl.load_rules`).
 
     With `use_cache`, files read before are not parsed again: their parse is kept in the
-    user's cache folder (`~/.cache/onnx-rewrite`), keyed by their exact text.
+    user's cache folder (`~/.cache/onnx-rewrite`), keyed by their exact text. `params` set
+    rule parameters the files declare (`param NAME = literal`).
 
     Raises:
         RuleSyntaxError: some file does not parse (carries every diagnostic found).
         RuleCheckError: the files parse but break semantic rules (every error found).
         FileNotFoundError: a path does not exist.
+        RewriteError: `params` names an undeclared parameter or gives a value of another kind.
     """
     cache = dsl.user_cache() if use_cache else None
     return dsl.load_rules(
-        *paths, vocabulary=VOCABULARY, allow_python=allow_python, cache=cache, inline=inline
+        *paths,
+        vocabulary=VOCABULARY,
+        allow_python=allow_python,
+        cache=cache,
+        inline=inline,
+        params=params,
     )
 
 

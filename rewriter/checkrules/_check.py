@@ -199,6 +199,7 @@ def _rewrite_alone(rule: rules.Rule, ruleset: rules.RuleSet, instance: Instance)
     single = dataclasses.replace(ruleset, rules=(rule,), passes=())
     options = RewriteOptions(
         max_rewrites=1,
+        passes=(),
         target_opset=instance.target,
         calibration=instance_calibration(rule, instance.proto),
     )

@@ -34,17 +34,18 @@ def check_pass(
     seed: int,
 ) -> RuleReport:
     """Run the pass alone on each model; verify the models it changed."""
-    from rewriter.api import rewrite
+    from rewriter.api import RewriteOptions, rewrite
     from rewriter.verification import VerifyError, check_equivalence
 
     start = time.perf_counter()
-    location = f"{decl.span.path}:{decl.span.line}"
+    location = pass_location(decl)
     single = dataclasses.replace(ruleset, rules=(), passes=(decl,))
+    alone = RewriteOptions(passes=())
     changed = 0
     ran = 0
     for index, proto in enumerate(models):
         try:
-            result = rewrite(proto, single)
+            result = rewrite(proto, single, alone)
         except RewriteError as exc:
             failure = Counterexample(_text(proto), {}, None, f"the pass failed: {exc}")
             return _report(decl, location, start, Status.FAILED, changed, ran, failure)
@@ -79,6 +80,11 @@ def check_pass(
         return _report(decl, location, start, Status.NOT_INSTANTIABLE, 0, 0, None, detail)
     detail = f"changed {changed} of {len(models)} rule instances"
     return _report(decl, location, start, Status.VERIFIED, changed, ran, None, detail)
+
+
+def pass_location(use: rules.PassUse) -> str:
+    """Where a pass is declared: `file:line`, or the default pipeline."""
+    return f"{use.span.path}:{use.span.line}" if use.span.line else "default pipeline"
 
 
 def _report(

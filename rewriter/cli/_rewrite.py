@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import ir
 from rewriter._errors import RewriteError
 from rewriter.api import (
+    PASSES,
     PhaseClock,
     RewriteOptions,
     RewriteResult,
@@ -34,8 +35,15 @@ from rewriter.cli._verify import (
     print_result,
     refuse_equivalence_options,
 )
-from rewriter.engine import Calibration, ProgressCallback, RunOptions, SkipEntry
-from rewriter.rules import RuleSet
+from rewriter.dsl import parse_param_value
+from rewriter.engine import (
+    DEFAULT_PIPELINE,
+    Calibration,
+    ProgressCallback,
+    RunOptions,
+    SkipEntry,
+)
+from rewriter.rules import LiteralValue, PassUse, RuleSet
 
 if TYPE_CHECKING:
     from rewriter.api import AccuracyBudget, BudgetResult
@@ -114,6 +122,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--exclude-rule", action="append", default=[], metavar="RULE", help="do not apply RULE"
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a rule parameter the rule files declare (`param NAME = ...`), VALUE written "
+        'as in a rule file: true, 0.5, "SAME", [0, 1]',
+    )
+    parser.add_argument(
+        "--passes",
+        metavar="LIST",
+        default="default",
+        help="built-in passes between rounds of rules: `default` (the default pipeline: "
+        "fold_constants, eliminate_dead_code, eliminate_common_subexpressions, "
+        "optimize_transposes, inline_constant_ifs, flatten_concats), `none`, or names "
+        "separated by commas; rule files add the passes they declare",
     )
     parser.add_argument(
         "--max-rewrites",
@@ -237,7 +262,49 @@ def _rewrite_options(
         exact=args.exact,
         record_subgraphs=record_subgraphs,
         progress=progress,
+        passes=pass_list(args.passes),
     )
+
+
+def param_values(items: list[str]) -> dict[str, LiteralValue]:
+    """`--param NAME=VALUE` values, each VALUE a literal of the rule language.
+
+    Raises:
+        RewriteError: an item is not NAME=VALUE.
+        RuleSyntaxError: a VALUE is not a literal (located in the option's text).
+    """
+    values: dict[str, LiteralValue] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise RewriteError(f"--param expects NAME=VALUE (e.g. per_channel=false), got {item!r}")
+        values[name.strip()] = parse_param_value(text.strip(), f"--param {name.strip()}")
+    return values
+
+
+def pass_list(text: str) -> tuple[PassUse, ...]:
+    """`--passes`: `default`, `none`, or pass names separated by commas (in that order).
+
+    A named pass of the default pipeline keeps the pipeline's options; another takes its own
+    defaults.
+
+    Raises:
+        RewriteError: a name is not a built-in pass.
+    """
+    if text == "default":
+        return DEFAULT_PIPELINE
+    if text == "none":
+        return ()
+    known = {use.name: use for use in DEFAULT_PIPELINE}
+    chosen = []
+    for name in (part.strip() for part in text.split(",")):
+        if name not in PASSES:
+            raise RewriteError(
+                f"--passes: no built-in pass `{name}` (available: {', '.join(sorted(PASSES))};"
+                " or `default`, `none`)"
+            )
+        chosen.append(known.get(name, PassUse(name)))
+    return tuple(chosen)
 
 
 def _input_shapes(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
@@ -281,7 +348,12 @@ def run(args: argparse.Namespace) -> int:
     clock = PhaseClock()
     with clock.phase("load_rules"):
         inline = inline_files(args.inline_rules)
-        ruleset = load_ruleset(args.rules, allow_python=args.allow_python, inline=inline)
+        ruleset = load_ruleset(
+            args.rules,
+            allow_python=args.allow_python,
+            inline=inline,
+            params=param_values(args.param),
+        )
     if args.rules or inline:
         # The shipped library is kept warning-free by its tests; show warnings for user rules.
         _status.print_warnings(ruleset.warnings)

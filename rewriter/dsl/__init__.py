@@ -41,6 +41,7 @@ from rewriter.dsl._ast import (
     ListExpr,
     MatchBlock,
     Name,
+    NodeCopy,
     NodePattern,
     NodeStmt,
     OpPattern,
@@ -48,6 +49,7 @@ from rewriter.dsl._ast import (
     OutputPattern,
     OutputVar,
     Param,
+    ParamDecl,
     PassDecl,
     RepeatPattern,
     Requirement,
@@ -67,7 +69,7 @@ from rewriter.dsl._extract import extract_rule
 from rewriter.dsl._format import format_file
 from rewriter.dsl._loader import find_rule_files, load_rules, parse_files, read_rule_file
 from rewriter.dsl._lower import Lowering
-from rewriter.dsl._parser import parse, parse_query
+from rewriter.dsl._parser import parse, parse_param_value, parse_query
 
 __all__ = [
     "APPROXIMATION_METRICS",
@@ -99,6 +101,7 @@ __all__ = [
     "Lowering",
     "MatchBlock",
     "Name",
+    "NodeCopy",
     "NodePattern",
     "NodeStmt",
     "OpPattern",
@@ -106,6 +109,7 @@ __all__ = [
     "OutputPattern",
     "OutputVar",
     "Param",
+    "ParamDecl",
     "PassDecl",
     "RepeatPattern",
     "Requirement",
@@ -125,6 +129,7 @@ __all__ = [
     "load_rules",
     "parse",
     "parse_files",
+    "parse_param_value",
     "parse_query",
     "read_rule_file",
     "user_cache",

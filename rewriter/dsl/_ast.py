@@ -207,15 +207,24 @@ class LetStmt:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class NodeCopy:
+    """`...n` in place of an op: the op of the node matched as `n`, with its attributes."""
+
+    node: str
+    span: Span = _span_field()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class NodeStmt:
     """A rewrite line creating a node: `outs = Op <attrs, ...copy> (input exprs) as name`.
 
     An input that evaluates to `none` is an omitted optional input. `attrs` keeps source order:
-    later entries override earlier ones (and copies).
+    later entries override earlier ones (and copies). With `op` a `NodeCopy` (`y = ...n (x)`)
+    the node takes a matched node's op and attributes, then `attrs`.
     """
 
     outputs: tuple[OutputPattern, ...]
-    op: OpRef
+    op: OpRef | NodeCopy
     attrs: tuple[AttrEntry | AttrCopy, ...]
     inputs: tuple[Expr, ...]
     as_name: str | None = None
@@ -309,6 +318,16 @@ class IncludeDecl:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ParamDecl:
+    """`param NAME = literal`: a rule parameter, its default value (a run may set another)."""
+
+    name: str
+    value: Expr
+    name_span: Span = _span_field()
+    span: Span = _span_field()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Param:
     """A parameter of a constraint."""
 
@@ -344,7 +363,7 @@ class Comment:
     span: Span = _span_field()
 
 
-Item: TypeAlias = Rule | Constraint | PassDecl | UseDecl | IncludeDecl
+Item: TypeAlias = Rule | Constraint | PassDecl | UseDecl | IncludeDecl | ParamDecl
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

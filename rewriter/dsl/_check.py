@@ -14,6 +14,7 @@ from rewriter._errors import Diagnostic
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._check_calls import KnownFunctions
 from rewriter.dsl._check_constraints import check_constraints, collect_constraints
+from rewriter.dsl._check_params import collect_params
 from rewriter.dsl._check_rules import check_rule
 from rewriter.dsl._plugins import Functions, import_uses, refuse_uses
 from rewriter.dsl._reporter import Reporter, head
@@ -39,10 +40,11 @@ def check(
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Checked:
-    """What checking found besides diagnostics: helper functions and named constraints."""
+    """What checking found besides diagnostics: helpers, named constraints, rule parameters."""
 
     functions: Functions
     constraints: dict[str, ast.Constraint]
+    params: dict[str, ast.ParamDecl] = dataclasses.field(default_factory=dict)
 
 
 def check_and_collect(
@@ -61,7 +63,9 @@ def check_and_collect(
     constraints = collect_constraints(files, vocabulary.functions, helpers, report)
     known = KnownFunctions(vocabulary.functions, functions)
     infos = check_constraints(files, constraints, known, report)
-    known = dataclasses.replace(known, constraints=infos)
+    taken = {*vocabulary.functions, *functions, *constraints}
+    params = collect_params(files, taken, report)
+    known = dataclasses.replace(known, constraints=infos, params=params)
     for file in files:
         for item in file.items:
             if isinstance(item, ast.Rule):
@@ -70,7 +74,7 @@ def check_and_collect(
     report.diagnostics.sort(
         key=lambda d: (order.get(d.span.path, len(order)), d.span.line, d.span.col)
     )
-    return report.diagnostics, Checked(functions, constraints)
+    return report.diagnostics, Checked(functions, constraints, params)
 
 
 def _check_duplicate_rules(files: Sequence[ast.File], report: Reporter) -> None:

@@ -45,7 +45,8 @@ def check_approximate(rule: ast.Rule, report: Reporter) -> None:
 def _narrowing(stmt: ast.RewriteStmt, matched: set[str]) -> tuple[Span, str] | None:
     expressions: list[ast.Expr] = []
     if isinstance(stmt, ast.NodeStmt):
-        op = stmt.op.op_type
+        # `...n` keeps an op the match already has: it introduces no quantization op.
+        op = stmt.op.op_type if isinstance(stmt.op, ast.OpRef) else ""
         quantizes = op in QUANTIZATION_OPS or op.startswith("QLinear")
         if quantizes and op not in matched:
             return stmt.op.span, f"introduces the quantization op `{op}`"

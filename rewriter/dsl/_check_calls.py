@@ -26,11 +26,15 @@ class ConstraintInfo:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class KnownFunctions:
-    """What a rule may call: built-ins (with signatures), permitted plugins, constraints."""
+    """What a rule may call: built-ins (with signatures), permitted plugins, constraints.
+
+    And what it may read besides its own bindings: the rule parameters (`param`), by name.
+    """
 
     builtins: Mapping[str, Signature]
     plugins: Collection[str] = ()
     constraints: Mapping[str, ConstraintInfo] = dataclasses.field(default_factory=dict)
+    params: Mapping[str, ast.ParamDecl] = dataclasses.field(default_factory=dict)
 
 
 def node_parameter(

@@ -101,6 +101,8 @@ def _check_variadic_last(inputs: tuple[ast.InputPattern, ...], report: Reporter)
 
 
 def _check_node_stmt(stmt: ast.NodeStmt, report: Reporter) -> None:
+    if isinstance(stmt.op, ast.NodeCopy):
+        return  # the op is whichever the named match line matched (the scope check names it)
     if not check_op_exists(stmt.op, report):
         return
     outputs = Count(len(stmt.outputs), len(stmt.outputs))

@@ -27,6 +27,7 @@ _KIND_WORDS = {
     "attribute": "an attribute variable",
     "node": "a node name",
     "repeat": "a repeat variable",
+    "param": "a rule parameter (`param`)",
 }
 
 
@@ -59,6 +60,8 @@ class ScopeChecker:
 
     def run(self) -> None:
         """Check the match, then `where`, then the rewrite; then warn about unused names."""
+        for name, decl in self.known.params.items():
+            self.scope.bind(name, "param", decl.name_span)
         self._bind_match()
         for expr in self.rule.where:
             self._check_expr(expr, "where")
@@ -117,6 +120,8 @@ class ScopeChecker:
             self.report.error(span, f"`{name}` is bound both to an attribute and to a value")
         elif previous == "node":
             self.report.error(span, f"`{name}` already names a node (`as {name}`)")
+        elif previous == "param":
+            self.report.error(span, f"`{name}` is a rule parameter; choose another name")
         # An input variable that another line defines is the same value: an output.
         if kind == "output" and previous == "input":
             self.scope.kinds[name] = "output"
@@ -129,6 +134,8 @@ class ScopeChecker:
         previous = self.scope.kinds.get(name)
         if previous == "node":
             self.report.error(span, f"two match lines are named `{name}`")
+        elif previous == "param":
+            self.report.error(span, f"`{name}` is a rule parameter; choose another node name")
         elif previous is not None:
             self.report.error(span, f"`{name}` already names a value; choose another node name")
         self.scope.bind(name, "node", span)
@@ -195,9 +202,9 @@ class ScopeChecker:
 
     def _warn_unused(self) -> None:
         for name, count in self.scope.uses.items():
-            if count > 1 or name.startswith("_"):
-                continue
             kind = self.scope.kinds[name]
+            if count > 1 or name.startswith("_") or kind == "param":
+                continue
             span = self.scope.first_span[name]
             if kind == "let":
                 self.report.warning(span, f"`let {name}` is never used")
@@ -244,6 +251,8 @@ class _RewriteScope:
         self.checker.scope.bind(stmt.name, "let", span)
 
     def _node(self, stmt: ast.NodeStmt) -> None:
+        if isinstance(stmt.op, ast.NodeCopy):
+            self._copy(ast.AttrCopy(stmt.op.node, span=stmt.op.span))
         for value in stmt.inputs:
             self.checker._check_expr(value, "rewrite")
         for entry in stmt.attrs:

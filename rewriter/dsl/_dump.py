@@ -19,6 +19,7 @@ DumpNode = (
     | ast.UseDecl
     | ast.Constraint
     | ast.IncludeDecl
+    | ast.ParamDecl
     | ast.MatchBlock
     | ast.NodePattern
     | ast.RewriteBlock
@@ -52,6 +53,8 @@ def _dump(node: object, depth: int, lines: list[str]) -> None:
         lines.append(f"{pad}pass {node.name}{options}")
     elif isinstance(node, ast.UseDecl):
         lines.append(f"{pad}use {format_const(node.module)}")
+    elif isinstance(node, ast.ParamDecl):
+        lines.append(f"{pad}param {node.name} {expr(node.value)}")
     elif isinstance(node, ast.IncludeDecl):
         lines.append(f"{pad}include {format_const(node.path)}")
     elif isinstance(node, ast.Constraint):
@@ -144,7 +147,9 @@ def _attrs(attrs: tuple[ast.AttrEntry | ast.AttrCopy, ...]) -> str:
     return "<" + " ".join(parts) + "> "
 
 
-def _op(ref: ast.OpRef) -> str:
+def _op(ref: ast.OpRef | ast.NodeCopy) -> str:
+    if isinstance(ref, ast.NodeCopy):
+        return f"...{ref.node}"
     return f"{ref.domain}.{ref.op_type}" if ref.domain else ref.op_type
 
 

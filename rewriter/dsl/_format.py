@@ -215,6 +215,8 @@ class _Formatter:
             self._pass(item)
         elif isinstance(item, ast.IncludeDecl):
             self._emit(item.span, 0, f"include {format_const(item.path)}")
+        elif isinstance(item, ast.ParamDecl):
+            self._emit(item.span, 0, f"param {item.name} = {self.printer.expr(item.value, 0)}")
         else:
             self._emit(item.span, 0, f"use {format_const(item.module)}")
 
@@ -385,7 +387,7 @@ class _Formatter:
             return f"{stmt.target} = {source}"
         text = f"{', '.join(_output(o) for o in stmt.outputs)} = {_op(stmt.op)}"
         attrs = self._attrs(stmt.attrs, depth)
-        if not attrs and not is_op_name(_op(stmt.op)):
+        if not attrs and isinstance(stmt.op, ast.OpRef) and not is_op_name(_op(stmt.op)):
             attrs = " <>"  # `y = f (x)` would call the function `f`
         text += attrs
         closer = stmt.span.end_line if stmt.as_name is None else None
@@ -406,7 +408,9 @@ def _requirement(requirement: ast.Requirement) -> str:
     return f"opset{domain} {requirement.op} {requirement.version}"
 
 
-def _op(ref: ast.OpRef) -> str:
+def _op(ref: ast.OpRef | ast.NodeCopy) -> str:
+    if isinstance(ref, ast.NodeCopy):
+        return f"...{ref.node}"
     return f"{ref.domain}.{ref.op_type}" if ref.domain else ref.op_type
 
 

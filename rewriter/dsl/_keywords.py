@@ -12,6 +12,7 @@ KEYWORDS = frozenset(
         "rule",
         "constraint",
         "include",
+        "param",
         "match",
         "where",
         "rewrite",

@@ -31,7 +31,7 @@ _OPTIONS = {
     "propagate_positions": True,
     "maybe_placeholders": False,
     # A rule file, or the match lines of a query (`rewrite find -e`).
-    "start": ["start", "query"],
+    "start": ["start", "query", "param_value"],
 }
 
 

@@ -12,16 +12,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from rewriter import rules
-from rewriter._errors import Diagnostic, RuleCheckError, RuleError, RuleSyntaxError, Span
+from rewriter._errors import (
+    Diagnostic,
+    RewriteError,
+    RuleCheckError,
+    RuleError,
+    RuleSyntaxError,
+    Span,
+)
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._ast_cache import parse_cached
 from rewriter.dsl._cache import CacheFolder
 from rewriter.dsl._check import Checked, check_and_collect
-from rewriter.dsl._lower import Lowering, lower_passes
+from rewriter.dsl._lower import Lowering, literal_value, lower_passes
 from rewriter.dsl._parser import parse
 from rewriter.dsl._source import diagnostic
 from rewriter.rules import Vocabulary, format_const
@@ -181,6 +188,7 @@ def load_rules(
     allow_python: bool = False,
     cache: CacheFolder | None = None,
     inline: Sequence[ast.File] = (),
+    params: Mapping[str, rules.LiteralValue] | None = None,
 ) -> rules.RuleSet:
     """Load, parse and check rule files and folders, and lower them into the rule IR.
 
@@ -193,6 +201,8 @@ def load_rules(
             cache folder); None parses every file.
         inline: rules given as text (`rewrite -e`), parsed by the caller with `parse` or
             `parse_query`; checked with the files and loaded after them.
+        params: values for rule parameters the files declare (`param NAME = literal`),
+            instead of their declared defaults.
 
     Returns:
         The rules (in the rule IR) and passes in load order, the helpers that `use`
@@ -203,6 +213,8 @@ def load_rules(
             (carries every diagnostic found).
         RuleCheckError: the files parse but break semantic rules (every error found).
         FileNotFoundError: a path does not exist.
+        RewriteError: `params` names a parameter no file declares, or gives a value of
+            another kind than the parameter's default.
     """
     files = find_rule_files(paths)
     parsed, syntax_errors = parse_files(files, cache, inline)
@@ -212,14 +224,59 @@ def load_rules(
         raise RuleSyntaxError([*syntax_errors, *errors])
     if errors:
         raise RuleCheckError(errors)
-    return _ruleset(parsed, checked, tuple(d for d in diagnostics if d.severity == "warning"))
+    values = param_values(checked.params, params or {})
+    warnings = tuple(d for d in diagnostics if d.severity == "warning")
+    return _ruleset(parsed, checked, warnings, values)
+
+
+def param_values(
+    declared: Mapping[str, ast.ParamDecl], given: Mapping[str, rules.LiteralValue]
+) -> dict[str, rules.LiteralValue]:
+    """Each declared rule parameter's value: the one given, else its default.
+
+    Raises:
+        RewriteError: a given name is not declared, or its value is not of the kind of the
+            declared default (a bool, a number, a string, a list, or none).
+    """
+    values = {name: literal_value(decl.value) for name, decl in declared.items()}
+    for name, value in given.items():
+        if name not in values:
+            known = ", ".join(f"`{n}`" for n in sorted(values)) or "none"
+            raise RewriteError(
+                f"no loaded rule file declares the parameter `{name}` (declared: {known})"
+            )
+        default = values[name]
+        if default is not None and _kind(value) != _kind(default):
+            raise RewriteError(
+                f"parameter `{name}` takes {_kind(default)} like its default "
+                f"{format_const(default) if not isinstance(default, list) else default}, "
+                f"not {value!r}"
+            )
+        values[name] = value
+    return values
+
+
+def _kind(value: rules.LiteralValue) -> str:
+    """What kind of literal a value is, in words."""
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "none"
 
 
 def _ruleset(
-    parsed: list[ast.File], checked: Checked, warnings: tuple[Diagnostic, ...]
+    parsed: list[ast.File],
+    checked: Checked,
+    warnings: tuple[Diagnostic, ...],
+    params: Mapping[str, rules.LiteralValue],
 ) -> rules.RuleSet:
     """The checked files lowered into the rule IR (see `_lower`)."""
-    lowering = Lowering(checked.constraints)
+    lowering = Lowering(checked.constraints, params)
     items = [item for f in parsed for item in f.items]
     return rules.RuleSet(
         rules=tuple(lowering.rule(item) for item in items if isinstance(item, ast.Rule)),

@@ -3,26 +3,34 @@
 What changes on the way: literals in patterns (`Mul (x, 1.0)`, `<axis = -1>`) become Python
 values; an attribute entry becomes a binding or a required value; ops get their normalized
 domain; a call of a named constraint becomes a `ConstraintCall` that holds the (lowered)
-constraint, so a rule needs nothing else to be evaluated; pass options become integers.
+constraint, so a rule needs nothing else to be evaluated; a rule parameter read by name
+becomes its value for this load (`param`); pass options become integers.
 Formatting details (comments, the one-line form, the spelling of keywords) stay behind.
 Lowering runs after the checks, so what it reads is known to be well formed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import ir
 from rewriter import rules
+from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
 
 
 class Lowering:
     """Lowers the rules of checked files; named constraints are lowered once each."""
 
-    def __init__(self, constraints: Mapping[str, ast.Constraint]) -> None:
+    def __init__(
+        self,
+        constraints: Mapping[str, ast.Constraint],
+        params: Mapping[str, rules.LiteralValue] | None = None,
+    ) -> None:
         self._syntax = dict(constraints)
         self._lowered: dict[str, rules.Constraint] = {}
+        self._params = {name: _literal_expr(value) for name, value in (params or {}).items()}
 
     def rule(self, rule: ast.Rule) -> rules.Rule:
         """The rule IR of one checked rule."""
@@ -40,7 +48,7 @@ class Lowering:
         return rules.Rule(
             name=rule.name,
             pattern=pattern,
-            conditions=tuple(self.expr(condition) for condition in rule.where),
+            conditions=tuple(self._rule_expr(condition) for condition in rule.where),
             rewrite=None if rule.query else self._rewrite(rule.rewrite),
             priority=rule.priority,
             requires=rule.requires,
@@ -49,10 +57,16 @@ class Lowering:
             span=rule.span,
         )
 
-    def expr(self, expr: rules.Expr) -> rules.Expr:
-        """`expr` with every call of a named constraint resolved to the constraint."""
+    def expr(self, expr: rules.Expr, params: Mapping[str, rules.Expr] | None = None) -> rules.Expr:
+        """`expr` with every call of a named constraint resolved to the constraint.
+
+        With `params`, a variable named like a rule parameter becomes its value.
+        """
+        values = params or {}
 
         def resolve(node: rules.Expr | rules.Slice) -> rules.Expr | rules.Slice:
+            if isinstance(node, rules.Name) and node.name in values:
+                return _spanned(values[node.name], node.span)
             node = rules.rebuild(node, resolve)
             if isinstance(node, rules.Call) and node.func in self._syntax and not node.kwargs:
                 return rules.ConstraintCall(self.constraint(node.func), node.args, span=node.span)
@@ -61,6 +75,10 @@ class Lowering:
         lowered = resolve(expr)
         assert not isinstance(lowered, rules.Slice), "a slice only appears inside an index"
         return lowered
+
+    def _rule_expr(self, expr: rules.Expr) -> rules.Expr:
+        """An expression of a rule: constraint calls resolved, rule parameters substituted."""
+        return self.expr(expr, self._params)
 
     def constraint(self, name: str) -> rules.Constraint:
         """The lowered named constraint `name` (the checks refused recursive ones)."""
@@ -109,21 +127,28 @@ class Lowering:
 
     def _stmt(self, stmt: ast.RewriteStmt) -> rules.RewriteStmt:
         if isinstance(stmt, ast.LetStmt):
-            return rules.Let(stmt.name, self.expr(stmt.expr), span=stmt.span)
+            return rules.Let(stmt.name, self._rule_expr(stmt.expr), span=stmt.span)
         if isinstance(stmt, ast.AliasStmt):
-            return rules.Alias(stmt.target, self.expr(stmt.source), span=stmt.span)
+            return rules.Alias(stmt.target, self._rule_expr(stmt.source), span=stmt.span)
         attrs: list[rules.SetAttr | rules.CopyAttrs] = []
+        op: rules.OpId | rules.MatchedOp
+        if isinstance(stmt.op, ast.NodeCopy):
+            op = rules.MatchedOp(stmt.op.node)
+            attrs.append(rules.CopyAttrs(stmt.op.node, span=stmt.op.span))
+        else:
+            op = _op(stmt.op)
         for entry in stmt.attrs:
             if isinstance(entry, ast.AttrCopy):
                 if entry.source is not None:
                     attrs.append(rules.CopyAttrs(entry.source, span=entry.span))
             else:
-                attrs.append(rules.SetAttr(entry.name, self.expr(entry.value), span=entry.span))
+                value = self._rule_expr(entry.value)
+                attrs.append(rules.SetAttr(entry.name, value, span=entry.span))
         return rules.NewNode(
             outputs=tuple(_output(o) for o in stmt.outputs),
-            op=_op(stmt.op),
+            op=op,
             attrs=tuple(attrs),
-            inputs=tuple(self.expr(i) for i in stmt.inputs),
+            inputs=tuple(self._rule_expr(i) for i in stmt.inputs),
             node_var=stmt.as_name,
             span=stmt.span,
         )
@@ -158,6 +183,18 @@ def literal_value(expr: rules.Expr) -> rules.LiteralValue:
         assert not isinstance(inner, bool), "a sign applies to a number"
         return -inner if expr.op == "-" else inner
     raise AssertionError(f"not a literal: {type(expr).__name__}")
+
+
+def _literal_expr(value: rules.LiteralValue) -> rules.Expr:
+    """A literal value as an expression."""
+    if isinstance(value, list):
+        return rules.ListExpr(tuple(_literal_expr(item) for item in value))
+    return rules.Const(value)
+
+
+def _spanned(expr: rules.Expr, span: Span) -> rules.Expr:
+    """`expr` placed where the parameter it stands for was written (for messages)."""
+    return dataclasses.replace(expr, span=span)
 
 
 def _op(ref: ast.OpRef) -> rules.OpId:

@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from lark import Token, Tree
 from lark.exceptions import UnexpectedInput
 
+from rewriter import rules
 from rewriter._errors import RuleSyntaxError, Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._lark import lark_parser
 from rewriter.dsl._located import LocatedError
+from rewriter.dsl._lower import literal_value
 from rewriter.dsl._postlex import (
     COLLECTED_COMMENTS,
     MAX_NESTING,
@@ -91,6 +93,22 @@ def parse_query(text: str, name: str, filename: str = "<query>") -> ast.File:
     )
 
 
+def parse_param_value(text: str, filename: str = "<param>") -> rules.LiteralValue:
+    """A rule parameter's value written as a literal (`true`, `1e-5`, `"SAME"`, `[0, 1]`).
+
+    Raises:
+        RuleSyntaxError: the text is not one literal.
+    """
+    comments: list[RawComment] = []
+    tree = _parse_tree(text, filename, comments, start="param_value")
+    try:
+        (expr,) = AstBuilder(filename).transform(tree)
+    except LocatedError as exc:
+        raise RuleSyntaxError([diagnostic("error", exc.span, exc.message, text)]) from exc
+    assert isinstance(expr, rules.Const | rules.ListExpr | rules.Unary), "a literal"
+    return literal_value(expr)
+
+
 def _parse_items(text: str, filename: str) -> tuple[tuple[ast.Item, ...], list[RawComment]]:
     """Parse `text` one top-level item at a time (see `top_level_chunks`).
 
@@ -121,7 +139,7 @@ def _parse_whole(text: str, filename: str) -> tuple[tuple[ast.Item, ...], list[R
 # What decides where a top-level item starts: comments and strings (which may hold any
 # character), brackets, and the keywords that open an item at the start of a line.
 _ITEM_SCAN = re.compile(
-    r'#[^\r\n]*|"(?:[^"\\\r\n]|\\[^\r\n])*"|[{}()\[\]]|^(?:rule|constraint|pass|use|include)\b',
+    r'#[^\r\n]*|"(?:[^"\\\r\n]|\\[^\r\n])*"|[{}()\[\]]|^(?:rule|constraint|pass|use|include|param)\b',
     re.M,
 )
 
@@ -132,7 +150,8 @@ _CHUNK_BYTES = 600
 def top_level_chunks(text: str) -> Iterator[tuple[int, str]]:
     """Split `text` into runs of whole top-level items: (lines before the chunk, its text).
 
-    An item starts at a line beginning with `rule`, `constraint`, `pass`, `use` or `include`
+    An item starts at a line beginning with `rule`, `constraint`, `pass`, `use`, `include`
+    or `param`
     outside every bracket; the text before the first one (comments) belongs to the first
     chunk. Every chunk starts at a line start, so columns need no shift. Unbalanced brackets
     stop the splitting: the rest is one chunk, parsed (and reported) as part of the whole.

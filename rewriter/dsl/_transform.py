@@ -165,6 +165,14 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
             self._string(string), path_span=self._tok(string), span=self._span(meta)
         )
 
+    def on_param_value(self, meta: Meta, children: list[Any]) -> tuple[ast.Expr]:
+        return (self._expr(children[0]),)
+
+    def on_param_decl(self, meta: Meta, children: list[Any]) -> ast.ParamDecl:
+        name: Token = children[0]
+        value = self._expr(children[1])
+        return ast.ParamDecl(str(name), value, name_span=self._tok(name), span=self._span(meta))
+
     def on_constraint_decl(self, meta: Meta, children: list[Any]) -> ast.Constraint:
         name: Token = children[0]
         params: tuple[ast.Param, ...] = children[1]
@@ -518,6 +526,15 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
         as_name = _as_name(children)
         as_token = _as_token(children)
         end = len(children) - 2 if as_token is not None else len(children)
+        first = children[1]
+        if isinstance(first, Token) and first.type == "ELLIPSIS":
+            copied = children[2]
+            start, end_at = self._tok(first), self._tok(copied)
+            copy_span = Span(self.path, start.line, start.col, end_at.end_line, end_at.end_col)
+            rest = [self._expr(c) for c in children[3:end]]
+            attrs = rest.pop(0).items if rest and isinstance(rest[0], _Attrs) else ()
+            copy = ast.NodeCopy(str(copied), span=copy_span)
+            return self._node_stmt(outputs, copy, attrs, rest, as_name, span)
         body = [self._expr(c) for c in children[1:end]]
         if len(body) > 1 and isinstance(body[1], _Attrs):
             op = _op_from_callee(body[0])
@@ -535,7 +552,7 @@ class AstBuilder(Transformer_NonRecursive[Token, tuple[ast.Item, ...]]):
     def _node_stmt(
         self,
         outputs: _Outputs,
-        op: ast.OpRef,
+        op: ast.OpRef | ast.NodeCopy,
         attrs: tuple[ast.AttrEntry | ast.AttrCopy, ...],
         args: Sequence[ast.Expr | _Kwarg],
         as_name: str | None,

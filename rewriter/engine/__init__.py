@@ -43,6 +43,7 @@ from rewriter.engine._manager import (
     PassManager,
     ProgressCallback,
     RunOptions,
+    pipeline,
 )
 from rewriter.engine._matcher import Match, Matcher, MatchFailure
 from rewriter.engine._pass import (
@@ -52,6 +53,7 @@ from rewriter.engine._pass import (
     check_options,
     option,
     pass_table,
+    run_checked,
 )
 from rewriter.engine._passes import BUILTIN_PASSES
 from rewriter.engine._pending import (
@@ -61,6 +63,7 @@ from rewriter.engine._pending import (
     RewriteDeclinedError,
     RewriteRejectedError,
 )
+from rewriter.engine._pipeline import DEFAULT_PIPELINE
 from rewriter.engine._runtime import KernelAvailability
 from rewriter.engine._trace import (
     SkipEntry,
@@ -95,6 +98,7 @@ __all__ = [
     "CALIBRATION_METHODS",
     "CLEANUP",
     "DECOMPOSITION",
+    "DEFAULT_PIPELINE",
     "FOLDING",
     "FUSION",
     "HISTOGRAM_BINS",
@@ -155,7 +159,9 @@ __all__ = [
     "op_types",
     "option",
     "pass_table",
+    "pipeline",
     "rewrite_kind",
+    "run_checked",
     "shape_of",
     "signatures",
     "snapshot",

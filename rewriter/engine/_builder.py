@@ -2,10 +2,11 @@
 
 `Builder.apply` builds the rewrite detached from the graph (`_build`: new nodes type-checked
 with onnx's per-node inference, replacements checked against the values they replace),
-commits it through an undo log (`_commit`), validates the region it touched (`_validate`)
+commits it under an `ir.Journal` (`_commit`), validates the region it touched (`_validate`)
 and, when that fails, undoes exactly this rewrite: the model is as it was before, and the
 run goes on. Then it finishes the rewrite (dead nodes removed, names given back). A failure
-before the commit leaves the graph untouched.
+before the commit leaves the graph untouched. Built-in passes are held to the same journal
+and validation (`_pass.run_checked`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from rewriter.engine._pending import (
     RewriteDeclinedError,
     RewriteRejectedError,
 )
-from rewriter.engine._undo import UndoLog
 from rewriter.engine._validate import find_problem
 
 Runnable = Callable[[ir.Node, Mapping[str, int]], "bool | None"]
@@ -56,16 +56,16 @@ class Builder:
         self._check_assumptions(match)
         pending = self._rewrites.build(match)
         self._check_runnable(match, pending)
-        log = UndoLog()
-        try:
-            staged = commit(self.model, match, pending, self.names, log)
-        except BaseException:
-            log.undo()
-            raise
-        problem = find_problem(match.graph, pending.nodes, staged.neighbours)
-        if problem is not None:
-            log.undo()
-            raise RewriteRejectedError(problem)
+        with ir.Journal(self.model) as journal:
+            try:
+                staged = commit(self.model, match, pending, self.names)
+            except BaseException:
+                journal.undo()
+                raise
+            problem = find_problem(match.graph, pending.nodes, staged.neighbours)
+            if problem is not None:
+                journal.undo()
+                raise RewriteRejectedError(problem)
         return finish(match.graph, pending, staged, self.names)
 
     def _check_assumptions(self, match: Match) -> None:
@@ -135,12 +135,12 @@ class Builder:
             self._check_runnable(match, pending)
         except RewriteRejectedError as exc:
             return exc
-        log = UndoLog()
-        try:
-            staged = commit(self.model, match, pending, self.names, log)
-            problem = find_problem(match.graph, pending.nodes, staged.neighbours)
-        finally:
-            log.undo()
+        with ir.Journal(self.model) as journal:
+            try:
+                staged = commit(self.model, match, pending, self.names)
+                problem = find_problem(match.graph, pending.nodes, staged.neighbours)
+            finally:
+                journal.undo()
         return None if problem is None else RewriteRejectedError(problem)
 
 

@@ -1,12 +1,12 @@
-"""Putting a built rewrite into the graph: `commit` (undoable), then `finish`.
+"""Putting a built rewrite into the graph: `commit` (under a journal), then `finish`.
 
 `commit` adds the initializers and nodes, moves the uses of each replaced value to its
 replacement and points graph outputs at it (adding an Identity where the replacement cannot
-take the output's name), every change through an undo log. Once the region has passed
-validation, `finish` removes the matched nodes left without uses (with the constants only
-they read) and gives moved graph outputs their names back: steps that cannot make a valid
-region invalid, so they need no undo record (and removing a node cheaply needs none of the
-bookkeeping that putting it back in its place would).
+take the output's name), while the caller holds an `ir.Journal` open on the model, so the
+whole commit can be undone. Once the region has passed validation, `finish` removes the
+matched nodes left without uses (with the constants only they read) and gives moved graph
+outputs their names back: steps that cannot make a valid region invalid, so they run after
+the journal is closed (removing a node then costs nothing to record).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import dataclasses
 import ir
 from rewriter.engine._matcher import Match
 from rewriter.engine._pending import RULE_TAG, SOURCE_TAG, Applied, Pending
-from rewriter.engine._undo import UndoLog
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -28,10 +27,8 @@ class Staged:
     renames: tuple[tuple[ir.Value, ir.Value, str], ...]
 
 
-def commit(
-    model: ir.Model, match: Match, pending: Pending, names: ir.NameAllocator, log: UndoLog
-) -> Staged:
-    """Put `pending` into `match.graph`: every change through `log`, so it can be undone.
+def commit(model: ir.Model, match: Match, pending: Pending, names: ir.NameAllocator) -> Staged:
+    """Put `pending` into `match.graph` (the caller's journal can undo all of it).
 
     The new nodes are added, every use of a replaced value moves to its replacement and the
     graph outputs follow. Removing what became dead and renaming is left to `finish`: those
@@ -40,22 +37,21 @@ def commit(
     """
     graph = match.graph
     for domain, version in pending.new_opsets.items():
-        log.add_opset(model, domain, version)
+        model.opset_imports.setdefault(domain, version)
     for value in pending.initializers:
-        log.add_initializer(graph, value)
-    for node in pending.nodes:
-        log.append_node(graph, node)
+        graph.add_initializer(value)
+    graph.extend(pending.nodes)
     matched = tuple(n for n in match.nodes if n is not None)
     keep = set(matched) | set(pending.nodes)
     neighbours: dict[ir.Node, None] = {}
     for old, new in pending.replacements:
         for use in old.uses:
             if use.node not in keep:
-                log.replace_input(use.node, use.index, new)
+                use.node.replace_input_with(use.index, new)
                 neighbours[use.node] = None
     renames = []
     for old, new in pending.replacements:
-        rename = _move_graph_outputs(graph, old, new, pending, match, names, log)
+        rename = _move_graph_outputs(graph, old, new, pending, match, names)
         if rename is not None:
             renames.append(rename)
     return Staged(matched, tuple(neighbours), tuple(renames))
@@ -109,7 +105,6 @@ def _move_graph_outputs(
     pending: Pending,
     match: Match,
     names: ir.NameAllocator,
-    log: UndoLog,
 ) -> tuple[ir.Value, ir.Value, str] | None:
     """Point graph outputs held by `old` at `new`; returns the renaming still to do."""
     slots = [i for i, v in enumerate(graph.outputs) if v is old]
@@ -124,16 +119,16 @@ def _move_graph_outputs(
         )
         identity.set_metadata(RULE_TAG, match.rule.name)
         identity.set_metadata(SOURCE_TAG, match.rule.location)
-        log.append_node(graph, identity)
+        graph.append(identity)
         pending.nodes.append(identity)
         t = ir.fact_type(new)
         if t is not None:
             ir.record_inferred_type(identity_out, t)
         target = identity_out
     for i in slots:
-        log.set_output(graph, i, target)
+        graph.set_output(i, target)
     if old.type is not None and target.type is None:
-        log.set_type(target, old.type)
+        target.type = old.type
     return (old, target, name)
 
 

@@ -36,7 +36,7 @@ from rewriter.engine._builder import Builder, Runnable
 from rewriter.engine._calibration import Calibration
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._matcher import Match, Matcher
-from rewriter.engine._pass import PassDefinition, PassResult
+from rewriter.engine._pass import PassDefinition, PassResult, run_checked
 from rewriter.engine._passes import BUILTIN_PASSES
 from rewriter.engine._pending import RewriteDeclinedError, RewriteRejectedError
 from rewriter.engine._rule_index import RuleIndex, compile_rules
@@ -108,6 +108,9 @@ class RunOptions:
     # Apply only what is exact on every input: rules that `assume` something apply where the
     # model proves it (`assumes nonempty` on static positive shapes), never otherwise.
     exact: bool = False
+    # The passes to run between rounds of rules, in order (`DEFAULT_PIPELINE` for a standard
+    # run), before the ones the rule files declare.
+    pipeline: tuple[rules.PassUse, ...] = ()
 
 
 class PassManager:
@@ -229,8 +232,11 @@ class _Run:
             for definition, options in passes:
                 name = definition.name
                 t0 = time.perf_counter()
-                result = definition.run(self.model, options)
+                result = run_checked(definition, options, self.model)
                 self.timings[f"pass {name}"] += time.perf_counter() - t0
+                if isinstance(result, str):
+                    self._pass_rolled_back(name, result)
+                    continue
                 if result.changed:
                     changed = True
                     round_changers[f"pass `{name}`"] = None
@@ -306,19 +312,20 @@ class _Run:
         return usable
 
     def _declared_passes(self) -> list[tuple[PassDefinition[Any], object]]:
+        """The run's pipeline, then the passes rule files declare (see `pipeline`)."""
         declared: list[tuple[PassDefinition[Any], object]] = []
-        for decl in self.manager.ruleset.passes:
-            definition = self.manager.passes.get(decl.name)
+        for use in pipeline(self.options.pipeline, self.manager.ruleset.passes):
+            where = f"{use.span}: " if use.span.line else ""
+            definition = self.manager.passes.get(use.name)
             if definition is None:
                 raise RewriteError(
-                    f"{decl.span}: pass `{decl.name}` is not available in this run "
+                    f"{where}pass `{use.name}` is not available in this run "
                     f"(available: {', '.join(sorted(self.manager.passes))})"
                 )
-            values = dict(decl.options)
             try:
-                declared.append((definition, definition.make_options(values)))
+                declared.append((definition, definition.make_options(dict(use.options))))
             except ValueError as exc:
-                raise RewriteError(f"{decl.span}: {exc}") from exc
+                raise RewriteError(f"{where}{exc}") from exc
         return declared
 
     def _drain(self, worklist: Worklist, index: RuleIndex, budget: int) -> StopReason:
@@ -446,12 +453,32 @@ class _Run:
                 )
             )
 
+    def _pass_rolled_back(self, name: str, problem: str) -> None:
+        """A pass whose changes broke the model was undone: say so, like a rolled-back rule."""
+        reason = f"rolled back: {_trace.one_line(problem)}"
+        self.skips.append(SkipEntry(name, "built-in pass", reason))
+        self.warnings.append(f"pass `{name}` was undone: {_trace.one_line(problem)}")
+
     def _warn_budget(self, budget: int) -> None:
         counts = collections.Counter(self.recent)
         busiest = ", ".join(f"`{name}` ({n}x)" for name, n in counts.most_common(4))
         self.warnings.append(
             f"stopped after {budget} rewrites (the budget); the rules that kept firing: {busiest}"
         )
+
+
+def pipeline(
+    run_passes: Sequence[rules.PassUse], declared: Sequence[rules.PassUse]
+) -> list[rules.PassUse]:
+    """The passes a run applies, in order: the run's pipeline, then the declared ones.
+
+    A pass a rule file declares that the pipeline already has keeps its place in the pipeline
+    and takes the file's options; a pass declared twice keeps the last declaration.
+    """
+    order: dict[str, rules.PassUse] = {use.name: use for use in run_passes}
+    for use in declared:
+        order[use.name] = use
+    return list(order.values())
 
 
 def _site_label(match: Match) -> str:

@@ -1,22 +1,28 @@
 """Built-in passes as values: a name, typed options, and the function that runs them.
 
-A pass is work that is not a local pattern (constant folding, dead code, loop rolling). Rule
-files switch one on with `pass NAME { option = value }`; the pass manager turns the declared
-values into the pass's frozen options dataclass (checked against each option's minimum) and
-runs it between rounds of rules. Packages that define passes (the engine's own, the loop
-passes of `rewriter.loops`) each export their `PassDefinition`s; the caller of the pass
-manager says which ones a run may use.
+A pass is work that is not a local pattern (constant folding, dead code, loop rolling). A run
+uses the default pipeline (`rewriter.engine.DEFAULT_PIPELINE`) and the passes rule files
+switch on with `pass NAME { option = value }`; the pass manager turns the option values into
+the pass's frozen options dataclass (checked against each option's minimum) and runs it
+between rounds of rules, through `run_checked`: under an `ir.Journal`, validated like a
+rule's rewrite, undone and reported when it breaks the model. Packages that define passes
+(the engine's own, the loop passes of `rewriter.loops`) each export their `PassDefinition`s;
+the caller of the pass manager says which ones a run may use.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 import ir
 from rewriter.engine import _trace
+from rewriter.engine._validate import find_change_problem
 from rewriter.rules import PassOption, PassSignature
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -139,3 +145,28 @@ def pass_table(*definitions: PassDefinition[Any]) -> dict[str, PassDefinition[An
         assert definition.name not in table, f"pass `{definition.name}` is defined twice"
         table[definition.name] = definition
     return table
+
+
+def run_checked(
+    definition: PassDefinition[Any], options: object, model: ir.Model
+) -> PassResult | str:
+    """Run one pass under an `ir.Journal` and keep what it did only if it is valid.
+
+    The pass's changes are validated like a rule's rewrite (`find_change_problem`); when
+    they are not valid, or the pass raises, every change is undone and the reason returned
+    instead of the result, so a broken pass is reported and the model stays as it was.
+    """
+    with ir.Journal(model) as journal:
+        try:
+            result = definition.run(model, options)
+        except Exception as exc:  # a pass is code like any other; the model must survive it
+            journal.undo()
+            logger.warning("pass `%s` failed and was undone", definition.name, exc_info=True)
+            return f"failed ({type(exc).__name__}: {exc})"
+        if not journal:
+            return result
+        problem = find_change_problem(journal, model.opset_imports)
+        if problem is not None:
+            journal.undo()
+            return problem
+    return result

@@ -1,17 +1,21 @@
-"""Validation of the region a committed rewrite touched (the rest of the graph is as it was).
+"""Validation of what a committed rewrite or a pass changed (the rest is as it was).
 
-The builder has already checked every new node against its schema and the types of every
-replacement; what remains can only be seen in the graph: every value a new or redirected
-node reads must still be defined and visible from that node's graph (produced by a node in
-it or in an enclosing graph, or an input or initializer of one), and every output of the
-graph must still be defined in it.
+For a rule's rewrite the builder has already checked every new node against its schema and
+the types of every replacement; what remains can only be seen in the graph (`find_problem`):
+every value a new or redirected node reads must still be defined and visible from that node's
+graph (produced by a node in it or in an enclosing graph, or an input or initializer of one),
+and every output of the graph must still be defined in it. A pass changes the model directly,
+so its changes get all of those checks at once, read off the journal it ran under
+(`find_change_problem`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import ir
+from rewriter.engine._pending import RewriteRejectedError
+from rewriter.engine._typecheck import check_compatible
 
 
 def find_problem(
@@ -58,3 +62,77 @@ def _enclosing(graph: ir.Graph) -> ir.Graph | None:
 
 def _label(node: ir.Node) -> str:
     return f"{node.name or '<unnamed>'} ({node.op_type})"
+
+
+def find_change_problem(journal: ir.Journal, opsets: Mapping[str, int]) -> str | None:
+    """Why the changes `journal` recorded do not leave a valid model (None when they do).
+
+    A built-in pass is held to what a rule's rewrite is held to, whatever it changed: every
+    node it added or rewired reads values defined where it is, graph outputs are still
+    computed, no cycle appeared, a value that took another's place in a node input or a graph
+    output has no contradicting dtype, rank or static dims, and every added node passes
+    onnx's per-node inference with outputs that agree with the types recorded on them.
+    """
+    created = journal.created_nodes()
+    changes = journal.input_changes()
+    rewired = dict.fromkeys(change.node for change in changes)
+    for graph in journal.graphs():
+        new = [node for node in created if node.graph is graph]
+        moved = [node for node in rewired if node.graph is graph]
+        problem = find_problem(graph, new, moved)
+        if problem is not None:
+            return problem
+        try:
+            ir.topological_order(graph)
+        except ir.GraphStructureError as exc:
+            return str(exc)
+    for change in changes:
+        if change.old is not None and change.new is not None:
+            problem = _replacement_problem(change.old, change.new)
+            if problem is not None:
+                return f"{_label(change.node)} input {change.index}: {problem}"
+    for output in journal.output_changes():
+        problem = _replacement_problem(output.old, output.new)
+        if problem is not None:
+            return f"graph output {output.index}: {problem}"
+    for node in created:
+        problem = _ill_typed(node, opsets)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _replacement_problem(old: ir.Value, new: ir.Value) -> str | None:
+    """Why `new` cannot stand where `old` stood (contradicting known types), or None."""
+    try:
+        check_compatible(old, new)
+    except RewriteRejectedError as exc:
+        return str(exc)
+    return None
+
+
+def _ill_typed(node: ir.Node, opsets: Mapping[str, int]) -> str | None:
+    """Why onnx's per-node inference refuses `node`, or its outputs' types contradict it.
+
+    A node with an input of unknown type is not judged: there is nothing to infer from.
+    """
+    if node.graph is None:
+        return None
+    for value in node.inputs:
+        unknown = value is not None and value.name and ir.fact_type(value) is None
+        if unknown and value is not None and value.const_value is None:
+            return None
+    try:
+        inferred = ir.infer_node_types(node, opsets)
+    except ir.NodeInferenceError as exc:
+        return f"{_label(node)} is ill-typed: {exc}"
+    if inferred is None:
+        return None
+    for out, found in zip(node.outputs, inferred, strict=False):
+        if found is None or not out.name:
+            continue
+        stand_in = ir.Value(f"{out.name} (inferred)", found)
+        problem = _replacement_problem(out, stand_in)
+        if problem is not None:
+            return f"{_label(node)}: {problem}"
+    return None

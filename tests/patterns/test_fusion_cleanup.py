@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.patterns.fusion_helpers import FUSION, LIBRARY, build, check_fired, fired, rewrite
+from tests.patterns.fusion_helpers import FUSION, build, check_fired, fired, rewrite
 
 CLEANUP = FUSION / "cleanup.rw"
-PASSES = LIBRARY / "folding" / "passes.rw"  # constant folding and dead code elimination
 CONV = FUSION / "conv.rw"
 
 
@@ -21,7 +20,7 @@ def test_constant_to_initializer():
             y = Mul (x, c)
         }"""
     )
-    result = rewrite(model, CLEANUP, PASSES)
+    result = rewrite(model, CLEANUP)  # and the default pipeline: folding, dead code
     check_fired(model, result, {"constant_to_initializer": 2}, ["Mul"])
     assert len(result.proto.graph.initializer) == 1  # k had no use: dead code
 
@@ -59,7 +58,7 @@ def test_fold_static_dim_of_shape(index):
             i = Constant <value = {index}> ()
             d = Gather <axis = 0> (s, i)"""
     )
-    result = rewrite(model, CLEANUP, PASSES)
+    result = rewrite(model, CLEANUP)  # and the default pipeline: folding, dead code
     check_fired(
         model, result, {"fold_static_dim_of_shape": 1, "constant_to_initializer": 1}, ["Mul"]
     )
@@ -71,7 +70,7 @@ def test_fold_static_dim_of_shape_with_start():
             i = Constant <value = int64 {1}> ()
             d = Gather <axis = 0> (s, i)"""
     )
-    result = rewrite(model, CLEANUP, PASSES)
+    result = rewrite(model, CLEANUP)  # and the default pipeline: folding, dead code
     check_fired(
         model, result, {"fold_static_dim_of_shape": 1, "constant_to_initializer": 1}, ["Mul"]
     )
@@ -94,7 +93,7 @@ def test_fold_static_slice_of_shape(starts, ends):
             b = Constant <value = int64[1] {{{ends}}}> ()
             d = Slice (s, a, b)"""
     )
-    result = rewrite(model, CLEANUP, PASSES)
+    result = rewrite(model, CLEANUP)  # and the default pipeline: folding, dead code
     check_fired(
         model, result, {"fold_static_slice_of_shape": 1, "constant_to_initializer": 2}, ["Mul"]
     )

@@ -183,11 +183,12 @@ def test_cli_exit_0_when_nothing_fails(capsys: pytest.CaptureFixture[str]) -> No
     assert "4 rules: 4 verified, 0 failed, 0 not instantiable" in out
 
 
-def test_passes_run_on_rule_instances() -> None:
-    ruleset = load_rules(*SHIPPED_FOLDING, FOLDING / "passes.rw")
+def test_the_default_pipeline_runs_on_rule_instances() -> None:
+    ruleset = load_rules(*SHIPPED_FOLDING)
     names = {r.name: r for r in check_rules(ruleset, CheckOptions(instances=1, examples=3))}
     cse = names["eliminate_common_subexpressions"]
     assert cse.kind == "pass"
+    assert cse.location == "default pipeline"
     assert cse.status is not Status.FAILED
 
 
