@@ -60,7 +60,7 @@ from ir._infer import (
     merge_types,
     record_inferred_type,
 )
-from ir._journal import InputChange, Journal, OutputChange
+from ir._journal import InputChange, Journal, OutputChange, scope_of
 from ir._names import NameAllocator
 from ir._serde import from_onnx, to_onnx
 from ir._serde_io import load, save
@@ -124,6 +124,7 @@ __all__ = [
     "evaluation_model",
     "extract",
     "fact_type",
+    "scope_of",
     "format_graph",
     "format_node",
     "from_onnx",

@@ -18,7 +18,7 @@ The journal knows nothing of what makes the changes (a rule, a pass); it only se
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import TracebackType
 
 from ir._core import Graph, Model, Node, Value, _is_within, _outer_values
@@ -48,11 +48,14 @@ class Journal:
     """Records what changes touch, so `undo()` can restore it (see the module docstring).
 
     Use as a context manager: `with ir.Journal(model) as journal: ...`. A graph belongs to
-    one open journal at a time.
+    one open journal at a time. By default every graph of the model is journaled (finding
+    them all walks the model); `graphs` limits it to the ones a change can touch, such as a
+    rewrite's graph and the graphs enclosing it (`scope_of`).
     """
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, graphs: Iterable[Graph] | None = None) -> None:
         self._model = model
+        self._scope = None if graphs is None else list(graphs)
         self._attached: list[Graph] = []
         self._nodes: dict[Node, tuple[object, ...]] = {}
         self._values: dict[Value, tuple[object, ...]] = {}
@@ -71,7 +74,7 @@ class Journal:
 
     # opening and closing -------------------------------------------------------------------
     def __enter__(self) -> Journal:
-        for graph in self._model.graphs():
+        for graph in self._model.graphs() if self._scope is None else self._scope:
             if graph._journal is not None:
                 raise RuntimeError(f"graph {graph.name!r} is already journaled")
             graph._journal = self
@@ -338,3 +341,16 @@ def _forget_reads(node: Node) -> None:
                 u for u in value._uses if u._graph is not None and _is_within(u._graph, sub)
             ]:
                 value._uses.pop(user, None)
+
+
+def scope_of(graph: Graph) -> list[Graph]:
+    """`graph` and every graph enclosing it, innermost first: what a change in it can touch.
+
+    A node of `graph` may read values of the graphs around it, whose use lists then change.
+    """
+    found = [graph]
+    owner = graph._owner
+    while isinstance(owner, Node) and owner._graph is not None:
+        found.append(owner._graph)
+        owner = owner._graph._owner
+    return found

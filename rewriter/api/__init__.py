@@ -4,8 +4,9 @@
 an `AccuracyBudget` it measures the approximate rewrites and keeps those the model can
 afford, `_budget`, running the measurements serially, on local processes or on Ray,
 `_sensitivity`);
-`load_rules` reads rule files against the standard vocabulary (the engine's built-ins and
-every standard pass); `pass_manager` gives an engine pass manager with that vocabulary.
+`load_rules`, the one rule loader, reads rule files and folders (or gives the shipped
+library) against the standard vocabulary (the engine's built-ins and every standard pass);
+`pass_manager` gives an engine pass manager with that vocabulary.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from rewriter.api._library import (
     default_library_files,
     inline_files,
     library_path,
-    load_ruleset,
+    load_rules,
     rule_files,
 )
 from rewriter.api._models import as_model, freeze_inputs_with_initializers
@@ -35,7 +36,6 @@ from rewriter.api._vocabulary import (
     PASSES,
     VOCABULARY,
     check_files,
-    load_rules,
     pass_manager,
 )
 
@@ -68,7 +68,6 @@ __all__ = [
     "library_path",
     "load_pipeline",
     "load_rules",
-    "load_ruleset",
     "parse_connection",
     "pass_manager",
     "profile",

@@ -16,7 +16,7 @@ import ir
 from rewriter._errors import RewriteError
 from rewriter.api import _budget
 from rewriter.api import _rewrite as one_run
-from rewriter.api._library import RulesLike, load_ruleset
+from rewriter.api._library import RulesLike, load_rules
 from rewriter.api._options import RewriteOptions
 from rewriter.api._rewrite import PhaseClock, RewriteResult
 from rewriter.rules import RuleSet
@@ -75,7 +75,7 @@ def _within_budget(
     clock = PhaseClock()
     if ruleset is None:
         with clock.phase("load_rules"):
-            ruleset = load_ruleset(rules, allow_python=options.allow_python, params=options.params)
+            ruleset = load_rules(rules, allow_python=options.allow_python, params=options.params)
     snapshot = _budget.source_snapshot(model, budget)
     plain = dataclasses.replace(options, budget=None)
     first = one_run.rewrite(model, ruleset, dataclasses.replace(plain, copy=True))

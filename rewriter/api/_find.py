@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import onnx
 
 import ir
-from rewriter.api._library import RulesLike, inline_files, load_ruleset
+from rewriter.api._library import RulesLike, inline_files, load_rules
 from rewriter.api._models import as_model
 from rewriter.engine import Found, find_matches
 
@@ -34,5 +34,5 @@ def find(
         nodes and the bindings (values with the types the facts know).
     """
     inline = inline_files(queries, queries=True)
-    ruleset = load_ruleset(rules, allow_python=allow_python, inline=inline)
+    ruleset = load_rules(rules, allow_python=allow_python, inline=inline)
     return find_matches(ruleset, as_model(model))

@@ -1,21 +1,23 @@
-"""Which rule files a run uses: the shipped library, folders, files, or a loaded RuleSet.
+"""`load_rules`: the one rule loader. Files, folders, a loaded RuleSet, or the shipped library.
 
 A folder means every `.rw` file below it in sorted path order, except the opt-in subfolders
-(`loops/`, `ort/`, `relaxed/`), which are used only when named directly. Loaded rule sets are
-kept by their files' names and stat, so a program rewriting many models with the same rules parses
-them once (an edited file has a new mtime or size and is loaded again).
+(`loops/`, `ort/`, `quantize/`, `relaxed/`), which are used only when named directly. Loaded
+rule sets are kept by their files' names and stat, so a program rewriting many models with
+the same rules parses them once (an edited file has a new mtime or size and is loaded again).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rewriter._errors import RewriteError
-from rewriter.api._vocabulary import load_rules
+from rewriter.api._vocabulary import load_files
 from rewriter.dsl import File, parse, parse_query
+from rewriter.engine import DEFAULT_PIPELINE, pipeline
 from rewriter.rules import LiteralValue, RuleSet
 
 RulesLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | RuleSet | None
@@ -80,37 +82,93 @@ def inline_files(texts: Sequence[str], *, queries: bool = False) -> list[File]:
     return files
 
 
-def load_ruleset(
-    rules: RulesLike,
-    *,
+def load_rules(
+    *rules: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | RuleSet | None,
     allow_python: bool = False,
     inline: Sequence[File] = (),
     params: Mapping[str, LiteralValue] | None = None,
+    use_cache: bool = True,
 ) -> RuleSet:
-    """Rules from paths (files or folders), an existing RuleSet, or the shipped library.
+    """Load rules: files and folders, a RuleSet (returned as it is), or the shipped library.
 
-    `inline` files (from `inline_files`) are loaded after the paths; with inline files and
-    no paths (`rules=None`), they are the only rules: the shipped library is not added.
-    `params` set rule parameters the files declare (a loaded RuleSet has its values).
+    Args:
+        *rules: rule files and folders (a folder: its `.rw` files, opt-in subfolders left
+            out), or one already loaded `RuleSet`; none (or None): the shipped library.
+        allow_python: permit `use` declarations (opt-in Python helpers).
+        inline: files parsed from text (`inline_files`, `rewrite -e`), loaded after the
+            paths; with inline files and no paths they are the only rules.
+        params: values of rule parameters the files declare (`param NAME = literal`).
+        use_cache: keep files' parses in the user's cache folder and loaded sets in memory.
+
+    Raises:
+        RuleSyntaxError: some file does not parse (carries every diagnostic found).
+        RuleCheckError: the files parse but break semantic rules (every error found).
+        FileNotFoundError: a path does not exist.
+        RewriteError: a folder holds no rule file, a RuleSet is given with other rules or
+            with inline rules or parameters, or `params` names an undeclared parameter.
     """
-    if isinstance(rules, RuleSet):
-        if inline:
-            raise RewriteError("inline rules cannot be added to an already loaded RuleSet")
-        if params:
-            raise RewriteError("rule parameters cannot be set on an already loaded RuleSet")
-        return rules
+    given = _flatten(rules)
+    paths = [item for item in given if not isinstance(item, RuleSet)]
+    loaded = [item for item in given if isinstance(item, RuleSet)]
+    if loaded:
+        if len(given) > 1:
+            raise RewriteError("a loaded RuleSet cannot be combined with other rules")
+        return _loaded(loaded[0], inline, params)
+    return _load_paths(paths or None, allow_python, inline, params, use_cache)
+
+
+def _flatten(
+    rules: tuple[str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | RuleSet | None, ...],
+) -> list[str | os.PathLike[str] | RuleSet]:
+    """The paths and rule sets `rules` holds (a list of paths counts as its items)."""
+    found: list[str | os.PathLike[str] | RuleSet] = []
+    for item in rules:
+        if item is None:
+            continue
+        if isinstance(item, str | os.PathLike | RuleSet):
+            found.append(item)
+        else:
+            found.extend(item)
+    return found
+
+
+def _loaded(
+    rules: RuleSet, inline: Sequence[File], params: Mapping[str, LiteralValue] | None
+) -> RuleSet:
+    """A RuleSet given to `load_rules`: itself (nothing can be added to it)."""
+    if inline:
+        raise RewriteError("inline rules cannot be added to an already loaded RuleSet")
+    if params:
+        raise RewriteError("rule parameters cannot be set on an already loaded RuleSet")
+    return rules
+
+
+def _load_paths(
+    rules: list[str | os.PathLike[str]] | None,
+    allow_python: bool,
+    inline: Sequence[File],
+    params: Mapping[str, LiteralValue] | None,
+    use_cache: bool,
+) -> RuleSet:
+    """Rules from paths (None: the shipped library, unless inline rules are given)."""
     if inline:
         paths = [] if rules is None else _expand(rules)
-        return load_rules(*paths, allow_python=allow_python, inline=inline, params=params)
+        return load_files(
+            *paths, allow_python=allow_python, inline=inline, params=params, use_cache=use_cache
+        )
     paths = _expand(rules)
-    settings = (allow_python, repr(sorted((params or {}).items())))
-    key = _cache_key(paths, settings)
+    library = rules is None or any(_is_library(Path(path)) for path in rules)
+    settings = (allow_python, library, repr(sorted((params or {}).items())))
+    key = _cache_key(paths, settings) if use_cache else None
     if key is None:
-        return load_rules(*paths, allow_python=allow_python, params=params)
+        uncached = load_files(*paths, allow_python=allow_python, params=params, use_cache=use_cache)
+        return _with_library_pipeline(uncached) if library else uncached
     cached = _RULESET_CACHE.get(key)
     if cached is not None and _cache_key(cached[1], settings) == cached[2]:
         return cached[0]
-    ruleset = load_rules(*paths, allow_python=allow_python, params=params)
+    ruleset = load_files(*paths, allow_python=allow_python, params=params)
+    if library:
+        ruleset = _with_library_pipeline(ruleset)
     # The files that were included are checked too when the entry is read again.
     loaded = list(ruleset.paths)
     stamp = _cache_key(loaded, settings)
@@ -119,6 +177,23 @@ def load_ruleset(
             _RULESET_CACHE.pop(next(iter(_RULESET_CACHE)))
         _RULESET_CACHE[key] = (ruleset, loaded, stamp)
     return ruleset
+
+
+def _with_library_pipeline(ruleset: RuleSet) -> RuleSet:
+    """`ruleset` (the shipped library's rules) with the default pipeline.
+
+    The library is its rule files and the built-in passes of `DEFAULT_PIPELINE` (declared
+    in Python, in one place); a file's `pass` declarations come after them (see `pipeline`).
+    """
+    return dataclasses.replace(ruleset, passes=tuple(pipeline(DEFAULT_PIPELINE, ruleset.passes)))
+
+
+def _is_library(path: Path) -> bool:
+    """Whether `path` is the shipped library's folder."""
+    try:
+        return path.is_dir() and path.resolve() == library_path().resolve()
+    except OSError:
+        return False
 
 
 def _expand(

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rewriter.engine import (
-    DEFAULT_PIPELINE,
     Calibration,
     KernelAvailability,
     ProgressCallback,
@@ -66,9 +65,10 @@ class RewriteOptions:
             result); the trace counts the rewrites that assumed something.
         params: values of rule parameters the rule files declare (`param NAME = literal`),
             e.g. `{"per_channel": False}`; used when `rewrite` loads the rules.
-        passes: the built-in passes to run between rounds of rules, in order
-            (`rewriter.engine.DEFAULT_PIPELINE` by default; `()` for none); rule files add
-            the passes they declare.
+        passes: the built-in passes to run between rounds of rules, in order; None (the
+            default): the rule set's (the shipped library brings
+            `rewriter.engine.DEFAULT_PIPELINE`, a rule file declares its own with `pass`);
+            `()`: none.
     """
 
     allow_python: bool = False
@@ -88,7 +88,7 @@ class RewriteOptions:
     budget: AccuracyBudget | None = None
     calibration: Calibration | None = None
     exact: bool = False
-    passes: tuple[PassUse, ...] = DEFAULT_PIPELINE
+    passes: tuple[PassUse, ...] | None = None
     params: Mapping[str, LiteralValue] = dataclasses.field(default_factory=dict)
 
     def run_options(self) -> RunOptions:
@@ -105,5 +105,5 @@ class RewriteOptions:
             excluded_sites=dict(self.excluded_sites),
             calibration=self.calibration,
             exact=self.exact,
-            pipeline=self.passes,
+            passes=self.passes,
         )

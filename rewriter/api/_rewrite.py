@@ -21,7 +21,7 @@ import ir
 from rewriter._errors import RewriteError
 from rewriter.api._budget_types import BudgetResult
 from rewriter.api._conversion import convert_keeping_runnable
-from rewriter.api._library import RulesLike, load_ruleset
+from rewriter.api._library import RulesLike, load_rules
 from rewriter.api._models import (
     add_opsets,
     as_model,
@@ -142,7 +142,7 @@ def rewrite(
         ruleset = rules  # loaded by the caller, who can time that itself
     else:
         with clock.phase("load_rules"):
-            ruleset = load_ruleset(rules, allow_python=options.allow_python, params=options.params)
+            ruleset = load_rules(rules, allow_python=options.allow_python, params=options.params)
     with clock.phase("load_model"):
         ir_model = as_model(model, copy=options.copy)
     start = time.perf_counter()

@@ -23,14 +23,17 @@ VOCABULARY = rules.Vocabulary(
 """The functions and passes rule files may name."""
 
 
-def load_rules(
+def load_files(
     *paths: str | os.PathLike[str],
     allow_python: bool = False,
     use_cache: bool = True,
     inline: Sequence[dsl.File] = (),
     params: Mapping[str, rules.LiteralValue] | None = None,
 ) -> rules.RuleSet:
-    """Load, parse and check rule files and folders (see `rewriter.dsl.load_rules`).
+    """Load, parse and check rule files with the standard vocabulary (`rewriter.dsl.load_files`).
+
+    Every `.rw` file below a folder is loaded here (the library's opt-in subfolders too):
+    `rewriter.api.load_rules`, the loader to use, decides which files a folder means.
 
     With `use_cache`, files read before are not parsed again: their parse is kept in the
     user's cache folder (`~/.cache/onnx-rewrite`), keyed by their exact text. `params` set
@@ -43,7 +46,7 @@ def load_rules(
         RewriteError: `params` names an undeclared parameter or gives a value of another kind.
     """
     cache = dsl.user_cache() if use_cache else None
-    return dsl.load_rules(
+    return dsl.load_files(
         *paths,
         vocabulary=VOCABULARY,
         allow_python=allow_python,

@@ -19,7 +19,7 @@ from rewriter.api import (
     RewriteResult,
     as_model,
     inline_files,
-    load_ruleset,
+    load_rules,
     pass_manager,
     rewrite,
 )
@@ -134,11 +134,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--passes",
         metavar="LIST",
-        default="default",
-        help="built-in passes between rounds of rules: `default` (the default pipeline: "
-        "fold_constants, eliminate_dead_code, eliminate_common_subexpressions, "
-        "optimize_transposes, inline_constant_ifs, flatten_concats), `none`, or names "
-        "separated by commas; rule files add the passes they declare",
+        default="rules",
+        help="built-in passes between rounds of rules: `rules` (the rules' own: the shipped "
+        "library brings the default pipeline, fold_constants, eliminate_dead_code, "
+        "eliminate_common_subexpressions, optimize_transposes, inline_constant_ifs, "
+        "flatten_concats; a rule file declares its own), `default` (the default pipeline "
+        "whatever the rules), `none`, or names separated by commas",
     )
     parser.add_argument(
         "--max-rewrites",
@@ -282,8 +283,8 @@ def param_values(items: list[str]) -> dict[str, LiteralValue]:
     return values
 
 
-def pass_list(text: str) -> tuple[PassUse, ...]:
-    """`--passes`: `default`, `none`, or pass names separated by commas (in that order).
+def pass_list(text: str) -> tuple[PassUse, ...] | None:
+    """`--passes`: `rules`, `default`, `none`, or pass names separated by commas (in order).
 
     A named pass of the default pipeline keeps the pipeline's options; another takes its own
     defaults.
@@ -291,6 +292,8 @@ def pass_list(text: str) -> tuple[PassUse, ...]:
     Raises:
         RewriteError: a name is not a built-in pass.
     """
+    if text == "rules":
+        return None
     if text == "default":
         return DEFAULT_PIPELINE
     if text == "none":
@@ -301,7 +304,7 @@ def pass_list(text: str) -> tuple[PassUse, ...]:
         if name not in PASSES:
             raise RewriteError(
                 f"--passes: no built-in pass `{name}` (available: {', '.join(sorted(PASSES))};"
-                " or `default`, `none`)"
+                " or `rules`, `default`, `none`)"
             )
         chosen.append(known.get(name, PassUse(name)))
     return tuple(chosen)
@@ -348,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
     clock = PhaseClock()
     with clock.phase("load_rules"):
         inline = inline_files(args.inline_rules)
-        ruleset = load_ruleset(
+        ruleset = load_rules(
             args.rules,
             allow_python=args.allow_python,
             inline=inline,

@@ -1,7 +1,7 @@
 """The `.rw` rule language: parse, check, load (lowered into the rule IR), format and dump.
 
 `parse` turns text into a frozen AST (`File`), raising `RuleSyntaxError` with located
-diagnostics. `load_rules` reads files and folders, parses and checks them and lowers every
+diagnostics. `load_files` reads files and folders, parses and checks them and lowers every
 rule into the rule IR (`rewriter.rules`), returning a `rewriter.rules.RuleSet`, or raising
 `RuleSyntaxError` / `RuleCheckError` with every error found. Nothing below this package sees
 the syntax tree. `check` runs the semantic checks on parsed files; `Lowering` turns checked
@@ -67,7 +67,7 @@ from rewriter.dsl._check import check
 from rewriter.dsl._dump import dump
 from rewriter.dsl._extract import extract_rule
 from rewriter.dsl._format import format_file
-from rewriter.dsl._loader import find_rule_files, load_rules, parse_files, read_rule_file
+from rewriter.dsl._loader import find_rule_files, load_files, parse_files, read_rule_file
 from rewriter.dsl._lower import Lowering
 from rewriter.dsl._parser import parse, parse_param_value, parse_query
 
@@ -126,7 +126,7 @@ __all__ = [
     "extract_rule",
     "find_rule_files",
     "format_file",
-    "load_rules",
+    "load_files",
     "parse",
     "parse_files",
     "parse_param_value",

@@ -182,7 +182,7 @@ def _identity(path: Path) -> Path:
         return path.absolute()
 
 
-def load_rules(
+def load_files(
     *paths: str | os.PathLike[str],
     vocabulary: Vocabulary,
     allow_python: bool = False,

@@ -56,7 +56,7 @@ class Builder:
         self._check_assumptions(match)
         pending = self._rewrites.build(match)
         self._check_runnable(match, pending)
-        with ir.Journal(self.model) as journal:
+        with ir.Journal(self.model, ir.scope_of(match.graph)) as journal:
             try:
                 staged = commit(self.model, match, pending, self.names)
             except BaseException:
@@ -135,7 +135,7 @@ class Builder:
             self._check_runnable(match, pending)
         except RewriteRejectedError as exc:
             return exc
-        with ir.Journal(self.model) as journal:
+        with ir.Journal(self.model, ir.scope_of(match.graph)) as journal:
             try:
                 staged = commit(self.model, match, pending, self.names)
                 problem = find_problem(match.graph, pending.nodes, staged.neighbours)

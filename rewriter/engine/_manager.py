@@ -108,9 +108,9 @@ class RunOptions:
     # Apply only what is exact on every input: rules that `assume` something apply where the
     # model proves it (`assumes nonempty` on static positive shapes), never otherwise.
     exact: bool = False
-    # The passes to run between rounds of rules, in order (`DEFAULT_PIPELINE` for a standard
-    # run), before the ones the rule files declare.
-    pipeline: tuple[rules.PassUse, ...] = ()
+    # The passes to run between rounds of rules, in order; None: the rule set's (the shipped
+    # library brings `DEFAULT_PIPELINE`, a rule file declares its own).
+    passes: tuple[rules.PassUse, ...] | None = None
 
 
 class PassManager:
@@ -312,9 +312,10 @@ class _Run:
         return usable
 
     def _declared_passes(self) -> list[tuple[PassDefinition[Any], object]]:
-        """The run's pipeline, then the passes rule files declare (see `pipeline`)."""
+        """The passes this run applies: the run's own, else the rule set's."""
         declared: list[tuple[PassDefinition[Any], object]] = []
-        for use in pipeline(self.options.pipeline, self.manager.ruleset.passes):
+        chosen = self.options.passes
+        for use in self.manager.ruleset.passes if chosen is None else chosen:
             where = f"{use.span}: " if use.span.line else ""
             definition = self.manager.passes.get(use.name)
             if definition is None:
@@ -470,10 +471,11 @@ class _Run:
 def pipeline(
     run_passes: Sequence[rules.PassUse], declared: Sequence[rules.PassUse]
 ) -> list[rules.PassUse]:
-    """The passes a run applies, in order: the run's pipeline, then the declared ones.
+    """Passes in order: `run_passes`, then the `declared` ones not among them.
 
-    A pass a rule file declares that the pipeline already has keeps its place in the pipeline
-    and takes the file's options; a pass declared twice keeps the last declaration.
+    How the shipped library's pipeline and rule files' `pass` declarations combine: a declared
+    pass that `run_passes` already has keeps its place and takes the declared options; a pass
+    declared twice keeps the last declaration.
     """
     order: dict[str, rules.PassUse] = {use.name: use for use in run_passes}
     for use in declared:

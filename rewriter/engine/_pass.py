@@ -165,7 +165,7 @@ def run_checked(
             return f"failed ({type(exc).__name__}: {exc})"
         if not journal:
             return result
-        problem = find_change_problem(journal, model.opset_imports)
+        problem = find_change_problem(journal, model)
         if problem is not None:
             journal.undo()
             return problem

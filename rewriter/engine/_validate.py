@@ -64,7 +64,7 @@ def _label(node: ir.Node) -> str:
     return f"{node.name or '<unnamed>'} ({node.op_type})"
 
 
-def find_change_problem(journal: ir.Journal, opsets: Mapping[str, int]) -> str | None:
+def find_change_problem(journal: ir.Journal, model: ir.Model) -> str | None:
     """Why the changes `journal` recorded do not leave a valid model (None when they do).
 
     A built-in pass is held to what a rule's rewrite is held to, whatever it changed: every
@@ -72,11 +72,16 @@ def find_change_problem(journal: ir.Journal, opsets: Mapping[str, int]) -> str |
     computed, no cycle appeared, a value that took another's place in a node input or a graph
     output has no contradicting dtype, rank or static dims, and every added node passes
     onnx's per-node inference with outputs that agree with the types recorded on them.
+    Graphs the changes took out of the model (an inlined branch) are not judged.
     """
+    opsets = model.opset_imports
+    live = dict.fromkeys(model.graphs())
     created = journal.created_nodes()
     changes = journal.input_changes()
     rewired = dict.fromkeys(change.node for change in changes)
     for graph in journal.graphs():
+        if graph not in live:
+            continue
         new = [node for node in created if node.graph is graph]
         moved = [node for node in rewired if node.graph is graph]
         problem = find_problem(graph, new, moved)
@@ -87,6 +92,8 @@ def find_change_problem(journal: ir.Journal, opsets: Mapping[str, int]) -> str |
         except ir.GraphStructureError as exc:
             return str(exc)
     for change in changes:
+        if change.node.graph not in live:
+            continue
         if change.old is not None and change.new is not None:
             problem = _replacement_problem(change.old, change.new)
             if problem is not None:
@@ -96,6 +103,8 @@ def find_change_problem(journal: ir.Journal, opsets: Mapping[str, int]) -> str |
         if problem is not None:
             return f"graph output {output.index}: {problem}"
     for node in created:
+        if node.graph not in live:
+            continue
         problem = _ill_typed(node, opsets)
         if problem is not None:
             return problem

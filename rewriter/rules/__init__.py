@@ -1,7 +1,7 @@
 """The rule IR: the one typed form of a rewrite rule that every consumer reads.
 
 Rules written in `.rw` files are lowered into this form once, when they are loaded
-(`rewriter.dsl.load_rules`); rules can also be built in Python from the same classes, or with
+(`rewriter.load_rules`); rules can also be built in Python from the same classes, or with
 the short builders `rule`, `node`, `new_node`, `call`, ... (see README.md beside this file).
 The engine's matcher and builder, `--why-not`, loop rolling, rule checking, reports and the
 prover read only this form, so they work the same on rules of either origin.

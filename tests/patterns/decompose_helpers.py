@@ -14,7 +14,7 @@ import onnx.helper
 
 import ir
 import rewriter
-from rewriter.api import load_ruleset
+from rewriter.api import load_rules
 from rewriter.verification import extract_image_patches
 from tests.helpers import session
 
@@ -32,7 +32,7 @@ def loaded_rules(*paths: Path) -> rewriter.RuleSet:
     As the main command loads them: a folder's opt-in subfolders (ort, loops, relaxed,
     quantize) are left out.
     """
-    return load_ruleset(list(paths))
+    return load_rules(list(paths))
 
 
 def fired(result: rewriter.RewriteResult) -> list[str]:

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from rewriter.api import RewriteOptions
+from rewriter.engine import DEFAULT_PIPELINE
+
 from tests.patterns.fusion_helpers import FUSION, build, check_fired, fired, rewrite
 
 CLEANUP = FUSION / "cleanup.rw"
+# With the library's passes: constant folding and dead code elimination.
+WITH_PIPELINE = RewriteOptions(passes=DEFAULT_PIPELINE)
 CONV = FUSION / "conv.rw"
 
 
@@ -20,7 +25,7 @@ def test_constant_to_initializer():
             y = Mul (x, c)
         }"""
     )
-    result = rewrite(model, CLEANUP)  # and the default pipeline: folding, dead code
+    result = rewrite(model, CLEANUP, options=WITH_PIPELINE)
     check_fired(model, result, {"constant_to_initializer": 2}, ["Mul"])
     assert len(result.proto.graph.initializer) == 1  # k had no use: dead code
 
@@ -58,7 +63,7 @@ def test_fold_static_dim_of_shape(index):
             i = Constant <value = {index}> ()
             d = Gather <axis = 0> (s, i)"""
     )
-    result = rewrite(model, CLEANUP)  # and the default pipeline: folding, dead code
+    result = rewrite(model, CLEANUP, options=WITH_PIPELINE)
     check_fired(
         model, result, {"fold_static_dim_of_shape": 1, "constant_to_initializer": 1}, ["Mul"]
     )
@@ -70,7 +75,7 @@ def test_fold_static_dim_of_shape_with_start():
             i = Constant <value = int64 {1}> ()
             d = Gather <axis = 0> (s, i)"""
     )
-    result = rewrite(model, CLEANUP)  # and the default pipeline: folding, dead code
+    result = rewrite(model, CLEANUP, options=WITH_PIPELINE)
     check_fired(
         model, result, {"fold_static_dim_of_shape": 1, "constant_to_initializer": 1}, ["Mul"]
     )
@@ -93,7 +98,7 @@ def test_fold_static_slice_of_shape(starts, ends):
             b = Constant <value = int64[1] {{{ends}}}> ()
             d = Slice (s, a, b)"""
     )
-    result = rewrite(model, CLEANUP)  # and the default pipeline: folding, dead code
+    result = rewrite(model, CLEANUP, options=WITH_PIPELINE)
     check_fired(
         model, result, {"fold_static_slice_of_shape": 1, "constant_to_initializer": 2}, ["Mul"]
     )

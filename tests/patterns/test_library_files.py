@@ -12,7 +12,6 @@ import pytest
 
 import rewriter
 from rewriter.api import load_rules
-from rewriter.api._rewrite import load_ruleset
 
 LIBRARY = rewriter.library_path()
 FILES = sorted(LIBRARY.rglob("*.rw"))
@@ -52,7 +51,7 @@ def test_every_library_file_loads_on_its_own(path: Path) -> None:
     ],
 )
 def test_the_documented_rule_selections_load_each_file_once(rules: list[Path]) -> None:
-    ruleset = load_ruleset(rules)
+    ruleset = load_rules(rules)
     loaded = [Path(p).resolve() for p in ruleset.paths]
     assert len(loaded) == len(set(loaded))
     names = [r.name for r in ruleset.rules]
@@ -60,7 +59,7 @@ def test_the_documented_rule_selections_load_each_file_once(rules: list[Path]) -
 
 
 def test_the_default_library_never_quantizes() -> None:
-    ruleset = load_ruleset([LIBRARY])
+    ruleset = load_rules([LIBRARY])
     assert not any("/quantize/" in p for p in ruleset.paths)
     assert not any(rule.approximate for rule in ruleset.rules)
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from rewriter.engine._builtins._registry import Builtin, builtin
-from rewriter.engine._values import UNKNOWN, EvalContext, EvalError, equal, numeric, quiet_numpy
+from rewriter.engine._values import UNKNOWN, EvalContext, EvalError, numeric, quiet_numpy
 
 
 def _array(value: Any) -> Any:
@@ -174,12 +174,6 @@ def _plain_list(array: np.ndarray[Any, Any]) -> list[Any]:
     return [int(v) if array.dtype.kind in "iub" else float(v) for v in array.tolist()]
 
 
-@builtin("same", "three-valued equality as a function")
-def same(ctx: EvalContext, a: Any, b: Any) -> Any:
-    """Three-valued equality as a function."""
-    return equal(a, b)
-
-
 # dims -------------------------------------------------------------------------------------------
 # General helpers over `shape(v)` lists, for rules that rebuild a shape input.
 
@@ -255,11 +249,6 @@ def _erf(x: Any) -> Any:
     return out.astype(np.asarray(x).dtype if np.asarray(x).dtype.kind == "f" else np.float64)
 
 
-def _reciprocal(x: Any) -> Any:
-    """1 / x, keeping a float dtype (integers give float64)."""
-    return np.asarray(1, dtype=x.dtype if x.dtype.kind == "f" else np.float64) / x
-
-
 sqrt = _elementwise(np.sqrt, "sqrt", "square root, elementwise")
 exp = _elementwise(np.exp, "exp", "e ** x, elementwise")
 log = _elementwise(np.log, "log", "natural logarithm, elementwise")
@@ -273,9 +262,6 @@ isfinite = _elementwise(
 isnan = _elementwise(np.isnan, "isnan", "true where an element is NaN, elementwise")
 tanh = _elementwise(np.tanh, "tanh", "hyperbolic tangent, elementwise")
 erf = _elementwise(_erf, "erf", "error function, elementwise")
-reciprocal = _elementwise(
-    _reciprocal, "reciprocal", "1 / x, elementwise; floats keep their dtype, integers give double"
-)
 
 
 @builtin("clip", "clip to [lo, hi]; a missing bound is open", keywords=("lo", "hi"))

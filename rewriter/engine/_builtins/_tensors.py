@@ -111,12 +111,6 @@ def ones(ctx: EvalContext, shape: Any, dtype: Any = "float") -> Any:
     return np.ones(_int_list(shape), dtype=_np_dtype(dtype))
 
 
-@builtin("full", 'a tensor filled with value, "float" unless given', keywords=("dtype",))
-def full(ctx: EvalContext, shape: Any, value: Any, dtype: Any = "float") -> Any:
-    """`full(shape, value, dtype)`."""
-    return np.full(_int_list(shape), value, dtype=_np_dtype(dtype))
-
-
 @builtin("zeros_like", "zeros of x's shape and dtype")
 def zeros_like(ctx: EvalContext, x: Any) -> Any:
     """`zeros_like(x)`."""
@@ -214,13 +208,6 @@ def arange(
     """`arange(stop)` / `arange(start, stop, step)`."""
     bounds = [numeric(b) for b in (start, stop, step) if b is not None]
     return np.arange(*bounds, dtype=_np_dtype(dtype))
-
-
-@builtin("flip", "reverse along axis (all axes without it)", keywords=("axis",))
-def flip(ctx: EvalContext, x: Any, axis: Any = None) -> Any:
-    """`flip(x, axis)`."""
-    found = _array(x)
-    return UNKNOWN if found is UNKNOWN else np.flip(found, _axes(axis))
 
 
 @builtin("pad", "constant padding with ONNX pads [b1, ..., e1, ...]")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -184,7 +185,9 @@ def test_cli_exit_0_when_nothing_fails(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_the_default_pipeline_runs_on_rule_instances() -> None:
-    ruleset = load_rules(*SHIPPED_FOLDING)
+    library = load_rules()
+    folding = tuple(rule for rule in library.rules if "/folding/" in rule.location)
+    ruleset = dataclasses.replace(library, rules=folding)
     names = {r.name: r for r in check_rules(ruleset, CheckOptions(instances=1, examples=3))}
     cse = names["eliminate_common_subexpressions"]
     assert cse.kind == "pass"

@@ -9,7 +9,7 @@ import onnx.parser
 
 import ir
 import rewriter
-from rewriter.api import load_ruleset
+from rewriter.api import load_rules
 from tests.helpers import random_feeds, run_rules, session
 
 
@@ -96,15 +96,15 @@ def test_a_match_three_lines_up_is_found_after_a_rewrite_at_its_top(tmp_path):
 def test_loading_the_same_unchanged_files_returns_the_same_rule_set(tmp_path):
     path = tmp_path / "rules.rw"
     path.write_text("# x*1 -> x\nrule mul_one: y = Mul (x, 1.0) => y = x\n")
-    first = load_ruleset([path])
-    assert load_ruleset([path]) is first
-    assert load_ruleset(None) is load_ruleset(None)
+    first = load_rules([path])
+    assert load_rules([path]) is first
+    assert load_rules(None) is load_rules(None)
 
 
 def test_an_edited_rule_file_is_loaded_again(tmp_path):
     path = tmp_path / "rules.rw"
     path.write_text("# x*1 -> x\nrule mul_one: y = Mul (x, 1.0) => y = x\n")
-    first = load_ruleset([path])
+    first = load_rules([path])
     path.write_text(
         "# x*1 -> x\nrule mul_one: y = Mul (x, 1.0) => y = x\n"
         "# x+0 -> x\nrule add_zero: y = Add (x, 0.0) => y = x\n"
@@ -112,7 +112,7 @@ def test_an_edited_rule_file_is_loaded_again(tmp_path):
     stat = path.stat()
     # Same size class of edit within one mtime tick must still be seen: bump the mtime.
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
-    second = load_ruleset([path])
+    second = load_rules([path])
     assert [r.name for r in first.rules] == ["mul_one"]
     assert [r.name for r in second.rules] == ["mul_one", "add_zero"]
 
