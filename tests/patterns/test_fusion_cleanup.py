@@ -7,7 +7,6 @@ import pytest
 
 from rewriter.api import RewriteOptions
 from rewriter.engine import DEFAULT_PIPELINE
-
 from tests.patterns.fusion_helpers import FUSION, build, check_fired, fired, rewrite
 
 CLEANUP = FUSION / "cleanup.rw"
