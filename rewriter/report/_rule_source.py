@@ -1,5 +1,7 @@
 """The source text of a rule or pass declaration, sliced from its file by its span.
 
+A rule built in Python has no file: its text is printed from the rule IR (`rule_text`).
+
 The comment lines directly above a declaration (the `# x*1 -> x` algebra comment) are kept,
 since they say what the rule does.
 """
@@ -9,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from rewriter._errors import Span
-from rewriter.rules import RuleSet
+from rewriter.rules import RuleSet, rule_text
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -22,11 +24,17 @@ class RuleSource:
 
 
 def find_rule_source(ruleset: RuleSet, name: str) -> RuleSource | None:
-    """The text of the rule or pass declaration called `name`, or None if unknown."""
+    """The text of the rule or pass declaration called `name`, or None if unknown.
+
+    A rule without a source file (built in Python) is printed from the rule IR.
+    """
     span = _find_span(ruleset, name)
     if span is None:
         return None
     text = ruleset.sources.get(span.path)
+    rule = ruleset.rule(name)
+    if not text and rule is not None:
+        return RuleSource(span.path, span.line, rule_text(rule))
     if not text:
         return None
     lines = text.splitlines()

@@ -96,6 +96,7 @@ from rewriter.rules._rule import (
     Rule,
     RuleSet,
 )
+from rewriter.rules._rule_text import constraint_text, rule_text
 from rewriter.rules._scope import unbound_names
 from rewriter.rules._vocabulary import (
     QUANTIZATION_OPS,
@@ -167,6 +168,7 @@ __all__ = [
     "any_of",
     "call",
     "children",
+    "constraint_text",
     "eq",
     "expr",
     "expression_text",
@@ -184,6 +186,7 @@ __all__ = [
     "not_",
     "rebuild",
     "rule",
+    "rule_text",
     "substituted",
     "unbound_names",
     "var",
