@@ -8,7 +8,6 @@ the same rules parses them once (an edited file has a new mtime or size and is l
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -17,7 +16,6 @@ from pathlib import Path
 from rewriter._errors import RewriteError
 from rewriter.api._vocabulary import load_files
 from rewriter.dsl import File, parse, parse_query
-from rewriter.engine import DEFAULT_PIPELINE, pipeline
 from rewriter.rules import LiteralValue, RuleSet
 
 RulesLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | RuleSet | None
@@ -157,18 +155,14 @@ def _load_paths(
             *paths, allow_python=allow_python, inline=inline, params=params, use_cache=use_cache
         )
     paths = _expand(rules)
-    library = rules is None or any(_is_library(Path(path)) for path in rules)
-    settings = (allow_python, library, repr(sorted((params or {}).items())))
+    settings = (allow_python, repr(sorted((params or {}).items())))
     key = _cache_key(paths, settings) if use_cache else None
     if key is None:
-        uncached = load_files(*paths, allow_python=allow_python, params=params, use_cache=use_cache)
-        return _with_library_pipeline(uncached) if library else uncached
+        return load_files(*paths, allow_python=allow_python, params=params, use_cache=use_cache)
     cached = _RULESET_CACHE.get(key)
     if cached is not None and _cache_key(cached[1], settings) == cached[2]:
         return cached[0]
     ruleset = load_files(*paths, allow_python=allow_python, params=params)
-    if library:
-        ruleset = _with_library_pipeline(ruleset)
     # The files that were included are checked too when the entry is read again.
     loaded = list(ruleset.paths)
     stamp = _cache_key(loaded, settings)
@@ -177,23 +171,6 @@ def _load_paths(
             _RULESET_CACHE.pop(next(iter(_RULESET_CACHE)))
         _RULESET_CACHE[key] = (ruleset, loaded, stamp)
     return ruleset
-
-
-def _with_library_pipeline(ruleset: RuleSet) -> RuleSet:
-    """`ruleset` (the shipped library's rules) with the default pipeline.
-
-    The library is its rule files and the built-in passes of `DEFAULT_PIPELINE` (declared
-    in Python, in one place); a file's `pass` declarations come after them (see `pipeline`).
-    """
-    return dataclasses.replace(ruleset, passes=tuple(pipeline(DEFAULT_PIPELINE, ruleset.passes)))
-
-
-def _is_library(path: Path) -> bool:
-    """Whether `path` is the shipped library's folder."""
-    try:
-        return path.is_dir() and path.resolve() == library_path().resolve()
-    except OSError:
-        return False
 
 
 def _expand(

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rewriter.engine import (
+    DEFAULT_PIPELINE,
     Calibration,
     KernelAvailability,
     ProgressCallback,
@@ -65,10 +66,9 @@ class RewriteOptions:
             result); the trace counts the rewrites that assumed something.
         params: values of rule parameters the rule files declare (`param NAME = literal`),
             e.g. `{"per_channel": False}`; used when `rewrite` loads the rules.
-        passes: the built-in passes to run between rounds of rules, in order; None (the
-            default): the rule set's (the shipped library brings
-            `rewriter.engine.DEFAULT_PIPELINE`, a rule file declares its own with `pass`);
-            `()`: none.
+        passes: the built-in passes to run between rounds of rules, in order
+            (`rewriter.engine.DEFAULT_PIPELINE` by default; `()` for none); the passes rule
+            files declare (`pass NAME`) run too, after them.
     """
 
     allow_python: bool = False
@@ -88,7 +88,7 @@ class RewriteOptions:
     budget: AccuracyBudget | None = None
     calibration: Calibration | None = None
     exact: bool = False
-    passes: tuple[PassUse, ...] | None = None
+    passes: tuple[PassUse, ...] = DEFAULT_PIPELINE
     params: Mapping[str, LiteralValue] = dataclasses.field(default_factory=dict)
 
     def run_options(self) -> RunOptions:
@@ -105,5 +105,5 @@ class RewriteOptions:
             excluded_sites=dict(self.excluded_sites),
             calibration=self.calibration,
             exact=self.exact,
-            passes=self.passes,
+            pipeline=self.passes,
         )

@@ -26,6 +26,7 @@ from rewriter.checkrules._check import (
 from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._parallel import check_rules_in_processes
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
+from rewriter.engine import pipeline
 
 __all__ = [
     "CheckOptions",
@@ -48,16 +49,16 @@ _LOOP_PASSES = frozenset({"roll_loops", "unroll_loops", "outline_functions"})
 def check_passes(
     ruleset: rules.RuleSet, rule_reports: Sequence[RuleReport], options: CheckOptions
 ) -> list[RuleReport]:
-    """Each pass of the rule set on the rules' instances.
+    """Each pass of a run with these rules on the rules' instances.
 
-    The shipped library brings the default pipeline, rule files declare their own (loop
-    passes are verified by their own tests).
+    That is the options' pipeline and the passes the rule files declare (loop passes are
+    verified by their own tests).
     """
     from rewriter.checkrules._passes import check_pass, pass_location
 
     models = [r.sample for r in rule_reports if r.sample is not None]
     reports = []
-    for decl in ruleset.passes:
+    for decl in pipeline(options.pipeline, ruleset.passes):
         location = pass_location(decl)
         if decl.name in _LOOP_PASSES or not models:
             reason = "a loop pass" if decl.name in _LOOP_PASSES else "no rule instance to run on"

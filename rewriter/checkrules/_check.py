@@ -75,12 +75,17 @@ def _tolerances(proto: Any) -> tuple[float | None, float | None]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CheckOptions:
-    """Budgets of one check (per rule)."""
+    """Budgets of one check (per rule), and the run's passes to check besides the rules.
+
+    `pipeline`: the passes a run applies before those the rule files declare (the command
+    line checks the default pipeline; the API checks only what the files declare).
+    """
 
     instances: int = 4
     examples: int = 10
     seed: int = 0
     attempts: int = 60
+    pipeline: tuple[rules.PassUse, ...] = ()
 
 
 @dataclasses.dataclass(slots=True)

@@ -68,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "loop rules, rules over sequence values and passes, which their own tests verify, "
         "excepted)",
     )
+    parser.add_argument(
+        "--passes",
+        choices=("default", "none"),
+        default="default",
+        help="check the default pipeline's passes on the rules' instances too (default), or "
+        "only the passes the files declare (none)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     parser.add_argument(
@@ -121,8 +128,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"rewrite check-rules: error: no rule named {', '.join(unknown)}\n")
         return EXIT_USAGE
     names = list(args.rules) or _sampled(known, args.sample, args.seed)
+    from rewriter.engine import DEFAULT_PIPELINE
+
     options = CheckOptions(
-        instances=args.instances, examples=args.examples, seed=args.seed, attempts=args.attempts
+        instances=args.instances,
+        examples=args.examples,
+        seed=args.seed,
+        attempts=args.attempts,
+        pipeline=DEFAULT_PIPELINE if args.passes == "default" else (),
     )
     start = time.perf_counter()
     progress = _progress if args.verbose else None

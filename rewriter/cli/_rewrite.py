@@ -134,12 +134,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--passes",
         metavar="LIST",
-        default="rules",
-        help="built-in passes between rounds of rules: `rules` (the rules' own: the shipped "
-        "library brings the default pipeline, fold_constants, eliminate_dead_code, "
-        "eliminate_common_subexpressions, optimize_transposes, inline_constant_ifs, "
-        "flatten_concats; a rule file declares its own), `default` (the default pipeline "
-        "whatever the rules), `none`, or names separated by commas",
+        default="default",
+        help="built-in passes between rounds of rules: `default` (the default pipeline: "
+        "fold_constants, eliminate_dead_code, eliminate_common_subexpressions, "
+        "optimize_transposes, inline_constant_ifs, flatten_concats), `none`, or names "
+        "separated by commas; rule files add the passes they declare",
     )
     parser.add_argument(
         "--max-rewrites",
@@ -283,8 +282,8 @@ def param_values(items: list[str]) -> dict[str, LiteralValue]:
     return values
 
 
-def pass_list(text: str) -> tuple[PassUse, ...] | None:
-    """`--passes`: `rules`, `default`, `none`, or pass names separated by commas (in order).
+def pass_list(text: str) -> tuple[PassUse, ...]:
+    """`--passes`: `default`, `none`, or pass names separated by commas (in that order).
 
     A named pass of the default pipeline keeps the pipeline's options; another takes its own
     defaults.
@@ -292,8 +291,6 @@ def pass_list(text: str) -> tuple[PassUse, ...] | None:
     Raises:
         RewriteError: a name is not a built-in pass.
     """
-    if text == "rules":
-        return None
     if text == "default":
         return DEFAULT_PIPELINE
     if text == "none":
@@ -304,7 +301,7 @@ def pass_list(text: str) -> tuple[PassUse, ...] | None:
         if name not in PASSES:
             raise RewriteError(
                 f"--passes: no built-in pass `{name}` (available: {', '.join(sorted(PASSES))};"
-                " or `rules`, `default`, `none`)"
+                " or `default`, `none`)"
             )
         chosen.append(known.get(name, PassUse(name)))
     return tuple(chosen)

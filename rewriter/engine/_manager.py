@@ -108,9 +108,9 @@ class RunOptions:
     # Apply only what is exact on every input: rules that `assume` something apply where the
     # model proves it (`assumes nonempty` on static positive shapes), never otherwise.
     exact: bool = False
-    # The passes to run between rounds of rules, in order; None: the rule set's (the shipped
-    # library brings `DEFAULT_PIPELINE`, a rule file declares its own).
-    passes: tuple[rules.PassUse, ...] | None = None
+    # The passes to run between rounds of rules, in order (`DEFAULT_PIPELINE` for a standard
+    # run), then the ones the rule files declare (see `pipeline`).
+    pipeline: tuple[rules.PassUse, ...] = ()
 
 
 class PassManager:
@@ -312,10 +312,9 @@ class _Run:
         return usable
 
     def _declared_passes(self) -> list[tuple[PassDefinition[Any], object]]:
-        """The passes this run applies: the run's own, else the rule set's."""
+        """The passes this run applies: its pipeline, then the ones rule files declare."""
         declared: list[tuple[PassDefinition[Any], object]] = []
-        chosen = self.options.passes
-        for use in self.manager.ruleset.passes if chosen is None else chosen:
+        for use in pipeline(self.options.pipeline, self.manager.ruleset.passes):
             where = f"{use.span}: " if use.span.line else ""
             definition = self.manager.passes.get(use.name)
             if definition is None:
@@ -473,9 +472,9 @@ def pipeline(
 ) -> list[rules.PassUse]:
     """Passes in order: `run_passes`, then the `declared` ones not among them.
 
-    How the shipped library's pipeline and rule files' `pass` declarations combine: a declared
-    pass that `run_passes` already has keeps its place and takes the declared options; a pass
-    declared twice keeps the last declaration.
+    How a run's pipeline and rule files' `pass` declarations combine: a declared pass that
+    `run_passes` already has keeps its place and takes the declared options; a pass declared
+    twice keeps the last declaration.
     """
     order: dict[str, rules.PassUse] = {use.name: use for use in run_passes}
     for use in declared:

@@ -73,11 +73,19 @@ def default_library() -> list[Path]:
     )
 
 
+WITH_PASSES = rewriter.RewriteOptions()
+"""Options of a standard run: the rules with the default pipeline of built-in passes."""
+
+
 def rewrite(
     model: onnx.ModelProto | str | Path, *rule_paths: Path, **kwargs: Any
 ) -> rewriter.RewriteResult:
-    """Rewrite with the given rule files or folders (default: patterns/fusion)."""
+    """Rewrite with the given rule files or folders (default: patterns/fusion) alone.
+
+    No built-in pass runs unless `options` names some: the rules are tested on their own.
+    """
     paths = list(rule_paths) or [FUSION]
+    kwargs.setdefault("options", rewriter.RewriteOptions(passes=()))
     return rewriter.rewrite(model, paths, **kwargs)
 
 

@@ -16,7 +16,7 @@ FOLDING = rewriter.library_path() / "folding"
 
 
 @functools.cache
-def _library() -> rewriter.dsl.RuleSet:
+def _library() -> rewriter.rules.RuleSet:
     return rewriter.load_rules(FOLDING)
 
 
@@ -25,7 +25,7 @@ def _apply_one(rule_name: str, model: onnx.ModelProto) -> rewriter.RewriteResult
     rule = library.rule(rule_name)
     assert rule is not None, f"no rule {rule_name}"
     only = dataclasses.replace(library, rules=(rule,), passes=())
-    return rewriter.rewrite(model, only)
+    return rewriter.rewrite(model, only, rewriter.RewriteOptions(passes=()))
 
 
 def _model(

@@ -18,6 +18,7 @@ from rewriter.cli import main
 from tests.helpers import batched_key_transpose_text
 from tests.patterns.fusion_helpers import (
     FUSION,
+    WITH_PASSES,
     build,
     check_fired,
     fired,
@@ -237,7 +238,7 @@ def _grouped(repeat_v: str = "2") -> onnx.ModelProto:
 
 def test_grouped_query_heads_are_read_natively():
     model = _grouped()
-    result = rewrite(model, ATTENTION, FUSION.parent / "folding")
+    result = rewrite(model, ATTENTION, FUSION.parent / "folding", options=WITH_PASSES)
     counts = fired(result)
     assert counts["fuse_attention"] == 1
     assert counts["attention_native_grouped_heads"] == 1
@@ -252,7 +253,7 @@ def test_head_repeats_that_differ_between_k_and_v_stay():
     # V expanded to one copy per head (shape [B, 2, 1, S, 8], reshaped to 4 heads of half
     # the sequence) is no grouping: V keeps its repeat and nothing is taken out.
     model = _grouped(repeat_v="1")
-    result = rewrite(model, ATTENTION, FUSION.parent / "folding")
+    result = rewrite(model, ATTENTION, FUSION.parent / "folding", options=WITH_PASSES)
     assert "attention_native_grouped_heads" not in fired(result)
 
 
@@ -308,7 +309,7 @@ def test_grouped_query_heads_under_the_sdpa_guard():
             y = MatMul (pz, vr)
         }}"""
     )
-    result = rewrite(model, ATTENTION, FUSION.parent / "folding")
+    result = rewrite(model, ATTENTION, FUSION.parent / "folding", options=WITH_PASSES)
     counts = fired(result)
     assert counts["fuse_attention_guarded"] == 1
     assert counts["attention_native_grouped_heads"] == 1
@@ -347,7 +348,7 @@ def _batched_key_transpose(merged: str = "{-1, 5, 4}", split: str = "{2, 2, 4, 5
 
 def test_dynamo_batched_key_transpose_becomes_one_transpose():
     model = _batched_key_transpose()
-    result = rewrite(model, ATTENTION, FUSION.parent / "folding")
+    result = rewrite(model, ATTENTION, FUSION.parent / "folding", options=WITH_PASSES)
     counts = fired(result)
     assert counts["batched_key_transpose_to_transpose"] == 1
     assert counts["fuse_attention_scaled_inputs"] == 1
@@ -383,7 +384,7 @@ def test_a_key_scale_met_after_the_transposes_is_absorbed():
             y = Attention <scale = 0.25> (q, ks, v)
         }"""
     )
-    result = rewrite(attention, ATTENTION, FUSION.parent / "folding")
+    result = rewrite(attention, ATTENTION, FUSION.parent / "folding", options=WITH_PASSES)
     check_fired(attention, result, {"absorb_transposed_key_scale_into_attention": 1}, None)
     assert "Mul" not in op_types(result.proto)
     assert _scale(result) == pytest.approx(0.125)

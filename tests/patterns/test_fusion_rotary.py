@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 import rewriter
-from tests.patterns.fusion_helpers import FUSION, LIBRARY, build, check_fired, fired, rewrite
+from tests.patterns.fusion_helpers import (
+    FUSION,
+    LIBRARY,
+    WITH_PASSES,
+    build,
+    check_fired,
+    fired,
+    rewrite,
+)
 
 
 def _rotary(
@@ -38,7 +46,7 @@ def _rotary(
 
 
 def _run(model):
-    return rewrite(model, LIBRARY / "folding", FUSION)
+    return rewrite(model, LIBRARY / "folding", FUSION, options=WITH_PASSES)
 
 
 @pytest.mark.parametrize("table_batch", ["1", "B"])

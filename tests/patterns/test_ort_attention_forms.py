@@ -12,6 +12,7 @@ import pytest
 from tests.patterns.fusion_helpers import (
     LIBRARY,
     ORT_RULES,
+    WITH_PASSES,
     build,
     check_fired,
     fired,
@@ -57,7 +58,7 @@ def _gpt2_like(scores: str, mask: bool = True, heads: str = "2") -> onnx.ModelPr
 
 
 def rewriter_run(model: onnx.ModelProto):
-    return rewrite(model, FOLDING, MHA)
+    return rewrite(model, FOLDING, MHA, options=WITH_PASSES)
 
 
 DIV = """c = Constant <value = float {2.0}> ()

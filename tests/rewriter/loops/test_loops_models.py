@@ -115,7 +115,8 @@ def test_roll_and_unroll_together_stop_at_the_round_limit_naming_both_passes(tmp
 
     rules = tmp_path / "both.rw"
     rules.write_text("pass roll_loops\npass unroll_loops\n")
-    result = rewriter.rewrite(MODELS / "conv1d_ln_gelu_x6_ts17.onnx", rules=[rules])
+    alone = rewriter.RewriteOptions(passes=())  # only the two declared passes
+    result = rewriter.rewrite(MODELS / "conv1d_ln_gelu_x6_ts17.onnx", rules=[rules], options=alone)
     assert result.trace.stop_reason.name == "ITERATION_LIMIT"
     (warning,) = result.trace.warnings
     assert "pass `roll_loops`" in warning
