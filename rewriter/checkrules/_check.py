@@ -53,7 +53,9 @@ from rewriter.checkrules._attempt import Accepted, Rejection, attempt
 from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance
+from rewriter.checkrules._line import SIZES
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
+from rewriter.checkrules._sizes import rule_sizes, size_menu
 from rewriter.dsl import _ast as ast
 
 logger = logging.getLogger(__name__)
@@ -61,8 +63,11 @@ logger = logging.getLogger(__name__)
 
 DOUBLE_TOLERANCE = 1e-6
 _DOUBLE = 11  # onnx.TensorProto.DOUBLE
-# Attempts at an instance of a dtype the first instances lack (an integer, a bool).
+# Attempts at an instance of a dtype the first instances lack (an integer, a bool), or at
+# an instance whose dims are the sizes the rule mentions.
 FORCED_ATTEMPTS = 8
+# Instances drawn at the sizes the rule mentions (`_sizes`), besides the others.
+SIZED_INSTANCES = 2
 
 
 def _tolerances(proto: Any) -> tuple[float | None, float | None]:
@@ -112,16 +117,24 @@ def _search(
     options: CheckOptions,
     ruleset: ast.RuleSet,
     dtype: ir.DataType | None = None,
+    sizes: tuple[int, ...] = (),
 ) -> _Search:
-    """Instances of the rule (`dtype`: only of that base dtype, one at most)."""
+    """Instances of the rule.
+
+    `dtype`: only of that base dtype, one at most; `sizes`: dims drawn from these sizes
+    (`_line.draw_dim`), `SIZED_INSTANCES` at most.
+    """
     from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
     from hypothesis import seed as seed_decorator
     from hypothesis import strategies as st
     from hypothesis.errors import FlakyStrategyDefinition, Unsatisfiable
 
     state = _Search()
-    wanted = options.instances if dtype is None else 1
-    budget = options.attempts if dtype is None else min(FORCED_ATTEMPTS, options.attempts)
+    forced = dtype is not None or bool(sizes)
+    wanted = options.instances
+    if forced:
+        wanted = SIZED_INSTANCES if sizes else 1
+    budget = min(FORCED_ATTEMPTS, options.attempts) if forced else options.attempts
     config = settings(
         settings.get_profile("default"),  # the caller's active profile must not leak in
         max_examples=wanted,
@@ -145,6 +158,8 @@ def _search(
         choices = Choices(data)
         if dtype is not None:
             choices.override("dtype", dtype)
+        if sizes:
+            choices.override(SIZES, sizes)
         outcome = attempt(plan, choices, ruleset)
         if isinstance(outcome, Rejection):
             state.rejections[(outcome.stage, outcome.reason)] += 1
@@ -171,6 +186,11 @@ def _search_all(plan: RulePlan, options: CheckOptions, ruleset: ast.RuleSet) -> 
         state.attempts += extra.attempts
         if not state.accepted:
             state.rejections.update(extra.rejections)
+    menu = size_menu(rule_sizes(plan))
+    if menu and state.accepted:
+        sized = _search(plan, options, ruleset, sizes=menu)
+        state.accepted.extend(sized.accepted)
+        state.attempts += sized.attempts
     return state
 
 

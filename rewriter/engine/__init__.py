@@ -46,7 +46,9 @@ from rewriter.engine._manager import (
 )
 from rewriter.engine._matcher import Match, Matcher, MatchFailure
 from rewriter.engine._pass import (
+    NO_CONTEXT,
     PassChange,
+    PassContext,
     PassDefinition,
     PassResult,
     check_options,
@@ -100,6 +102,7 @@ __all__ = [
     "HISTOGRAM_BINS",
     "KEPT_ROWS",
     "KINDS",
+    "NO_CONTEXT",
     "QUANTIZATION",
     "REWRITE",
     "RULE_TAG",
@@ -121,6 +124,7 @@ __all__ = [
     "Matcher",
     "NodeRef",
     "PassChange",
+    "PassContext",
     "PassDefinition",
     "PassManager",
     "PassResult",

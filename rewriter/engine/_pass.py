@@ -3,9 +3,9 @@
 A pass is work that is not a local pattern (constant folding, dead code, loop rolling). Rule
 files switch one on with `pass NAME { option = value }`; the pass manager turns the declared
 values into the pass's frozen options dataclass (checked against each option's minimum) and
-runs it between rounds of rules. Packages that define passes (the engine's own, the loop
-passes of `rewriter.loops`) each export their `PassDefinition`s; the caller of the pass
-manager says which ones a run may use.
+runs it between rounds of rules, with the run's `PassContext` (what the runtime can run).
+Packages that define passes (the engine's own, the loop passes of `rewriter.loops`) each
+export their `PassDefinition`s; the caller of the pass manager says which ones a run may use.
 """
 
 from __future__ import annotations
@@ -17,6 +17,24 @@ from typing import Any, Generic, TypeVar
 import ir
 from rewriter.dsl import PassOption, PassSignature
 from rewriter.engine import _trace
+from rewriter.engine._builder import Runnable
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PassContext:
+    """What a run tells its passes besides their options.
+
+    `runnable` says whether the runtime can run a node (None: not known); a pass that writes
+    an op the nodes it replaces did not have (a MatMul becoming a Conv) keeps the old nodes
+    where the runtime could run them and has no kernel for the new one, as the rules'
+    rewrites do (`RunOptions.runnable`). None: no such check.
+    """
+
+    runnable: Runnable | None = None
+
+
+NO_CONTEXT = PassContext()
+"""The context of a pass run outside the pass manager: nothing known."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,7 +122,7 @@ class PassDefinition(Generic[OptionsT]):
     name: str
     summary: str
     options: type[OptionsT]
-    run: Callable[[ir.Model, OptionsT], PassResult]
+    run: Callable[[ir.Model, OptionsT, PassContext], PassResult]
 
     @property
     def signature(self) -> PassSignature:
