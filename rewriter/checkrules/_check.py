@@ -37,6 +37,7 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -413,6 +414,9 @@ def _check_rule(
         detail += f"; approximate: held to {rule.approximate} on plain inputs, not to equivalence"
     if rule.assumes_nonempty:
         detail += "; non-empty tensors only (the rule assumes nonempty)"
+    kernels = _missing_kernels(skips)
+    if kernels:
+        detail += f"; not applied where onnxruntime has no kernel for {', '.join(kernels)}"
     return report(
         Status.VERIFIED,
         instances=checked,
@@ -420,6 +424,23 @@ def _check_rule(
         detail=detail,
         sample=search.accepted[0].proto,
     )
+
+
+_NO_KERNEL = re.compile(r"onnxruntime has no kernel for (\S+\([^)]*\))")
+
+
+def _missing_kernels(skips: list[str]) -> list[str]:
+    """The op kinds (`Conv(double, double)`) some instances' rewrites were declined for.
+
+    The engine keeps a model onnxruntime runs runnable: a rule that writes an op without a
+    kernel for that dtype is not applied there, which the report says rather than hides.
+    """
+    found: dict[str, None] = {}
+    for skip in skips:
+        match = _NO_KERNEL.search(skip)
+        if match is not None:
+            found[match.group(1)] = None
+    return list(found)
 
 
 def _opset_label(instance: Instance) -> str:

@@ -4,14 +4,20 @@ Floats follow IEEE-754 with round-to-nearest-even (z3's floating-point theory). 
 leaves a detail open, the semantics is onnxruntime's, checked bit for bit by the tests
 (`tests/rewriter/prove`):
 
-* `Max(a, b)` is NaN when either is NaN, else `a > b ? a : b` (equal values, +0 and -0
-  among them, give `b`); `Min` likewise with `a < b`; more operands fold from the left;
+* `Max(a, b)` is NaN when either is NaN, else `a > b ? a : b`; `Min` likewise with `a < b`;
+  more operands fold from the left. Between +0 and -0 onnxruntime returns either zero by code
+  path (its vectorized and scalar kernels differ, float16 differs from float32): the
+  semantics returns `b`, so a query with `signed_zeros=True` is exact for the scalar kernels
+  only (the default equality, zeros equal, is exact for all);
+* `Where` selects (IEEE: the chosen value's bits); onnxruntime's path for a broadcast scalar
+  branch turns -0 into +0, the same zero-sign caveat;
 * `Clip(x, lo, hi)` is `min(max(x, lo), hi)` with C++'s `std::max(a, b) = a < b ? b : a`
   and `std::min(a, b) = b < a ? b : a`: a NaN `x` stays NaN, a NaN bound is ignored;
 * `Relu(x)` is `x < 0 ? +0 : x` (Relu(-0) is -0, Relu(NaN) is NaN); `LeakyRelu` is
   `x >= 0 ? x : alpha * x`; `PRelu` is `x < 0 ? slope * x : x`;
 * `HardSigmoid` is `max(0, min(1, alpha * x + beta))` and `HardSwish` is
-  `x * max(0, min(1, x / 6 + 1/2))`, with NaN propagated by both clamps;
+  `x * max(0, min(1, x / 6 + 1/2))`, with NaN propagated by both clamps; for float16 these
+  activations (LeakyRelu too) compute in float32 and round back, as onnxruntime does;
 * a float cast to an integer truncates toward zero; NaN, infinities and values outside the
   target type are poison (onnxruntime returns whatever the CPU's conversion gives);
 * integer `Div` truncates toward zero; a division by zero, or the most negative value by

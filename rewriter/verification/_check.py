@@ -576,7 +576,10 @@ def _mentioned_sizes(pair: Pair, specs: tuple[InputSpec, ...]) -> ModelSizes:
     """
     from rewriter.verification._inputs import dim_keys
 
-    symbols = [key[1] for key in dim_keys(specs) if key[0] == "sym"]
+    keys = dim_keys(specs)
+    if not keys:
+        return ModelSizes({}, ())  # every dim is static: no size to try
+    symbols = [key[1] for key in keys if key[0] == "sym"]
     models = []
     for loaded in (pair.original, pair.rewritten):
         if loaded.owned:

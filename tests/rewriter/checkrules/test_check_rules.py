@@ -137,6 +137,15 @@ def test_rules_right_only_up_to_a_size_they_mention_fail_at_default_settings(see
         assert "16" in report.counterexample.model_text
 
 
+def test_a_rule_writing_an_op_without_a_kernel_is_reported_not_verified(capsys) -> None:
+    # a float64 1x1 Conv where onnxruntime ran a MatMul: declined on every instance, and said
+    reports = by_name(check_rules(load_rules(RULES / "kernels.rw"), CheckOptions(seed=0)))
+    report = reports["dense_to_conv_double"]
+    assert report.status is Status.NOT_INSTANTIABLE
+    assert "onnxruntime has no kernel for Conv(double, double)" in report.detail
+    assert main(["check-rules", str(RULES / "kernels.rw"), "--strict"]) == 1
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_correct_rules_always_verify(seed: int) -> None:
     ruleset = load_rules(CORRECT, *SHIPPED_FOLDING)

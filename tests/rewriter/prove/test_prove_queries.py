@@ -317,3 +317,31 @@ def test_constants_added_instead_of_multiplied_are_refuted():
     lhs = op("Mul", op("Mul", x, c1), c2)
     assert isinstance(prove(lhs, op("Mul", x, const(4.0)), x=x, signed_zeros=True), Proved)
     assert isinstance(prove(lhs, op("Mul", x, const(4.0 + 1.0)), x=x), Counterexample)
+
+
+def test_a_constant_table_read_at_symbolic_indices():
+    table = constant(np.array([[1.0, 2.0], [3.0, -0.0], [np.nan, 5.0]], np.float32))
+    other = constant(np.array([[1.0, 2.0], [3.0, 0.0], [np.nan, 6.0]], np.float32))
+    ids = symbolic_input("ids", ir.DataType.INT64, ["n"])
+    one = constant(np.array(1, np.int64))
+    shifted = op("Sub", op("Add", ids, one), one)  # wraps back exactly
+    lhs = op("Gather", table, ids, axis=0)
+    assert isinstance(prove(lhs, op("Gather", table, shifted, axis=0), ids=ids), Proved)
+    verdict = prove(lhs, op("Gather", other, ids, axis=0), ids=ids)
+    assert isinstance(verdict, Counterexample)
+    row = int(verdict.inputs["ids"][verdict.index[0]])
+    assert row in (2, -1)  # the only row where the tables differ as numbers
+    assert verdict.index[1] == 1
+
+
+def test_nodes_with_a_constant_instantiate_like_a_rule_block():
+    nodes = [
+        NodeSpec("Constant", "", {"value_float": 1.0}, (), ("one",)),
+        NodeSpec("Mul", "", {}, ("x", "one"), ("y",)),
+    ]
+    x = symbolic_input("x", FLOAT, [2, "n"])
+    values = apply_nodes(nodes, {"x": x})
+    assert set(values) == {"x", "one", "y"}
+    assert isinstance(equivalent([values["y"]], [x], inputs={"x": x}, signed_zeros=True), Proved)
+    with pytest.raises(UnsupportedOpError, match="reads `z`, which nothing defines"):
+        apply_nodes([NodeSpec("Relu", "", {}, ("z",), ("w",))], {"x": x})
