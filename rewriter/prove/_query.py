@@ -36,7 +36,7 @@ import z3
 
 from rewriter.prove._dtypes import kind_of, to_python
 from rewriter.prove._evaluate import NotConcreteError, concrete
-from rewriter.prove._tensor import SymbolicTensor, all_of, as_int, term
+from rewriter.prove._tensor import SymbolicTensor, TooLargeError, all_of, as_int, term
 
 SMALL_DIM = 16
 LARGEST_DIM = 2**63 - 1
@@ -263,7 +263,10 @@ def equivalent(
         raise ValueError(f"{len(lhs)} original outputs against {len(rhs)} rewritten ones")
     query = _Query(inputs, assumptions, timeout)
     for output, (left, right) in enumerate(zip(lhs, rhs, strict=True)):
-        verdict = _check_output(query, output, left, right, signed_zeros)
+        try:
+            verdict = _check_output(query, output, left, right, signed_zeros)
+        except TooLargeError as exc:
+            return Unknown(str(exc), query.elapsed())
         if verdict is not None:
             return verdict
     return Proved(query.elapsed())

@@ -40,6 +40,10 @@ Index: TypeAlias = tuple[z3.ArithRef, ...]
 MAX_CONSTANT_ELEMENTS = 1 << 16
 
 
+class TooLargeError(ValueError):
+    """A query would need a formula too large to build (a big constant read symbolically)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Element:
     """One element: its value, and when it is poison (None: never)."""
@@ -213,7 +217,7 @@ class _Table:
     def _lookup(self) -> z3.ArrayRef:
         if self._array is None:
             if len(self.flat) > MAX_CONSTANT_ELEMENTS:
-                raise ValueError(
+                raise TooLargeError(
                     f"a constant of {len(self.flat)} elements read at a symbolic index "
                     f"(at most {MAX_CONSTANT_ELEMENTS})"
                 )

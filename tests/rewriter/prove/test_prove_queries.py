@@ -345,3 +345,10 @@ def test_nodes_with_a_constant_instantiate_like_a_rule_block():
     assert isinstance(equivalent([values["y"]], [x], inputs={"x": x}, signed_zeros=True), Proved)
     with pytest.raises(UnsupportedOpError, match="reads `z`, which nothing defines"):
         apply_nodes([NodeSpec("Relu", "", {}, ("z",), ("w",))], {"x": x})
+
+
+def test_the_shape_of_a_scalar_is_empty():
+    x = symbolic_input("x", FLOAT, [])
+    empty = constant(np.zeros((0,), np.int64))
+    assert isinstance(prove(op("Shape", x), empty, x=x), Proved)
+    assert isinstance(prove(op("Size", x), constant(np.array(1, np.int64)), x=x), Proved)
