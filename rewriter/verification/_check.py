@@ -74,7 +74,7 @@ from rewriter.verification._runner import (
     open_rewritten,
     open_session,
 )
-from rewriter.verification._size_examples import SizeReport, try_sizes
+from rewriter.verification._size_examples import MIN_SECONDS, SizeReport, try_sizes
 from rewriter.verification._sizes import FoundSizes, find_sizes
 from rewriter.verification._source import LoadedModel, ModelSource, load_model
 
@@ -82,6 +82,8 @@ logger = logging.getLogger(__name__)
 
 Array = npt.NDArray[np.generic]
 
+# The examples at the models' sizes may take this share of the drawn examples' time.
+SIZE_TIME_SHARE = 0.5
 _SHRINK_RUNS = 300
 _SHRINK_SECONDS = 60.0
 _PROBE_SIZE = 3
@@ -513,17 +515,21 @@ class _Search:
             return _Found(materialize(found.example, self.specs), found.outcome, found.example)
         return None
 
-    def run_sizes(self, sizes: ModelSizes) -> _Found | None:
+    def run_sizes(self, sizes: ModelSizes, drawn_seconds: float) -> _Found | None:
         """The examples at the sizes the model mentions (`_size_examples`), after the drawn ones.
 
-        Returns the smallest disagreement found, or None.
+        They may take half the drawn examples' time (`drawn_seconds`), at least
+        `MIN_SECONDS`. Returns the smallest disagreement found, or None.
         """
 
         def judge(example: Example) -> bool | None:
             outcome = self.outcome(example, drawn=False)
             return None if outcome is None else outcome.ok
 
-        self.size_report = try_sizes(self.specs, sizes, self.sizes, (DIM_MIN, DIM_MAX), judge)
+        budget = max(MIN_SECONDS, SIZE_TIME_SHARE * drawn_seconds)
+        self.size_report = try_sizes(
+            self.specs, sizes, self.sizes, (DIM_MIN, DIM_MAX), judge, budget
+        )
         failing = self.size_report.failing
         if failing is None:
             return None
@@ -811,10 +817,12 @@ def check_equivalence(
         found = search.run_sample(index, sample)
         if found is not None:
             break
+    drawn_start = time.perf_counter()
     if found is None and examples:
         found = _generated(search, specs, examples, seed, found_sizes)
     if found is None and examples:
-        found = search.run_sizes(_mentioned_sizes(pair, specs))
+        drawn_seconds = time.perf_counter() - drawn_start
+        found = search.run_sizes(_mentioned_sizes(pair, specs), drawn_seconds)
     return _result(
         pair,
         search,

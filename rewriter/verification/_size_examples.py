@@ -9,14 +9,18 @@ sequence of 256) is outside its domain, not a failure. When the two models disag
 size, the smallest disagreeing size between the largest that agreed and that one is found by
 bisection, so the counterexample is as small as the disagreement allows.
 
-Runs are bounded: a plan whose inputs would hold more than `MAX_ELEMENTS` elements is left
-out, and the sizes the caller fixed are never changed.
+Runs are bounded: sizes above `MAX_TRIED_SIZE` are not tried (a 32k-position table would
+make attention matrices of gigabytes), nor a plan whose inputs would hold more than
+`MAX_ELEMENTS` elements; the trials stop once they took longer than their time budget (the
+caller gives half the drawn examples' time, at least `MIN_SECONDS`), and the sizes the caller
+fixed are never changed. What was not tried is reported with the reason.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from rewriter.verification._inputs import DimKey, Example, InputSpec, dim_keys, sized_example
@@ -25,11 +29,15 @@ from rewriter.verification._model_sizes import ModelSizes, symbol_of
 logger = logging.getLogger(__name__)
 
 MAX_ELEMENTS = 1 << 22
+MAX_TRIED_SIZE = 2048
+MIN_SECONDS = 2.0
 # How many of a dim's mentioned sizes are tried (the largest ones), besides twice the largest.
 SIZES_PER_DIM = 2
 AGREES = "agrees"
 REFUSED = "refused by the original"
 DISAGREES = "disagrees"
+TOO_LARGE = "not tried: too large"
+OUT_OF_TIME = "not tried: time budget spent"
 
 Judge = Callable[[Example], "bool | None"]
 """Runs both models on an example: True (they agree), False (they do not), None (refused)."""
@@ -126,14 +134,22 @@ def try_sizes(
     ranges: Mapping[DimKey, tuple[int, int]],
     default: tuple[int, int],
     judge: Judge,
+    budget: float = MIN_SECONDS,
 ) -> SizeReport:
-    """Run the planned trials (see the module docstring); stops at the first disagreement."""
+    """Run the planned trials (see the module docstring); stops at the first disagreement.
+
+    `budget`: seconds the trials may take (past it, the rest are reported as not tried).
+    """
     trials: list[SizeTrial] = []
     agreed: dict[DimKey, int] = {}
+    start = time.perf_counter()
     for key, size in plan_sizes(specs, sizes, ranges, default):
         dims = _dims_for(specs, key, size, ranges, default)
-        if _elements(specs, dims) > MAX_ELEMENTS:
-            logger.info("size %d for %s skipped: the inputs would be too large", size, key)
+        if size > MAX_TRIED_SIZE or _elements(specs, dims) > MAX_ELEMENTS:
+            trials.append(SizeTrial(key, size, TOO_LARGE))
+            continue
+        if time.perf_counter() - start > budget:
+            trials.append(SizeTrial(key, size, OUT_OF_TIME))
             continue
         verdict = judge(sized_example(specs, dims))
         if verdict is None:

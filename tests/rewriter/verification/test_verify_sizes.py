@@ -122,3 +122,30 @@ def test_cli_verify_refuses_to_write_the_slice_rewrite(tmp_path: Path, capsys) -
     assert not out.exists()
     assert "`seq` 8, 9 (disagrees)" in printed.out
     assert "wrong_slice_prefix" in printed.err
+
+
+def test_sizes_too_large_or_past_the_time_budget_are_reported_not_tried() -> None:
+    from rewriter.verification._inputs import InputSpec
+    from rewriter.verification._model_sizes import ModelSizes
+    from rewriter.verification._size_examples import try_sizes
+
+    specs = (InputSpec("x", ir.DataType.FLOAT, (("sym", "seq"), 4), "float"),)
+    tried: list[int] = []
+
+    def judge(example) -> bool:
+        tried.append(dict(example.dims)[("sym", "seq")])
+        return True
+
+    huge = ModelSizes({"seq": (512, 32768)}, ())
+    report = try_sizes(specs, huge, {}, (1, 6), judge)
+    assert tried == [512]
+    assert (
+        report.describe() == "`seq` 512, 32768 (not tried: too large), 65536 (not tried: too large)"
+    )
+    tried.clear()
+    late = try_sizes(specs, ModelSizes({"seq": (8,)}, ()), {}, (1, 6), judge, budget=-1.0)
+    assert tried == []
+    assert (
+        late.describe()
+        == "`seq` 8 (not tried: time budget spent), 16 (not tried: time budget spent)"
+    )
