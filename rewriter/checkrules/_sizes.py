@@ -1,18 +1,19 @@
 """The sizes a rule mentions: instances drawn at them catch rules right only for small dims.
 
-Instances draw their dims from 1 to 4, where `Slice(x, 0, 8) -> x` is exact. The integers a
-rule writes (match literals, attribute values, `where` lines with the named constraints they
-call spelled out, the rewrite's lets and nodes) are the sizes where its behaviour may change;
-`size_menu` makes of them the dims a few extra attempts draw (`_line.draw_dim`): twice the
-largest, and the two largest.
+Instances draw their dims from 1 to 4, where `Slice(x, 0, 8) -> x` is exact. The sizes where
+a rule's behaviour may change are the ones it states about tensors: the integers of its
+tensor literals (`[8]` in a match or rewrite line) and those its `where` lines (named
+constraints spelled out) compare with a shape or a value (`shape(x)[1] == 64`,
+`all(value(ends) == 8)`). Ranks, opsets and attribute values are not sizes (`rank(q) == 4`
+asks nothing of a dim). `size_menu` makes of them the dims a few extra attempts draw
+(`_line.draw_dim`): twice the largest, and the two largest.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 
-from rewriter.checkrules._analysis import RulePlan
+from rewriter.checkrules._analysis import RulePlan, walk
 from rewriter.dsl import _ast as ast
 
 # Sizes from 2 (1 and 0 are axes and flags far more often than sizes) to this bound.
@@ -20,32 +21,54 @@ _SMALLEST = 2
 _LARGEST = 1 << 12
 # How many of the largest mentioned sizes the menu keeps, besides twice the largest.
 _KEPT = 2
+# Built-ins whose result is a shape or a tensor's values: what a compared constant sizes.
+_SIZED = frozenset({"shape", "value", "numel", "size"})
 
 
-def _constants(node: object) -> Iterator[ast.Const]:
-    """Every literal in a tree of the rule's frozen dataclasses and tuples."""
-    stack: list[object] = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, ast.Const):
-            yield item
-        elif isinstance(item, tuple):
-            stack.extend(item)
-        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
-            stack.extend(getattr(item, field.name) for field in dataclasses.fields(item))
+def _integers(expr: ast.Expr) -> Iterator[int]:
+    for node in walk(expr):
+        if isinstance(node, ast.Const):
+            value = node.value
+            if isinstance(value, int) and not isinstance(value, bool):
+                yield abs(value)
+
+
+def _about_sizes(expr: ast.Expr) -> bool:
+    return any(isinstance(node, ast.Call) and node.func in _SIZED for node in walk(expr))
+
+
+def _compared(condition: ast.Expr) -> Iterator[int]:
+    """The integers compared with a shape or a value anywhere in a condition."""
+    for node in walk(condition):
+        if not isinstance(node, ast.Compare):
+            continue
+        for mine, theirs in ((node.left, node.right), (node.right, node.left)):
+            if _about_sizes(theirs) and not _about_sizes(mine):
+                yield from _integers(mine)
+
+
+def _literals(plan: RulePlan) -> Iterator[int]:
+    """The integers of the rule's tensor literals, in its match and rewrite lines."""
+    for line in plan.lines:
+        for pattern in line.inputs:
+            if isinstance(pattern, ast.InputLiteral):
+                yield from _integers(pattern.value)
+    rewrite = plan.rule.rewrite
+    if isinstance(rewrite, ast.RewriteBlock):
+        for stmt in rewrite.stmts:
+            if isinstance(stmt, ast.NodeStmt):
+                for expr in stmt.inputs:
+                    if isinstance(expr, ast.Const | ast.ListExpr):
+                        yield from _integers(expr)
 
 
 def rule_sizes(plan: RulePlan) -> tuple[int, ...]:
-    """The integers from 2 to 4096 the rule's match, conditions and rewrite write, ascending."""
+    """The sizes from 2 to 4096 the rule states about tensors (module docstring), ascending."""
     found: dict[int, None] = {}
-    for part in (plan.lines, plan.conditions, plan.rule.rewrite):
-        for const in _constants(part):
-            value = const.value
-            if isinstance(value, bool) or not isinstance(value, int):
-                continue
-            if _SMALLEST <= abs(value) <= _LARGEST:
-                found[abs(value)] = None
-    return tuple(sorted(found))
+    for condition in plan.conditions:
+        found.update(dict.fromkeys(_compared(condition)))
+    found.update(dict.fromkeys(_literals(plan)))
+    return tuple(sorted(v for v in found if _SMALLEST <= v <= _LARGEST))
 
 
 def size_menu(sizes: tuple[int, ...]) -> tuple[int, ...]:
