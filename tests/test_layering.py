@@ -13,7 +13,8 @@ The order, lowest first (a module may import its own package and the layers befo
     rewriter.engine             and beside it, never importing it: compiling, matching,
                                 building, the pass manager
     rewriter.loops            clients of the engine: loop passes,
-    rewriter.verification       running models to compare them
+    rewriter.verification       running models to compare them,
+    rewriter.prove              SMT semantics of ops and equivalence queries
     rewriter.api              the Python API (assembles the engine and the loop passes)
     rewriter.checkrules       clients of the API: rule checking,
     rewriter.report             HTML reports
@@ -43,7 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rewriter._errors",),
     ("rewriter.rules",),
     ("rewriter.dsl", "rewriter.engine"),
-    ("rewriter.loops", "rewriter.verification"),
+    ("rewriter.loops", "rewriter.verification", "rewriter.prove"),
     ("rewriter.api",),
     ("rewriter.checkrules", "rewriter.report"),
     ("rewriter.cli",),

@@ -37,6 +37,7 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -54,15 +55,20 @@ from rewriter.checkrules._attempt import Accepted, Rejection, attempt
 from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance
+from rewriter.checkrules._line import SIZES
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
+from rewriter.checkrules._sizes import rule_sizes, size_menu
 
 logger = logging.getLogger(__name__)
 
 
 DOUBLE_TOLERANCE = 1e-6
 _DOUBLE = 11  # onnx.TensorProto.DOUBLE
-# Attempts at an instance of a dtype the first instances lack (an integer, a bool).
+# Attempts at an instance of a dtype the first instances lack (an integer, a bool), or at
+# an instance whose dims are the sizes the rule mentions.
 FORCED_ATTEMPTS = 8
+# Instances drawn at the sizes the rule mentions (`_sizes`), besides the others.
+SIZED_INSTANCES = 2
 
 
 def _tolerances(proto: Any) -> tuple[float | None, float | None]:
@@ -117,16 +123,24 @@ def _search(
     options: CheckOptions,
     ruleset: rules.RuleSet,
     dtype: ir.DataType | None = None,
+    sizes: tuple[int, ...] = (),
 ) -> _Search:
-    """Instances of the rule (`dtype`: only of that base dtype, one at most)."""
+    """Instances of the rule.
+
+    `dtype`: only of that base dtype, one at most; `sizes`: dims drawn from these sizes
+    (`_line.draw_dim`), `SIZED_INSTANCES` at most.
+    """
     from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
     from hypothesis import seed as seed_decorator
     from hypothesis import strategies as st
     from hypothesis.errors import FlakyStrategyDefinition, Unsatisfiable
 
     state = _Search()
-    wanted = options.instances if dtype is None else 1
-    budget = options.attempts if dtype is None else min(FORCED_ATTEMPTS, options.attempts)
+    forced = dtype is not None or bool(sizes)
+    wanted = options.instances
+    if forced:
+        wanted = SIZED_INSTANCES if sizes else 1
+    budget = min(FORCED_ATTEMPTS, options.attempts) if forced else options.attempts
     config = settings(
         settings.get_profile("default"),  # the caller's active profile must not leak in
         max_examples=wanted,
@@ -150,6 +164,8 @@ def _search(
         choices = Choices(data)
         if dtype is not None:
             choices.override("dtype", dtype)
+        if sizes:
+            choices.override(SIZES, sizes)
         outcome = attempt(plan, choices, ruleset)
         if isinstance(outcome, Rejection):
             state.rejections[(outcome.stage, outcome.reason)] += 1
@@ -176,6 +192,11 @@ def _search_all(plan: RulePlan, options: CheckOptions, ruleset: rules.RuleSet) -
         state.attempts += extra.attempts
         if not state.accepted:
             state.rejections.update(extra.rejections)
+    menu = size_menu(rule_sizes(plan))
+    if menu and state.accepted:
+        sized = _search(plan, options, ruleset, sizes=menu)
+        state.accepted.extend(sized.accepted)
+        state.attempts += sized.attempts
     return state
 
 
@@ -399,6 +420,9 @@ def _check_rule(
         detail += f"; approximate: held to {rule.approximate} on plain inputs, not to equivalence"
     if rule.assumes_nonempty:
         detail += "; non-empty tensors only (the rule assumes nonempty)"
+    kernels = _missing_kernels(skips)
+    if kernels:
+        detail += f"; not applied where onnxruntime has no kernel for {', '.join(kernels)}"
     return report(
         Status.VERIFIED,
         instances=checked,
@@ -406,6 +430,23 @@ def _check_rule(
         detail=detail,
         sample=search.accepted[0].proto,
     )
+
+
+_NO_KERNEL = re.compile(r"onnxruntime has no kernel for (\S+\([^)]*\))")
+
+
+def _missing_kernels(skips: list[str]) -> list[str]:
+    """The op kinds (`Conv(double, double)`) some instances' rewrites were declined for.
+
+    The engine keeps a model onnxruntime runs runnable: a rule that writes an op without a
+    kernel for that dtype is not applied there, which the report says rather than hides.
+    """
+    found: dict[str, None] = {}
+    for skip in skips:
+        match = _NO_KERNEL.search(skip)
+        if match is not None:
+            found[match.group(1)] = None
+    return list(found)
 
 
 def _opset_label(instance: Instance) -> str:

@@ -28,6 +28,7 @@ from rewriter.checkrules._line import (
     LineBuild,
     RecipeError,
     Slot,
+    TemplateDims,
     TensorSpec,
 )
 from rewriter.checkrules._recipes import find_recipe
@@ -75,9 +76,7 @@ class _Build:
         self.choices = choices
         self.opsets, self.target = choices.pick("opset", plan.opsets)
         self.base_dtype = ir.DataType(choices.pick("dtype", plan.dtypes or PREFERRED_DTYPES))
-        self.templates = plan.templates.concretize(
-            lambda symbol: choices.integer(("symbol", symbol), 1, 4)
-        )
+        self.templates = plan.templates.concretize(TemplateDims(choices))
         self.values: dict[str, Realized] = {}
         self.var_names: dict[str, str | tuple[str, ...] | None] = {}
         self.attr_bound: dict[str, Any] = {}

@@ -50,6 +50,45 @@ CAST_DTYPES = (
 )
 _NAME_TO_DTYPE = {f"tensor({dtype.onnx_name})": dtype for dtype in ir.DataType if dtype.onnx_name}
 
+SMALL_DIMS = (1, 4)
+"""The range fresh dims are drawn from."""
+SIZES = ("sizes",)
+"""The choice key of an instance drawn at the sizes its rule mentions (see `draw_dim`)."""
+# A tensor drawn at the rule's sizes holds at most this many elements: later dims stay small.
+MAX_SIZED_ELEMENTS = 1 << 16
+
+
+def draw_dim(choices: Choices, key: Hashable, elements: int = 1) -> int:
+    """A fresh dim: small, or one of the rule's sizes when the instance is drawn at them.
+
+    Under the `SIZES` override (a tuple of sizes the rule mentions, and twice the largest,
+    set by `_check` for a few attempts), each dim takes one of them while the tensor
+    (`elements` so far) stays under `MAX_SIZED_ELEMENTS`: `Slice(x, 0, 8) -> x` is exact
+    on every dim up to 8 and wrong on 16.
+    """
+    menu = choices.overrides.get(SIZES)
+    if menu and elements * max(menu) <= MAX_SIZED_ELEMENTS:
+        return int(choices.pick(("sized", key), tuple(menu)))
+    return choices.integer(key, *SMALL_DIMS)
+
+
+class TemplateDims:
+    """Draws the sizes of a rule's shape-template symbols (`ShapeTemplates.concretize`).
+
+    Each symbol is a dim (`draw_dim`); their running product keeps instances drawn at the
+    rule's sizes small enough, as for one tensor.
+    """
+
+    def __init__(self, choices: Choices) -> None:
+        self._choices = choices
+        self._elements = 1
+
+    def __call__(self, symbol: int) -> int:
+        """The size of template symbol `symbol`."""
+        size = draw_dim(self._choices, ("symbol", symbol), self._elements)
+        self._elements *= size
+        return size
+
 
 class RecipeError(Exception):
     """The line cannot be instantiated with the choices made (the attempt is rejected)."""
@@ -245,7 +284,10 @@ class LineBuild:
             rank = int(self.choices.overrides[rank_key])
         else:
             rank = self.choices.integer(rank_key, min_rank, max_rank)
-        return tuple(self.choices.integer(("dim", slot.key, i), 1, 4) for i in range(rank))
+        dims: list[int] = []
+        for axis in range(rank):
+            dims.append(draw_dim(self.choices, ("dim", slot.key, axis), int(np.prod(dims))))
+        return tuple(dims)
 
     def set(
         self,
@@ -256,9 +298,11 @@ class LineBuild:
         values: Array | None = None,
         const: bool | None = None,
     ) -> None:
-        """Decide an unknown slot (a known slot is left as it is)."""
+        """Decide an unknown slot (a known slot, or one the rule's literal fills, is left)."""
         if slot.known is not None or not slot.present:
             return
+        if slot.literal is not None and slot.values is not None:
+            return  # a list literal of the rule, filled before the recipe ran: it wins
         forced = self.choices.overrides.get(("value", slot.key))
         if values is not None and forced is not None:
             forced = np.asarray(forced)

@@ -47,7 +47,9 @@ from rewriter.engine._manager import (
 )
 from rewriter.engine._matcher import Match, Matcher, MatchFailure
 from rewriter.engine._pass import (
+    NO_CONTEXT,
     PassChange,
+    PassContext,
     PassDefinition,
     PassResult,
     check_options,
@@ -104,6 +106,7 @@ __all__ = [
     "HISTOGRAM_BINS",
     "KEPT_ROWS",
     "KINDS",
+    "NO_CONTEXT",
     "QUANTIZATION",
     "REWRITE",
     "RULE_TAG",
@@ -125,6 +128,7 @@ __all__ = [
     "Matcher",
     "NodeRef",
     "PassChange",
+    "PassContext",
     "PassDefinition",
     "PassManager",
     "PassResult",

@@ -22,7 +22,14 @@ import numpy as np
 
 import ir
 from rewriter.engine import _facts, _trace
-from rewriter.engine._pass import ChangeLog, PassResult, check_options, option
+from rewriter.engine._pass import (
+    NO_CONTEXT,
+    ChangeLog,
+    PassContext,
+    PassResult,
+    check_options,
+    option,
+)
 from rewriter.engine._purity import Purity
 from rewriter.engine._runtime import RuntimeEvaluationError, run_nodes
 
@@ -47,7 +54,9 @@ class FoldConstantsOptions:
         check_options(self)
 
 
-def fold_constants(model: ir.Model, options: FoldConstantsOptions) -> PassResult:
+def fold_constants(
+    model: ir.Model, options: FoldConstantsOptions, context: PassContext = NO_CONTEXT
+) -> PassResult:
     """Fold every node of every graph whose inputs are all constant (see the module docstring)."""
     limit = options.max_output_bytes
     purity = Purity(model)

@@ -36,7 +36,7 @@ from rewriter.engine._builder import Builder, Runnable
 from rewriter.engine._calibration import Calibration
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._matcher import Match, Matcher
-from rewriter.engine._pass import PassDefinition, PassResult, run_checked
+from rewriter.engine._pass import PassContext, PassDefinition, PassResult, run_checked
 from rewriter.engine._passes import BUILTIN_PASSES
 from rewriter.engine._pending import RewriteDeclinedError, RewriteRejectedError
 from rewriter.engine._rule_index import RuleIndex, compile_rules
@@ -196,6 +196,7 @@ class _Run:
             exact=manager.options.exact,
         )
         self.timings: dict[str, float] = collections.defaultdict(float)
+        self.pass_context = PassContext(runnable=manager.options.runnable)
 
     def execute(self) -> Trace:
         start = time.perf_counter()
@@ -232,7 +233,7 @@ class _Run:
             for definition, options in passes:
                 name = definition.name
                 t0 = time.perf_counter()
-                result = run_checked(definition, options, self.model)
+                result = run_checked(definition, options, self.model, self.pass_context)
                 self.timings[f"pass {name}"] += time.perf_counter() - t0
                 if isinstance(result, str):
                     self._pass_rolled_back(name, result)

@@ -4,10 +4,11 @@ A pass is work that is not a local pattern (constant folding, dead code, loop ro
 uses the default pipeline (`rewriter.engine.DEFAULT_PIPELINE`) and the passes rule files
 switch on with `pass NAME { option = value }`; the pass manager turns the option values into
 the pass's frozen options dataclass (checked against each option's minimum) and runs it
-between rounds of rules, through `run_checked`: under an `ir.Journal`, validated like a
-rule's rewrite, undone and reported when it breaks the model. Packages that define passes
-(the engine's own, the loop passes of `rewriter.loops`) each export their `PassDefinition`s;
-the caller of the pass manager says which ones a run may use.
+between rounds of rules with the run's `PassContext` (what the runtime can run), through
+`run_checked`: under an `ir.Journal`, validated like a rule's rewrite, undone and reported
+when it breaks the model. Packages that define passes (the engine's own, the loop passes of
+`rewriter.loops`) each export their `PassDefinition`s; the caller of the pass manager says
+which ones a run may use.
 """
 
 from __future__ import annotations
@@ -19,10 +20,28 @@ from typing import Any, Generic, TypeVar
 
 import ir
 from rewriter.engine import _trace
+from rewriter.engine._builder import Runnable
 from rewriter.engine._validate import find_change_problem
 from rewriter.rules import PassOption, PassSignature
 
 logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PassContext:
+    """What a run tells its passes besides their options.
+
+    `runnable` says whether the runtime can run a node (None: not known); a pass that writes
+    an op the nodes it replaces did not have (a MatMul becoming a Conv) keeps the old nodes
+    where the runtime could run them and has no kernel for the new one, as the rules'
+    rewrites do (`RunOptions.runnable`). None: no such check.
+    """
+
+    runnable: Runnable | None = None
+
+
+NO_CONTEXT = PassContext()
+"""The context of a pass run outside the pass manager: nothing known."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -110,7 +129,7 @@ class PassDefinition(Generic[OptionsT]):
     name: str
     summary: str
     options: type[OptionsT]
-    run: Callable[[ir.Model, OptionsT], PassResult]
+    run: Callable[[ir.Model, OptionsT, PassContext], PassResult]
 
     @property
     def signature(self) -> PassSignature:
@@ -148,7 +167,10 @@ def pass_table(*definitions: PassDefinition[Any]) -> dict[str, PassDefinition[An
 
 
 def run_checked(
-    definition: PassDefinition[Any], options: object, model: ir.Model
+    definition: PassDefinition[Any],
+    options: object,
+    model: ir.Model,
+    context: PassContext = NO_CONTEXT,
 ) -> PassResult | str:
     """Run one pass under an `ir.Journal` and keep what it did only if it is valid.
 
@@ -158,7 +180,7 @@ def run_checked(
     """
     with ir.Journal(model) as journal:
         try:
-            result = definition.run(model, options)
+            result = definition.run(model, options, context)
         except Exception as exc:  # a pass is code like any other; the model must survive it
             journal.undo()
             logger.warning("pass `%s` failed and was undone", definition.name, exc_info=True)

@@ -20,7 +20,9 @@ import ir
 from rewriter.engine import _facts, _trace
 from rewriter.engine._fold import FoldConstantsOptions, fold_constants
 from rewriter.engine._pass import (
+    NO_CONTEXT,
     ChangeLog,
+    PassContext,
     PassDefinition,
     PassResult,
     pass_table,
@@ -53,7 +55,9 @@ class NoOptions:
     """The options of a pass that takes none."""
 
 
-def eliminate_dead_code(model: ir.Model, options: NoOptions) -> PassResult:
+def eliminate_dead_code(
+    model: ir.Model, options: NoOptions, context: PassContext = NO_CONTEXT
+) -> PassResult:
     """Remove nodes whose outputs nothing reads, and initializers nothing reads."""
     removed = 0
     touched: dict[ir.Node, None] = {}
@@ -191,7 +195,9 @@ def _cheap_tensor_key(tensor: ir.Tensor) -> object:
     return (tensor.dtype.onnx_name, tuple(tensor.shape), edges.tobytes())
 
 
-def eliminate_common_subexpressions(model: ir.Model, options: NoOptions) -> PassResult:
+def eliminate_common_subexpressions(
+    model: ir.Model, options: NoOptions, context: PassContext = NO_CONTEXT
+) -> PassResult:
     """Merge nodes with the same op, attributes and inputs, and initializers with equal contents."""
     merged = 0
     touched: dict[ir.Node, None] = {}

@@ -21,7 +21,7 @@ import numpy as np
 import ir
 from rewriter.engine import _facts, _trace
 from rewriter.engine._commit import can_take_output_name
-from rewriter.engine._pass import ChangeLog, PassResult
+from rewriter.engine._pass import NO_CONTEXT, ChangeLog, PassContext, PassResult
 
 _STANDARD = ("", "ai.onnx")
 
@@ -40,7 +40,9 @@ class FlattenConcatsOptions:
 # If with a constant condition
 
 
-def inline_constant_ifs(model: ir.Model, options: InlineConstantIfsOptions) -> PassResult:
+def inline_constant_ifs(
+    model: ir.Model, options: InlineConstantIfsOptions, context: PassContext = NO_CONTEXT
+) -> PassResult:
     """Replace each If whose condition is a constant by the branch it always takes."""
     inlined = 0
     touched: dict[ir.Node, None] = {}
@@ -156,7 +158,9 @@ def _move_node(branch: ir.Graph, node: ir.Node) -> None:
 # Concat of Concat
 
 
-def flatten_concats(model: ir.Model, options: FlattenConcatsOptions) -> PassResult:
+def flatten_concats(
+    model: ir.Model, options: FlattenConcatsOptions, context: PassContext = NO_CONTEXT
+) -> PassResult:
     """Splice the inputs of a Concat read only by a Concat on the same axis into the reader."""
     removed = 0
     touched: dict[ir.Node, None] = {}

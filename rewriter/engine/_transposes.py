@@ -20,7 +20,8 @@ count never grows. Ops a Transpose passes through:
 * Slice (its axes permuted) and Pad (its pads permuted);
 * MatMul of a channels-last value (`perm = [0, 2, ..., 1]`) by a constant 2-D matrix, which
   becomes a 1x1 Conv of the channels-first value (the one step that is not pure data
-  movement: the same sums in another kernel);
+  movement: the same sums in another kernel), where the runtime has a Conv kernel for the
+  dtype or none for the MatMul either (`PassContext.runnable`);
 * Reshapes (and Squeeze / Unsqueeze, as Reshapes) that only split dims or merge adjacent
   ones, with static shapes: above the Transpose they split (merge) the matching dims of the
   original, and the perm moves the pieces as blocks (a merge needs its dims adjacent and in
@@ -33,15 +34,16 @@ Graphs that cannot hold initializers (function bodies) are left alone.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 import ir
 from rewriter.engine import _facts, _trace
+from rewriter.engine._builder import Runnable
 from rewriter.engine._commit import can_take_output_name
-from rewriter.engine._pass import ChangeLog, PassResult
+from rewriter.engine._pass import NO_CONTEXT, ChangeLog, PassContext, PassResult
 
 _STANDARD = ("", "ai.onnx")
 
@@ -74,6 +76,21 @@ _AXES_INPUT_SINCE_OTHERS = 18
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class _Target:
+    """What rebuilt nodes must suit: the default-domain opset and the runtime's kernels."""
+
+    opset: int
+    opset_imports: Mapping[str, int]
+    runnable: Runnable | None
+
+    def can_replace(self, old: ir.Node, new: ir.Node) -> bool:
+        """False when the runtime has no kernel for `new` but one for `old` (see `_builder`)."""
+        if self.runnable is None or self.runnable(new, self.opset_imports) is not False:
+            return True
+        return self.runnable(old, self.opset_imports) is False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class OptimizeTransposesOptions:
     """Options of `pass optimize_transposes` (none)."""
 
@@ -102,13 +119,19 @@ class _Step:
     op_type: str = ""  # the rebuilt node's op when it changes (Squeeze as a Reshape)
 
 
-def optimize_transposes(model: ir.Model, options: OptimizeTransposesOptions) -> PassResult:
+def optimize_transposes(
+    model: ir.Model, options: OptimizeTransposesOptions, context: PassContext = NO_CONTEXT
+) -> PassResult:
     """Sink Transposes towards their inverses (see the module docstring)."""
     removed = 0
     touched: dict[ir.Node, None] = {}
     log = ChangeLog()
     names = ir.NameAllocator(model)
-    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+    target = _Target(
+        model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)),
+        dict(model.opset_imports),
+        context.runnable,
+    )
     for graph in list(model.graphs()):
         if not _facts.can_hold_initializers(graph, model):
             continue
@@ -118,7 +141,7 @@ def optimize_transposes(model: ir.Model, options: OptimizeTransposesOptions) -> 
             for node in list(graph):
                 if node.graph is not graph or not _is_transpose(node):
                     continue
-                saved = _sink(graph, node, opset, names, log, touched)
+                saved = _sink(graph, node, target, names, log, touched)
                 if saved:
                     removed += saved
                     changed = True
@@ -184,7 +207,7 @@ class _Region:
         return removed - added
 
 
-def _grow(start: ir.Node, perm: list[int], opset: int) -> _Region:
+def _grow(start: ir.Node, perm: list[int], target: _Target) -> _Region:
     """Every node the Transpose can sink through, grown until nothing more joins."""
     value = start.outputs[0]
     region = _Region(start, {value: perm}, {}, {}, [])
@@ -203,7 +226,7 @@ def _grow(start: ir.Node, perm: list[int], opset: int) -> _Region:
                 if composed is not None:
                     region.ends[node] = composed
                 continue
-            step = _plan_step(node, use.index, held_perm, opset, region.perms)
+            step = _plan_step(node, use.index, held_perm, target, region.perms)
             if step is None:
                 continue
             if not step.perm_after:
@@ -232,7 +255,7 @@ def _only_read_by(value: ir.Value, nodes: dict[ir.Node, _Step]) -> bool:
 def _sink(
     graph: ir.Graph,
     start: ir.Node,
-    opset: int,
+    target: _Target,
     names: ir.NameAllocator,
     log: ChangeLog,
     touched: dict[ir.Node, None],
@@ -242,7 +265,7 @@ def _sink(
     source = start.inputs[0]
     if perm is None or source is None or sorted(perm) != list(range(len(perm))):
         return 0
-    region = _grow(start, perm, opset)
+    region = _grow(start, perm, target)
     gain = region.gain()
     if gain <= 0:
         return 0
@@ -262,7 +285,7 @@ def _plan_step(
     node: ir.Node,
     slot: int,
     perm: list[int],
-    opset: int,
+    target: _Target,
     held: dict[ir.Value, list[int]],
 ) -> _Step | None:
     """How `node` is rebuilt below a Transpose of `perm` entering at input `slot`, if it can.
@@ -303,14 +326,14 @@ def _plan_step(
                 return None
             attributes["axis"] = perm[axis]
         return _Step(node, slot, inputs, attributes, freed)
-    if op in _SOFTMAX and opset >= 13 and slot == 0:
+    if op in _SOFTMAX and target.opset >= 13 and slot == 0:
         axis = _axis(node.attribute("axis", -1), rank)
         if axis is None:
             return None
         attributes["axis"] = perm[axis]
         return _Step(node, slot, inputs, attributes, [])
     if op == "MatMul" and slot == 0:
-        return _matmul_step(node, inputs, perm)
+        return _matmul_step(node, inputs, perm, target)
     if op == "LayerNormalization" and slot == 0:
         # normalizes the trailing axes from `axis`: below a Transpose that keeps them in
         # place (it moves only leading axes, as [seq, batch] <-> [batch, seq]) it normalizes
@@ -334,15 +357,31 @@ def _plan_step(
     if op == "Pad" and slot == 0 and len(node.inputs) < 4:
         return _pad_step(node, inputs, attributes, perm)
     if op in _REDUCE and slot == 0 and node.attribute("keepdims", 1) == 1:
-        return _reduce_step(node, inputs, attributes, perm, opset)
+        return _reduce_step(node, inputs, attributes, perm, target.opset)
     return None
 
 
 _FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE})
 
 
+def _conv_probe(matmul: ir.Node, kernel: np.ndarray[Any, Any], rank: int) -> ir.Node:
+    """A detached Conv of the MatMul's dtype and rank, to ask the runtime about (not inserted).
+
+    Its inputs are fresh typed values: the graph's values gain no use from it.
+    """
+    dtype = _facts.dtype_of(matmul.outputs[0])
+    assert dtype is not None, "the MatMul step checked its dtype"
+    data = ir.Value("probe_x", type=ir.TensorType(dtype, (None,) * rank))
+    weights = ir.Value("probe_w", type=ir.TensorType(dtype, tuple(kernel.shape)))
+    attributes = {"kernel_shape": [1] * (rank - 2)}
+    return ir.Node("Conv", [data, weights], attributes, outputs=[ir.Value("probe_y")])
+
+
 def _matmul_step(
-    node: ir.Node, inputs: list[ir.Value | _Permuted | _Held | None], perm: list[int]
+    node: ir.Node,
+    inputs: list[ir.Value | _Permuted | _Held | None],
+    perm: list[int],
+    target: _Target,
 ) -> _Step | None:
     """MatMul of channels-last values by a constant [C, K] matrix: a 1x1 Conv below.
 
@@ -350,7 +389,8 @@ def _matmul_step(
     writes Keras' Dense on 4-D inputs) multiplies every pixel's channel vector by B: on x it
     is `Conv(x, B^T as [K, C, 1, ...])`, whose [N, K, H, W] output the same Transpose turns
     into the MatMul's. The sum over C runs in another kernel (the same terms, rounded as
-    onnxruntime's Conv rounds them).
+    onnxruntime's Conv rounds them). Not where the runtime has no Conv kernel for the dtype
+    but runs the MatMul (onnxruntime's CPU provider has no float64 Conv).
     """
     rank = len(perm)
     if rank < 3 or perm != [0, *range(2, rank), 1]:
@@ -364,6 +404,8 @@ def _matmul_step(
     kernel = np.ascontiguousarray(matrix.T).reshape(
         matrix.shape[1], matrix.shape[0], *[1] * (rank - 2)
     )
+    if not target.can_replace(node, _conv_probe(node, kernel, rank)):
+        return None
     conv_inputs: list[ir.Value | _Permuted | _Held | None] = [
         inputs[0],
         _Permuted(kernel, f"{weights.name}_kernel"),

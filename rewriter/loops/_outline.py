@@ -18,7 +18,7 @@ import hashlib
 import logging
 
 import ir
-from rewriter.engine import RULE_TAG, PassResult
+from rewriter.engine import NO_CONTEXT, RULE_TAG, PassContext, PassResult
 from rewriter.loops._body import copy_block, copy_constant
 from rewriter.loops._chain import (
     Carried,
@@ -189,7 +189,9 @@ def _replace_blocks(
 
 
 def outline_functions(
-    model: ir.Model, options: OutlineFunctionsOptions | None = None
+    model: ir.Model,
+    options: OutlineFunctionsOptions | None = None,
+    context: PassContext = NO_CONTEXT,
 ) -> PassResult:
     """Outline every chain of at least `min_repeats` equal blocks into function calls."""
     chosen = options or OutlineFunctionsOptions()

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter.engine import RULE_TAG, PassResult, const_array
+from rewriter.engine import NO_CONTEXT, RULE_TAG, PassContext, PassResult, const_array
 from rewriter.loops._body import copy_block, copy_constant
 from rewriter.loops._chain import (
     Carried,
@@ -273,7 +273,9 @@ def roll_chain(plan: ChainPlan, names: ir.NameAllocator, tag: str = "roll_loops"
     return loop
 
 
-def roll_loops(model: ir.Model, options: RollLoopsOptions | None = None) -> PassResult:
+def roll_loops(
+    model: ir.Model, options: RollLoopsOptions | None = None, context: PassContext = NO_CONTEXT
+) -> PassResult:
     """Roll every chain of at least `min_repeats` equal blocks in the main graph into a Loop.
 
     `Constant` nodes do not count towards `min_block_nodes`. Chains are found by

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter.engine import PassResult, const_array, is_const
+from rewriter.engine import NO_CONTEXT, PassContext, PassResult, const_array, is_const
 from rewriter.loops._body import copy_node
 from rewriter.loops._options import UnrollLoopsOptions
 from rewriter.loops._roll import ITERATION0_KEY, UNSTACK_KEY, remove_dead_constants
@@ -416,7 +416,9 @@ def _graphs_with_opsets(model: ir.Model) -> Iterator[tuple[ir.Graph, int]]:
         yield graph, default
 
 
-def unroll_loops(model: ir.Model, options: UnrollLoopsOptions | None = None) -> PassResult:
+def unroll_loops(
+    model: ir.Model, options: UnrollLoopsOptions | None = None, context: PassContext = NO_CONTEXT
+) -> PassResult:
     """Unroll every Loop with a constant trip count up to `max_trip_count`."""
     limit = (options or UnrollLoopsOptions()).max_trip_count
     names = ir.NameAllocator(model)

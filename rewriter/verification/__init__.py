@@ -2,8 +2,9 @@
 
 `check_equivalence(original, rewritten)` runs both models (onnxruntime with graph
 optimizations disabled, or `onnx.reference` with the project's kernels for ops onnxruntime
-does not know; the rewritten one also with all of onnxruntime's optimizations) on inputs that
-hypothesis generates from the graph's input types (or on the caller's samples), judges every
+does not know, when the original needs them too; the rewritten one also with all of
+onnxruntime's optimizations) on inputs that hypothesis generates from the graph's input types
+(or on the caller's samples), then at the sizes the models mention, judges every
 float output by its accuracy against a float64 evaluation of the original (`_oracle`,
 `_compare`; integers, booleans and strings exactly) and, on a disagreement, shrinks the inputs
 to a small counterexample and saves it as an `.npz`. `find_first_bad` bisects a replayed

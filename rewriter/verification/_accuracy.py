@@ -58,7 +58,9 @@ from rewriter.verification._runner import (
     ORT,
     RunError,
     Session,
+    UnloadableSession,
     open_optimized,
+    open_rewritten,
     open_session,
 )
 from rewriter.verification._sizes import find_sizes
@@ -406,15 +408,17 @@ def score(
     if missing:
         raise VerifyError(f"the rewritten model has no output `{missing[0]}`")
     metrics = table_metrics(wanted)
-    session = open_session(loaded, providers)
+    session = open_rewritten(loaded, data.original_runtime, providers)
     sessions: list[tuple[str, Session | None, str]] = [(DISABLED, session, "")]
     notes: list[str] = []
-    if ort_enable_all and session.runtime == ORT:
+    # A rewritten model onnxruntime cannot load fails every run already.
+    loads = not isinstance(session, UnloadableSession)
+    if ort_enable_all and loads and session.runtime == ORT:
         try:
             sessions.append((ENABLED, open_optimized(loaded, providers), ""))
         except VerifyError as exc:
             sessions.append((ENABLED, None, str(exc)))
-    elif ort_enable_all:
+    elif ort_enable_all and loads:
         notes.append(f"{ENABLED} not checked: the rewritten model runs on {session.runtime}")
     rows: list[MetricRow] = []
     failures: dict[str, str] = {}

@@ -29,6 +29,7 @@ from rewriter.verification._runner import (
     RunError,
     Session,
     open_optimized,
+    open_rewritten,
     open_session,
 )
 from rewriter.verification._source import ModelSource, load_model
@@ -55,8 +56,10 @@ class _Judge:
         self.providers = providers
         self.level = level
         feeds = dict(inputs)
+        session = open_session(loaded, providers)
+        self.original_runtime = session.runtime
         try:
-            expected = open_session(loaded, providers).run(feeds)
+            expected = session.run(feeds)
         except RunError as exc:
             raise VerifyError(f"the original model fails on the given inputs: {exc}") from exc
         self.reference = Reference(feeds, expected, Oracle(loaded, providers))
@@ -69,7 +72,7 @@ class _Judge:
                 return f"outputs {list(names)} instead of {list(self.output_names)}"
             if self.level == ENABLED:
                 return open_optimized(loaded, self.providers)
-            return open_session(loaded, self.providers)
+            return open_rewritten(loaded, self.original_runtime, self.providers)
         except (VerifyError, ir.IRError) as exc:
             return str(exc)
 

@@ -19,8 +19,12 @@ Invariants:
   replays during shrinking cost nothing and are never flaky.
 * Examples the *original* model refuses (it raises) are rejected, not counted as failures:
   they lie outside the model's domain. The rewritten model raising on an input the original
-  accepts is a mismatch. When the original refuses plain values at the usual sizes, sizes
-  are searched first (`_sizes`).
+  accepts is a mismatch, and so is a rewritten model onnxruntime cannot load where it loads
+  the original (`_runner.open_rewritten`). When the original refuses plain values at the
+  usual sizes, sizes are searched first (`_sizes`).
+* After the drawn examples, each symbolic dim takes the sizes the models mention for it and
+  twice the largest (`_model_sizes`, `_size_examples`); a size the original refuses is
+  reported with them, not counted as a rejection.
 * Shrinking is bounded (`_SHRINK_RUNS` runs or `_SHRINK_SECONDS` seconds); past the budget,
   new candidate examples count as passing without running, so hypothesis settles on the
   smallest failing example found so far.
@@ -43,6 +47,8 @@ from rewriter.verification import _counterexample
 from rewriter.verification._compare import Comparison, Criterion
 from rewriter.verification._errors import VerifyError
 from rewriter.verification._inputs import (
+    DIM_MAX,
+    DIM_MIN,
     DimKey,
     Example,
     InputSpec,
@@ -55,6 +61,7 @@ from rewriter.verification._inputs import (
     suggested_sizes,
 )
 from rewriter.verification._judge import Oracle, Reference, judge_outputs
+from rewriter.verification._model_sizes import ModelSizes, model_sizes
 from rewriter.verification._result import OutputStats, VerifyResult
 from rewriter.verification._runner import (
     DISABLED,
@@ -62,9 +69,12 @@ from rewriter.verification._runner import (
     ORT,
     RunError,
     Session,
+    UnloadableSession,
     open_optimized,
+    open_rewritten,
     open_session,
 )
+from rewriter.verification._size_examples import MIN_SECONDS, SizeReport, try_sizes
 from rewriter.verification._sizes import FoundSizes, find_sizes
 from rewriter.verification._source import LoadedModel, ModelSource, load_model
 
@@ -72,6 +82,8 @@ logger = logging.getLogger(__name__)
 
 Array = npt.NDArray[np.generic]
 
+# The examples at the models' sizes may take this share of the drawn examples' time.
+SIZE_TIME_SHARE = 0.5
 _SHRINK_RUNS = 300
 _SHRINK_SECONDS = 60.0
 _PROBE_SIZE = 3
@@ -184,7 +196,9 @@ class Pair:
         self.rewritten = rewritten
         self.criterion = criterion
         self.original_session: Session = open_session(original, providers)
-        self.rewritten_session: Session = open_session(rewritten, providers)
+        self.rewritten_session: Session = open_rewritten(
+            rewritten, self.original_session.runtime, providers
+        )
         self.oracle = Oracle(original, providers)
         self._providers = providers
         self.output_names = tuple(v.name for v in original.model.graph.outputs)
@@ -207,6 +221,8 @@ class Pair:
             self._open_optimized(providers)
 
     def _open_optimized(self, providers: Sequence[str] | None) -> None:
+        if isinstance(self.rewritten_session, UnloadableSession):
+            return  # every run fails already
         if self.rewritten_session.runtime != ORT:
             self.notes.append(f"{ENABLED} not checked: the rewritten model runs on onnx.reference")
             return
@@ -395,6 +411,7 @@ class _Search:
         self.last: Outcome | None = None
         self.last_rejection = ""
         self.figures = _Figures(pair.output_names, pair.levels)
+        self.size_report: SizeReport | None = None
 
     def _budget_left(self) -> bool:
         if self.failing_since is None:
@@ -428,8 +445,12 @@ class _Search:
         self._count(outcome)
         return None if outcome.ok else _Found(feeds, outcome)
 
-    def outcome(self, example: Example) -> Outcome | None:
-        """The cached or fresh outcome of `example`; None if the original model refused it."""
+    def outcome(self, example: Example, *, drawn: bool = True) -> Outcome | None:
+        """The cached or fresh outcome of `example`; None if the original model refused it.
+
+        `drawn`: the example was drawn by hypothesis (a refusal counts as a rejection);
+        examples at the model's sizes are not (a refused size is reported with them).
+        """
         if example in self.cache:
             return self.cache[example]
         if not self._budget_left():
@@ -438,8 +459,9 @@ class _Search:
         try:
             outcome = self.pair.compare(feeds)
         except OriginalFailedError as exc:
-            self.rejected += 1
-            self.last_rejection = str(exc)
+            if drawn:
+                self.rejected += 1
+                self.last_rejection = str(exc)
             self.cache[example] = None
             return None
         self._count(outcome)
@@ -493,6 +515,28 @@ class _Search:
             return _Found(materialize(found.example, self.specs), found.outcome, found.example)
         return None
 
+    def run_sizes(self, sizes: ModelSizes, drawn_seconds: float) -> _Found | None:
+        """The examples at the sizes the model mentions (`_size_examples`), after the drawn ones.
+
+        They may take half the drawn examples' time (`drawn_seconds`), at least
+        `MIN_SECONDS`. Returns the smallest disagreement found, or None.
+        """
+
+        def judge(example: Example) -> bool | None:
+            outcome = self.outcome(example, drawn=False)
+            return None if outcome is None else outcome.ok
+
+        budget = max(MIN_SECONDS, SIZE_TIME_SHARE * drawn_seconds)
+        self.size_report = try_sizes(
+            self.specs, sizes, self.sizes, (DIM_MIN, DIM_MAX), judge, budget
+        )
+        failing = self.size_report.failing
+        if failing is None:
+            return None
+        outcome = self.cache.get(failing)
+        assert outcome is not None, "a disagreeing size example ran and was cached"
+        return _Found(materialize(failing, self.specs), outcome, failing)
+
 
 # ---------------------------------------------------------------------------------------------
 # Sizes
@@ -528,6 +572,26 @@ def _size_ranges(
         ranges.update(found.ranges)
     del specs
     return ranges
+
+
+def _mentioned_sizes(pair: Pair, specs: tuple[InputSpec, ...]) -> ModelSizes:
+    """The sizes both models mention (`_model_sizes`), related to the inputs' symbols.
+
+    Shape facts are inferred on the models lifted here; a caller's `ir.Model` is read with
+    the facts it carries.
+    """
+    from rewriter.verification._inputs import dim_keys
+
+    keys = dim_keys(specs)
+    if not keys:
+        return ModelSizes({}, ())  # every dim is static: no size to try
+    symbols = [key[1] for key in keys if key[0] == "sym"]
+    models = []
+    for loaded in (pair.original, pair.rewritten):
+        if loaded.owned:
+            ir.infer_types(loaded.model)
+        models.append(loaded.model)
+    return model_sizes(models, symbols)
 
 
 def _dim_label(key: DimKey) -> str:
@@ -740,12 +804,6 @@ def check_equivalence(
         providers=providers,
         ort_enable_all=ort_enable_all,
     )
-    if pair.original_session.runtime == ORT and pair.rewritten_session.runtime != ORT:
-        logger.warning(
-            "the rewritten model no longer runs on onnxruntime (%s); it was verified with %s",
-            pair.rewritten_session.fallback_reason,
-            pair.rewritten_session.runtime,
-        )
     found_sizes = _search_sizes(pair, specs, fixed) if examples else None
     search = _Search(
         pair,
@@ -759,8 +817,12 @@ def check_equivalence(
         found = search.run_sample(index, sample)
         if found is not None:
             break
+    drawn_start = time.perf_counter()
     if found is None and examples:
         found = _generated(search, specs, examples, seed, found_sizes)
+    if found is None and examples:
+        drawn_seconds = time.perf_counter() - drawn_start
+        found = search.run_sizes(_mentioned_sizes(pair, specs), drawn_seconds)
     return _result(
         pair,
         search,
@@ -833,6 +895,8 @@ def _result(
     if pair.oracle.unavailable:
         notes.append(pair.oracle.unavailable)
     notes.extend(f"oracle: {note}" for note in pair.oracle.notes)
+    if search.size_report is not None and search.size_report.trials:
+        notes.append(f"at the sizes the models mention: {search.size_report.describe()}")
     inputs = [f"{spec.name}: {spec.describe()}" for spec in specs]
     if fixed:
         given = ", ".join(f"`{_dim_label(key)}` {size}" for key, size in fixed.items())

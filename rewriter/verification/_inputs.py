@@ -988,6 +988,24 @@ def plain_example(specs: Sequence[InputSpec], dims: Mapping[DimKey, int]) -> Exa
     return Example(dims=ordered, recipes=tuple(recipes))
 
 
+def sized_example(specs: Sequence[InputSpec], dims: Mapping[DimKey, int]) -> Example:
+    """An example with the given dims and ordinary values, no special elements.
+
+    What the examples at the sizes a model mentions run on (`_size_examples`): N(0, 1)
+    floats, integers spread over their interval (indices inside their tables, masks of both
+    values), booleans of both values.
+    """
+    wanted = {"float": "normal", "index": "uniform", "mask": "uniform", "int": "uniform"}
+    recipes = []
+    for spec in specs:
+        kind_name = wanted.get(spec.role, "random")
+        kind = spec.kinds.index(kind_name) if kind_name in spec.kinds else 0
+        free = () if spec.dims is not None else (DIM_MAX // 2,)
+        recipes.append(Recipe(kind=kind, seed=1, specials=(), free_dims=free))
+    ordered = tuple((key, int(dims[key])) for key in dim_keys(specs))
+    return Example(dims=ordered, recipes=tuple(recipes))
+
+
 def example_size(example: Example) -> tuple[int, int]:
     """(number of special elements, total of sampled dims): what shrinking minimizes."""
     specials = sum(len(r.specials) + r.special_share for r in example.recipes)

@@ -6,7 +6,9 @@ session with all of them (`ORT_ENABLE_ALL`), the way models are deployed. A mode
 onnxruntime rejects because it contains an op it does not know (a custom-domain op such as a
 converter's `ExtractImagePatches`) runs on `onnx.reference` with the project's reference
 kernels. A model onnxruntime rejects for any other reason (an ill-typed graph) is an error,
-never silently handed to the more lenient reference evaluator.
+never silently handed to the more lenient reference evaluator. A rewritten model is held to
+what its original needs (`open_rewritten`): where the original runs on onnxruntime, a
+rewritten model onnxruntime cannot load fails every run, whatever the reason.
 
 `onnxruntime` and `onnx.reference` are imported inside the functions that need them.
 """
@@ -34,6 +36,7 @@ ORT = "onnxruntime"
 REFERENCE = "onnx.reference"
 DISABLED = "ORT_DISABLE_ALL"
 ENABLED = "ORT_ENABLE_ALL"
+UNLOADABLE = "nothing (onnxruntime cannot load it)"
 
 # onnxruntime's messages when a model uses an op it has no implementation for.
 _UNKNOWN_OP = re.compile(
@@ -273,12 +276,17 @@ def open_optimized(loaded: LoadedModel, providers: Sequence[str] | None = None) 
         ) from exc
 
 
-def open_session(loaded: LoadedModel, providers: Sequence[str] | None = None) -> Session:
+def open_session(
+    loaded: LoadedModel, providers: Sequence[str] | None = None, *, reference: bool = True
+) -> Session:
     """A session for `loaded`: onnxruntime if it can load it, else the reference evaluator.
 
+    `reference=False`: onnxruntime or nothing (a model onnxruntime cannot load raises).
+
     Raises:
-        VerifyError: onnxruntime rejects the model for a reason other than an unknown op, or
-            the model contains an op that neither runtime can run (named in the message).
+        VerifyError: onnxruntime rejects the model for a reason other than an unknown op (for
+            any reason, without `reference`), or the model contains an op that neither
+            runtime can run (named in the message).
     """
     chosen = tuple(providers) if providers else ("CPUExecutionProvider",)
     try:
@@ -286,9 +294,56 @@ def open_session(loaded: LoadedModel, providers: Sequence[str] | None = None) ->
     except VerifyError:
         raise
     except Exception as exc:  # onnxruntime's error classes are not importable types
-        if not _UNKNOWN_OP.search(str(exc)):
+        if not reference or not _UNKNOWN_OP.search(str(exc)):
             raise VerifyError(
                 f"{loaded.label}: onnxruntime cannot load the model: {first_line(exc)}"
             ) from exc
         logger.info("%s: onnxruntime cannot run it (%s); using onnx.reference", loaded.label, exc)
         return _open_reference(loaded, exc)
+
+
+class UnloadableSession:
+    """A rewritten model onnxruntime cannot load although it loads the original.
+
+    Every run fails with the reason: such a model is a verification failure, never judged on
+    the more lenient reference evaluator (a rewrite that writes Conv in float64, which
+    onnxruntime's CPU provider has no kernel for, broke the model for its users).
+    """
+
+    runtime = UNLOADABLE
+
+    def __init__(self, output_names: tuple[str, ...], reason: str) -> None:
+        self.output_names = output_names
+        self.fallback_reason = reason
+
+    def run(self, feeds: Mapping[str, object]) -> dict[str, object]:
+        """Always raises RunError with the load failure."""
+        del feeds
+        raise RunError(
+            f"onnxruntime cannot load it, although it runs the original: {self.fallback_reason}"
+        )
+
+
+def open_rewritten(
+    loaded: LoadedModel, original_runtime: str, providers: Sequence[str] | None = None
+) -> Session:
+    """A session for a rewritten model whose original runs on `original_runtime`.
+
+    Where the original runs on onnxruntime, so must the rewritten model: when onnxruntime
+    cannot load it the session is an `UnloadableSession` (each run fails). Where the
+    original needs the reference evaluator (an op onnxruntime does not have), the rewritten
+    model may too.
+
+    Raises:
+        VerifyError: as `open_session`, for a rewritten model of an original that does not
+            run on onnxruntime.
+    """
+    if original_runtime != ORT:
+        return open_session(loaded, providers)
+    try:
+        return open_session(loaded, providers, reference=False)
+    except VerifyError as exc:
+        reason = str(exc).removeprefix(f"{loaded.label}: onnxruntime cannot load the model: ")
+        logger.info("%s: onnxruntime cannot load it: %s", loaded.label, reason)
+        outputs = tuple(v.name for v in loaded.model.graph.outputs)
+        return UnloadableSession(outputs, reason)

@@ -29,6 +29,9 @@ class LoadedModel:
     model: ir.Model
     label: str
     path: str | None
+    # True when the IR was lifted here (from a path or a ModelProto): facts may be recorded
+    # on it; a caller's `ir.Model` is only read.
+    owned: bool = False
     # The serialized model, made once for every session that reads it from memory.
     _bytes: list[bytes] = dataclasses.field(default_factory=list, compare=False, repr=False)
 
@@ -69,7 +72,7 @@ def load_model(source: ModelSource, role: str) -> LoadedModel:
         return LoadedModel(model=source, label=f"{role} (in-memory ir.Model)", path=None)
     if isinstance(source, str | os.PathLike):
         path = os.fspath(source)
-        return LoadedModel(model=ir.load(path), label=path, path=path)
+        return LoadedModel(model=ir.load(path), label=path, path=path, owned=True)
     # ir.from_onnx type-checks its argument (TypeError for anything but a ModelProto).
     try:
         model = ir.from_onnx(source)
@@ -78,4 +81,4 @@ def load_model(source: ModelSource, role: str) -> LoadedModel:
             f"{role} model must be a path, an onnx.ModelProto or an ir.Model, "
             f"got {type(source).__name__}"
         ) from None
-    return LoadedModel(model=model, label=f"{role} (in-memory ModelProto)", path=None)
+    return LoadedModel(model=model, label=f"{role} (in-memory ModelProto)", path=None, owned=True)

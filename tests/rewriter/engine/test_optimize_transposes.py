@@ -134,6 +134,39 @@ def test_a_dense_layer_on_a_channels_last_map_becomes_a_1x1_conv(tmp_path, const
     assert_same_outputs(model, rewritten)
 
 
+def _dense_on_channels_last(dtype: str) -> onnx.ModelProto:
+    weights = _values(np.linspace(-1, 1, 12))
+    return model_from_text(f"""<ir_version: 8, opset_import: ["" : 17]>
+    g ({dtype}[N, 4, 5, 5] x) => ({dtype}[N, 3, 5, 5] y) <{dtype}[4, 3] b = {weights}>
+    {{
+        a = Transpose <perm = {NCHW_TO_NHWC}> (x)
+        m = MatMul (a, b)
+        y = Transpose <perm = {NHWC_TO_NCHW}> (m)
+    }}""")
+
+
+def test_a_float64_dense_layer_stays_a_matmul(tmp_path):
+    # onnxruntime's CPU provider has no float64 Conv: the MatMul it runs stays (issue 28)
+    model = _dense_on_channels_last("double")
+    result = run_rules(model, "pass optimize_transposes\n", tmp_path)
+    assert op_types(result.proto) == ["Transpose", "MatMul", "Transpose"]
+    assert not result.trace.entries
+    assert_same_outputs(model, result.proto)
+
+
+def test_without_the_kernel_check_the_float64_conv_is_written_and_verification_fails(tmp_path):
+    from rewriter.verification import check_equivalence
+
+    model = _dense_on_channels_last("double")
+    options = rewriter.RewriteOptions(keep_runnable=False)
+    rewritten = run_rules(model, "pass optimize_transposes\n", tmp_path, options).proto
+    assert op_types(rewritten) == ["Conv"]
+    result = check_equivalence(model, rewritten, save_counterexample=False)
+    assert not result.ok
+    assert "onnxruntime cannot load it, although it runs the original" in result.message
+    assert "Conv" in result.message
+
+
 def test_a_chain_that_meets_no_inverse_is_left_alone(tmp_path):
     text = f"""<ir_version: 8, opset_import: ["" : 17]>
     g (float[2, 3, 4, 5] x, float[2, 4, 5, 3] z) => (float[2, 4, 5, 3] y) {{

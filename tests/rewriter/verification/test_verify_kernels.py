@@ -200,8 +200,13 @@ def test_an_ill_typed_model_is_not_handed_to_the_lenient_evaluator():
     broken = onnx.ModelProto()
     broken.CopyFrom(model)
     broken.graph.node[0].op_type = "Not"  # Not takes bool: onnxruntime rejects the graph
+    # as the original: the models cannot be compared
     with pytest.raises(VerifyError, match="onnxruntime cannot load the model"):
-        check_equivalence(model, broken)
+        check_equivalence(broken, model)
+    # as the rewritten model of an original onnxruntime runs: a failure
+    result = check_equivalence(model, broken, save_counterexample=False)
+    assert not result.ok
+    assert "onnxruntime cannot load it, although it runs the original" in result.message
 
 
 def _tf_samples():
@@ -235,16 +240,19 @@ def test_reference_kernel_matches_tensorflow(entry):
                 np.testing.assert_allclose(outputs[name], expected, rtol=0, atol=1e-6)
 
 
-def test_a_rewrite_that_leaves_onnxruntime_behind_is_warned_about(caplog):
-    """Replacing a standard decomposition by the custom op still verifies, loudly."""
+def test_a_rewrite_that_leaves_onnxruntime_behind_fails():
+    """The original runs on onnxruntime, the rewritten model needs the reference: a failure.
+
+    The reference evaluator judges only models whose original needs it too (issue 28).
+    """
     original = _patchify("tf")
     custom = models.extract_image_patches((2, 2), (2, 2), (1, 1), "VALID", shape=("N", 4, 6, 2))
-    with caplog.at_level("WARNING", logger="rewriter.verification"):
-        result = check_equivalence(original, custom, examples=5)
-    assert result.ok
-    assert result.rewritten_runtime == "onnx.reference"
-    assert "no longer runs on onnxruntime" in caplog.text
-    assert "ExtractImagePatches" in caplog.text
+    result = check_equivalence(original, custom, examples=5, save_counterexample=False)
+    assert not result.ok
+    assert result.original_runtime == "onnxruntime"
+    assert result.rewritten_runtime == "nothing (onnxruntime cannot load it)"
+    assert "onnxruntime cannot load it, although it runs the original" in result.message
+    assert "ExtractImagePatches" in result.message
 
 
 def _conv_transpose_model(

@@ -1,0 +1,272 @@
+"""Equivalence queries: does the rewrite compute what the pattern computes, for every input?
+
+`equivalent(lhs, rhs, inputs=..., assumptions=...)` asks, output by output, for an input
+(dims and elements) satisfying the assumptions where the rewritten side (`rhs`) does not
+*refine* the original (`lhs`), in the sense Alive2 gives the word:
+
+* where the original's shape preconditions fail (onnxruntime refuses the model), anything
+  goes; elsewhere the rewritten side's must hold and its shape must be the original's;
+* at every index inside that shape where the original's element is not poison (unspecified:
+  a float cast to an integer out of range, an integer division by zero, a gather out of
+  bounds), the rewritten element is not poison and is the same value.
+
+*The same value*: integers and booleans equal; floats equal as numbers, with NaN matching
+NaN and +0 matching -0 (`signed_zeros=True` makes the sign of zero count too). z3 has one NaN,
+so NaN payloads are not modelled; a NaN on the original side is matched by any NaN, as
+Alive2's refinement allows. The equality is the one verification applies (a rewrite that
+turns -0 into +0, `x + 0 -> x`, passes both), and `signed_zeros` is the bit-exact one short of
+payloads.
+
+The answer is `Proved`, a `Counterexample` (dims, input arrays, the index and both values,
+read from the solver's model, with dims kept at most `SMALL_DIM` when the solver finds one
+there), or `Unknown` with the solver's reason (a timeout, nonlinear integer arithmetic).
+Symbolic dims of the inputs are int64 sizes (0 to 2**63 - 1); `assumptions` add more
+(non-empty tensors, finite inputs, a rule's where-conditions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import z3
+
+from rewriter.prove._dtypes import kind_of, to_python
+from rewriter.prove._evaluate import NotConcreteError, concrete
+from rewriter.prove._tensor import SymbolicTensor, TooLargeError, all_of, as_int, term
+
+SMALL_DIM = 16
+LARGEST_DIM = 2**63 - 1
+DEFAULT_TIMEOUT = 10.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Proved:
+    """The rewrite refines the original on every input the assumptions allow."""
+
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Counterexample:
+    """An input on which the rewrite does not refine the original, and what differs.
+
+    `inputs` holds the arrays it could read (inputs too large to read are left out and named
+    in `reason`); `index`, `original` and `rewritten` are empty for a shape difference.
+    """
+
+    output: int
+    reason: str
+    dims: Mapping[str, int]
+    inputs: Mapping[str, np.ndarray[Any, Any]]
+    index: tuple[int, ...] = ()
+    original: object = None
+    rewritten: object = None
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Unknown:
+    """The solver could not decide (its reason: a timeout, an undecidable fragment)."""
+
+    reason: str
+    seconds: float = 0.0
+
+
+Verdict = Proved | Counterexample | Unknown
+
+
+def same_value(tensor: SymbolicTensor, a: z3.ExprRef, b: z3.ExprRef, signed_zeros: bool) -> Any:
+    """The equality of two elements of `tensor`'s type (see the module docstring)."""
+    kind = kind_of(tensor.dtype)
+    if not kind.is_float:
+        return a == b
+    if signed_zeros:
+        return a == b  # SMT equality: NaN = NaN, +0 != -0
+    return z3.Or(z3.And(z3.fpIsNaN(a), z3.fpIsNaN(b)), z3.fpEQ(a, b))
+
+
+def _symbolic_dims(inputs: Mapping[str, SymbolicTensor]) -> dict[str, z3.ArithRef]:
+    found: dict[str, z3.ArithRef] = {}
+    for tensor in inputs.values():
+        for dim in tensor.shape:
+            if not isinstance(dim, int) and as_int(dim) is None:
+                for symbol in _constants_in(dim):
+                    found[str(symbol)] = symbol
+    return found
+
+
+def _constants_in(expression: z3.ExprRef) -> list[z3.ArithRef]:
+    if z3.is_const(expression) and expression.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+        return [expression]
+    found: list[z3.ArithRef] = []
+    for child in expression.children():
+        found.extend(_constants_in(child))
+    return found
+
+
+def _solver() -> z3.Solver:
+    """A solver that bit-blasts floating point (z3's `qffp` tactic), else z3's SMT core.
+
+    z3's default solver gives up on floating-point formulas that also hold integers (the
+    index and the dims): x * 1 == x in float64 times out after minutes there, and takes half
+    a second once the floats are bit-blasted. The tactic handles the integers and the
+    uninterpreted functions too; formulas it cannot handle go to the SMT core.
+    """
+    return z3.OrElse(z3.Tactic("qffp"), z3.Tactic("smt")).solver()
+
+
+class _Query:
+    """One query's solver, assumptions and the inputs to read a counterexample from."""
+
+    def __init__(
+        self,
+        inputs: Mapping[str, SymbolicTensor],
+        assumptions: Sequence[z3.BoolRef],
+        timeout: float,
+    ) -> None:
+        self.inputs = inputs
+        self.dims = _symbolic_dims(inputs)
+        # a dim is an int64 of ONNX's: from 0 to 2**63 - 1 (INT64_MAX ends mean "to the end")
+        bounds = [z3.And(d >= 0, d <= LARGEST_DIM) for d in self.dims.values()]
+        self.base = all_of([*assumptions, *bounds])
+        self.timeout = timeout
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def solve(self, condition: z3.BoolRef) -> z3.ModelRef | str | None:
+        """A model of `base and condition` (small dims first), None if none, or why unknown."""
+        if self.dims:
+            small = self._check(condition, bounded=True)
+            if isinstance(small, z3.ModelRef):
+                return small
+        return self._check(condition, bounded=False)
+
+    def _check(self, condition: z3.BoolRef, *, bounded: bool) -> z3.ModelRef | str | None:
+        solver = _solver()
+        remaining = max(self.timeout - self.elapsed(), 0.1)
+        solver.set("timeout", int(remaining * 1000))
+        solver.add(self.base, condition)
+        if bounded:
+            solver.add(*(d <= SMALL_DIM for d in self.dims.values()))
+        answer = solver.check()
+        if answer == z3.sat:
+            return solver.model()
+        if answer == z3.unknown:
+            return solver.reason_unknown() or "unknown"
+        return None
+
+    def counterexample(
+        self, output: int, model: z3.ModelRef, reason: str, **found: Any
+    ) -> Counterexample:
+        dims = {
+            name: int(model.eval(d, model_completion=True).as_long())
+            for name, d in self.dims.items()
+        }
+        arrays: dict[str, np.ndarray[Any, Any]] = {}
+        unread: list[str] = []
+        for name, tensor in self.inputs.items():
+            try:
+                arrays[name] = concrete(tensor, model).values
+            except NotConcreteError:
+                unread.append(name)
+        if unread:
+            reason += f" (inputs not read: {', '.join(unread)})"
+        return Counterexample(output, reason, dims, arrays, seconds=self.elapsed(), **found)
+
+
+def _check_output(
+    query: _Query, output: int, lhs: SymbolicTensor, rhs: SymbolicTensor, signed_zeros: bool
+) -> Counterexample | Unknown | None:
+    """None when `rhs` refines `lhs`; else what the solver found."""
+    if lhs.rank != rhs.rank or lhs.dtype != rhs.dtype:
+        model = query.solve(lhs.valid)
+        if isinstance(model, z3.ModelRef):
+            reason = (
+                f"the rewrite gives {rhs.dtype.onnx_name} of rank {rhs.rank} where the original "
+                f"gives {lhs.dtype.onnx_name} of rank {lhs.rank}"
+            )
+            return query.counterexample(output, model, reason)
+        return Unknown(model, query.elapsed()) if isinstance(model, str) else None
+    shapes = all_of([term(a) == term(b) for a, b in zip(lhs.shape, rhs.shape, strict=True)])
+    found = query.solve(z3.And(lhs.valid, z3.Not(z3.And(rhs.valid, shapes))))
+    if isinstance(found, str):
+        return Unknown(found, query.elapsed())
+    if found is not None:
+        return query.counterexample(output, found, _shape_reason(lhs, rhs, found))
+    index = tuple(z3.Int(f"_index{k}") for k in range(lhs.rank))
+    inside = all_of([z3.And(i >= 0, i < term(d)) for i, d in zip(index, lhs.shape, strict=True)])
+    left, right = lhs.at(index), rhs.at(index)
+    premise = [lhs.valid, inside]
+    if left.poison is not None:
+        premise.append(z3.Not(left.poison))
+    agreed = [same_value(lhs, left.value, right.value, signed_zeros)]
+    if right.poison is not None:
+        agreed.append(z3.Not(right.poison))
+    found = query.solve(z3.And(*premise, z3.Not(all_of(agreed))))
+    if isinstance(found, str):
+        return Unknown(found, query.elapsed())
+    if found is None:
+        return None
+    position = tuple(int(found.eval(i, model_completion=True).as_long()) for i in index)
+    original = _read(lhs, left.value, found)
+    rewritten = _read(rhs, right.value, found)
+    poisoned = right.poison is not None and z3.is_true(
+        found.eval(right.poison, model_completion=True)
+    )
+    what = "is unspecified (poison)" if poisoned else f"is {rewritten!r}"
+    reason = f"at {list(position)} the original gives {original!r}, the rewrite {what}"
+    return query.counterexample(
+        output, found, reason, index=position, original=original, rewritten=rewritten
+    )
+
+
+def _read(tensor: SymbolicTensor, value: z3.ExprRef, model: z3.ModelRef) -> object:
+    try:
+        return to_python(model.eval(value, model_completion=True), tensor.dtype)
+    except ValueError:
+        return str(model.eval(value, model_completion=True))
+
+
+def _shape_reason(lhs: SymbolicTensor, rhs: SymbolicTensor, model: z3.ModelRef) -> str:
+    if not z3.is_true(model.eval(rhs.valid, model_completion=True)):
+        return "onnxruntime would refuse the rewrite where it runs the original (shapes)"
+    left = [model.eval(term(d), model_completion=True) for d in lhs.shape]
+    right = [model.eval(term(d), model_completion=True) for d in rhs.shape]
+    return f"the rewrite's shape {right} differs from the original's {left}"
+
+
+def equivalent(
+    lhs: Sequence[SymbolicTensor],
+    rhs: Sequence[SymbolicTensor],
+    *,
+    inputs: Mapping[str, SymbolicTensor],
+    assumptions: Sequence[z3.BoolRef] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+    signed_zeros: bool = False,
+) -> Verdict:
+    """Whether each of `rhs` refines the `lhs` output at its position (module docstring).
+
+    `inputs` are the symbolic inputs both sides read (their dims are the query's symbols,
+    their elements are read back into a counterexample); `timeout` bounds the whole query in
+    seconds.
+
+    Raises:
+        ValueError: `lhs` and `rhs` have different numbers of outputs.
+    """
+    if len(lhs) != len(rhs):
+        raise ValueError(f"{len(lhs)} original outputs against {len(rhs)} rewritten ones")
+    query = _Query(inputs, assumptions, timeout)
+    for output, (left, right) in enumerate(zip(lhs, rhs, strict=True)):
+        try:
+            verdict = _check_output(query, output, left, right, signed_zeros)
+        except TooLargeError as exc:
+            return Unknown(str(exc), query.elapsed())
+        if verdict is not None:
+            return verdict
+    return Proved(query.elapsed())
