@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rewriter.checkrules._analysis import RulePlan, walk
 from rewriter import rules
+from rewriter.checkrules._analysis import RulePlan, walk
 
 # Sizes from 2 (1 and 0 are axes and flags far more often than sizes) to this bound.
 _SMALLEST = 2

@@ -120,14 +120,14 @@ def test_one_graph_takes_one_open_journal() -> None:
 
 
 def test_undoing_every_standard_pass_on_bert_gives_back_the_same_model() -> None:
-    from rewriter.engine import BUILTIN_PASSES
+    from rewriter.engine import BUILTIN_PASSES, PassContext
 
     model = ir.load(MODELS / "bert_ts14.onnx")
     ir.infer_types(model)
     before = _fingerprint(model)
     for definition in BUILTIN_PASSES.values():
         with ir.Journal(model) as journal:
-            result = definition.run(model, definition.make_options({}))
+            result = definition.run(model, definition.make_options({}), PassContext())
             if result.changed:
                 assert journal, definition.name
             journal.undo()

@@ -30,14 +30,16 @@ class _NoOptions:
     """A planted pass takes no options."""
 
 
-def _cycle(model: ir.Model, options: _NoOptions) -> engine.PassResult:
+def _cycle(model: ir.Model, options: _NoOptions, context: engine.PassContext) -> engine.PassResult:
     """Makes the first node read the last node's output: a cycle."""
     first, *_, last = model.graph.nodes
     first.replace_input_with(0, last.outputs[0])
     return engine.PassResult("make_cycle", True, (first,), 1)
 
 
-def _ill_typed(model: ir.Model, options: _NoOptions) -> engine.PassResult:
+def _ill_typed(
+    model: ir.Model, options: _NoOptions, context: engine.PassContext
+) -> engine.PassResult:
     """Replaces Neg's input by an int64 constant: the float model no longer type-checks."""
     graph = model.graph
     ints = np.zeros((2, 3), dtype=np.int64)
@@ -48,7 +50,7 @@ def _ill_typed(model: ir.Model, options: _NoOptions) -> engine.PassResult:
     return engine.PassResult("ill_typed", True, (neg,), 1)
 
 
-def _crash(model: ir.Model, options: _NoOptions) -> engine.PassResult:
+def _crash(model: ir.Model, options: _NoOptions, context: engine.PassContext) -> engine.PassResult:
     """Renames the graph output, then fails: the rename must not survive."""
     graph = model.graph
     abs_node = graph.nodes[-1]
