@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from rewriter.api import load_rules
 from rewriter.checkrules import CheckOptions, RuleReport, Status, check_rules
 from rewriter.cli import main
+from rewriter.engine import DEFAULT_PIPELINE
 
 RULES = Path(__file__).parent / "rules"
 WRONG = RULES / "wrong.rw"
@@ -209,10 +209,9 @@ def test_cli_exit_0_when_nothing_fails(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_the_default_pipeline_runs_on_rule_instances() -> None:
-    library = load_rules()
-    folding = tuple(rule for rule in library.rules if "/folding/" in rule.location)
-    ruleset = dataclasses.replace(library, rules=folding)
-    names = {r.name: r for r in check_rules(ruleset, CheckOptions(instances=1, examples=3))}
+    ruleset = load_rules(*SHIPPED_FOLDING)
+    options = CheckOptions(instances=1, examples=3, pipeline=DEFAULT_PIPELINE)
+    names = {r.name: r for r in check_rules(ruleset, options)}
     cse = names["eliminate_common_subexpressions"]
     assert cse.kind == "pass"
     assert cse.location == "default pipeline"
