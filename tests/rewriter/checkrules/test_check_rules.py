@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from rewriter.api import load_rules
 from rewriter.checkrules import CheckOptions, RuleReport, Status, check_rules
 from rewriter.cli import main
+from rewriter.engine import DEFAULT_PIPELINE
 
 RULES = Path(__file__).parent / "rules"
 WRONG = RULES / "wrong.rw"
@@ -123,6 +123,30 @@ def test_rules_wrong_only_for_nan_or_integers_fail_at_default_settings(seed: int
     assert "int" in halve.counterexample.model_text
 
 
+SIZE_DEPENDENT = RULES / "size_dependent.rw"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rules_right_only_up_to_a_size_they_mention_fail_at_default_settings(seed: int) -> None:
+    # `Slice(x, 0, 8) -> x` is exact on every dim up to 8: instances drawn at the sizes the
+    # rule mentions (twice 8 first) show it keeps 16 rows where the original keeps 8
+    reports = by_name(check_rules(load_rules(SIZE_DEPENDENT), CheckOptions(seed=seed)))
+    for name in ("wrong_slice_prefix", "wrong_slice_prefix_checked"):
+        report = reports[name]
+        assert report.status is Status.FAILED, report.detail
+        assert report.counterexample is not None
+        assert "16" in report.counterexample.model_text
+
+
+def test_a_rule_writing_an_op_without_a_kernel_is_reported_not_verified(capsys) -> None:
+    # a float64 1x1 Conv where onnxruntime ran a MatMul: declined on every instance, and said
+    reports = by_name(check_rules(load_rules(RULES / "kernels.rw"), CheckOptions(seed=0)))
+    report = reports["dense_to_conv_double"]
+    assert report.status is Status.NOT_INSTANTIABLE
+    assert "onnxruntime has no kernel for Conv(double, double)" in report.detail
+    assert main(["check-rules", str(RULES / "kernels.rw"), "--strict"]) == 1
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_correct_rules_always_verify(seed: int) -> None:
     ruleset = load_rules(CORRECT, *SHIPPED_FOLDING)
@@ -185,10 +209,9 @@ def test_cli_exit_0_when_nothing_fails(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_the_default_pipeline_runs_on_rule_instances() -> None:
-    library = load_rules()
-    folding = tuple(rule for rule in library.rules if "/folding/" in rule.location)
-    ruleset = dataclasses.replace(library, rules=folding)
-    names = {r.name: r for r in check_rules(ruleset, CheckOptions(instances=1, examples=3))}
+    ruleset = load_rules(*SHIPPED_FOLDING)
+    options = CheckOptions(instances=1, examples=3, pipeline=DEFAULT_PIPELINE)
+    names = {r.name: r for r in check_rules(ruleset, options)}
     cse = names["eliminate_common_subexpressions"]
     assert cse.kind == "pass"
     assert cse.location == "default pipeline"
