@@ -15,29 +15,6 @@ from rewriter.cli import _files
 from rewriter.cli._extract import output_target
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `rewrite graft`."""
-    parser.add_argument("first", metavar="A", help="the model whose values feed B")
-    parser.add_argument("second", metavar="B", help="the model fed by A")
-    parser.add_argument(
-        "--connect",
-        action="append",
-        required=True,
-        metavar="A_OUT=B_IN[:ADAPTER]",
-        help="feed B's input B_IN with A's value A_OUT, through ADAPTER if given: an op with "
-        "optional attributes, e.g. Flatten, Reshape (to B_IN's declared shape), "
-        "'Transpose <perm = [0, 2, 3, 1]>' (repeatable)",
-    )
-    parser.add_argument(
-        "--keep-outputs",
-        default="",
-        metavar="NAMES",
-        help="comma-separated values of A that stay outputs (after B's)",
-    )
-    parser.add_argument("-o", "--output", required=True, metavar="AB", help="the model to write")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
-
-
 def run(args: argparse.Namespace) -> int:
     """Graft and write; returns the exit code."""
     first = _files.input_model_path(args.first)
