@@ -67,6 +67,7 @@ from rewriter.dsl._dump import dump
 from rewriter.dsl._format import format_file
 from rewriter.dsl._inline import inline_constraints
 from rewriter.dsl._loader import load_rules
+from rewriter.dsl._opsets import OpsetRange, opset_range
 from rewriter.dsl._parser import parse, parse_query
 from rewriter.dsl._print_expr import expression_text
 from rewriter.dsl._vocabulary import PassOption, PassSignature, Signature, Vocabulary
@@ -105,6 +106,7 @@ __all__ = [
     "NodeStmt",
     "OpPattern",
     "OpRef",
+    "OpsetRange",
     "OutputPattern",
     "OutputVar",
     "Param",
@@ -130,6 +132,7 @@ __all__ = [
     "format_file",
     "inline_constraints",
     "load_rules",
+    "opset_range",
     "parse",
     "parse_query",
     "user_cache",

@@ -210,6 +210,14 @@ CASES: list[tuple[str, str]] = [
         "<string>:3:20: error: `LeakyRelu` has no attribute `alpah`; did you mean `alpha`?",
     ),
     (
+        "rule r requires opset >= 7: y = Mul <axis = 1> (x, 1) => y = x\n",
+        "<string>:1:38: error: `Mul` has no attribute `axis` at opset >= 7 (this rule's `requires`); only Mul-1, Mul-6 declared it",
+    ),
+    (
+        "rule r requires opset >= 7 {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = Mul <broadcast = 1> (x, x)\n  }\n}\n",
+        "<string>:6:14: error: `Mul` has no attribute `broadcast` at opset >= 7 (this rule's `requires`); only Mul-1, Mul-6 declared it",
+    ),
+    (
         "rule r {\n  match {\n    y = Relu (x, z)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
         "<string>:3:9: error: `Relu` takes 1 input, but this line gives 2 inputs",
     ),
