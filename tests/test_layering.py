@@ -14,7 +14,8 @@ The order, lowest first (a module may import its own package and the layers befo
     rewriter.verification       running models to compare them
     rewriter.api              the Python API (assembles the engine and the loop passes)
     rewriter.checkrules       clients of the API: rule checking,
-    rewriter.report             HTML reports
+    rewriter.report             HTML reports,
+    rewriter.lsp                the language server
     rewriter.cli              the command line
     rewriter                  the package facade (`rewriter/__init__.py`)
 
@@ -39,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rewriter.engine",),
     ("rewriter.loops", "rewriter.verification"),
     ("rewriter.api",),
-    ("rewriter.checkrules", "rewriter.report"),
+    ("rewriter.checkrules", "rewriter.report", "rewriter.lsp"),
     ("rewriter.cli",),
     ("rewriter",),
 )
