@@ -49,9 +49,9 @@ def _scopes(grammar: dict, text: str) -> dict[tuple[int, int], str]:
             best = None
             for pattern, rule in rules:
                 match = pattern.search(line, position)
-                if match is not None and match.end() > match.start():
-                    if best is None or match.start() < best[0].start():
-                        best = (match, rule)
+                found = match is not None and match.end() > match.start()
+                if found and (best is None or match.start() < best[0].start()):
+                    best = (match, rule)
             if best is None:
                 break
             match, rule = best
