@@ -1,6 +1,6 @@
 """`rewrite extract MODEL --inputs A[,B...] --outputs Y[,Z...] -o SUB.onnx [--verify]`.
 
-Writes the subgraph between those values as a runnable model (see `rewriter.api.extract`);
+Writes the subgraph between those values as a runnable model (see `rewriter.surgery.extract`);
 with `--verify`, checks it against the original's own values on generated inputs.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api import extract, verify_extracted
 from rewriter.cli import _files, _status
+from rewriter.surgery import extract, verify_extracted
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,8 +13,8 @@ import argparse
 import json
 
 from rewriter._errors import RewriteError
-from rewriter.api import find
 from rewriter.cli import _files
+from rewriter.surgery import find
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """`rewrite graft A.onnx B.onnx --connect A_OUT=B_IN[:ADAPTER]... -o AB.onnx`.
 
-B fed by A's values (see `rewriter.api.graft`): AB's outputs are B's, plus `--keep-outputs`
+B fed by A's values (see `rewriter.surgery.graft`): AB's outputs are B's, plus `--keep-outputs`
 of A's; names of B that A already uses get the prefix `b/`; identical initializers are
 stored once.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 
 import ir
-from rewriter.api import graft
 from rewriter.cli import _files
 from rewriter.cli._extract import output_target
+from rewriter.surgery import graft
 
 
 def run(args: argparse.Namespace) -> int:

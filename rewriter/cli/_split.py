@@ -1,6 +1,6 @@
 """`rewrite split MODEL --stages N [--balance params|flops] -o DIR`: pipeline stages.
 
-Writes `DIR/stage_0.onnx` ... and `DIR/pipeline.json` (see `rewriter.api.split`);
+Writes `DIR/stage_0.onnx` ... and `DIR/pipeline.json` (see `rewriter.surgery.split`);
 `rewrite verify MODEL DIR/pipeline.json` runs the chain against the original.
 """
 
@@ -10,8 +10,8 @@ import argparse
 from pathlib import Path
 
 from rewriter._errors import RewriteError
-from rewriter.api import split, write_pipeline
 from rewriter.cli import _files
+from rewriter.surgery import split, write_pipeline
 
 
 def run(args: argparse.Namespace) -> int:

@@ -184,7 +184,7 @@ def _run_accuracy(args: argparse.Namespace) -> int:
         raise RewriteError("--examples 0 measures nothing without --inputs")
     candidate: str | ir.Model = args.rewritten
     if Path(args.rewritten).suffix == ".json":
-        from rewriter.api import load_pipeline
+        from rewriter.surgery import load_pipeline
 
         candidate = load_pipeline(Path(args.rewritten))
     result = check_accuracy(
@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
         raise RewriteError("--examples 0 checks nothing without --inputs")
     candidate: str | ir.Model = args.rewritten
     if rewritten.suffix == ".json":
-        from rewriter.api import load_pipeline
+        from rewriter.surgery import load_pipeline
 
         candidate = load_pipeline(rewritten)  # the stages chained into one model
     with _status.verify_progress(True, args.examples) as on_progress:

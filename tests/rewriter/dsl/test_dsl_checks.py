@@ -317,10 +317,7 @@ def test_an_attribute_bound_to_a_name_may_belong_to_an_older_version() -> None:
 
 def test_a_decomposition_rule_matches_ops_newer_than_its_requires() -> None:
     # `requires` is judged at the --target-opset of a down-conversion: the model is newer.
-    text = (
-        "rule r requires opset < 20: y = Gelu <approximate = \"none\"> (x) "
-        "=> y = Mul (x, x)"
-    )
+    text = 'rule r requires opset < 20: y = Gelu <approximate = "none"> (x) => y = Mul (x, x)'
     assert [m for m in _messages(text) if m.startswith("error")] == []
 
 

@@ -18,7 +18,7 @@ import onnx.compose
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api._models import as_model, set_input_shapes
+from rewriter.api import as_model, set_input_shapes
 
 if TYPE_CHECKING:
     from rewriter.verification import VerifyResult

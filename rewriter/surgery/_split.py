@@ -26,9 +26,8 @@ import onnx
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api._extract import extract
-from rewriter.api._flops import node_flops
-from rewriter.api._models import as_model, set_input_shapes
+from rewriter.api import as_model, node_flops, set_input_shapes
+from rewriter.surgery._extract import extract
 
 ModelLike = str | os.PathLike[str] | ir.Model | onnx.ModelProto
 

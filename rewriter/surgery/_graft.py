@@ -17,7 +17,7 @@ import onnx
 
 import ir
 from rewriter._errors import RewriteError, RuleError
-from rewriter.api._models import as_model
+from rewriter.api import as_model
 from rewriter.dsl import _ast as ast
 from rewriter.dsl import parse
 
