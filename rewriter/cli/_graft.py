@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 
 import ir
-from rewriter.cli import _files
+from rewriter.cli import _files, _status
 from rewriter.cli._extract import output_target
-from rewriter.surgery import graft
+from rewriter.surgery import graft, verify_grafted
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,6 +24,17 @@ def run(args: argparse.Namespace) -> int:
     result = graft(first, second, args.connect, keep_outputs=keep)
     for note in result.notes:
         print(f"rewrite: note: {note}")
+    if args.verify:
+        with _status.verify_progress(not args.no_progress, args.examples) as on_progress:
+            check = verify_grafted(
+                first, second, result, examples=args.examples, seed=args.seed, progress=on_progress
+            )
+        for label, verdict in check.parts:
+            print(f"{label}:")
+            print(verdict.render_table())
+        if not check.ok:
+            print(f"rewrite: not writing {target}: the grafted model disagrees with A or B")
+            return 1
     ir.save(result.model, target)
     graph = result.model.graph
     print(

@@ -20,9 +20,13 @@ from __future__ import annotations
 from rewriter.surgery._extract import extract, verify_extracted
 from rewriter.surgery._find import find
 from rewriter.surgery._graft import Grafted, graft, parse_connection
+from rewriter.surgery._graft import verify as verify_grafted
+from rewriter.surgery._graft_verify import GraftPlan, GraftVerification
 from rewriter.surgery._split import Stage, load_pipeline, split, write_pipeline
 
 __all__ = [
+    "GraftPlan",
+    "GraftVerification",
     "Grafted",
     "Stage",
     "extract",
@@ -32,5 +36,6 @@ __all__ = [
     "parse_connection",
     "split",
     "verify_extracted",
+    "verify_grafted",
     "write_pipeline",
 ]

@@ -94,13 +94,18 @@ def _costs(model: ir.Model, nodes: Sequence[ir.Node], balance: str) -> list[int]
     for node in nodes:
         cost = 0
         for value in node.reads():
-            if value in counted or not value.is_initializer():
+            if value in counted or not _is_stored_constant(value):
                 continue
             counted.add(value)
             tensor = value.const_value
             cost += tensor.nbytes if tensor is not None else 0
         costs.append(cost)
     return costs
+
+
+def _is_stored_constant(value: ir.Value) -> bool:
+    """An initializer, dense or sparse: each stage that reads it carries its own copy."""
+    return value.is_initializer() or value.is_sparse_initializer()
 
 
 def _balanced_cuts(costs: Sequence[int], stages: int) -> list[int]:
@@ -157,7 +162,7 @@ def _boundaries(
         for value in node.reads():
             producer = value.producer()
             if producer is None:
-                if not value.is_initializer() and value.graph is model.graph:
+                if not _is_stored_constant(value) and value.graph is model.graph:
                     inputs[stage][value.name] = None
             elif stage_of.get(producer, stage) != stage:
                 inputs[stage][value.name] = None

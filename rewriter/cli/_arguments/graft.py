@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from rewriter.cli._arguments import non_negative_int, positive_int
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `rewrite graft`."""
@@ -29,3 +31,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", required=True, metavar="AB", help="the model to write")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="before writing AB, check on generated inputs that its A part computes what A "
+        "does and its B part what B does (nothing is written on a mismatch)",
+    )
+    parser.add_argument(
+        "--examples", type=positive_int, default=20, help="examples for --verify (default 20)"
+    )
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed for --verify (default 0)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress display")
