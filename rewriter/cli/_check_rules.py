@@ -47,7 +47,12 @@ def run(args: argparse.Namespace) -> int:
         check_rules_in_processes,
     )
     from rewriter.checkrules import _report as report
-    from rewriter.cli._files import refuse_unsafe_targets, write_text_atomically
+    from rewriter.cli._files import (
+        STDOUT,
+        human_stream,
+        refuse_unsafe_targets,
+        write_text_atomically,
+    )
 
     if args.json:
         # Checked before the (long) run, like the main command's side files.
@@ -87,16 +92,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         reports = check_rules(ruleset, options, names=names, progress=progress)
     seconds = time.perf_counter() - start
-    console = Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 200)
+    out = human_stream(args.json)
+    console = Console(file=out, highlight=False, width=None if out.isatty() else 200)
     console.print(report.table(reports))
     console.print(report.summary(reports, seconds), markup=False)
     details = report.failures(reports)
     if details:
-        sys.stdout.write("\n" + details + "\n")
+        out.write("\n" + details + "\n")
     if args.json:
         stream = io.StringIO()
         report.write_json(reports, stream, seed=args.seed)
-        write_text_atomically(args.json, stream.getvalue())
+        if args.json == STDOUT:
+            sys.stdout.write(stream.getvalue())
+        else:
+            write_text_atomically(args.json, stream.getvalue())
     failed = any(r.status is Status.FAILED for r in reports)
     if args.strict:
         unchecked = [

@@ -7,10 +7,13 @@ file the run reads or writes: the model files, their external data, the rules in
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TextIO
 
 import ir
 from rewriter._errors import RewriteError
@@ -71,7 +74,7 @@ def refuse_unsafe_targets(
     """
     seen: dict[str, str] = {}
     for option, value in targets.items():
-        if not value:
+        if not value or (option == "--json" and value == STDOUT):
             continue
         path = Path(value)
         check_output_folder(option, path)
@@ -132,6 +135,25 @@ def external_data_files(model_path: Path) -> dict[str, None]:
             if isinstance(tensor, ir.ExternalTensor):
                 files[os.path.realpath(tensor.path())] = None
     return files
+
+
+STDOUT = "-"
+"""The path that means standard output, for `--json` of every command."""
+
+
+def write_json(path: str, payload: object) -> None:
+    """`--json PATH`: the payload as indented JSON, atomically, or on stdout for `-`."""
+    text = json.dumps(payload, indent=2) + "\n"
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_text_atomically(path, text)
+
+
+def human_stream(json_path: str | None) -> TextIO:
+    """Where a command prints for people: stderr when `--json -` takes stdout, else stdout."""
+    return sys.stderr if json_path == STDOUT else sys.stdout
 
 
 def write_text_atomically(path: str | os.PathLike[str], text: str) -> None:

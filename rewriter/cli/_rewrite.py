@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import ir
 from rewriter._errors import RewriteError
@@ -118,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the main job; returns the exit code."""
     source = _files.input_model_path(args.model)
     out_path = _output_path(args)
+    out = _files.human_stream(args.json)  # `--json -` takes stdout: people read stderr
     if not args.why_not:
         _files.check_output_folder("output model", out_path)
     if not args.in_place and out_path.exists() and not args.force and not args.why_not:
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         model = _as_rules_see_it(as_model(source), args.target_opset)
         why_not_options = RunOptions(target_opset=args.target_opset, calibration=calibration)
         report = pass_manager(ruleset, why_not_options).why_not(model, args.why_not)
-        print(report.render())
+        print(report.render(), file=out)
         return 0
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
     counterexample = _counterexample_target(args, source, out_path, ruleset)
@@ -161,36 +161,36 @@ def run(args: argparse.Namespace) -> int:
     for warning in (*result.trace.warnings, *_rolled_back(result)):
         print(f"rewrite: warning: {warning}", file=sys.stderr)
     if args.explain:
-        print(result.trace.explain())
+        print(result.trace.explain(), file=out)
     exit_code = 0
     verification: VerifyResult | AccuracyResult | None = None
     if result.budget is not None:
-        verification = _show_budget(result.budget)
+        verification = _show_budget(result.budget, out)
         if not result.budget.ok:
             exit_code = 1
     elif args.verify:
         with clock.phase("verify"):
-            verification = _verify_and_bisect(source, result, ruleset, args, counterexample)
+            verification = _verify_and_bisect(source, result, ruleset, args, counterexample, out)
         if not verification.ok:
             exit_code = 1
     if exit_code == 0:
         with clock.phase("save"):
             ir.save(result.model, out_path)
-        print(summary_line(result, str(out_path)))
+        print(summary_line(result, str(out_path)), file=out)
     else:
         why = "is not equivalent" if result.budget is None else "misses the accuracy budget"
         print(f"rewrite: not writing {out_path}: the rewritten model {why}", file=sys.stderr)
     # Side files come last so that their timings cover every phase before them.
     if args.report:
         with clock.phase("report"):
-            _write_report(args.report, source, result, verification, _phases(clock, result))
+            _write_report(args.report, source, result, verification, _phases(clock, result), out)
     if args.json:
         payload = result.to_json()
         times = _phases(clock, result)
         payload["timings_seconds"] = {phase: round(t, 6) for phase, t in times.items()}
         if verification is not None:
             payload["verification"] = verification.to_json()
-        _files.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
+        _files.write_json(args.json, payload)
     return exit_code
 
 
@@ -310,23 +310,23 @@ def _counterexample_target(
     )
 
 
-def _show_budget(budget: BudgetResult) -> AccuracyResult:
+def _show_budget(budget: BudgetResult, out: TextIO) -> AccuracyResult:
     """Print the per-site table, the final check and the one-line summary; the final check."""
     if budget.sites:
-        if sys.stdout.isatty():
+        if out.isatty():
             from rich.console import Console
 
-            console = Console(file=sys.stdout, highlight=False)
+            console = Console(file=out, highlight=False)
             console.print(budget.rich_table())
             for line in budget.notes:
                 console.print(line, markup=False)
         else:
             lines = [budget.render_table().rsplit("\n", 1)[0]]
-            sys.stdout.write("\n".join(lines) + "\n")
+            out.write("\n".join(lines) + "\n")
     elif budget.notes:
-        sys.stdout.write("\n".join(budget.notes) + "\n")
-    print_result(budget.final)
-    print(budget.summary())
+        out.write("\n".join(budget.notes) + "\n")
+    print_result(budget.final, out)
+    print(budget.summary(), file=out)
     return budget.final
 
 
@@ -352,12 +352,13 @@ def _write_report(
     result: RewriteResult,
     verification: VerifyResult | AccuracyResult | None,
     timings: dict[str, float],
+    out: TextIO,
 ) -> None:
     """`--report FILE`: the HTML report (written even when verification failed)."""
     from rewriter.report import write_rewrite_report
 
     write_rewrite_report(path, result, source=source, verification=verification, timings=timings)
-    print(f"wrote report {path}")
+    print(f"wrote report {path}", file=out)
 
 
 __all__ = ["RewriteResult", "run"]
@@ -369,6 +370,7 @@ def _verify_and_bisect(
     ruleset: ast.RuleSet,
     args: argparse.Namespace,
     counterexample: Path | None = None,
+    out: TextIO = sys.stdout,
 ) -> VerifyResult:
     """Check the result against the source; on a mismatch, name the first guilty rewrite.
 
@@ -389,7 +391,7 @@ def _verify_and_bisect(
             progress=on_progress,
             **options,  # type: ignore[arg-type]
         )
-    print(verdict.render_table())
+    print(verdict.render_table(), file=out)
     if verdict.ok:
         return verdict
     approximate = sum(1 for e in result.trace.entries if e.approximate)
@@ -401,7 +403,7 @@ def _verify_and_bisect(
             file=sys.stderr,
         )
     if verdict.counterexample_path is not None:
-        print(f"counterexample saved to {verdict.counterexample_path}")
+        print(f"counterexample saved to {verdict.counterexample_path}", file=out)
     rule_entries = [e for e in result.trace.entries if e.kind == "rule"]
     if verdict.counterexample is None or not rule_entries:
         return verdict

@@ -9,7 +9,6 @@ only with `--force`.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     stats = collect(model, args.top)
     shapes = dict(args.input_shape)
     costs = profile(model, input_shapes=shapes)
-    console = Console()
+    console = Console(file=_files.human_stream(args.json))
     console.print(f"[bold]{args.model}[/bold]")
     console.print(f"IR version {stats['ir_version']}, producer {stats['producer'] or '?'}")
     opsets: dict[str, int] = stats["opsets"]  # type: ignore[assignment]
@@ -59,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(largest)
     _print_profile(console, costs, args.top, bool(shapes))
     if args.json:
-        payload = {**stats, **costs.as_json()}
-        _files.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
+        _files.write_json(args.json, {**stats, **costs.as_json()})
     if args.report:
         from rewriter.report import write_stats_report
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import ir
 from rewriter._errors import RewriteError
@@ -162,17 +162,18 @@ def counterexample_target(
     return default
 
 
-def print_result(result: VerifyResult | AccuracyResult) -> None:
+def print_result(result: VerifyResult | AccuracyResult, out: TextIO | None = None) -> None:
     """The table, its notes and the verdict: with `rich` on a terminal, plain text otherwise."""
-    if sys.stdout.isatty():
+    out = out or sys.stdout
+    if out.isatty():
         from rich.console import Console
 
-        console = Console(file=sys.stdout, highlight=False)
+        console = Console(file=out, highlight=False)
         console.print(result.rich_table())
         for line in (*result.notes(), result.summary()):
             console.print(line, markup=False)
     else:
-        sys.stdout.write(result.render_table() + "\n")
+        out.write(result.render_table() + "\n")
 
 
 def _run_accuracy(args: argparse.Namespace) -> int:

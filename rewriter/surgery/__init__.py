@@ -22,9 +22,11 @@ from rewriter.surgery._find import find
 from rewriter.surgery._graft import Grafted, graft, parse_connection
 from rewriter.surgery._graft import verify as verify_grafted
 from rewriter.surgery._graft_verify import GraftPlan, GraftVerification
-from rewriter.surgery._split import Stage, load_pipeline, split, write_pipeline
+from rewriter.surgery._pipeline import PIPELINE_FORMAT, load_pipeline, write_pipeline
+from rewriter.surgery._split import Stage, split
 
 __all__ = [
+    "PIPELINE_FORMAT",
     "GraftPlan",
     "GraftVerification",
     "Grafted",
