@@ -29,7 +29,10 @@ if TYPE_CHECKING:
 
 def _write_atomically(path: str | os.PathLike[str], text: str) -> None:
     target = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    except OSError as exc:  # names the hidden temporary file: name the file asked for
+        raise ir.cannot_write(exc, os.fspath(path)) from exc
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
@@ -38,6 +41,11 @@ def _write_atomically(path: str | os.PathLike[str], text: str) -> None:
         os.umask(umask)
         Path(temporary).chmod(0o666 & ~umask)
         os.replace(temporary, target)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        if exc.filename is None or exc.filename == temporary:
+            raise ir.cannot_write(exc, os.fspath(path)) from exc
+        raise
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
