@@ -22,7 +22,7 @@ from rewriter.api import (
     rewrite,
 )
 from rewriter.cli import _files, _status
-from rewriter.cli._summary import summary_line
+from rewriter.cli._summary import opset_hint, summary_line
 from rewriter.cli._verify import (
     accuracy_arguments,
     comparison_arguments,
@@ -176,7 +176,9 @@ def run(args: argparse.Namespace) -> int:
     if exit_code == 0:
         with clock.phase("save"):
             ir.save(result.model, out_path)
-        print(summary_line(result, str(out_path)), file=out)
+        # Without --target-opset, say what a newer opset would fuse (the opset is the user's).
+        hint = opset_hint(result, ruleset, as_model(source)) if args.target_opset is None else ""
+        print(summary_line(result, str(out_path), hint), file=out)
     else:
         why = "is not equivalent" if result.budget is None else "misses the accuracy budget"
         print(f"rewrite: not writing {out_path}: the rewritten model {why}", file=sys.stderr)

@@ -184,6 +184,19 @@ class Trace:
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 
+    def newer_opset_rules(self) -> dict[str, int]:
+        """Rules skipped because the model's default-domain opset is too old, and what each needs.
+
+        The opset comes from a `requires opset >= N`, or from an op the rule emits that only
+        opset N defines.
+        """
+        needs: dict[str, int] = {}
+        for skip in self.skips:
+            needed = _newer_opset(skip.reason)
+            if needed is not None:
+                needs[skip.rule] = max(needed, needs.get(skip.rule, 0))
+        return needs
+
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict of the trace."""
         return {
@@ -225,6 +238,16 @@ def _requirement(reason: str) -> str | None:
     if found is not None:
         return f"opset >= {found['version']}"
     return None
+
+
+def _newer_opset(reason: str) -> int | None:
+    """The default-domain opset a skip reason asks for, when it asks for a newer one."""
+    found = _REQUIRES.match(reason)
+    if found is not None and found["domain"] in ("ai.onnx", ""):
+        version = int(found["version"])
+        return {">=": version, ">": version + 1, "==": version}.get(found["op"])
+    found = _EMITS.match(reason)
+    return int(found["version"]) if found is not None else None
 
 
 def _opset_summary(by_requirement: dict[str, dict[str, None]]) -> str:
