@@ -357,10 +357,17 @@ def _write_report(
     out: TextIO,
 ) -> None:
     """`--report FILE`: the HTML report (written even when verification failed)."""
-    from rewriter.report import write_rewrite_report
+    from rewriter.report import INSTALL_HINT, graphviz_missing, write_rewrite_report
 
     write_rewrite_report(path, result, source=source, verification=verification, timings=timings)
     print(f"wrote report {path}", file=out)
+    missing = graphviz_missing() if result.trace.entries else None
+    if missing is not None:
+        print(
+            f"rewrite: note: the report lists each rewrite's subgraphs as text, without "
+            f"pictures: {missing}; for pictures, {INSTALL_HINT}",
+            file=sys.stderr,
+        )
 
 
 __all__ = ["RewriteResult", "run"]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import ir
 from rewriter.api import RewriteResult
 from rewriter.api._profile import Profile
-from rewriter.report._dot import INSTALL_HINT
+from rewriter.report._dot import INSTALL_HINT, graphviz_missing
 from rewriter.report._options import ReportOptions
 from rewriter.report._rewrite_page import render_rewrite_report
 from rewriter.report._stats_page import render_stats_report
@@ -82,6 +82,7 @@ def write_stats_report(
 __all__ = [
     "INSTALL_HINT",
     "ReportOptions",
+    "graphviz_missing",
     "render_rewrite_report",
     "render_stats_report",
     "write_rewrite_report",

@@ -333,3 +333,21 @@ def test_the_summary_says_which_fusions_a_newer_opset_would_add(tmp_path, capsys
     summary = capsys.readouterr().out.splitlines()
     assert [n.op_type for n in onnx.load(out17).graph.node] == ["LayerNormalization"]
     assert len(summary) == 1  # no hint once the opset is the user's choice
+
+
+def test_a_report_without_graphviz_says_so_on_the_command_line(tmp_path, capsys, monkeypatch):
+    import rewriter.report._dot as dot
+
+    source = tmp_path / "ln14.onnx"
+    onnx.save(onnx.parser.parse_model(LAYER_NORM_14), source)
+    args = [str(source), "-o", str(tmp_path / "o.onnx"), "--target-opset", "17", "--no-progress"]
+    monkeypatch.setattr(dot.shutil, "which", lambda name: None)
+    assert main([*args, "--report", str(tmp_path / "r.html")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "rewrite: note: the report lists each rewrite's subgraphs as text, without pictures: "
+        "the Graphviz program `dot` was not found on PATH; for pictures, `apt-get install graphviz`"
+    )
+    monkeypatch.setattr("rewriter.report.graphviz_missing", lambda: None)
+    assert main([*args, "--report", str(tmp_path / "r2.html"), "--force"]) == 0
+    assert "without pictures" not in capsys.readouterr().err
