@@ -70,7 +70,7 @@ def _blocks() -> list[tuple[str, list[list[str]]]]:
     found = []
     for document in DOCUMENTS:
         text = document.read_text(encoding="utf-8")
-        for index, match in enumerate(_BLOCK.finditer(text)):
+        for match in _BLOCK.finditer(text):
             commands = _commands(match.group(1))
             if commands:
                 line = text.count("\n", 0, match.start()) + 1
