@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -14,6 +15,8 @@ import ir
 from rewriter import dsl as ast
 from rewriter.api import RewriteResult
 from rewriter.engine import KINDS, StopReason, TraceEntry, find_matches, rewrite_kind
+
+logger = logging.getLogger(__name__)
 
 # How many op types a category lists before "and N more".
 _SHOWN = 3
@@ -51,6 +54,14 @@ def opset_hint(result: RewriteResult, ruleset: ast.RuleSet, source: ir.Model) ->
     Attention`. A fusion that needs another first (an affine part absorbed into a fused
     LayerNormalization) is not counted.
     """
+    try:
+        return _opset_hint(result, ruleset, source)
+    except Exception:  # a hint must never fail a run that succeeded: say nothing instead
+        logger.debug("no opset hint", exc_info=True)
+        return ""
+
+
+def _opset_hint(result: RewriteResult, ruleset: ast.RuleSet, source: ir.Model) -> str:
     needs = result.trace.newer_opset_rules()
     candidates = [rule for rule in ruleset.rules if rule.name in needs and _fuses(rule)]
     if not candidates:
