@@ -15,17 +15,26 @@ starts `rewrite lsp`.
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
 from rewriter.lsp._server import RuleLanguageServer, build_server
 
 
-def serve(version: str = "") -> int:
+def serve(
+    version: str = "", *, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+) -> int:
     """Run the language server over stdin and stdout until the client says `exit`.
+
+    Args:
+        version: the server's version, as `initialize` reports it.
+        stdin: the byte stream the client writes to (default: the process's stdin).
+        stdout: the byte stream the client reads (default: the process's stdout).
 
     Returns:
         The exit code the protocol asks for: 0 when `shutdown` came before `exit`, else 1.
     """
     server = build_server(version)
-    server.start_io()
+    server.start_io(stdin, stdout)
     return 0 if server.shut_down else 1
 
 
