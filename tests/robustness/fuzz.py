@@ -1265,8 +1265,7 @@ FAST = settings(
 # examples are small models, and more of them fit in its share of the suite's time.
 SAMPLES = {
     "rewrite": settings(FAST, max_examples=150),
-    # Each example checks a library rule's instance on onnxruntime: about a third of a second.
-    "instances": settings(FAST, max_examples=75),
+    "instances": settings(FAST, max_examples=150),
 }
 LONG = settings(
     max_examples=100,
