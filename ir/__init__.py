@@ -63,7 +63,7 @@ from ir._infer import (
 from ir._journal import InputChange, Journal, OutputChange, scope_of
 from ir._names import NameAllocator
 from ir._serde import from_onnx, to_onnx
-from ir._serde_io import load, save
+from ir._serde_io import cannot_write, load, save
 from ir._serde_tensors import ExternalTensor, TensorDataError, numpy_dtype
 from ir._shape_elements import shape_elements
 from ir._shape_inference import infer_types
@@ -118,6 +118,7 @@ __all__ = [
     "attr_str",
     "attr_strs",
     "attr_tensor",
+    "cannot_write",
     "check_model",
     "convert_version",
     "evaluate_node",

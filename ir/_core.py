@@ -633,6 +633,11 @@ class Value:
         g = self._graph
         return g is not None and g._initializers.get(self._name) is self
 
+    def is_sparse_initializer(self) -> bool:
+        """True when this value is a sparse initializer of its graph (a stored constant too)."""
+        g = self._graph
+        return g is not None and g._sparse_initializers.get(self._name) is self
+
     def is_graph_output(self) -> bool:
         """True when this value is an output of the graph that defines it."""
         g = self.graph
@@ -1285,6 +1290,16 @@ class Graph:
         self._record_initializers()
         self._claim(value)
         self._sparse_initializers[value.name] = value
+
+    def remove_sparse_initializer(self, name: str) -> Value:
+        """Unregister a sparse initializer that nothing uses any more; returns it."""
+        value = self._sparse_initializers[name]
+        if value._uses or value.is_graph_output():
+            raise ValueError(f"sparse initializer {name!r} still has uses")
+        del self._sparse_initializers[name]
+        if not self._is_defined_here(value):
+            value._graph = None
+        return value
 
     def _claim(self, value: Value) -> None:
         if value._producer is not None:

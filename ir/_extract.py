@@ -64,6 +64,9 @@ def extract(model: Model, inputs: Sequence[str], outputs: Sequence[str]) -> Mode
     for name, value in list(graph.initializers.items()):
         if not value.uses and not value.is_graph_output() and not value.is_graph_input():
             graph.remove_initializer(name)
+    for name, value in list(graph.sparse_initializers.items()):
+        if not value.uses and not value.is_graph_output():
+            graph.remove_sparse_initializer(name)
     for old, new in zip(sources, new_inputs, strict=True):
         new.type = types[id(old)] or new.type
     for value in targets:
@@ -103,7 +106,7 @@ def _nodes_between(graph: Graph, sources: list[Value], targets: list[Value]) -> 
         parent[value] = reader
         node = value.producer()
         if node is None:
-            if value.is_initializer() or value.graph is not graph:
+            if value.is_initializer() or value.is_sparse_initializer() or value.graph is not graph:
                 continue  # a constant, or an outer-scope value (not in the main graph)
             raise ExtractError(_elsewhere(graph, value, parent, stop))
         kept.add(node)

@@ -92,6 +92,7 @@ def graft(
             feed = _adapt(graph, names, feed, target, connection.adapter)
         target.replace_all_uses_with(feed, replace_graph_outputs=True)
     _take_initializers(graph, b.graph)
+    _take_sparse_initializers(graph, b.graph)
     _take_inputs(graph, b.graph, set(inputs))
     outputs = list(b.graph.outputs)
     _take_nodes(graph, b.graph)
@@ -148,10 +149,14 @@ def _b_inputs(b: Model, connections: Sequence[Connection]) -> list[Value]:
 
 
 def _rename_clashes(a: Model, b: Model, prefix: str) -> None:
-    """Give B's values and nodes whose names A uses a prefixed name neither model uses."""
+    """Give B's values and nodes whose names A uses a prefixed name neither model uses.
+
+    Only the main graphs and their subgraphs share a namespace; a function's body is a scope
+    of its own (and a function both models define must be the same, names included).
+    """
     taken = _names(a)
     free = _names(b) | taken
-    for graph in b.graphs():
+    for graph in b.graph.all_graphs():
         for value in list(graph.values()):
             if value.name in taken:
                 value.name = _unique(prefix + value.name, free)
@@ -162,7 +167,7 @@ def _rename_clashes(a: Model, b: Model, prefix: str) -> None:
 
 def _names(model: Model) -> set[str]:
     found: set[str] = set()
-    for graph in model.graphs():
+    for graph in model.graph.all_graphs():
         found.update(value.name for value in graph.values())
         found.update(node.name for node in graph if node.name)
     found.discard("")
@@ -245,6 +250,14 @@ def _take_initializers(graph: Graph, other: Graph) -> None:
             twin = Value(value.name, type=value.type, const_value=tensor)
             graph.add_initializer(twin)
         value.replace_all_uses_with(twin, replace_graph_outputs=True)
+
+
+def _take_sparse_initializers(graph: Graph, other: Graph) -> None:
+    """Move `other`'s sparse initializers into `graph` (names were made distinct before)."""
+    for value in list(other.sparse_initializers.values()):
+        moved = Value(value.name, type=value.type, const_value=value.const_value)
+        value.replace_all_uses_with(moved, replace_graph_outputs=True)
+        graph.add_sparse_initializer(moved)
 
 
 def _same_bytes(first: Tensor | None, second: Tensor) -> bool:

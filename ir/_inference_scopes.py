@@ -10,6 +10,8 @@ read back from them: their values are typed per call site or, here, not at all.
 The copy also differs from the model in two ways that keep facts sound (see `prepare`):
 initializers that are also graph inputs are left out (a caller may feed another value), and
 the symbolic dims of the main graph's outputs are cleared (the exporter names them itself).
+Sparse initializers become graph inputs of their dense type: onnx types them as sparse
+tensors, which no op's inference accepts, while runtimes compute with the dense tensor.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class PreparedModel:
 def prepare(model: Model) -> PreparedModel:
     """Lower `model` for inference (weights left out), with unique names per scope."""
     proto = to_onnx(model, weights=False)
+    for graph in _graphs_in(proto.graph):
+        _sparse_as_dense_inputs(graph)
     _hide_overridable_values(proto.graph)
     _forget_invented_dims(proto.graph)
     nested = _has_subgraphs(proto.graph)
@@ -178,6 +182,17 @@ def _open_output_symbols(proto: onnx.ModelProto) -> dict[int, onnx.TypeProto]:
             if d.HasField("dim_param"):
                 d.ClearField("dim_param")
     return saved
+
+
+def _sparse_as_dense_inputs(graph: onnx.GraphProto) -> None:
+    """Each sparse initializer as a graph input of its dense type (no data is read)."""
+    for sparse in graph.sparse_initializer:
+        graph.input.append(
+            onnx.helper.make_tensor_value_info(
+                sparse.values.name, sparse.values.data_type, list(sparse.dims)
+            )
+        )
+    del graph.sparse_initializer[:]
 
 
 def _graphs_in(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:

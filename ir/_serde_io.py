@@ -139,13 +139,39 @@ def save(
         else:
             _replace_pair(data_temp, plan.data_path, model_temp, filename, temporaries)
     except OSError as exc:
-        if exc.filename is None:  # a failed write (a full disk) names no file: name ours
-            raise OSError(exc.errno, f"cannot write: {exc.strerror or exc}", filename) from exc
+        if exc.filename is None or _is_temporary_of(os.fspath(exc.filename), filename):
+            # A failed write (a full disk) names no file, a refused one our hidden temporary
+            # file: name the file the caller asked for, as given.
+            raise cannot_write(exc, os.fspath(path)) from exc
         raise
     finally:
         for temp in temporaries:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
+
+
+def _is_temporary_of(name: str, filename: str) -> bool:
+    """Whether `name` is a temporary file `save` makes for `filename` (`.NAME.xyz.tmp`)."""
+    folder, base = os.path.split(filename)
+    return os.path.dirname(os.path.abspath(name)) == folder and os.path.basename(name).startswith(
+        f".{base}."
+    )
+
+
+def cannot_write(exc: OSError, path: str) -> OSError:
+    """An OSError (of `exc`'s kind) naming `path` as given and saying why it cannot be written.
+
+    `cannot write: No space left on device`; a folder that takes no new files (/proc) and
+    one the user may not write to are said so, rather than as a missing or refused
+    temporary file.
+    """
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOENT and os.path.isdir(folder):
+        reason = f"the folder {folder} does not accept new files"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        reason = f"permission denied to create files in {folder}"
+    return OSError(exc.errno, f"cannot write: {reason}", path)
 
 
 def _replace_pair(

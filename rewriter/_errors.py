@@ -79,6 +79,8 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
         return str(exc), 2
     if isinstance(exc, ir.IRError | RewriteError):
         return str(exc), 2
+    if isinstance(exc, OSError) and (exc.strerror or "").startswith("cannot write"):
+        return f"{exc.filename}: {exc.strerror}", 2
     if isinstance(exc, FileNotFoundError):
         return _describe_missing(exc.filename), 2
     if isinstance(exc, PermissionError):

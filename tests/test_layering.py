@@ -17,7 +17,9 @@ The order, lowest first (a module may import its own package and the layers befo
     rewriter.prove              SMT semantics of ops and equivalence queries
     rewriter.api              the Python API (assembles the engine and the loop passes)
     rewriter.checkrules       clients of the API: rule checking,
-    rewriter.report             HTML reports
+    rewriter.report             HTML reports,
+    rewriter.surgery            extract, graft, split, find,
+    rewriter.lsp                the language server
     rewriter.cli              the command line
     rewriter                  the package facade (`rewriter/__init__.py`)
 
@@ -46,7 +48,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rewriter.dsl", "rewriter.engine"),
     ("rewriter.loops", "rewriter.verification", "rewriter.prove"),
     ("rewriter.api",),
-    ("rewriter.checkrules", "rewriter.report"),
+    ("rewriter.checkrules", "rewriter.report", "rewriter.surgery", "rewriter.lsp"),
     ("rewriter.cli",),
     ("rewriter",),
 )

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from rewriter.api._budget_types import AccuracyBudget, BudgetResult, BudgetStep, SiteResult
 from rewriter.api._budgeted import rewrite
-from rewriter.api._extract import extract, verify_extracted
-from rewriter.api._find import find
-from rewriter.api._graft import Grafted, graft, parse_connection
+from rewriter.api._flops import node_flops
 from rewriter.api._library import (
     OPT_IN_FOLDERS,
     RulesLike,
@@ -25,11 +23,10 @@ from rewriter.api._library import (
     load_rules,
     rule_files,
 )
-from rewriter.api._models import as_model, freeze_inputs_with_initializers
+from rewriter.api._models import as_model, freeze_inputs_with_initializers, set_input_shapes
 from rewriter.api._options import RewriteOptions
 from rewriter.api._profile import Profile, profile
 from rewriter.api._rewrite import PhaseClock, RewriteResult
-from rewriter.api._split import Stage, load_pipeline, split, write_pipeline
 from rewriter.api._stats import collect as collect_stats
 from rewriter.api._stats import describe_counts, human_bytes
 from rewriter.api._vocabulary import (
@@ -46,34 +43,26 @@ __all__ = [
     "AccuracyBudget",
     "BudgetResult",
     "BudgetStep",
-    "Grafted",
     "PhaseClock",
     "Profile",
     "RewriteOptions",
     "RewriteResult",
     "RulesLike",
     "SiteResult",
-    "Stage",
     "as_model",
     "check_files",
     "collect_stats",
     "default_library_files",
     "describe_counts",
-    "extract",
-    "find",
     "freeze_inputs_with_initializers",
-    "graft",
     "human_bytes",
     "inline_files",
     "library_path",
-    "load_pipeline",
     "load_rules",
-    "parse_connection",
+    "node_flops",
     "pass_manager",
     "profile",
     "rewrite",
     "rule_files",
-    "split",
-    "verify_extracted",
-    "write_pipeline",
+    "set_input_shapes",
 ]

@@ -156,11 +156,17 @@ def _moved(node: ir.Node) -> int:
 
 def _layers(model: ir.Model) -> tuple[tuple[str, int], ...]:
     layers: Counter[str] = Counter()
-    for name, value in model.graph.initializers.items():
+    for name, value in _stored_weights(model):
         tensor = value.const_value
         if tensor is not None:
             layers[_layer_of(name, value)] += tensor.nbytes
     return tuple(sorted(layers.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _stored_weights(model: ir.Model) -> list[tuple[str, ir.Value]]:
+    """The main graph's initializers, dense then sparse (a sparse one by its dense array)."""
+    graph = model.graph
+    return [*graph.initializers.items(), *graph.sparse_initializers.items()]
 
 
 def _layer_of(name: str, value: ir.Value) -> str:
@@ -179,7 +185,7 @@ def _layer_of(name: str, value: ir.Value) -> str:
 
 def _weights(model: ir.Model) -> tuple[WeightStats, ...]:
     found = []
-    for name, value in model.graph.initializers.items():
+    for name, value in _stored_weights(model):
         tensor = value.const_value
         if tensor is None or not tensor.dtype.is_floating or tensor.size == 0:
             continue

@@ -41,7 +41,9 @@ _CONSTANT_FORMS = {
 def _initializer_tensors(model: ir.Model) -> list[_TensorStats]:
     tensors = []
     for graph in model.graphs():
-        for name, value in graph.initializers.items():
+        # Sparse initializers count by their dense size: the weight the model computes with.
+        stored = {**graph.initializers, **graph.sparse_initializers}
+        for name, value in stored.items():
             tensor = value.const_value
             if tensor is not None:
                 tensors.append(_of_tensor(name, tensor, in_constant=False))

@@ -11,75 +11,14 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import random
 import sys
 import time
 from pathlib import Path
 
-from rewriter.cli._arguments import positive_int
-
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the `check-rules` subcommand's arguments."""
-    parser.add_argument("paths", nargs="+", metavar="PATH", help=".rw files or folders")
-    parser.add_argument(
-        "--rule",
-        dest="rules",
-        metavar="NAME",
-        action="append",
-        default=[],
-        help="check only this rule (repeatable)",
-    )
-    parser.add_argument(
-        "--examples", type=positive_int, default=10, help="inputs per instance (default 10)"
-    )
-    parser.add_argument(
-        "--instances", type=positive_int, default=4, help="instances per rule (default 4)"
-    )
-    parser.add_argument(
-        "--attempts",
-        type=positive_int,
-        default=60,
-        help="attempts at building instances per rule before giving up (default 60)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
-    parser.add_argument(
-        "--sample",
-        type=positive_int,
-        metavar="K",
-        help="check K rules drawn from the loaded ones (chosen by --seed)",
-    )
-    parser.add_argument(
-        "--jobs",
-        type=positive_int,
-        default=min(4, os.cpu_count() or 1),
-        help="check rules in this many processes (default: the CPUs, at most 4); the results "
-        "do not depend on it",
-    )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="also exit 1 when a rule could not be instantiated (nothing about it was checked; "
-        "loop rules, rules over sequence values and passes, which their own tests verify, "
-        "excepted)",
-    )
-    parser.add_argument(
-        "--passes",
-        choices=("default", "none"),
-        default="default",
-        help="check the default pipeline's passes on the rules' instances too (default), or "
-        "only the passes the files declare (none)",
-    )
-    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
-    parser.add_argument(
-        "--allow-python", action="store_true", help="permit `use` declarations in rule files"
-    )
 
 
 def _progress(report: object) -> None:
@@ -108,7 +47,12 @@ def run(args: argparse.Namespace) -> int:
         check_rules_in_processes,
         report,
     )
-    from rewriter.cli._files import refuse_unsafe_targets, write_text_atomically
+    from rewriter.cli._files import (
+        STDOUT,
+        human_stream,
+        refuse_unsafe_targets,
+        write_text_atomically,
+    )
 
     if args.json:
         # Checked before the (long) run, like the main command's side files.
@@ -154,16 +98,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         reports = check_rules(ruleset, options, names=names, progress=progress)
     seconds = time.perf_counter() - start
-    console = Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 200)
+    out = human_stream(args.json)
+    console = Console(file=out, highlight=False, width=None if out.isatty() else 200)
     console.print(report.table(reports))
     console.print(report.summary(reports, seconds), markup=False)
     details = report.failures(reports)
     if details:
-        sys.stdout.write("\n" + details + "\n")
+        out.write("\n" + details + "\n")
     if args.json:
         stream = io.StringIO()
         report.write_json(reports, stream, seed=args.seed)
-        write_text_atomically(args.json, stream.getvalue())
+        if args.json == STDOUT:
+            sys.stdout.write(stream.getvalue())
+        else:
+            write_text_atomically(args.json, stream.getvalue())
     failed = any(r.status is Status.FAILED for r in reports)
     if args.strict:
         unchecked = [

@@ -1,6 +1,6 @@
 """`rewrite extract MODEL --inputs A[,B...] --outputs Y[,Z...] -o SUB.onnx [--verify]`.
 
-Writes the subgraph between those values as a runnable model (see `rewriter.api.extract`);
+Writes the subgraph between those values as a runnable model (see `rewriter.surgery.extract`);
 with `--verify`, checks it against the original's own values on generated inputs.
 """
 
@@ -13,38 +13,8 @@ from pathlib import Path
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api import extract, verify_extracted
 from rewriter.cli import _files, _status
-from rewriter.cli._arguments import add_input_shape_option, non_negative_int, positive_int
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `rewrite extract`."""
-    parser.add_argument("model", metavar="MODEL", help="the ONNX model (read, never changed)")
-    parser.add_argument(
-        "--inputs",
-        default="",
-        help="comma-separated names of the values that become the inputs (none: the subgraph "
-        "computes from constants only)",
-    )
-    parser.add_argument(
-        "--outputs", required=True, help="comma-separated names of the values to compute"
-    )
-    parser.add_argument("-o", "--output", required=True, metavar="SUB", help="the model to write")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
-    add_input_shape_option(parser, "before cutting")
-    parser.add_argument(
-        "--verify",
-        action="store_true",
-        help="check SUB against the original's values on generated inputs before writing it",
-    )
-    parser.add_argument(
-        "--examples", type=positive_int, default=20, help="examples for --verify (default 20)"
-    )
-    parser.add_argument(
-        "--seed", type=non_negative_int, default=0, help="seed for --verify (default 0)"
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress display")
+from rewriter.surgery import extract, verify_extracted
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,22 +13,6 @@ import ir
 from rewriter.dsl import extract_rule
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the command's arguments."""
-    parser.add_argument("model", metavar="MODEL", help="the .onnx model to read")
-    parser.add_argument(
-        "--inputs",
-        default="",
-        help="comma-separated names of the values that feed the subgraph (the match's inputs)",
-    )
-    parser.add_argument(
-        "--outputs",
-        required=True,
-        help="comma-separated names of the values the subgraph computes",
-    )
-    parser.add_argument("--name", default="extracted", help="the rule's name")
-
-
 def run(args: argparse.Namespace) -> int:
     """Print the skeleton; return the exit code."""
     model = ir.load(args.model)

@@ -7,10 +7,13 @@ file the run reads or writes: the model files, their external data, the rules in
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TextIO
 
 import ir
 from rewriter._errors import RewriteError
@@ -46,6 +49,20 @@ def check_output_folder(option: str, path: Path) -> None:
         raise RewriteError(f"{option} {path}: the folder {folder} {what}")
     if path.is_dir():
         raise RewriteError(f"{option} {path}: is a directory, not a regular file")
+    _probe_folder(path)
+
+
+def _probe_folder(path: Path) -> None:
+    """Refuse now, not after the work, a folder where no file can be created.
+
+    /proc, /sys or a read-only mount: a temporary file is made there and removed at once.
+    """
+    try:
+        handle, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+    except OSError as exc:
+        raise ir.cannot_write(exc, str(path)) from exc
+    os.close(handle)
+    os.unlink(probe)
 
 
 def refuse_unsafe_targets(
@@ -71,7 +88,7 @@ def refuse_unsafe_targets(
     """
     seen: dict[str, str] = {}
     for option, value in targets.items():
-        if not value:
+        if not value or (option == "--json" and value == STDOUT):
             continue
         path = Path(value)
         check_output_folder(option, path)
@@ -134,12 +151,34 @@ def external_data_files(model_path: Path) -> dict[str, None]:
     return files
 
 
+STDOUT = "-"
+"""The path that means standard output, for `--json` of every command."""
+
+
+def write_json(path: str, payload: object) -> None:
+    """`--json PATH`: the payload as indented JSON, atomically, or on stdout for `-`."""
+    text = json.dumps(payload, indent=2) + "\n"
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_text_atomically(path, text)
+
+
+def human_stream(json_path: str | None) -> TextIO:
+    """Where a command prints for people: stderr when `--json -` takes stdout, else stdout."""
+    return sys.stderr if json_path == STDOUT else sys.stdout
+
+
 def write_text_atomically(path: str | os.PathLike[str], text: str) -> None:
     """Write `text` to `path` through a temporary file beside it and a rename."""
     target = Path(path)
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
+    try:
+        handle, temporary = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+        )
+    except OSError as exc:  # names the hidden temporary file: name the file asked for
+        raise ir.cannot_write(exc, os.fspath(path)) from exc
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
@@ -150,8 +189,8 @@ def write_text_atomically(path: str | os.PathLike[str], text: str) -> None:
         os.replace(temporary, target)
     except OSError as exc:
         Path(temporary).unlink(missing_ok=True)
-        if exc.filename is None:  # a failed write (a full disk) names no file: name ours
-            raise OSError(exc.errno, f"cannot write: {exc.strerror or exc}", str(target)) from exc
+        if exc.filename is None or exc.filename == temporary:
+            raise ir.cannot_write(exc, os.fspath(path)) from exc
         raise
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -13,39 +13,8 @@ import argparse
 import json
 
 from rewriter._errors import RewriteError
-from rewriter.api import find
 from rewriter.cli import _files
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `rewrite find`."""
-    parser.add_argument("model", help="the ONNX model (read, never changed)")
-    parser.add_argument(
-        "-e",
-        "--expression",
-        dest="queries",
-        action="append",
-        default=[],
-        metavar="TEXT",
-        help="match lines (one per line, then optional `where EXPR` lines), or a whole rule; "
-        "repeatable",
-    )
-    parser.add_argument(
-        "--rules",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="rule files or folders whose rules' matches to list (their rewrites are not "
-        "applied); repeatable",
-    )
-    parser.add_argument("--count", action="store_true", help="print only the number of matches")
-    parser.add_argument(
-        "--json", metavar="FILE", help="also write the matches as JSON (`-`: to stdout only)"
-    )
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
-    parser.add_argument(
-        "--allow-python", action="store_true", help="permit `use` declarations in rule files"
-    )
+from rewriter.surgery import find
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,16 +22,6 @@ EXIT_WOULD_CHANGE = 1
 EXIT_ERRORS = 2
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the command's arguments."""
-    parser.add_argument("paths", nargs="+", metavar="PATH", help=".rw files or folders of them")
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="write nothing; list the files that would change and exit 1 if any",
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     """Format the files; return the exit code."""
     files = find_rule_files(args.paths)

@@ -1,6 +1,6 @@
 """`rewrite graft A.onnx B.onnx --connect A_OUT=B_IN[:ADAPTER]... -o AB.onnx`.
 
-B fed by A's values (see `rewriter.api.graft`): AB's outputs are B's, plus `--keep-outputs`
+B fed by A's values (see `rewriter.surgery.graft`): AB's outputs are B's, plus `--keep-outputs`
 of A's; names of B that A already uses get the prefix `b/`; identical initializers are
 stored once.
 """
@@ -10,32 +10,9 @@ from __future__ import annotations
 import argparse
 
 import ir
-from rewriter.api import graft
-from rewriter.cli import _files
+from rewriter.cli import _files, _status
 from rewriter.cli._extract import output_target
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `rewrite graft`."""
-    parser.add_argument("first", metavar="A", help="the model whose values feed B")
-    parser.add_argument("second", metavar="B", help="the model fed by A")
-    parser.add_argument(
-        "--connect",
-        action="append",
-        required=True,
-        metavar="A_OUT=B_IN[:ADAPTER]",
-        help="feed B's input B_IN with A's value A_OUT, through ADAPTER if given: an op with "
-        "optional attributes, e.g. Flatten, Reshape (to B_IN's declared shape), "
-        "'Transpose <perm = [0, 2, 3, 1]>' (repeatable)",
-    )
-    parser.add_argument(
-        "--keep-outputs",
-        default="",
-        metavar="NAMES",
-        help="comma-separated values of A that stay outputs (after B's)",
-    )
-    parser.add_argument("-o", "--output", required=True, metavar="AB", help="the model to write")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+from rewriter.surgery import graft, verify_grafted
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,6 +24,17 @@ def run(args: argparse.Namespace) -> int:
     result = graft(first, second, args.connect, keep_outputs=keep)
     for note in result.notes:
         print(f"rewrite: note: {note}")
+    if args.verify:
+        with _status.verify_progress(not args.no_progress, args.examples) as on_progress:
+            check = verify_grafted(
+                first, second, result, examples=args.examples, seed=args.seed, progress=on_progress
+            )
+        for label, verdict in check.parts:
+            print(f"{label}:")
+            print(verdict.render_table())
+        if not check.ok:
+            print(f"rewrite: not writing {target}: the grafted model disagrees with A or B")
+            return 1
     ir.save(result.model, target)
     graph = result.model.graph
     print(

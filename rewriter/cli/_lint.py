@@ -18,19 +18,6 @@ EXIT_OK = 0
 EXIT_ERRORS = 2
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the command's arguments."""
-    parser.add_argument("paths", nargs="+", metavar="PATH", help=".rw files or folders of them")
-    parser.add_argument(
-        "--allow-python",
-        action="store_true",
-        help='permit `use "module"` declarations (imports those Python modules)',
-    )
-    parser.add_argument(
-        "--werror", action="store_true", help="treat warnings as errors (exit code 2)"
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     """Lint the files; return the exit code."""
     files = find_rule_files(args.paths)

@@ -9,32 +9,46 @@ failure, 2 bad usage, bad rules or bad model. Errors are one line on stderr, nev
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import sys
 from collections.abc import Sequence
-from types import ModuleType
 
-# Subcommand name -> (module, one-line help).
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "lint": ("rewriter.cli._lint", "check .rw rule files and report located errors"),
-    "fmt": ("rewriter.cli._fmt", "format .rw rule files canonically"),
-    "extract-rule": (
-        "rewriter.cli._extract_rule",
-        "print a rule skeleton for a subgraph of a model",
-    ),
-    "extract": (
-        "rewriter.cli._extract",
-        "write the subgraph between some values as a runnable model",
-    ),
-    "graft": ("rewriter.cli._graft", "feed one model with another's values, as one model"),
-    "split": ("rewriter.cli._split", "cut a model into pipeline stages of balanced cost"),
-    "find": ("rewriter.cli._find", "list where rules or match lines match, without rewriting"),
-    "stats": ("rewriter.cli._stats", "summarize a model: opsets, op counts, parameters"),
-    "verify": ("rewriter.cli._verify", "compare two models on generated inputs"),
-    "check-rules": ("rewriter.cli._check_rules", "verify every rule on generated models"),
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Command:
+    """One command: where its arguments are declared, where its job runs, its help line.
+
+    The boundary that keeps start-up fast: `arguments` modules import argparse and the CLI's
+    value parsers only, so `--help`, `--version` and usage errors never load onnx, numpy or
+    onnxruntime; the `job` module (which does) is imported once the arguments have parsed.
+    """
+
+    arguments: str  # a module with `add_arguments(parser)`
+    job: str  # a module with `run(args) -> int`
+    help: str
+
+
+def _command(name: str, help_text: str) -> Command:
+    return Command(f"rewriter.cli._arguments.{name}", f"rewriter.cli._{name}", help_text)
+
+
+# Subcommand name -> its command.
+SUBCOMMANDS: dict[str, Command] = {
+    "lint": _command("lint", "check .rw rule files and report located errors"),
+    "fmt": _command("fmt", "format .rw rule files canonically"),
+    "extract-rule": _command("extract_rule", "print a rule skeleton for a subgraph of a model"),
+    "extract": _command("extract", "write the subgraph between some values as a runnable model"),
+    "graft": _command("graft", "feed one model with another's values, as one model"),
+    "split": _command("split", "cut a model into pipeline stages of balanced cost"),
+    "find": _command("find", "list where rules or match lines match, without rewriting"),
+    "stats": _command("stats", "summarize a model: opsets, op counts, parameters"),
+    "verify": _command("verify", "compare two models on generated inputs"),
+    "check-rules": _command("check_rules", "verify every rule on generated models"),
+    "lsp": _command("lsp", "run the language server for .rw files (editors start it)"),
 }
-MAIN_MODULE = "rewriter.cli._rewrite"
+MAIN_COMMAND = _command("rewrite", "apply .rw rewrite rules to an ONNX model")
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
@@ -50,13 +64,9 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
-def _load(module_name: str) -> ModuleType:
-    return importlib.import_module(module_name)
-
-
-def _build_parser(name: str | None) -> tuple[argparse.ArgumentParser, ModuleType]:
+def _build_parser(name: str | None) -> tuple[argparse.ArgumentParser, Command]:
     if name is None:
-        module = _load(MAIN_MODULE)
+        command = MAIN_COMMAND
         parser = _Parser(
             prog="rewrite",
             description="Apply .rw rewrite rules to an ONNX model. Subcommands: "
@@ -64,17 +74,16 @@ def _build_parser(name: str | None) -> tuple[argparse.ArgumentParser, ModuleType
             + " (run `rewrite SUBCOMMAND --help`).",
         )
     else:
-        module_name, help_text = SUBCOMMANDS[name]
-        module = _load(module_name)
-        parser = _Parser(prog=f"rewrite {name}", description=help_text)
+        command = SUBCOMMANDS[name]
+        parser = _Parser(prog=f"rewrite {name}", description=command.help)
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (repeat for debug)"
     )
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
     )
-    module.add_arguments(parser)
-    return parser, module
+    importlib.import_module(command.arguments).add_arguments(parser)
+    return parser, command
 
 
 def _version() -> str:
@@ -98,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     name = args_list[0] if args_list and args_list[0] in SUBCOMMANDS else None
     try:
-        parser, module = _build_parser(name)  # imports onnx, numpy, ...: a second or so
+        parser, command = _build_parser(name)
     except KeyboardInterrupt:
         sys.stderr.write("rewrite: interrupted\n")
         return 130
@@ -109,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s: %(message)s")
     try:
-        return int(module.run(args))
+        job = importlib.import_module(command.job)  # onnx, numpy, ...: a second or so
+        return int(job.run(args))
     except KeyboardInterrupt:
         sys.stderr.write("rewrite: interrupted\n")
         return 130

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import ir
 from rewriter._errors import RewriteError
@@ -24,11 +23,9 @@ from rewriter.api import (
     rewrite,
 )
 from rewriter.cli import _files, _status
-from rewriter.cli._arguments import non_negative_int, opset_version, positive_int
-from rewriter.cli._summary import summary_line
+from rewriter.cli._summary import opset_hint, summary_line
 from rewriter.cli._verify import (
     accuracy_arguments,
-    add_comparison_options,
     comparison_arguments,
     counterexample_target,
     load_samples,
@@ -48,175 +45,6 @@ from rewriter.rules import LiteralValue, PassUse, RuleSet
 if TYPE_CHECKING:
     from rewriter.api import AccuracyBudget, BudgetResult
     from rewriter.verification import AccuracyResult, VerifyResult
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the main command."""
-    parser.add_argument("model", help="the ONNX model to rewrite")
-    parser.add_argument(
-        "--rules",
-        action="append",
-        metavar="PATH",
-        help="a .rw file or a folder of them (repeatable; default: the shipped library)",
-    )
-    parser.add_argument(
-        "-e",
-        "--expression",
-        dest="inline_rules",
-        action="append",
-        default=[],
-        metavar="RULE",
-        help="a rule given as text, e.g. 'rule r: y = Relu (x) => y = LeakyRelu (x)' "
-        "(repeatable; like sed -e, the given rules are all the rules: add --rules patterns/ "
-        "for the shipped library too)",
-    )
-    parser.add_argument(
-        "-o",
-        "--output",
-        metavar="OUT",
-        help="output file (default: MODEL.rewritten.onnx beside it)",
-    )
-    parser.add_argument("--in-place", action="store_true", help="overwrite the input model")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
-    parser.add_argument("--explain", action="store_true", help="print what fired, grouped by rule")
-    parser.add_argument("--json", metavar="FILE", help="write trace, op counts and timings as JSON")
-    parser.add_argument(
-        "--why-not", metavar="RULE", help="explain why RULE does not fire, then exit"
-    )
-    parser.add_argument(
-        "--verify",
-        action="store_true",
-        help="check the result against the input on generated inputs",
-    )
-    parser.add_argument(
-        "--examples",
-        type=non_negative_int,
-        default=20,
-        help="examples for --verify (default 20; 0 with --inputs: the samples only)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed for --verify")
-    add_comparison_options(
-        parser, "with --verify; default: <OUT>.counterexample.npz beside the output"
-    )
-    parser.add_argument(
-        "--jobs",
-        type=positive_int,
-        metavar="N",
-        help="with --accept: measure the approximate rewrites on N processes (default: every "
-        "core; 1: in this process)",
-    )
-    parser.add_argument(
-        "--confidence",
-        type=_confidence,
-        default=0.9,
-        metavar="P",
-        help="with --accept: while tuning, a model meets the budget when the pessimistic "
-        "bootstrap bound of its metrics over the inputs does, at confidence P (default 0.9; "
-        "0.5 judges by about the measured value)",
-    )
-    parser.add_argument(
-        "--ray",
-        metavar="ADDRESS",
-        help="with --accept: measure them on the Ray cluster at ADDRESS (auto, HOST:PORT or "
-        "ray://HOST:PORT; needs `pip install ray`)",
-    )
-    parser.add_argument(
-        "--exclude-rule", action="append", default=[], metavar="RULE", help="do not apply RULE"
-    )
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set a rule parameter the rule files declare (`param NAME = ...`), VALUE written "
-        'as in a rule file: true, 0.5, "SAME", [0, 1]',
-    )
-    parser.add_argument(
-        "--passes",
-        metavar="LIST",
-        default="default",
-        help="built-in passes between rounds of rules: `default` (the default pipeline: "
-        "fold_constants, eliminate_dead_code, eliminate_common_subexpressions, "
-        "optimize_transposes, inline_constant_ifs, flatten_concats), `none`, or names "
-        "separated by commas; rule files add the passes they declare",
-    )
-    parser.add_argument(
-        "--max-rewrites",
-        type=non_negative_int,
-        help="rewrite budget (default grows with the graph)",
-    )
-    parser.add_argument(
-        "--allow-python", action="store_true", help="permit `use` of Python helpers"
-    )
-    parser.add_argument(
-        "--add-opset",
-        action="append",
-        default=[],
-        metavar="DOMAIN=VERSION",
-        help="import an opset domain before rewriting, e.g. com.microsoft=1 for "
-        "--rules patterns/ort (dropped again if nothing uses it)",
-    )
-    parser.add_argument(
-        "--target-opset",
-        type=opset_version,
-        metavar="N",
-        help="convert the default-domain opset to N (up: fusions into newer ops can fire; "
-        "down: decompositions for older runtimes)",
-    )
-    parser.add_argument(
-        "--freeze-initializer-inputs",
-        action="store_true",
-        help="graph inputs that an initializer also defines become constants that rules "
-        "and folding can use (they can no longer be fed); always so before IR version 4",
-    )
-    parser.add_argument(
-        "--calibration",
-        metavar="PATH",
-        help="calibration samples for the quantization rules (patterns/quantize): an .npz "
-        "file or a folder of them, one array per graph input as --inputs takes them; the "
-        "input model is run on them and each value's range is what rules read",
-    )
-    parser.add_argument(
-        "--calibration-method",
-        choices=("minmax", "percentile", "entropy"),
-        default="minmax",
-        help="how activation ranges come from the calibration samples when a rule names no "
-        "method: smallest and largest value, the --calibration-percentile of the values, or "
-        "the clipping threshold of least information loss (entropy; default: minmax)",
-    )
-    parser.add_argument(
-        "--calibration-percentile",
-        type=float,
-        default=99.999,
-        metavar="P",
-        help="the percentile of --calibration-method percentile (default 99.999)",
-    )
-    parser.add_argument(
-        "--exact",
-        action="store_true",
-        help="apply only rewrites exact on every input: no rule that assumes finite inputs, "
-        "and rules that assume non-empty tensors (a fused Attention) only on known shapes",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress display")
-    parser.add_argument(
-        "--report",
-        metavar="FILE",
-        help="write a self-contained HTML report: rules that fired with before/after "
-        "pictures, op counts, timings, verification",
-    )
-
-
-def _confidence(text: str) -> float:
-    """An argparse type: a probability strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number between 0 and 1, got {text!r}"
-        ) from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
-    return value
 
 
 def _budget(args: argparse.Namespace) -> AccuracyBudget | None:
@@ -339,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the main job; returns the exit code."""
     source = _files.input_model_path(args.model)
     out_path = _output_path(args)
+    out = _files.human_stream(args.json)  # `--json -` takes stdout: people read stderr
     if not args.why_not:
         _files.check_output_folder("output model", out_path)
     if not args.in_place and out_path.exists() and not args.force and not args.why_not:
@@ -368,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         model = _as_rules_see_it(as_model(source), args.target_opset)
         why_not_options = RunOptions(target_opset=args.target_opset, calibration=calibration)
         report = pass_manager(ruleset, why_not_options).why_not(model, args.why_not)
-        print(report.render())
+        print(report.render(), file=out)
         return 0
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
     counterexample = _counterexample_target(args, source, out_path, ruleset)
@@ -387,36 +216,38 @@ def run(args: argparse.Namespace) -> int:
     for warning in (*result.trace.warnings, *_rolled_back(result)):
         print(f"rewrite: warning: {warning}", file=sys.stderr)
     if args.explain:
-        print(result.trace.explain())
+        print(result.trace.explain(), file=out)
     exit_code = 0
     verification: VerifyResult | AccuracyResult | None = None
     if result.budget is not None:
-        verification = _show_budget(result.budget)
+        verification = _show_budget(result.budget, out)
         if not result.budget.ok:
             exit_code = 1
     elif args.verify:
         with clock.phase("verify"):
-            verification = _verify_and_bisect(source, result, ruleset, args, counterexample)
+            verification = _verify_and_bisect(source, result, ruleset, args, counterexample, out)
         if not verification.ok:
             exit_code = 1
     if exit_code == 0:
         with clock.phase("save"):
             ir.save(result.model, out_path)
-        print(summary_line(result, str(out_path)))
+        # Without --target-opset, say what a newer opset would fuse (the opset is the user's).
+        hint = opset_hint(result, ruleset, as_model(source)) if args.target_opset is None else ""
+        print(summary_line(result, str(out_path), hint), file=out)
     else:
         why = "is not equivalent" if result.budget is None else "misses the accuracy budget"
         print(f"rewrite: not writing {out_path}: the rewritten model {why}", file=sys.stderr)
     # Side files come last so that their timings cover every phase before them.
     if args.report:
         with clock.phase("report"):
-            _write_report(args.report, source, result, verification, _phases(clock, result))
+            _write_report(args.report, source, result, verification, _phases(clock, result), out)
     if args.json:
         payload = result.to_json()
         times = _phases(clock, result)
         payload["timings_seconds"] = {phase: round(t, 6) for phase, t in times.items()}
         if verification is not None:
             payload["verification"] = verification.to_json()
-        _files.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
+        _files.write_json(args.json, payload)
     return exit_code
 
 
@@ -536,23 +367,23 @@ def _counterexample_target(
     )
 
 
-def _show_budget(budget: BudgetResult) -> AccuracyResult:
+def _show_budget(budget: BudgetResult, out: TextIO) -> AccuracyResult:
     """Print the per-site table, the final check and the one-line summary; the final check."""
     if budget.sites:
-        if sys.stdout.isatty():
+        if out.isatty():
             from rich.console import Console
 
-            console = Console(file=sys.stdout, highlight=False)
+            console = Console(file=out, highlight=False)
             console.print(budget.rich_table())
             for line in budget.notes:
                 console.print(line, markup=False)
         else:
             lines = [budget.render_table().rsplit("\n", 1)[0]]
-            sys.stdout.write("\n".join(lines) + "\n")
+            out.write("\n".join(lines) + "\n")
     elif budget.notes:
-        sys.stdout.write("\n".join(budget.notes) + "\n")
-    print_result(budget.final)
-    print(budget.summary())
+        out.write("\n".join(budget.notes) + "\n")
+    print_result(budget.final, out)
+    print(budget.summary(), file=out)
     return budget.final
 
 
@@ -578,15 +409,23 @@ def _write_report(
     result: RewriteResult,
     verification: VerifyResult | AccuracyResult | None,
     timings: dict[str, float],
+    out: TextIO,
 ) -> None:
     """`--report FILE`: the HTML report (written even when verification failed)."""
-    from rewriter.report import write_rewrite_report
+    from rewriter.report import INSTALL_HINT, graphviz_missing, write_rewrite_report
 
     write_rewrite_report(path, result, source=source, verification=verification, timings=timings)
-    print(f"wrote report {path}")
+    print(f"wrote report {path}", file=out)
+    missing = graphviz_missing() if result.trace.entries else None
+    if missing is not None:
+        print(
+            f"rewrite: note: the report lists each rewrite's subgraphs as text, without "
+            f"pictures: {missing}; for pictures, {INSTALL_HINT}",
+            file=sys.stderr,
+        )
 
 
-__all__ = ["RewriteResult", "add_arguments", "run"]
+__all__ = ["RewriteResult", "run"]
 
 
 def _verify_and_bisect(
@@ -595,6 +434,7 @@ def _verify_and_bisect(
     ruleset: RuleSet,
     args: argparse.Namespace,
     counterexample: Path | None = None,
+    out: TextIO = sys.stdout,
 ) -> VerifyResult:
     """Check the result against the source; on a mismatch, name the first guilty rewrite.
 
@@ -615,7 +455,7 @@ def _verify_and_bisect(
             progress=on_progress,
             **options,  # type: ignore[arg-type]
         )
-    print(verdict.render_table())
+    print(verdict.render_table(), file=out)
     if verdict.ok:
         return verdict
     approximate = sum(1 for e in result.trace.entries if e.approximate)
@@ -627,7 +467,7 @@ def _verify_and_bisect(
             file=sys.stderr,
         )
     if verdict.counterexample_path is not None:
-        print(f"counterexample saved to {verdict.counterexample_path}")
+        print(f"counterexample saved to {verdict.counterexample_path}", file=out)
     rule_entries = [e for e in result.trace.entries if e.kind == "rule"]
     if verdict.counterexample is None or not rule_entries:
         return verdict

@@ -1,6 +1,6 @@
 """`rewrite split MODEL --stages N [--balance params|flops] -o DIR`: pipeline stages.
 
-Writes `DIR/stage_0.onnx` ... and `DIR/pipeline.json` (see `rewriter.api.split`);
+Writes `DIR/stage_0.onnx` ... and `DIR/pipeline.json` (see `rewriter.surgery.split`);
 `rewrite verify MODEL DIR/pipeline.json` runs the chain against the original.
 """
 
@@ -10,28 +10,8 @@ import argparse
 from pathlib import Path
 
 from rewriter._errors import RewriteError
-from rewriter.api import split, write_pipeline
 from rewriter.cli import _files
-from rewriter.cli._arguments import add_input_shape_option, positive_int
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `rewrite split`."""
-    parser.add_argument("model", metavar="MODEL", help="the ONNX model (read, never changed)")
-    parser.add_argument("--stages", type=positive_int, required=True, help="how many stages")
-    parser.add_argument(
-        "--balance",
-        choices=("params", "flops"),
-        default="params",
-        help="what to balance between stages: weight bytes (default) or estimated FLOPs",
-    )
-    parser.add_argument(
-        "-o", "--output", required=True, metavar="DIR", help="the folder to write the stages to"
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="write into a folder that already holds a pipeline"
-    )
-    add_input_shape_option(parser, "before splitting")
+from rewriter.surgery import split, write_pipeline
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ only with `--force`.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,28 +16,9 @@ import ir
 from rewriter.api import Profile, describe_counts, human_bytes, profile
 from rewriter.api import collect_stats as collect
 from rewriter.cli import _files
-from rewriter.cli._arguments import add_input_shape_option, positive_int
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `rewrite stats`."""
-    parser.add_argument("model", help="the ONNX model")
-    parser.add_argument("--json", metavar="FILE", help="also write the statistics as JSON")
-    parser.add_argument(
-        "--top", type=positive_int, default=10, help="how many of the largest tensors to list"
-    )
-    parser.add_argument(
-        "--report", metavar="FILE", help="also write the statistics as a self-contained HTML page"
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="overwrite existing --json / --report files"
-    )
-    add_input_shape_option(
-        parser, "for the FLOPs and bytes estimates (else symbolic dims count as 1)"
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     stats = collect(model, args.top)
     shapes = dict(args.input_shape)
     costs = profile(model, input_shapes=shapes)
-    console = Console()
+    console = Console(file=_files.human_stream(args.json))
     console.print(f"[bold]{args.model}[/bold]")
     console.print(f"IR version {stats['ir_version']}, producer {stats['producer'] or '?'}")
     opsets: dict[str, int] = stats["opsets"]  # type: ignore[assignment]
@@ -78,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(largest)
     _print_profile(console, costs, args.top, bool(shapes))
     if args.json:
-        payload = {**stats, **costs.as_json()}
-        _files.write_text_atomically(args.json, json.dumps(payload, indent=2) + "\n")
+        _files.write_json(args.json, {**stats, **costs.as_json()})
     if args.report:
         from rewriter.report import write_stats_report
 

@@ -16,180 +16,19 @@ the default `<rewritten>.counterexample.npz` replaces only an earlier counterexa
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import ir
 from rewriter._errors import RewriteError
 from rewriter.cli import _files, _status
-from rewriter.cli._arguments import acceptance, input_shape, non_negative_int
 
 if TYPE_CHECKING:
     from rewriter.verification import AccuracyResult, VerifyResult
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
-
-
-def _input_range(text: str) -> tuple[str, tuple[float, float]]:
-    """Parse `NAME=LO:HI` (closed range; integers use the integers inside it)."""
-    name, sep, bounds = text.rpartition("=")
-    lo_text, colon, hi_text = bounds.partition(":")
-    if not sep or not name or not colon:
-        raise argparse.ArgumentTypeError(f"expected NAME=LO:HI, got {text!r}")
-    try:
-        lo, hi = float(lo_text), float(hi_text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"LO and HI must be numbers in {text!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
-        raise argparse.ArgumentTypeError(f"need finite LO <= HI in {text!r}")
-    return name, (lo, hi)
-
-
-def _dim(text: str) -> tuple[str, int]:
-    """Parse `SYMBOL=N`."""
-    name, sep, size = text.rpartition("=")
-    if not sep or not name or not size.strip().isdigit() or int(size) < 1:
-        raise argparse.ArgumentTypeError(f"expected SYMBOL=N with N >= 1, got {text!r}")
-    return name, int(size)
-
-
-def _finite_at_least(low: float) -> Callable[[str], float]:
-    """An argparse type: a finite number of at least `low` (a factor, a tolerance)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not math.isfinite(value) or value < low:
-            raise argparse.ArgumentTypeError(f"expected a finite number >= {low:g}, got {text!r}")
-        return value
-
-    return parse
-
-
-_factor = _finite_at_least(1)
-_tolerance = _finite_at_least(0)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare the `verify` subcommand's arguments."""
-    parser.add_argument("original", help="the reference model (.onnx)")
-    parser.add_argument(
-        "rewritten",
-        help="the model to check against it (.onnx), or the pipeline.json of `rewrite split`",
-    )
-    parser.add_argument(
-        "--examples",
-        type=non_negative_int,
-        default=20,
-        help="generated examples (default 20; 0 with --inputs: the samples only)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (default 0)")
-    add_comparison_options(
-        parser, "default: <rewritten>.counterexample.npz beside it, replacing an earlier one"
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="let --counterexample replace an existing file"
-    )
-
-
-def add_comparison_options(parser: argparse.ArgumentParser, counterexample_default: str) -> None:
-    """Criterion, inputs, special values, levels and the counterexample path (both commands)."""
-    parser.add_argument(
-        "--compare",
-        choices=("accuracy", "direct"),
-        default="accuracy",
-        help="accuracy (default): float outputs judged against a float64 evaluation of the "
-        "original, allowed --factor times the original's error; direct: within --rtol/--atol "
-        "of the original's outputs",
-    )
-    parser.add_argument(
-        "--factor",
-        type=_factor,
-        default=8.0,
-        help="how many times the original's error (against float64) the rewritten model may "
-        "have (default 8): larger accepts more",
-    )
-    parser.add_argument(
-        "--rtol",
-        type=_tolerance,
-        help="relative tolerance for outputs compared directly (default per dtype)",
-    )
-    parser.add_argument(
-        "--atol",
-        type=_tolerance,
-        help="absolute tolerance for outputs compared directly (default per dtype)",
-    )
-    parser.add_argument(
-        "--input",
-        dest="input_ranges",
-        metavar="NAME=LO:HI",
-        action="append",
-        type=_input_range,
-        default=[],
-        help="generate input NAME inside [LO, HI] (repeatable)",
-    )
-    parser.add_argument(
-        "--input-shape",
-        dest="input_shapes",
-        metavar="NAME=D1xD2...",
-        action="append",
-        type=input_shape,
-        default=[],
-        help="fix input NAME's shape (and so its symbolic dims in every input; repeatable); "
-        "the main command fixes it in the model before rewriting, and the output keeps it",
-    )
-    parser.add_argument(
-        "--dim",
-        dest="dims",
-        metavar="SYMBOL=N",
-        action="append",
-        type=_dim,
-        default=[],
-        help="give symbolic dim SYMBOL the size N in every input (repeatable)",
-    )
-    parser.add_argument(
-        "--inputs",
-        dest="samples",
-        metavar="FILE.npz",
-        action="append",
-        default=[],
-        help="real inputs, checked first: one array per graph input, one sample or several "
-        "stacked along a new first axis (repeatable)",
-    )
-    parser.add_argument(
-        "--special-values",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="draw NaN, infinities and dtype extremes in some examples (default: on)",
-    )
-    parser.add_argument(
-        "--ort-enable-all",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also run the rewritten model with onnxruntime's graph optimizations "
-        "(ORT_ENABLE_ALL) and judge it the same way (default: on)",
-    )
-    parser.add_argument(
-        "--counterexample",
-        metavar="PATH",
-        help=f"where to save a counterexample ({counterexample_default})",
-    )
-    parser.add_argument(
-        "--accept",
-        metavar="METRIC>=VALUE",
-        action="append",
-        type=acceptance,
-        default=[],
-        help="judge by an accuracy budget instead of equivalence (repeatable): snr>=DB, "
-        "cosine>=C, max_rel<=R, max_abs<=A or top1>=SHARE over all outputs, measured "
-        "against the original on plain generated inputs and the --inputs samples",
-    )
 
 
 # Options of the equivalence check that mean nothing for an accuracy budget (--accept).
@@ -323,17 +162,18 @@ def counterexample_target(
     return default
 
 
-def print_result(result: VerifyResult | AccuracyResult) -> None:
+def print_result(result: VerifyResult | AccuracyResult, out: TextIO | None = None) -> None:
     """The table, its notes and the verdict: with `rich` on a terminal, plain text otherwise."""
-    if sys.stdout.isatty():
+    out = out or sys.stdout
+    if out.isatty():
         from rich.console import Console
 
-        console = Console(file=sys.stdout, highlight=False)
+        console = Console(file=out, highlight=False)
         console.print(result.rich_table())
         for line in (*result.notes(), result.summary()):
             console.print(line, markup=False)
     else:
-        sys.stdout.write(result.render_table() + "\n")
+        out.write(result.render_table() + "\n")
 
 
 def _run_accuracy(args: argparse.Namespace) -> int:
@@ -345,7 +185,7 @@ def _run_accuracy(args: argparse.Namespace) -> int:
         raise RewriteError("--examples 0 measures nothing without --inputs")
     candidate: str | ir.Model = args.rewritten
     if Path(args.rewritten).suffix == ".json":
-        from rewriter.api import load_pipeline
+        from rewriter.surgery import load_pipeline
 
         candidate = load_pipeline(Path(args.rewritten))
     result = check_accuracy(
@@ -381,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         raise RewriteError("--examples 0 checks nothing without --inputs")
     candidate: str | ir.Model = args.rewritten
     if rewritten.suffix == ".json":
-        from rewriter.api import load_pipeline
+        from rewriter.surgery import load_pipeline
 
         candidate = load_pipeline(rewritten)  # the stages chained into one model
     with _status.verify_progress(True, args.examples) as on_progress:

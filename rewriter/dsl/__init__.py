@@ -69,6 +69,7 @@ from rewriter.dsl._extract import extract_rule
 from rewriter.dsl._format import format_file
 from rewriter.dsl._loader import find_rule_files, load_files, parse_files, read_rule_file
 from rewriter.dsl._lower import Lowering
+from rewriter.dsl._opsets import OpsetRange, opset_range
 from rewriter.dsl._parser import parse, parse_param_value, parse_query
 
 __all__ = [
@@ -106,6 +107,7 @@ __all__ = [
     "NodeStmt",
     "OpPattern",
     "OpRef",
+    "OpsetRange",
     "OutputPattern",
     "OutputVar",
     "Param",
@@ -127,6 +129,7 @@ __all__ = [
     "find_rule_files",
     "format_file",
     "load_files",
+    "opset_range",
     "parse",
     "parse_files",
     "parse_param_value",

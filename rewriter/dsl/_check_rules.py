@@ -16,6 +16,7 @@ from rewriter.dsl._check_schema import (
     rewrite_inputs,
 )
 from rewriter.dsl._check_scope import ScopeChecker
+from rewriter.dsl._opsets import OpsetRange, opset_range
 from rewriter.dsl._reporter import Reporter, head
 
 
@@ -23,11 +24,11 @@ def check_rule(rule: ast.Rule, known: KnownFunctions, report: Reporter) -> None:
     """Report every problem of one rule."""
     _check_structure(rule, report)
     for pattern in _match_patterns(rule.match):
-        _check_pattern(pattern, report)
+        _check_pattern(pattern, rule, report)
     if isinstance(rule.rewrite, ast.RewriteBlock):
         for stmt in rule.rewrite.stmts:
             if isinstance(stmt, ast.NodeStmt):
-                _check_node_stmt(stmt, report)
+                _check_node_stmt(stmt, rule, report)
     ScopeChecker(rule, known, report).run()
     _check_requires(rule, report)
     check_approximate(rule, report)
@@ -73,7 +74,7 @@ def _check_repeat(
 # -- node lines -------------------------------------------------------------------------------
 
 
-def _check_pattern(pattern: ast.NodePattern, report: Reporter) -> None:
+def _check_pattern(pattern: ast.NodePattern, rule: ast.Rule, report: Reporter) -> None:
     _check_variadic_last(pattern.inputs, report)
     refs = pattern.op.alternatives
     seen: dict[tuple[str, str], None] = {}
@@ -89,7 +90,7 @@ def _check_pattern(pattern: ast.NodePattern, report: Reporter) -> None:
     for ref in known:
         check_arity(ref, pattern_inputs(pattern.inputs), pattern_outputs(pattern), report)
     if len(known) == len(refs):
-        check_attributes(refs, pattern.attrs, report)
+        check_attributes(refs, pattern.attrs, report, _ranges(rule, refs), matched=True)
 
 
 def _check_variadic_last(inputs: tuple[ast.InputPattern, ...], report: Reporter) -> None:
@@ -100,14 +101,19 @@ def _check_variadic_last(inputs: tuple[ast.InputPattern, ...], report: Reporter)
             )
 
 
-def _check_node_stmt(stmt: ast.NodeStmt, report: Reporter) -> None:
+def _check_node_stmt(stmt: ast.NodeStmt, rule: ast.Rule, report: Reporter) -> None:
     if isinstance(stmt.op, ast.NodeCopy):
         return  # the op is whichever the named match line matched (the scope check names it)
     if not check_op_exists(stmt.op, report):
         return
     outputs = Count(len(stmt.outputs), len(stmt.outputs))
     check_arity(stmt.op, rewrite_inputs(stmt.inputs), outputs, report)
-    check_attributes((stmt.op,), stmt.attrs, report)
+    check_attributes((stmt.op,), stmt.attrs, report, _ranges(rule, (stmt.op,)))
+
+
+def _ranges(rule: ast.Rule, refs: tuple[ast.OpRef, ...]) -> tuple[OpsetRange, ...]:
+    """The opsets of each op's domain at which the rule can apply."""
+    return tuple(opset_range(rule, ref.domain) for ref in refs)
 
 
 # -- requires ---------------------------------------------------------------------------------
@@ -115,13 +121,12 @@ def _check_node_stmt(stmt: ast.NodeStmt, report: Reporter) -> None:
 
 def _check_requires(rule: ast.Rule, report: Reporter) -> None:
     """Warn when a rule's `requires` admits no opset version of some domain."""
-    bounds: dict[str, tuple[int, int | None]] = {}
+    bounds: dict[str, OpsetRange] = {}
     for requirement in rule.requires:
         domain = ir.schemas.normalize_domain(requirement.domain)
-        low, high = bounds.get(domain, (0, None))
-        was_empty = _is_empty(low, high)
-        low, high = _narrow(low, high, requirement.op, requirement.version)
-        if _is_empty(low, high) and not was_empty:
+        before = bounds.get(domain, OpsetRange())
+        after = before.narrow(requirement.op, requirement.version)
+        if after.empty and not before.empty:
             shown = f"opset {requirement.domain} " if requirement.domain else "opset "
             clause = f"`{shown}{requirement.op} {requirement.version}`"
             why = (
@@ -132,20 +137,4 @@ def _check_requires(rule: ast.Rule, report: Reporter) -> None:
                 f"{clause} {why}: no opset version satisfies this rule's `requires`, so the "
                 "rule never applies",
             )
-        bounds[domain] = (low, high)
-
-
-def _is_empty(low: int, high: int | None) -> bool:
-    return high is not None and low > high
-
-
-def _narrow(low: int, high: int | None, op: str, version: int) -> tuple[int, int | None]:
-    if op in (">=", "=="):
-        low = max(low, version)
-    if op == ">":
-        low = max(low, version + 1)
-    if op in ("<=", "=="):
-        high = version if high is None else min(high, version)
-    if op == "<":
-        high = version - 1 if high is None else min(high, version - 1)
-    return low, high
+        bounds[domain] = after

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import ir
 from rewriter.dsl import _ast as ast
+from rewriter.dsl._opsets import OpsetRange
 from rewriter.dsl._reporter import Reporter, head
 
 
@@ -71,8 +72,21 @@ def check_attributes(
     refs: tuple[ast.OpRef, ...],
     attrs: tuple[ast.AttrEntry | ast.AttrCopy, ...],
     report: Reporter,
+    ranges: tuple[OpsetRange, ...] = (),
+    *,
+    matched: bool = False,
 ) -> None:
-    """Report attribute names that no listed (checkable) op knows, and repeated names."""
+    """Report attribute names that no listed (checkable) op knows, and repeated names.
+
+    `ranges` (one per ref; default: every opset) are the opsets the rule can apply at. An
+    attribute given a literal must be declared by a version of the op's schema in force
+    there (`Mul <axis = 1>` never matches from opset 7 on); one bound to a name may belong to
+    any version, since it binds `none` where the op has no such attribute (a pattern that
+    reads `ReduceMean <axes = a> (x, i?)` covers the attribute and the input form alike).
+    A `matched` line reads a model at least as new as the range's low end but possibly newer
+    than its high end: while `--target-opset` converts down, `requires` is judged at the
+    target, so a decomposition rule (`requires opset < 23`) matches opset-23 ops.
+    """
     seen: dict[str, None] = {}
     for entry in attrs:
         if not isinstance(entry, ast.AttrEntry):
@@ -82,17 +96,103 @@ def check_attributes(
         seen[entry.name] = None
     if not refs or not all(is_checked(r) and known_op(r) for r in refs):
         return
+    ranges = ranges or tuple(OpsetRange() for _ in refs)
+    read_at = tuple(OpsetRange(r.low, None) for r in ranges) if matched else ranges
     known: set[str] = set()
-    for ref in refs:
-        known.update(_attribute_names(ref.op_type, ir.schemas.normalize_domain(ref.domain)))
+    ever: set[str] = set()
+    for ref, opsets in zip(refs, read_at, strict=True):
+        domain = ir.schemas.normalize_domain(ref.domain)
+        ever.update(_attribute_names(ref.op_type, domain))
+        known.update(_attribute_names_in(ref.op_type, domain, opsets))
     ops = " | ".join(f"`{r.op_type}`" for r in refs)
     for entry in attrs:
-        if isinstance(entry, ast.AttrEntry) and entry.name not in known:
+        if not isinstance(entry, ast.AttrEntry) or entry.name in known:
+            if isinstance(entry, ast.AttrEntry):
+                _check_literal_kind(refs, entry, report)
+                _warn_if_only_old(refs, ranges, entry, report)
+            continue
+        if entry.name in ever:
+            literal = _literal(entry.value)
+            if literal is _NOT_LITERAL or literal is None:
+                _check_literal_kind(refs, entry, report)
+                continue
+            message = _lost_attribute(refs, read_at, entry.name)
+        else:
             message = f"{ops} has no attribute `{entry.name}`" + _suggestion(entry.name, known)
-            report.error(head(entry.span, len(entry.name)), message)
-            known.add(entry.name)  # report each unknown name once
-        elif isinstance(entry, ast.AttrEntry):
-            _check_literal_kind(refs, entry, report)
+        report.error(head(entry.span, len(entry.name)), message)
+        known.add(entry.name)  # report each unknown name once
+
+
+def _warn_if_only_old(
+    refs: tuple[ast.OpRef, ...],
+    ranges: tuple[OpsetRange, ...],
+    entry: ast.AttrEntry,
+    report: Reporter,
+) -> None:
+    """Warn when a literal attribute exists in the rule's opsets but not at their newest.
+
+    `Mul <axis = 1>` in a rule without `requires` matches only models before opset 7: almost
+    always a mistake, and when meant, `requires opset < 7` says so.
+    """
+    literal = _literal(entry.value)
+    if literal is _NOT_LITERAL or literal is None:
+        return
+    newest_declares = False
+    for ref, opsets in zip(refs, ranges, strict=True):
+        domain = ir.schemas.normalize_domain(ref.domain)
+        schema = ir.schemas.find_schema(ref.op_type, domain, opsets.newest(domain))
+        newest_declares = newest_declares or (
+            schema is not None and entry.name in schema.attributes
+        )
+    if newest_declares:
+        return
+    ref, opsets = refs[0], ranges[0]
+    domain = ir.schemas.normalize_domain(ref.domain)
+    holders = [
+        int(s.since_version)
+        for s in opsets.schemas(ref.op_type, domain)
+        if entry.name in s.attributes
+    ]
+    if not holders:
+        return
+    after = next(
+        int(s.since_version)
+        for s in ir.schemas.schema_versions(ref.op_type, domain)
+        if int(s.since_version) > holders[-1]
+    )
+    report.warning(
+        head(entry.span, len(entry.name)),
+        f"`{ref.op_type}` declares `{entry.name}` only before opset {after}: this line "
+        f"matches no newer model (say `requires opset < {after}` if that is meant)",
+    )
+
+
+def _lost_attribute(refs: tuple[ast.OpRef, ...], ranges: tuple[OpsetRange, ...], name: str) -> str:
+    """Why an attribute some version of the op knows is refused: the rule's opsets."""
+    ref, opsets = next(
+        (r, o)
+        for r, o in zip(refs, ranges, strict=True)
+        if name in _attribute_names(r.op_type, ir.schemas.normalize_domain(r.domain))
+    )
+    holders = [
+        int(s.since_version)
+        for s in ir.schemas.schema_versions(ref.op_type, ir.schemas.normalize_domain(ref.domain))
+        if name in s.attributes
+    ]
+    versions = ", ".join(f"{ref.op_type}-{v}" for v in holders)
+    return (
+        f"`{ref.op_type}` has no attribute `{name}` at {opsets.describe()} (this rule's "
+        f"`requires`); only {versions} declared it"
+    )
+
+
+@functools.cache
+def _attribute_names_in(op_type: str, domain: str, opsets: OpsetRange) -> frozenset[str]:
+    """Attribute names of the op's schema versions in force somewhere in `opsets`."""
+    names: set[str] = set()
+    for schema in opsets.schemas(op_type, domain):
+        names.update(schema.attributes)
+    return frozenset(names)
 
 
 # What a literal may be for each attribute kind (ints are fine where floats are expected).

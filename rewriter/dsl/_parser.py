@@ -29,7 +29,7 @@ from rewriter.dsl._postlex import (
     token_span,
 )
 from rewriter.dsl._source import diagnostic
-from rewriter.dsl._syntax_messages import describe_unexpected
+from rewriter.dsl._syntax_messages import syntax_diagnostic
 from rewriter.dsl._transform import AstBuilder
 
 logger = logging.getLogger(__name__)
@@ -190,8 +190,7 @@ def _parse_tree(
     try:
         return lark_parser().parse(text, start=start)
     except UnexpectedInput as exc:
-        span, message = describe_unexpected(exc, text, filename)
-        raise RuleSyntaxError([diagnostic("error", span, message, text)]) from exc
+        raise RuleSyntaxError([syntax_diagnostic(exc, text, filename)]) from exc
     except NestingTooDeepError as exc:
         span = token_span(filename, exc.token)
         message = f"brackets nest deeper than {MAX_NESTING} levels"

@@ -16,9 +16,10 @@ from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 
-from rewriter._errors import Span
+from rewriter._errors import Diagnostic, Span
 from rewriter.dsl._lark import lark_parser
 from rewriter.dsl._postlex import token_span
+from rewriter.dsl._source import diagnostic
 
 _REGEX_TERMINALS = {
     "NAME": "a name",
@@ -52,6 +53,27 @@ _ATTRIBUTE_NAME = re.compile(r"[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*")
 _WORD = re.compile(r"[^\s,>()\[\]{}]+")
 # `Op <name ` at the end of a line's text: an op name, `<`, an attribute name.
 _OP_THEN_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)[ \t]*<[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*")
+
+
+def syntax_diagnostic(exc: UnexpectedInput, text: str, path: str) -> Diagnostic:
+    """The error of a failed parse, with notes that say where the problem began.
+
+    The caret goes where the text stops making sense, which is not always where the parser
+    stopped: a line that ends with an operator reads on into the next one, so when that next
+    line starts a statement of its own, the error is the trailing operator (a note shows the
+    line that could not continue it). A bracket still open when the parser gives up is shown
+    by a note where it opened.
+    """
+    span, message = describe_unexpected(exc, text, path)
+    notes: list[Diagnostic] = []
+    if isinstance(exc, UnexpectedToken):
+        trailing = _trailing_operator(exc.token, text, path)
+        if trailing is not None:
+            span, message, note = trailing
+            notes.append(note)
+        else:
+            notes.extend(_open_bracket(exc, text, path))
+    return diagnostic("error", span, message, text, notes)
 
 
 def describe_unexpected(exc: UnexpectedInput, text: str, path: str) -> tuple[Span, str]:
@@ -174,6 +196,93 @@ def _after_name(stack: list[object], name: Token) -> str:
     if innermost == "LBRACE" and in_pass:
         return f" after option `{name}`"
     return f" after `{name}`"
+
+
+# An operator that ends a line: the statement reads on into the next line (see _postlex).
+_TRAILING_OPERATOR = re.compile(
+    r"(\*\*|//|\?\?|==|!=|<=|>=|=>|[-+*/%=]|\band|\bor|\bnot|\bin)[ \t]*$"
+)
+# A line that starts a statement of its own: it cannot continue an expression.
+_STATEMENT_START = re.compile(
+    r"[ \t]*(?:[A-Za-z_][A-Za-z0-9_]*(?:[ \t]*,[ \t]*(?:[A-Za-z_][A-Za-z0-9_]*|\.\.\.))*"
+    r"[ \t]*=(?![=>])|(?:let|rule|constraint|include|pass|use|match|where|rewrite)\b|\})"
+)
+
+
+def _trailing_operator(token: Token, text: str, path: str) -> tuple[Span, str, Diagnostic] | None:
+    """The operator ending the line before the failure, when that is the mistake.
+
+    It is, when the line of the failure starts a statement of its own (`y = ...`, `let`,
+    `}`): the operator made the parser read it as the continuation of the line before.
+    """
+    start = token.start_pos
+    if start is None or token.type == "$END":
+        return None
+    line_start = text.rfind("\n", 0, start) + 1
+    if not _STATEMENT_START.match(text, line_start):
+        return None
+    lines = text[:line_start].split("\n")[:-1]
+    for index in range(len(lines) - 1, -1, -1):
+        code = _without_comment(lines[index])
+        if not code.strip():
+            continue
+        found = _TRAILING_OPERATOR.search(code)
+        if found is None:
+            return None
+        number, col = index + 1, found.start(1) + 1
+        operator = found.group(1)
+        span = Span(path, number, col, number, col + len(operator))
+        message = f"expected an expression after `{operator}`, found the end of the line"
+        line = token.line or 1
+        first = line_start + len(text[line_start:]) - len(text[line_start:].lstrip(" \t"))
+        note_col = first - line_start + 1
+        what = "closes the block" if text[first] == "}" else "starts a statement of its own"
+        note = diagnostic(
+            "note",
+            Span(path, line, note_col, line, note_col + 1),
+            f"a line that ends with `{operator}` goes on into the next one, and this line {what}",
+            text,
+        )
+        return span, message, note
+    return None
+
+
+def _without_comment(line: str) -> str:
+    """`line` without a `#` comment (a `#` inside a string is kept)."""
+    in_string = False
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if in_string and char == "\\":
+            index += 2
+            continue
+        if char == '"':
+            in_string = not in_string
+        elif char == "#" and not in_string:
+            return line[:index]
+        index += 1
+    return line
+
+
+_CLOSERS = {"LPAR": "RPAR", "LSQB": "RSQB", "LANGLE": "GT", "LBRACE": "RBRACE"}
+
+
+def _open_bracket(exc: UnexpectedToken, text: str, path: str) -> list[Diagnostic]:
+    """A note at the innermost bracket still open, when its closer was expected instead."""
+    stack = getattr(exc.state, "value_stack", None) or []
+    openers = [t for t in stack if isinstance(t, Token) and t.type in _CLOSERS]
+    if not openers or exc.token.type == _CLOSERS[openers[-1].type]:
+        return []
+    opener = openers[-1]
+    if _CLOSERS[opener.type] not in _expected(exc):
+        return []
+    if opener.type == "LBRACE" and exc.token.type != "$END":
+        return []  # a block's `{`: the statement inside it is the problem, not the block
+    return [
+        diagnostic(
+            "note", token_span(path, opener), f"the `{opener}` opened here is not closed", text
+        )
+    ]
 
 
 def _describe_character(exc: UnexpectedCharacters, path: str) -> tuple[Span, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -162,10 +163,13 @@ class Trace:
             width = max(len(name) for name in counts)
             for name, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
                 lines.append(f"  {name:<{width}}  {count:>5}x  {locations[name]}")
-        if self.skips:
+        by_opset, others = _opset_skips(self.skips)
+        if by_opset:
+            lines.append(_opset_summary(by_opset))
+        if others:
             lines.append("skipped:")
             seen: set[tuple[str, str]] = set()
-            for skip in self.skips:
+            for skip in others:
                 key = (skip.rule, skip.reason)
                 if key in seen:
                     continue
@@ -180,6 +184,19 @@ class Trace:
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 
+    def newer_opset_rules(self) -> dict[str, int]:
+        """Rules skipped because the model's default-domain opset is too old, and what each needs.
+
+        The opset comes from a `requires opset >= N`, or from an op the rule emits that only
+        opset N defines.
+        """
+        needs: dict[str, int] = {}
+        for skip in self.skips:
+            needed = _newer_opset(skip.reason)
+            if needed is not None:
+                needs[skip.rule] = max(needed, needs.get(skip.rule, 0))
+        return needs
+
     def to_json(self) -> dict[str, object]:
         """A JSON-ready dict of the trace."""
         return {
@@ -189,6 +206,64 @@ class Trace:
             "warnings": list(self.warnings),
             "counts": dict(self.counts()),
         }
+
+
+# The reasons `_applicability` gives for a rule the model's opset rules out.
+_REQUIRES = re.compile(r"^requires opset (?P<domain>\S+) (?P<op>[<>=]=?) (?P<version>\d+), ")
+_EMITS = re.compile(r"^emits `[^`]+`, which needs opset (?P<version>\d+); ")
+
+
+def _opset_skips(
+    skips: tuple[SkipEntry, ...],
+) -> tuple[dict[str, dict[str, None]], list[SkipEntry]]:
+    """Rules skipped for the model's opset, by requirement (`opset >= 23`), and the others."""
+    by_requirement: dict[str, dict[str, None]] = {}
+    others = []
+    for skip in skips:
+        requirement = _requirement(skip.reason)
+        if requirement is None:
+            others.append(skip)
+        else:
+            by_requirement.setdefault(requirement, {})[skip.rule] = None
+    return by_requirement, others
+
+
+def _requirement(reason: str) -> str | None:
+    found = _REQUIRES.match(reason)
+    if found is not None:
+        domain = found["domain"]
+        shown = "opset" if domain in ("ai.onnx", "") else f"opset {domain}"
+        return f"{shown} {found['op']} {found['version']}"
+    found = _EMITS.match(reason)
+    if found is not None:
+        return f"opset >= {found['version']}"
+    return None
+
+
+def _newer_opset(reason: str) -> int | None:
+    """The default-domain opset a skip reason asks for, when it asks for a newer one."""
+    found = _REQUIRES.match(reason)
+    if found is not None and found["domain"] in ("ai.onnx", ""):
+        version = int(found["version"])
+        return {">=": version, ">": version + 1, "==": version}.get(found["op"])
+    found = _EMITS.match(reason)
+    return int(found["version"]) if found is not None else None
+
+
+def _opset_summary(by_requirement: dict[str, dict[str, None]]) -> str:
+    """One line for every rule the model's opset rules out: how many need which opset."""
+    rules = {rule for names in by_requirement.values() for rule in names}
+    parts = [
+        f"{len(names)} {'needs' if len(names) == 1 else 'need'} {requirement}"
+        for requirement, names in sorted(
+            by_requirement.items(), key=lambda item: (-len(item[1]), item[0])
+        )
+    ]
+    noun = "rule" if len(rules) == 1 else "rules"
+    return (
+        f"skipped for the model's opset: {len(rules)} {noun} ({', '.join(parts)}); "
+        "--json lists each"
+    )
 
 
 def node_label(node: ir.Node) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import ir
 from rewriter.api import Profile, RewriteResult
-from rewriter.report._dot import INSTALL_HINT
+from rewriter.report._dot import INSTALL_HINT, graphviz_missing
 from rewriter.report._options import ReportOptions
 from rewriter.report._rewrite_page import render_rewrite_report
 from rewriter.report._stats_page import render_stats_report
@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 
 def _write_atomically(path: str | os.PathLike[str], text: str) -> None:
     target = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+    except OSError as exc:  # names the hidden temporary file: name the file asked for
+        raise ir.cannot_write(exc, os.fspath(path)) from exc
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
@@ -37,6 +40,11 @@ def _write_atomically(path: str | os.PathLike[str], text: str) -> None:
         os.umask(umask)
         Path(temporary).chmod(0o666 & ~umask)
         os.replace(temporary, target)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        if exc.filename is None or exc.filename == temporary:
+            raise ir.cannot_write(exc, os.fspath(path)) from exc
+        raise
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
@@ -73,6 +81,7 @@ def write_stats_report(
 __all__ = [
     "INSTALL_HINT",
     "ReportOptions",
+    "graphviz_missing",
     "render_rewrite_report",
     "render_stats_report",
     "write_rewrite_report",

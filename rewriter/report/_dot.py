@@ -15,6 +15,7 @@ program is missing, so the caller can fall back to text.
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Sequence
 
 from rewriter.engine import SnapshotNode
@@ -140,6 +141,17 @@ def snapshot_dot(nodes: Sequence[SnapshotNode], title: str) -> str:
 
 _SVG = re.compile(r"<svg\b.*?</svg>", re.DOTALL)
 _ID = re.compile(r'\bid="([^"]*)"')
+
+
+def graphviz_missing() -> str | None:
+    """Why pictures cannot be drawn here (the binding or `dot` is missing), or None."""
+    try:
+        import graphviz  # noqa: F401  (only whether it imports)
+    except ImportError:
+        return "the Python package `graphviz` is not installed"
+    if shutil.which("dot") is None:
+        return "the Graphviz program `dot` was not found on PATH"
+    return None
 
 
 def render_svgs(sources: Sequence[str]) -> list[str]:

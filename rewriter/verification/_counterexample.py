@@ -16,6 +16,8 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
+import ir
+
 
 def default_counterexample_path(rewritten_path: str | None) -> str:
     """`<rewritten stem>.counterexample.npz` beside the rewritten model, or in a temp dir."""
@@ -34,7 +36,10 @@ def save_counterexample(
     target = os.path.abspath(os.fspath(path))
     folder = os.path.dirname(target)
     # The folder must exist (a typo in it is reported, not silently created).
-    fd, temp = tempfile.mkstemp(prefix=".counterexample.", suffix=".tmp", dir=folder)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".counterexample.", suffix=".tmp", dir=folder)
+    except OSError as exc:  # names the hidden temporary file: name the file asked for
+        raise ir.cannot_write(exc, os.fspath(path)) from exc
     try:
         with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(raw, "w") as archive:
             for name, array in inputs.items():

@@ -8,7 +8,7 @@ import pytest
 
 import rewriter
 from rewriter._errors import RewriteError
-from rewriter.api import extract
+from rewriter.surgery import extract
 from tests.helpers import model_from_text, op_types
 
 DYNAMIC = """<ir_version: 8, opset_import: ["" : 17]>

@@ -1,4 +1,4 @@
-"""`rewrite extract` / `rewriter.api.extract`: the subgraph between values, as a runnable model."""
+"""`rewrite extract` / `rewriter.surgery.extract`: the subgraph between values, as a runnable model."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api import extract, verify_extracted
 from rewriter.cli import main
+from rewriter.surgery import extract, verify_extracted
 from tests.helpers import model_from_text, random_feeds
 
 MODELS = Path(__file__).parents[2] / "models"

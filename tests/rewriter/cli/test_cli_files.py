@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx.numpy_helper
+import onnx.parser
 import pytest
 
 from rewriter.cli import main
@@ -223,3 +224,41 @@ def test_verify_counterexample_never_replaces_a_model_or_its_data(
         assert code == 2
         assert "--counterexample" in _one_error(capsys)
     assert data.read_bytes() == before
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("option", ["-o", "--json", "--report"])
+def test_a_folder_that_takes_no_new_files_is_refused_up_front_by_the_given_path(
+    model_path, rules_path, tmp_path, capsys, option
+):
+    target = "/proc/out.onnx" if option == "-o" else "/proc/side.out"
+    out = target if option == "-o" else str(tmp_path / "o.onnx")
+    extra = [] if option == "-o" else [option, target]
+    assert _rewrite(model_path, Path(out), rules_path, *extra) == 2
+    assert _one_error(capsys) == (
+        f"rewrite: error: {target}: cannot write: the folder /proc does not accept new files"
+    )
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_an_unwritable_model_path_names_the_path_not_a_temporary_file(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import ir
+
+    model = ir.from_onnx(
+        onnx.parser.parse_model(
+            '<ir_version: 8, opset_import: ["" : 17]>\ng (float[2] x) => (float[2] y) {\n  y = Relu (x)\n}\n'
+        )
+    )
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / ".out.onnx.x.tmp"))
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(PermissionError) as caught:
+        ir.save(model, tmp_path / "out.onnx")
+    assert caught.value.filename == str(tmp_path / "out.onnx")
+    assert caught.value.strerror == f"cannot write: permission denied to create files in {tmp_path}"
+    assert list(tmp_path.iterdir()) == []

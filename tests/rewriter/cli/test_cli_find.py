@@ -9,8 +9,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from rewriter.api import find
 from rewriter.cli import main
+from rewriter.surgery import find
 from tests.helpers import assert_same_outputs, model_from_text
 
 MODELS = Path(__file__).parents[2] / "models"

@@ -1,4 +1,4 @@
-"""`rewrite graft` / `rewriter.api.graft`: B fed by A's values, as one model."""
+"""`rewrite graft` / `rewriter.surgery.graft`: B fed by A's values, as one model."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api import extract, graft, parse_connection
 from rewriter.cli import main
+from rewriter.surgery import extract, graft, parse_connection
 from tests.helpers import random_feeds
 
 MODELS = Path(__file__).parents[2] / "models"

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import onnx
+import onnx.parser
 import pytest
 
 import rewriter
@@ -303,3 +304,50 @@ def test_summary_counts_rewrites_that_assume_nonempty_and_exact_refuses_them(tmp
     shapes += ["--input-shape", "v=1x2x5x4"]
     assert main([str(path), "-o", str(out), "--force", "--exact", *shapes]) == 0
     assert "Attention" in [n.op_type for n in onnx.load(out).graph.node]
+
+
+# LayerNormalization written out, as the TorchScript exporter writes it at opset 14.
+LAYER_NORM_14 = """<ir_version: 8, opset_import: ["" : 14]>
+g (float[2, 8] x) => (float[2, 8] n) {
+  mu = ReduceMean <axes = [-1], keepdims = 1> (x)
+  d = Sub (x, mu)
+  two = Constant <value = float {2.0}> ()
+  sq = Pow (d, two)
+  var = ReduceMean <axes = [-1], keepdims = 1> (sq)
+  eps = Constant <value = float {1e-5}> ()
+  ve = Add (var, eps)
+  sd = Sqrt (ve)
+  n = Div (d, sd)
+}"""
+
+
+def test_the_summary_says_which_fusions_a_newer_opset_would_add(tmp_path, capsys):
+    source = tmp_path / "ln14.onnx"
+    onnx.save(onnx.parser.parse_model(LAYER_NORM_14), source)
+    assert main([str(source), "-o", str(tmp_path / "out.onnx"), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "with --target-opset 17, rules would also fuse 1 LayerNormalization"
+    # The claim holds: at that opset the fusion happens.
+    out17 = tmp_path / "out17.onnx"
+    assert main([str(source), "-o", str(out17), "--target-opset", "17", "--no-progress"]) == 0
+    summary = capsys.readouterr().out.splitlines()
+    assert [n.op_type for n in onnx.load(out17).graph.node] == ["LayerNormalization"]
+    assert len(summary) == 1  # no hint once the opset is the user's choice
+
+
+def test_a_report_without_graphviz_says_so_on_the_command_line(tmp_path, capsys, monkeypatch):
+    import rewriter.report._dot as dot
+
+    source = tmp_path / "ln14.onnx"
+    onnx.save(onnx.parser.parse_model(LAYER_NORM_14), source)
+    args = [str(source), "-o", str(tmp_path / "o.onnx"), "--target-opset", "17", "--no-progress"]
+    monkeypatch.setattr(dot.shutil, "which", lambda name: None)
+    assert main([*args, "--report", str(tmp_path / "r.html")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "rewrite: note: the report lists each rewrite's subgraphs as text, without pictures: "
+        "the Graphviz program `dot` was not found on PATH; for pictures, `apt-get install graphviz`"
+    )
+    monkeypatch.setattr("rewriter.report.graphviz_missing", lambda: None)
+    assert main([*args, "--report", str(tmp_path / "r2.html"), "--force"]) == 0
+    assert "without pictures" not in capsys.readouterr().err

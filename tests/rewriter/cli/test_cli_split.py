@@ -1,4 +1,4 @@
-"""`rewrite split` / `rewriter.api.split`: pipeline stages, and `rewrite verify MODEL pipeline`."""
+"""`rewrite split` / `rewriter.surgery.split`: pipeline stages, and `rewrite verify MODEL pipeline`."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api import load_pipeline, split
 from rewriter.api._flops import node_flops
-from rewriter.api._split import _balanced_cuts
 from rewriter.cli import main
+from rewriter.surgery import load_pipeline, split
+from rewriter.surgery._split import _balanced_cuts
 from tests.helpers import assert_same_outputs
 
 MODELS = Path(__file__).parents[2] / "models"

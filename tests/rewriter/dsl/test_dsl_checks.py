@@ -287,3 +287,40 @@ def test_repeat_block_checks() -> None:
         "error: `from h`: the block has no input `h`",
         "error: `to out`: the block defines no `out`",
     ]
+
+
+# -- attributes at the opsets a rule applies at ---------------------------------------------------
+
+
+def test_a_literal_attribute_the_op_lost_warns_in_a_rule_for_every_opset() -> None:
+    assert _messages("rule r: y = Mul <axis = 1> (x, 1) => y = x") == [
+        "warning: `Mul` declares `axis` only before opset 7: this line matches no newer model "
+        "(say `requires opset < 7` if that is meant)"
+    ]
+
+
+def test_a_literal_attribute_is_fine_in_a_rule_for_the_opsets_that_declare_it() -> None:
+    assert _messages("rule r requires opset < 7: y = Mul <axis = 1> (x, 1) => y = x") == []
+
+
+def test_an_attribute_bound_to_a_name_may_belong_to_an_older_version() -> None:
+    # At opset 18 ReduceMean's axes are an input: `a` binds none there, `i` the input.
+    text = (
+        "rule r requires opset >= 18: y = ReduceMean <axes = a> (x, i?) => y = x "
+        "where a == none or i == none"
+    )
+    assert _messages(text) == []
+
+
+def test_a_decomposition_rule_matches_ops_newer_than_its_requires() -> None:
+    # `requires` is judged at the --target-opset of a down-conversion: the model is newer.
+    text = 'rule r requires opset < 20: y = Gelu <approximate = "none"> (x) => y = Mul (x, x)'
+    assert [m for m in _messages(text) if m.startswith("error")] == []
+
+
+def test_a_rewrite_may_not_write_an_attribute_the_target_opsets_lack() -> None:
+    text = "rule r requires opset >= 7: y = Relu (x) => y = Dropout <is_test = 1> (x)"
+    assert [m for m in _messages(text) if m.startswith("error")] == [
+        "error: `Dropout` has no attribute `is_test` at opset >= 7 (this rule's `requires`); "
+        "only Dropout-1, Dropout-6 declared it"
+    ]

@@ -39,7 +39,7 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    rank(x) ==\n  }\n  rewrite {\n    y = x\n  }\n}\n",
-        "<string>:7:3: error: expected an expression after `==`, found `}`",
+        "<string>:6:13: error: expected an expression after `==`, found the end of the line",
     ),
     (
         "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    rank(x) = 3\n  }\n  rewrite {\n    y = x\n  }\n}\n",
@@ -47,7 +47,7 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    a +\n  }\n  rewrite {\n    y = x\n  }\n}\n",
-        "<string>:7:3: error: expected an expression after `+`, found `}`",
+        "<string>:6:7: error: expected an expression after `+`, found the end of the line",
     ),
     (
         "rule { }\n",
@@ -208,6 +208,14 @@ CASES: list[tuple[str, str]] = [
     (
         "rule r {\n  match {\n    y = LeakyRelu <alpah = a> (x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
         "<string>:3:20: error: `LeakyRelu` has no attribute `alpah`; did you mean `alpha`?",
+    ),
+    (
+        "rule r requires opset >= 7: y = Mul <axis = 1> (x, 1) => y = x\n",
+        "<string>:1:38: error: `Mul` has no attribute `axis` at opset >= 7 (this rule's `requires`); only Mul-1, Mul-6 declared it",
+    ),
+    (
+        "rule r requires opset >= 7 {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = Mul <broadcast = 1> (x, x)\n  }\n}\n",
+        "<string>:6:14: error: `Mul` has no attribute `broadcast` at opset >= 7 (this rule's `requires`); only Mul-1, Mul-6 declared it",
     ),
     (
         "rule r {\n  match {\n    y = Relu (x, z)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
@@ -503,3 +511,51 @@ def test_first_diagnostic_line(text: str, expected: str) -> None:
 def test_rule_errors_are_rule_error_subclasses() -> None:
     with pytest.raises(RuleError):
         parse("rule r: y = Mul (x, 1.0) -> y = x")
+
+
+def _rendered(text: str) -> str:
+    with pytest.raises(RuleSyntaxError) as caught:
+        parse(text)
+    (diagnostic,) = caught.value.diagnostics
+    return diagnostic.render()
+
+
+def test_a_trailing_operator_is_reported_on_its_own_line() -> None:
+    text = "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    let k = rank(x) +\n    y = Relu (x)\n  }\n}\n"
+    assert _rendered(text) == (
+        "<string>:6:21: error: expected an expression after `+`, found the end of the line\n"
+        "    let k = rank(x) +\n"
+        "                    ^\n"
+        "<string>:7:5: note: a line that ends with `+` goes on into the next one, and this line "
+        "starts a statement of its own\n"
+        "    y = Relu (x)\n"
+        "    ^"
+    )
+
+
+def test_an_operator_continuing_onto_a_real_continuation_is_not_blamed() -> None:
+    text = 'rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    rank(x) == 3 and\n    dtype(x) = "float"\n  }\n  rewrite {\n    y = x\n  }\n}\n'
+    assert _rendered(text).split("\n")[0] == (
+        "<string>:7:14: error: expected `}` or an operator, found `=` (compare with `==`)"
+    )
+
+
+def test_an_unclosed_bracket_is_shown_where_it_opened() -> None:
+    text = "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    rank(x) == (3 + 1\n  }\n  rewrite {\n    y = x\n  }\n}\n"
+    assert _rendered(text) == (
+        "<string>:7:3: error: expected `)`, found `}`\n"
+        "  }\n"
+        "  ^\n"
+        "<string>:6:16: note: the `(` opened here is not closed\n"
+        "    rank(x) == (3 + 1\n"
+        "               ^"
+    )
+
+
+def test_an_unclosed_block_is_shown_where_it_opened() -> None:
+    text = "rule r {\n  match {\n    y = Relu (x)\n  }\n  rewrite {\n    y = x\n  }\n"
+    rendered = _rendered(text).split("\n")
+    assert rendered[0] == (
+        "<string>:7:4: error: expected `}`, `match`, `rewrite` or `where`, found the end of the file"
+    )
+    assert rendered[3] == "<string>:1:8: note: the `{` opened here is not closed"

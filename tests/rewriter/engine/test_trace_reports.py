@@ -148,3 +148,39 @@ def test_long_pass_listings_are_shortened_in_explain_only(tmp_path: Path) -> Non
 def test_whole_model_entries_name_no_graph() -> None:
     (entry,) = Trace.conversion(17, 18).entries
     assert entry.describe() == "convert_version (onnx version converter): opset 17 -> opset 18"
+
+
+OPSET_RULES = """
+# Relu(x) -> LeakyRelu(x, 0) (tests the summary of skips)
+rule newer_a requires opset >= 23: y = Relu (x) => y = LeakyRelu <alpha = 0.0> (x)
+# the same
+rule newer_b requires opset >= 23: y = Relu (x) => y = LeakyRelu <alpha = 0.0> (x)
+# the same
+rule older requires opset < 13: y = Relu (x) => y = LeakyRelu <alpha = 0.0> (x)
+# Relu(x) -> Gelu(x) is wrong; it is skipped before matching, as Gelu needs opset 20
+rule emits_newer: y = Relu (x) => y = Gelu (x)
+"""
+
+RELU_MODEL = """<ir_version: 8, opset_import: ["" : 17]>
+main_graph (float[2] x) => (float[2] y) {
+    y = Relu (x)
+}"""
+
+
+def test_rules_skipped_for_the_opset_are_one_line_of_explain(tmp_path: Path, capsys) -> None:
+    rules = _write(tmp_path, "r.rw", OPSET_RULES)
+    source = tmp_path / "m.onnx"
+    onnx.save(model_from_text(RELU_MODEL), source)
+    out = tmp_path / "out.onnx"
+    json_path = tmp_path / "trace.json"
+    args = [str(source), "--rules", str(rules), "-o", str(out), "--explain", "--no-progress"]
+    assert main([*args, "--json", str(json_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "no rule fired"
+    assert lines[1] == (
+        "skipped for the model's opset: 4 rules (2 need opset >= 23, 1 needs opset < 13, "
+        "1 needs opset >= 20); --json lists each"
+    )
+    assert "skipped:" not in lines
+    skipped = json.loads(json_path.read_text())["trace"]["skipped"]
+    assert sorted(s["rule"] for s in skipped) == ["emits_newer", "newer_a", "newer_b", "older"]

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import onnx
-import onnx.compose
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api._models import as_model, set_input_shapes
+from rewriter.api import as_model, set_input_shapes
+from rewriter.surgery._validity import check_valid, give_types
 
 if TYPE_CHECKING:
     from rewriter.verification import VerifyProgress, VerifyResult
@@ -59,9 +59,8 @@ def extract(
         ir.extract(cut, inputs, outputs)
     except ir.ExtractError as exc:
         raise RewriteError(str(exc)) from None
-    problem = ir.check_model(cut)
-    if problem is not None:
-        raise RewriteError(f"the extracted model fails onnx's checker: {problem}")
+    give_types(cut, "extract")
+    check_valid(cut, "the extracted model")
     return cut
 
 
@@ -91,14 +90,15 @@ def verify_extracted(
     cut_inputs = [value.name for value in extracted.graph.inputs]
     cut_outputs = [value.name for value in extracted.graph.outputs]
     upstream = extract(source, graph_inputs, cut_inputs)
-    reference = _renamed_outputs(extract(source, graph_inputs, cut_outputs))
-    composed = onnx.compose.merge_models(
-        ir.to_onnx(upstream),
-        ir.to_onnx(extracted),
-        io_map=[(name, name) for name in cut_inputs],
-        prefix2=_PREFIX,
-    )
-    chained = ir.from_onnx(composed, base_dir=source.base_dir)
+    reference = _renamed_outputs(extract(source, graph_inputs, cut_outputs), cut_outputs)
+    # The original up to the cut's inputs, then the cut on those values (names the
+    # upstream part already uses get a prefix in the cut, subgraphs' outer reads included).
+    connections = [ir.Connection(name, name) for name in cut_inputs]
+    try:
+        chained = ir.graft(upstream, as_model(extracted), connections)
+    except ir.GraftError as exc:
+        raise RewriteError(f"cannot chain the extracted model after the original: {exc}") from None
+    chained = _renamed_outputs(chained, cut_outputs)
     return check_equivalence(
         reference,
         chained,
@@ -109,11 +109,14 @@ def verify_extracted(
     )
 
 
-def _renamed_outputs(model: ir.Model) -> ir.Model:
-    """`model` with each output `y` passed through an Identity named `extracted/y`."""
+def _renamed_outputs(model: ir.Model, names: Sequence[str]) -> ir.Model:
+    """`model` with its k-th output passed through an Identity named `extracted/names[k]`.
+
+    Both sides of the comparison get the same output names, whatever the graft renamed.
+    """
     graph = model.graph
-    for index, value in enumerate(list(graph.outputs)):
-        alias = ir.Value(_PREFIX + value.name, type=value.type or ir.fact_type(value))
+    for index, (value, name) in enumerate(zip(list(graph.outputs), names, strict=True)):
+        alias = ir.Value(_PREFIX + name, type=value.type or ir.fact_type(value))
         graph.append(ir.Node("Identity", [value], outputs=[alias]))
         graph.set_output(index, alias)
     return model

@@ -8,31 +8,24 @@ run becomes a model with `ir.extract`: its inputs are the original's inputs and 
 runs' values it reads, its outputs the values later runs or the original's outputs read, all
 by their original names. Weights stay lazy: a stage model reads and writes only its own.
 
-`load_pipeline(path)` chains the stages of a `pipeline.json` back into one model (each stage
-grafted onto the ones before by name), which `rewrite verify MODEL pipeline.json` compares
-with the original.
+The stages are saved and chained back with `_pipeline` (`write_pipeline`, `load_pipeline`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import os
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 import onnx
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api._extract import extract
-from rewriter.api._flops import node_flops
-from rewriter.api._models import as_model, set_input_shapes
+from rewriter.api import as_model, node_flops, set_input_shapes
+from rewriter.surgery._extract import extract
 
 ModelLike = str | os.PathLike[str] | ir.Model | onnx.ModelProto
-
-PIPELINE_FORMAT = "onnx-rewrite pipeline 1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,13 +88,18 @@ def _costs(model: ir.Model, nodes: Sequence[ir.Node], balance: str) -> list[int]
     for node in nodes:
         cost = 0
         for value in node.reads():
-            if value in counted or not value.is_initializer():
+            if value in counted or not _is_stored_constant(value):
                 continue
             counted.add(value)
             tensor = value.const_value
             cost += tensor.nbytes if tensor is not None else 0
         costs.append(cost)
     return costs
+
+
+def _is_stored_constant(value: ir.Value) -> bool:
+    """An initializer, dense or sparse: each stage that reads it carries its own copy."""
+    return value.is_initializer() or value.is_sparse_initializer()
 
 
 def _balanced_cuts(costs: Sequence[int], stages: int) -> list[int]:
@@ -158,7 +156,7 @@ def _boundaries(
         for value in node.reads():
             producer = value.producer()
             if producer is None:
-                if not value.is_initializer() and value.graph is model.graph:
+                if not _is_stored_constant(value) and value.graph is model.graph:
                     inputs[stage][value.name] = None
             elif stage_of.get(producer, stage) != stage:
                 inputs[stage][value.name] = None
@@ -168,67 +166,3 @@ def _boundaries(
         if producer is not None:
             outputs[stage_of[producer]][value.name] = None
     return [(list(i), list(o)) for i, o in zip(inputs, outputs, strict=True)]
-
-
-def write_pipeline(
-    stages: Sequence[Stage],
-    folder: str | os.PathLike[str],
-    model_outputs: Sequence[str],
-    *,
-    progress: Callable[[int], None] | None = None,
-) -> Path:
-    """Save the stages as `stage_K.onnx` in `folder` and `pipeline.json` listing them."""
-    root = Path(folder)
-    entries = []
-    for index, stage in enumerate(stages):
-        name = f"stage_{index}.onnx"
-        ir.save(stage.model, root / name)
-        entries.append(
-            {"model": name, "inputs": list(stage.inputs), "outputs": list(stage.outputs)}
-        )
-        if progress is not None:
-            progress(index + 1)
-    manifest = {"format": PIPELINE_FORMAT, "stages": entries, "outputs": list(model_outputs)}
-    path = root / "pipeline.json"
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
-    return path
-
-
-def load_pipeline(path: str | os.PathLike[str]) -> ir.Model:
-    """The stages of a `pipeline.json` chained into one model with the original's outputs.
-
-    Raises:
-        RewriteError: the file is not a pipeline manifest, or no stage gives one of the
-            outputs it lists.
-    """
-    manifest_path = Path(path)
-    try:
-        manifest = json.loads(manifest_path.read_text())
-        entries = manifest["stages"]
-        final = list(manifest["outputs"])
-        if manifest.get("format") != PIPELINE_FORMAT or not entries:
-            raise ValueError("not a pipeline of this tool")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RewriteError(f"{manifest_path}: not a pipeline manifest ({exc})") from None
-    chained = ir.load(manifest_path.parent / entries[0]["model"])
-    for entry in entries[1:]:
-        stage = ir.load(manifest_path.parent / entry["model"])
-        available = {value.name for value in chained.graph.values()}
-        # Inputs no earlier stage gives are the original's inputs: they stay inputs.
-        connections = [
-            ir.Connection(value.name, value.name)
-            for value in stage.graph.inputs
-            if not value.is_initializer() and value.name in available
-        ]
-        # Every value given so far stays an output: a later stage may read it.
-        given = [value.name for value in chained.graph.outputs]
-        chained = ir.graft(chained, stage, connections, keep_outputs=given)
-    graph = chained.graph
-    by_name = {value.name: value for value in graph.outputs}
-    for index in reversed(range(len(graph.outputs))):
-        graph.remove_output(index)
-    for name in final:
-        if name not in by_name:
-            raise RewriteError(f"{manifest_path}: no stage gives the output {name!r}")
-        graph.add_output(by_name[name])
-    return chained

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 import onnx
 
 import ir
-from rewriter.api._library import RulesLike, inline_files, load_rules
-from rewriter.api._models import as_model
+from rewriter.api import RulesLike, as_model, inline_files, load_rules
 from rewriter.engine import Found, find_matches
 
 

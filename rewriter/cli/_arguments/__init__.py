@@ -1,10 +1,14 @@
-"""Parsers of command-line values: counts and opset versions, with one-line errors."""
+"""Parsers of command-line values, and each command's arguments (one module per command).
+
+Value parsers give one-line errors (counts, opset versions, shapes, budgets). Nothing here
+imports onnx, numpy or onnxruntime at module level: `rewrite --help`, `--version` and usage
+errors are answered from these modules alone; a value that needs onnx to be judged (an opset
+version's range, an accuracy metric) imports it when such a value is given.
+"""
 
 from __future__ import annotations
 
 import argparse
-
-import ir
 
 
 def positive_int(text: str) -> int:
@@ -29,11 +33,13 @@ def _int_at_least(text: str, low: int, what: str) -> int:
 
 def opset_version(text: str) -> int:
     """An argparse type: a default-domain opset version that onnx defines."""
-    newest = ir.schemas.latest_opset("")
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an opset version, got {text!r}") from None
+    import ir  # the range is onnx's: known once onnx is loaded
+
+    newest = ir.schemas.latest_opset("")
     if not 1 <= value <= newest:
         raise argparse.ArgumentTypeError(
             f"onnx {_onnx_version()} defines opsets 1 to {newest}, not {value}"

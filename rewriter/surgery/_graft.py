@@ -12,23 +12,30 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import onnx
 
 import ir
 from rewriter import dsl
 from rewriter._errors import RewriteError, RuleError
-from rewriter.api._models import as_model
+from rewriter.api import as_model
+from rewriter.surgery._graft_verify import GraftPlan, GraftVerification, verify_grafted
+from rewriter.surgery._validity import check_valid, give_types
+
+if TYPE_CHECKING:
+    from rewriter.verification import VerifyProgress
 
 ModelLike = str | os.PathLike[str] | ir.Model | onnx.ModelProto
 
 
 @dataclasses.dataclass(frozen=True)
 class Grafted:
-    """The grafted model and what was done to make it fit (opset conversions)."""
+    """The grafted model, what was done to make it fit (opset conversions), where A meets B."""
 
     model: ir.Model
     notes: tuple[str, ...]
+    plan: GraftPlan
 
 
 def graft(
@@ -60,14 +67,83 @@ def graft(
     for connection in connections:
         if connection.adapter is None:
             _check_types_meet(first, second, connection)
+    b_inputs = {value.name: value for value in second.graph.inputs}
+    b_outputs = list(second.graph.outputs)
+    # Where each connected input of B is read: after the graft, those places read its feed.
+    places = {c.b_input: _first_place(b_inputs.get(c.b_input), b_outputs) for c in connections}
     try:
         model = ir.graft(first, second, connections, keep_outputs=keep_outputs)
     except ir.GraftError as exc:
         raise RewriteError(f"graft: {exc}") from None
-    problem = ir.check_model(model)
-    if problem is not None:
-        raise RewriteError(f"the grafted model fails onnx's checker: {problem}")
-    return Grafted(model, tuple(notes))
+    # A kept value of A may be an intermediate no value_info types: its fact does.
+    give_types(model, "graft")
+    check_valid(model, "the grafted model")
+    plan = _plan(model, connections, places, [v.name for v in b_outputs], keep_outputs)
+    return Grafted(model, tuple(notes), plan)
+
+
+def verify(
+    a: ModelLike,
+    b: ModelLike,
+    grafted: Grafted,
+    *,
+    examples: int = 20,
+    seed: int = 0,
+    progress: VerifyProgress | None = None,
+) -> GraftVerification:
+    """Check `grafted` against A and B on generated inputs (see `verify_grafted`)."""
+    first, second = as_model(a), as_model(b)
+    return verify_grafted(
+        first,
+        second,
+        as_model(grafted.model),
+        grafted.plan,
+        examples=examples,
+        seed=seed,
+        progress=progress,
+    )
+
+
+# Where a B input is read: (node, input index), its output position, or None if unread.
+_Place = tuple[ir.Node, int] | int | None
+
+
+def _first_place(value: ir.Value | None, outputs: Sequence[ir.Value]) -> _Place:
+    if value is None:
+        return None
+    uses = value.uses
+    if uses:
+        return uses[0].node, uses[0].index
+    return next((i for i, v in enumerate(outputs) if v is value), None)
+
+
+def _plan(
+    model: ir.Model,
+    connections: Sequence[ir.Connection],
+    places: dict[str, _Place],
+    b_output_names: Sequence[str],
+    keep_outputs: Sequence[str],
+) -> GraftPlan:
+    """Where A's and B's parts meet in the grafted model, by name."""
+    b_inputs, feeds = [], []
+    for connection in connections:
+        place = places[connection.b_input]
+        if place is None:
+            continue  # B never reads this input: nothing of B depends on it
+        if isinstance(place, int):
+            feed = model.graph.outputs[place]
+        else:
+            node, index = place
+            read = node.inputs[index]
+            assert read is not None, "a connected input is read by its feed"
+            feed = read
+        b_inputs.append(connection.b_input)
+        feeds.append(feed.name)
+    b_outputs = [v.name for v in list(model.graph.outputs)[: len(b_output_names)]]
+    a_values = dict.fromkeys([*(c.a_output for c in connections), *keep_outputs])
+    return GraftPlan(
+        tuple(b_inputs), tuple(feeds), tuple(b_output_names), tuple(b_outputs), tuple(a_values)
+    )
 
 
 def _check_types_meet(a: ir.Model, b: ir.Model, connection: ir.Connection) -> None:
