@@ -36,6 +36,7 @@ from ir._core import (
     UnsetType,
     Value,
 )
+from ir._runtime_ops import find_runtime_op, runtime_op_types
 from ir._serde import lift_type, lower_node, lower_type
 from ir._serde_tensors import tensor_to_proto
 from ir._shape_disputes import has_disputed_dims
@@ -173,9 +174,10 @@ def infer_node_types(
 ) -> list[Type | None] | None:
     """Output types of one node from its inputs' facts, via onnx's per-node inference.
 
-    Returns None when onnx has no schema for the op at that opset (custom domains), and
-    raises `NodeInferenceError` when inference rejects the node (wrong input types, bad
-    attributes) — a sign the node is ill-typed.
+    An op onnxruntime runs in the default domain where onnx has no schema (`_runtime_ops`) is
+    typed from that table. Returns None when neither knows the op at that opset (custom
+    domains), and raises `NodeInferenceError` when inference rejects the node (wrong input
+    types, bad attributes) — a sign the node is ill-typed.
     """
     domain = _schemas.normalize_domain(node.domain)
     version = opset_imports.get(domain, opset_imports.get("ai.onnx") if domain == "" else None)
@@ -183,7 +185,11 @@ def infer_node_types(
         return None
     schema = _schemas.find_schema(node.op_type, domain, version)
     if schema is None:
-        return None
+        runtime = find_runtime_op(node.op_type, domain, version)
+        if runtime is None:
+            return None
+        inputs = [type_of(value) if value is not None else None for value in node.inputs]
+        return runtime_op_types(runtime, node, inputs)
     node_proto = lower_node(node)
     input_types: dict[str, onnx.TypeProto] = {}
     input_data: dict[str, onnx.TensorProto] = {}
