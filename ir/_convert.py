@@ -69,14 +69,7 @@ def _stand_in_runtime_ops(proto: onnx.ModelProto, current: int | None, target: i
     if current is None:
         return 0
     moved = 0
-    for node in _all_nodes(proto.graph):
-        if node.domain not in ("", "ai.onnx"):
-            continue
-        if find_schema(node.op_type, node.domain, current) is not None:
-            continue
-        op = find_runtime_op(node.op_type, node.domain, current)
-        if op is None:
-            continue
+    for node, op in _runtime_nodes(proto.graph, current):
         if not _converts(op, target):
             raise ConversionError(
                 f"cannot convert from opset {current} to {target}: node "
@@ -90,6 +83,20 @@ def _stand_in_runtime_ops(proto: onnx.ModelProto, current: int | None, target: i
     if moved:
         proto.opset_import.append(onnx.helper.make_opsetid(_STAND_IN_DOMAIN, 1))
     return moved
+
+
+def _runtime_nodes(
+    graph: onnx.GraphProto, opset: int
+) -> Iterator[tuple[onnx.NodeProto, RuntimeOp]]:
+    """The nodes of onnxruntime's ops onnx has no schema for at `opset` (subgraphs too)."""
+    for node in _all_nodes(graph):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if find_schema(node.op_type, node.domain, opset) is not None:
+            continue
+        op = find_runtime_op(node.op_type, node.domain, opset)
+        if op is not None:
+            yield node, op
 
 
 def _converts(op: RuntimeOp, target: int) -> bool:
@@ -215,8 +222,30 @@ def check_model(model: Model) -> str | None:
     if proto.ByteSize() > 2**31 - 1:
         return None  # too big for the in-memory checker; the per-rewrite checks still ran
     try:
-        onnx.checker.check_model(proto)
+        check_proto(proto)
     except (onnx.checker.ValidationError, RuntimeError, ValueError) as exc:
         lines = str(exc).strip().splitlines()
         return lines[0] if lines else type(exc).__name__
     return None
+
+
+def check_proto(proto: onnx.ModelProto) -> None:
+    """Onnx's checker on `proto`, reading onnxruntime's default-domain ops as custom ops.
+
+    onnx has no schema for them (`_runtime_ops`), so its checker would refuse every model
+    that holds one, although onnxruntime runs it; their nodes are checked like a custom
+    domain's. `proto` is not changed.
+
+    Raises:
+        onnx.checker.ValidationError: what onnx's checker raises.
+    """
+    versions = {entry.domain: entry.version for entry in proto.opset_import}
+    opset = versions.get("", versions.get("ai.onnx"))
+    if opset is not None and next(_runtime_nodes(proto.graph, opset), None) is not None:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        for node, _ in list(_runtime_nodes(copy.graph, opset)):
+            node.domain = _STAND_IN_DOMAIN
+        copy.opset_import.append(onnx.helper.make_opsetid(_STAND_IN_DOMAIN, 1))
+        proto = copy
+    onnx.checker.check_model(proto)
