@@ -128,7 +128,7 @@ def _runtime_schema(op: RuntimeOp) -> onnx.defs.OpSchema:
     if statistics:
         constraints.append(("U", list(_STATISTICS_TYPES), ""))
     attributes = [
-        schema_class.Attribute(name, schema_class.AttrType.__members__[kind.name], "")
+        schema_class.Attribute(name, getattr(schema_class.AttrType, kind.name), "")
         for name, kind in op.attributes
     ]
     return schema_class(
