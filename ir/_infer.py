@@ -48,6 +48,9 @@ INFERRED = "inferred_type"
 # dims onnx's inference (which exporters write value_info with) and onnxruntime compute
 # differently (see `_shape_disputes`). Its inferred type alone says what is known.
 UNSURE_DECLARED_DIMS = "unsure_declared_dims"
+# Set on a graph output whose declared rank the graph contradicts (an exporter's stale output
+# type, which onnxruntime only warns about): its declared shape is no fact at all.
+DECLARED_RANK_WRONG = "declared_rank_wrong"
 # Constant inputs up to this many elements are handed to node inference as data, so that
 # Reshape/Expand/Slice-style ops get static output shapes.
 _DATA_ELEMENTS_LIMIT = 64
@@ -78,6 +81,8 @@ def fact_type(value: Value) -> Type | None:
     meta = value.meta if value._meta else None
     if meta is not None and meta.get(UNSURE_DECLARED_DIMS):
         declared = _without_dims(declared)
+    if meta is not None and meta.get(DECLARED_RANK_WRONG) and isinstance(declared, TensorType):
+        declared = TensorType(declared.dtype)
     inferred = meta.get(INFERRED) if meta is not None else None
     if inferred is None:
         return declared

@@ -43,6 +43,7 @@ from ir import _shape_ops_elementwise, _shape_ops_nn, _shape_ops_tensor
 from ir._core import Dim, Graph, Model, Node, TensorType, Type, Value, topological_order
 from ir._enums import DataType
 from ir._infer import (
+    DECLARED_RANK_WRONG,
     INFERRED,
     UNSURE_DECLARED_DIMS,
     NodeInferenceError,
@@ -324,6 +325,9 @@ class _Walk:
         # Values computed from an op only onnxruntime defines (onnx's inference stops there):
         # typed node by node; their declared dims stay facts.
         self.typed_by_node: dict[Value, None] = {}
+        # Graph outputs whose declared rank the graph contradicts: their declared shape is no
+        # fact (`DECLARED_RANK_WRONG`).
+        self.wrong_rank: dict[Value, None] = {}
         self.invented: dict[str, None] = {}
         self.untrusted = _container_symbols(onnx_types.values(), declared)
         self.printed: dict[str, DimExpr] = {}
@@ -397,6 +401,12 @@ class _Walk:
                 theirs = self._unify(per_node[index], theirs)
             if distrusted and theirs is not None:
                 theirs = (None,) * len(theirs)
+            if _rank_conflict(mine.shape, theirs) and value.is_graph_output():
+                # onnx keeps a graph output's declared type where its own inference finds
+                # another rank (an exporter's stale output type: a Reshape to 3 dims
+                # declared 2-D); the rule's rank holds for every input, the declared does not.
+                theirs = None
+                self.wrong_rank[value] = None
             self.shapes[value] = self._unify(mine.shape, theirs)
             if mine.data is not None and self._may_hold_elements(value):
                 self.elements[value] = mine.data
@@ -554,6 +564,9 @@ class _Walk:
             unsure = value in self.downstream and _has_declared_dims(value)
             if unsure:
                 value.meta[UNSURE_DECLARED_DIMS] = True
+            if value in self.wrong_rank:
+                value.meta[DECLARED_RANK_WRONG] = True
+                unsure = True
             if fact is None or (not unsure and _declared_covers(value, fact)):
                 continue
             value.meta[INFERRED] = fact
@@ -577,6 +590,10 @@ class _Walk:
             printed = to_dim(final)
             dims.append(aliases.get(printed, printed) if isinstance(printed, str) else printed)
         return TensorType(dtype, tuple(dims))
+
+
+def _rank_conflict(mine: Shape | None, theirs: Shape | None) -> bool:
+    return mine is not None and theirs is not None and len(mine) != len(theirs)
 
 
 def _container_symbols(types: Iterable[Any], declared: frozenset[str]) -> frozenset[str]:
