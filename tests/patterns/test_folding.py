@@ -860,6 +860,57 @@ CASES = [
         False,
     ),
     (
+        "merge_slices_on_two_axes",
+        _model(
+            "z = Constant <value = int64[1] {0}> ()\n o = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n two = Constant <value = int64[1] {2}> ()\n"
+            " a0 = Constant <value = int64[1] {0}> ()\n a1 = Constant <value = int64[1] {-1}> ()\n"
+            " t = Slice (x, o, e, a0, two)\n y = Slice (t, z, e, a1, two)",
+            inputs="float[5, 4] x",
+            outputs="float[2, 2] y",
+        ),
+        ["Slice"],
+        True,
+    ),
+    (
+        # one axis twice: the slices compose into other bounds, not by listing the axis twice
+        "merge_slices_on_two_axes",
+        _model(
+            "z = Constant <value = int64[1] {0}> ()\n o = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n two = Constant <value = int64[1] {2}> ()\n"
+            " a0 = Constant <value = int64[1] {1}> ()\n"
+            " t = Slice (x, o, e, a0)\n y = Slice (t, o, e, a0)",
+            inputs="float[5, 4] x",
+            outputs="float[5, 2] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "merge_slices_on_two_axes_shared",
+        _model(
+            "z = Constant <value = int64[1] {0}> ()\n o = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n two = Constant <value = int64[1] {2}> ()\n"
+            " a0 = Constant <value = int64[1] {2}> ()\n a1 = Constant <value = int64[1] {3}> ()\n"
+            " t = Slice (x, z, e, a0, two)\n y = Slice (t, z, e, a1, two)\n w = Slice (t, o, e, a1, two)",
+            inputs="float[1, 3, 4, 4] x",
+            outputs="float[1, 3, 2, 2] y, float[1, 3, 2, 2] w",
+        ),
+        # y reads x directly; t stays for w (its last reader: the plain rule's case)
+        ["Constant"] * 6 + ["Slice", "Slice", "Slice"],
+        True,
+    ),
+    (
+        # the inner Slice has no other reader: the plain rule merges it away instead
+        "merge_slices_on_two_axes_shared",
+        _model(
+            "z = Constant <value = int64[1] {0}> ()\n o = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n two = Constant <value = int64[1] {2}> ()\n"
+            " a0 = Constant <value = int64[1] {2}> ()\n a1 = Constant <value = int64[1] {3}> ()\n"
+            " t = Slice (x, z, e, a0, two)\n y = Slice (t, z, e, a1, two)",
+            inputs="float[1, 3, 4, 4] x",
+            outputs="float[1, 3, 2, 2] y",
+        ),
+        None,
+        False,
+    ),
+    (
         "slices_to_split",
         _model(
             "z = Constant <value = int64[1] {0}> ()\n k = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n ax = Constant <value = int64[1] {1}> ()\n"
