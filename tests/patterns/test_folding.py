@@ -181,6 +181,28 @@ CASES = [
         False,
     ),
     (
+        # the batch dim is unknown (no symbol): -1 gives it back
+        "eliminate_noop_reshape_restating_dims",
+        _model(
+            "s = Constant <value = int64[2] {-1, 4}> ()\n t = Reshape (x, s)\n y = Softmax (t)",
+            inputs="float[?, 4] x",
+            outputs="float[?, 4] y",
+        ),
+        ["Softmax"],
+        True,
+    ),
+    (
+        # x has rank 3: the Reshape merges two of its dims
+        "eliminate_noop_reshape_restating_dims",
+        _model(
+            "s = Constant <value = int64[2] {-1, 4}> ()\n t = Reshape (x, s)\n y = Softmax (t)",
+            inputs="float[?, 2, 2] x",
+            outputs="float[?, 4] y",
+        ),
+        None,
+        False,
+    ),
+    (
         "eliminate_noop_expand",
         _model("s = Constant <value = int64[1] {4}> ()\n t = Expand (x, s)\n y = Relu (t)"),
         ["Relu"],
