@@ -50,7 +50,7 @@ from rewriter.verification._approximation import (
     measure_approximation,
     plain_samples,
 )
-from rewriter.verification._bisect import find_first_bad
+from rewriter.verification._bisect import find_first_bad, load_failure
 from rewriter.verification._calibration import collect_calibration
 from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
 from rewriter.verification._compare import (
@@ -132,6 +132,7 @@ __all__ = [
     "find_first_bad",
     "format_metric",
     "load_counterexample",
+    "load_failure",
     "measure",
     "measure_approximation",
     "oracle_model",

@@ -140,3 +140,25 @@ def find_first_bad(
     assert verdicts.get(bad - 1) == "", "bisection lost its good neighbour"
     logger.info("rewrite %d broke equivalence: %s", bad, verdicts[bad])
     return bad
+
+
+def load_failure(
+    candidate: ModelSource, *, level: str = DISABLED, providers: Sequence[str] | None = None
+) -> str | None:
+    """Why onnxruntime cannot load `candidate` (its own error, on one line), or None.
+
+    None also when the model loads, or when it holds an op onnxruntime does not know (the
+    reference evaluator runs those: such a model is not refused for it). `level` as in
+    `find_first_bad`.
+    """
+    try:
+        loaded = load_model(candidate, "model")
+        if level == ENABLED:
+            open_optimized(loaded, providers)
+        else:
+            open_session(loaded, providers)
+    except (VerifyError, ir.IRError) as exc:
+        text = str(exc)
+        marker = "onnxruntime cannot load the model: "
+        return text.split(marker, 1)[1] if marker in text else text
+    return None
