@@ -933,6 +933,40 @@ CASES = [
         False,
     ),
     (
+        "gemm_between_reshapes_to_matmul",
+        _model(
+            " f = Constant <value = int64[2] {-1, 4}> ()\n a = Reshape (x, f)\n g = Gemm <transB = 1> (a, w, c)\n s = Shape (x)\n i0 = Constant <value = int64[1] {0}> ()\n i1 = Constant <value = int64[1] {1}> ()\n d0 = Gather (s, i0)\n d1 = Gather (s, i1)\n m = Constant <value = int64[1] {-1}> ()\n t = Concat <axis = 0> (d0, d1, m)\n y = Reshape (g, t)",
+            inputs="float[T, B, 4] x",
+            outputs="float[T, B, 3] y",
+            inits="float[3, 4] w = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, float[3] c = {1, 2, 3}",
+        ),
+        # the shape computation is left to dead-code elimination
+        [
+            "Shape",
+            "Constant",
+            "Constant",
+            "Gather",
+            "Gather",
+            "Constant",
+            "Concat",
+            "MatMul",
+            "Add",
+        ],
+        True,
+    ),
+    (
+        # the leading dims come back swapped: a transposition, not the flattened dims restored
+        "gemm_between_reshapes_to_matmul",
+        _model(
+            " f = Constant <value = int64[2] {-1, 4}> ()\n a = Reshape (x, f)\n g = Gemm <transB = 1> (a, w, c)\n s = Shape (x)\n i0 = Constant <value = int64[1] {1}> ()\n i1 = Constant <value = int64[1] {0}> ()\n d0 = Gather (s, i0)\n d1 = Gather (s, i1)\n m = Constant <value = int64[1] {-1}> ()\n t = Concat <axis = 0> (d0, d1, m)\n y = Reshape (g, t)",
+            inputs="float[T, B, 4] x",
+            outputs="float[B, T, 3] y",
+            inits="float[3, 4] w = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, float[3] c = {1, 2, 3}",
+        ),
+        None,
+        False,
+    ),
+    (
         "slices_to_split",
         _model(
             "z = Constant <value = int64[1] {0}> ()\n k = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n ax = Constant <value = int64[1] {1}> ()\n"
