@@ -13,6 +13,7 @@ the first rewrite after which onnxruntime's own optimizations break the model.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -159,6 +160,10 @@ def load_failure(
             open_session(loaded, providers)
     except (VerifyError, ir.IRError) as exc:
         text = str(exc)
-        marker = "onnxruntime cannot load the model: "
-        return text.split(marker, 1)[1] if marker in text else text
+        found = _CANNOT_LOAD.search(text)
+        return (text[found.end() :] if found else text).rstrip(".")
     return None
+
+
+# How `open_session` and `open_optimized` word a refusal, before onnxruntime's own error.
+_CANNOT_LOAD = re.compile(r"onnxruntime cannot load the model[^:]*: ")
