@@ -1020,37 +1020,6 @@ CASES = [
         True,
     ),
     (
-        "materialize_reshape_shape_symbolic_nonempty",
-        _model(
-            "s = Shape (x)\n a = Constant <value = int64[1] {0}> ()\n b = Constant <value = int64[1] {1}> ()\n c = Constant <value = int64[1] {2}> ()\n n = Slice (s, a, b)\n w = Slice (s, b, c)\n k = Constant <value = int64[1] {6}> ()\n t = Concat <axis = 0> (n, b, w, k)\n y = Reshape (x, t)",
-            inputs="float[N, M, 6] x",
-            outputs="float[N, 1, M, 6] y",
-        ),
-        [
-            "Shape",
-            "Constant",
-            "Constant",
-            "Constant",
-            "Slice",
-            "Slice",
-            "Constant",
-            "Concat",
-            "Reshape",
-        ],
-        True,
-    ),
-    (
-        # the -1 needs no copied dim beside it: the exact rule's case
-        "materialize_reshape_shape_symbolic_nonempty",
-        _model(
-            "s = Shape (x)\n y = Reshape (x, s)",
-            inputs="float[N, M, 3] x",
-            outputs="float[N, M, 3] y",
-        ),
-        None,
-        False,
-    ),
-    (
         "materialize_reshape_shape_symbolic",
         _model(
             "s = Shape (z)\n y = Reshape (x, s)",

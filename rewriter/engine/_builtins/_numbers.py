@@ -203,11 +203,9 @@ def count_unknown(ctx: EvalContext, dims: Any) -> Any:
 @builtin(
     "reshape_dims",
     "a Reshape shape input giving `target` from `source`: static dims, 0 where a symbolic "
-    "dim equals source's at the same index, one -1; none when that cannot express it "
-    "(`nonempty = true`: a -1 may stand beside a copied dim, for rules that assume nonempty)",
-    keywords=("nonempty",),
+    "dim equals source's at the same index, one -1; none when that cannot express it",
 )
-def reshape_dims(ctx: EvalContext, target: Any, source: Any, nonempty: Any = False) -> Any:
+def reshape_dims(ctx: EvalContext, target: Any, source: Any) -> Any:
     """The shape input of a Reshape from `source`'s shape to `target`.
 
     Static dims are kept; a symbolic dim equal to the source's dim at the same index becomes
@@ -215,8 +213,7 @@ def reshape_dims(ctx: EvalContext, target: Any, source: Any, nonempty: Any = Fal
     a 0 dim, more than one dim is left unknown, or a -1 would stand beside a copied dim: the
     copied dim may be 0 at run time, and -1 (the size divided by the other dims) is undefined
     then, where the computed shape it replaces was not (onnxruntime rejects [0, -1] on an
-    empty batch). With `nonempty` that last case is accepted: a rule that `assumes nonempty`
-    states that no dim is 0.
+    empty batch).
     """
     if target is UNKNOWN or source is UNKNOWN:
         return UNKNOWN
@@ -232,7 +229,7 @@ def reshape_dims(ctx: EvalContext, target: Any, source: Any, nonempty: Any = Fal
         else:
             inferred += 1
             dims.append(-1)
-    if inferred > 1 or (inferred == 1 and 0 in dims and not nonempty):
+    if inferred > 1 or (inferred == 1 and 0 in dims):
         return None
     return dims
 
