@@ -564,7 +564,7 @@ class _Walk:
             unsure = value in self.downstream and _has_declared_dims(value)
             if unsure:
                 value.meta[UNSURE_DECLARED_DIMS] = True
-            if value in self.wrong_rank:
+            if value in self.wrong_rank or _contradicts_declared_rank(value, shape):
                 value.meta[DECLARED_RANK_WRONG] = True
                 unsure = True
             if fact is None or (not unsure and _declared_covers(value, fact)):
@@ -594,6 +594,11 @@ class _Walk:
 
 def _rank_conflict(mine: Shape | None, theirs: Shape | None) -> bool:
     return mine is not None and theirs is not None and len(mine) != len(theirs)
+
+
+def _contradicts_declared_rank(value: Value, shape: Shape | None) -> bool:
+    """A graph output whose declared rank is not the rank the graph computes for it."""
+    return value.is_graph_output() and _rank_conflict(shape, _declared_shape(value))
 
 
 def _container_symbols(types: Iterable[Any], declared: frozenset[str]) -> frozenset[str]:
