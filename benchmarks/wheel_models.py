@@ -185,7 +185,19 @@ def verify_exit(path: Path, target: int | None, examples: int) -> tuple[int, str
             command += ["--target-opset", str(target)]
         done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
     lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-    return done.returncode, (lines[-1] if lines else "")
+    # The line that says why (the blamed rewrite, or why no rewrite is to blame), not the
+    # closing "counterexample saved" / "not writing" lines.
+    reasons = [line for line in lines if line.startswith(_REASONS)]
+    return done.returncode, (reasons or lines or [""])[-1]
+
+
+_REASONS = (
+    "first non-equivalent rewrite",
+    "first rewrite after which",
+    "onnxruntime",
+    "the untouched model",
+    "rewrite: error",
+)
 
 
 def measure(entry: dict[str, Any], examples: int) -> Row:
