@@ -184,11 +184,14 @@ def verify_exit(path: Path, target: int | None, examples: int) -> tuple[int, str
         if target is not None:
             command += ["--target-opset", str(target)]
         done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
+    # The line that says why (the blamed rewrite, or why no rewrite is to blame: printed on
+    # stderr after the table), not the closing "not writing" line.
+    for stream in (done.stderr, done.stdout):
+        reasons = [line for line in stream.splitlines() if line.startswith(_REASONS)]
+        if reasons:
+            return done.returncode, reasons[-1]
     lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-    # The line that says why (the blamed rewrite, or why no rewrite is to blame), not the
-    # closing "counterexample saved" / "not writing" lines.
-    reasons = [line for line in lines if line.startswith(_REASONS)]
-    return done.returncode, (reasons or lines or [""])[-1]
+    return done.returncode, (lines or [""])[-1]
 
 
 _REASONS = (
