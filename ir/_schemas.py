@@ -77,15 +77,15 @@ def find_schema(
 ) -> onnx.defs.OpSchema | None:
     """The schema in force at `opset` (latest when None); None if the op does not exist then.
 
-    With `runtime`, an op onnxruntime runs in the default domain where onnx has no schema
-    (`find_runtime_op`) gets one written from onnxruntime's (for code that builds models
-    onnxruntime runs, such as rule checking; rewriting itself only writes onnx's ops).
+    With `runtime`, an op that onnx does not define in any version but onnxruntime runs in
+    the default domain (`find_runtime_op`: `SimplifiedLayerNormalization`, the old
+    experimental ops) gets a schema written from onnxruntime's, for code that builds models
+    onnxruntime runs, such as rule checking; rewriting itself only writes onnx's ops. An op
+    onnx defines from a later opset (`LayerNormalization` before 17) gets none: code that
+    builds it uses onnx's own version.
     """
     versions = _all_versions(op_type, domain)
-    if runtime:
-        found = find_schema(op_type, domain, opset)
-        if found is not None:
-            return found
+    if runtime and not versions:
         op = find_runtime_op(op_type, domain, opset)
         return _runtime_schema(op) if op is not None else None
     if not versions:

@@ -1,8 +1,8 @@
 """Rules that match onnxruntime's own default-domain ops load, lint and check like others.
 
-`SimplifiedLayerNormalization` (every opset) and `LayerNormalization` below opset 17 exist only
-in onnxruntime; models it runs hold them, so rules may match them: lint knows their inputs,
-outputs and attributes, and check-rules builds instances that onnxruntime runs.
+`SimplifiedLayerNormalization` exists only in onnxruntime (at every opset); models it runs hold
+it, so rules may match it: lint knows its inputs, outputs and attributes, and check-rules
+builds instances that onnxruntime runs.
 """
 
 from __future__ import annotations
@@ -38,17 +38,6 @@ rule wrong_rms_norm_dropped {
   }
 }
 
-# Neg(Neg(LayerNormalization(x, s, b))) -> LayerNormalization(x, s, b), onnxruntime's op
-rule neg_twice_after_old_layer_norm requires opset < 17 {
-  match {
-    n = LayerNormalization (_x, _s, _b)
-    t = Neg (n)
-    y = Neg (t)
-  }
-  rewrite {
-    y = Identity (n)
-  }
-}
 """
 
 
@@ -66,10 +55,6 @@ def test_a_correct_rule_on_simplified_layer_normalization_verifies(reports):
 
 def test_a_wrong_rule_on_simplified_layer_normalization_fails(reports):
     assert reports["wrong_rms_norm_dropped"] is Status.FAILED
-
-
-def test_a_rule_on_layer_normalization_below_17_verifies(reports):
-    assert reports["neg_twice_after_old_layer_norm"] is Status.VERIFIED
 
 
 def test_lint_still_refuses_an_attribute_the_op_does_not_have(tmp_path: Path):
