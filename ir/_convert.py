@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Iterator
 
 import onnx
 import onnx.checker
@@ -10,7 +12,11 @@ import onnx.helper
 import onnx.version_converter
 
 from ir._core import IRError, Model
+from ir._runtime_ops import RuntimeOp, find_runtime_op
+from ir._schemas import find_schema
 from ir._serde import from_onnx, to_onnx
+
+logger = logging.getLogger(__name__)
 
 
 class ConversionError(IRError):
@@ -27,12 +33,15 @@ def convert_version(model: Model, target: int) -> Model:
     if current == target:
         return model
     proto = to_onnx(model)
+    stand_ins = _stand_in_runtime_ops(proto, current, target)
     try:
         converted = onnx.version_converter.convert_version(proto, target)
     except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
         raise ConversionError(
             f"cannot convert from opset {current} to {target}: {_converter_message(exc)}"
         ) from exc
+    if stand_ins:
+        _restore_runtime_ops(converted, target)
     _drop_added_value_info(proto.graph, converted.graph)
     # onnx's converter leaves local functions out of the model it returns; their calls would
     # then name no function. Bodies are converted like the graph (the checker wants one
@@ -40,6 +49,98 @@ def convert_version(model: Model, target: int) -> Model:
     del converted.functions[:]
     converted.functions.extend(_convert_function(f, target) for f in proto.functions)
     return from_onnx(converted, base_dir=model.base_dir)
+
+
+# onnxruntime's default-domain ops (`_runtime_ops`) cross onnx's converter in this domain, which
+# it passes through untouched; they come back to the default domain as the standard op of the
+# same meaning, or as themselves where onnxruntime still runs them at the target opset.
+_STAND_IN_DOMAIN = "ir.onnxruntime.default_domain"
+
+
+def _stand_in_runtime_ops(proto: onnx.ModelProto, current: int | None, target: int) -> int:
+    """Move the runtime-only ops of `proto` (graphs and subgraphs) to the stand-in domain.
+
+    Returns how many nodes moved.
+
+    Raises:
+        ConversionError: such an op has no standard counterpart at `target` and onnxruntime
+            does not run it there (it would refuse the converted model).
+    """
+    if current is None:
+        return 0
+    moved = 0
+    for node, op in _runtime_nodes(proto.graph, current):
+        if not _converts(op, target):
+            raise ConversionError(
+                f"cannot convert from opset {current} to {target}: node "
+                f"{node.name or node.op_type!r} is onnxruntime's {op.op_type!r}, which it runs "
+                f"in the default domain only from opset {op.first_opset} to "
+                f"{(op.end_opset or target) - 1}, and onnx has no op of the same meaning at "
+                f"opset {target}"
+            )
+        node.domain = _STAND_IN_DOMAIN
+        moved += 1
+    if moved:
+        proto.opset_import.append(onnx.helper.make_opsetid(_STAND_IN_DOMAIN, 1))
+    return moved
+
+
+def _runtime_nodes(
+    graph: onnx.GraphProto, opset: int
+) -> Iterator[tuple[onnx.NodeProto, RuntimeOp]]:
+    """The nodes of onnxruntime's ops onnx has no schema for at `opset` (subgraphs too)."""
+    for node in _all_nodes(graph):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if find_schema(node.op_type, node.domain, opset) is not None:
+            continue
+        op = find_runtime_op(node.op_type, node.domain, opset)
+        if op is not None:
+            yield node, op
+
+
+def _converts(op: RuntimeOp, target: int) -> bool:
+    """Whether `op` can be written at `target`: as its standard op, or as itself."""
+    if op.standard_since is not None and target >= op.standard_since:
+        return True
+    return op.runs_at(target)
+
+
+def _restore_runtime_ops(proto: onnx.ModelProto, target: int) -> None:
+    """Put the stand-ins back in the default domain (as the standard op at `target`)."""
+    kept_ops: dict[str, int] = {}
+    for node in _all_nodes(proto.graph):
+        if node.domain != _STAND_IN_DOMAIN:
+            continue
+        node.domain = ""
+        op = find_runtime_op(node.op_type, "", None)
+        assert op is not None, f"{node.op_type} was moved to the stand-in domain"
+        if op.standard_op is not None and target >= (op.standard_since or target + 1):
+            node.op_type = op.standard_op
+            continue
+        kept_ops[node.op_type] = kept_ops.get(node.op_type, 0) + 1
+    for op_type, count in kept_ops.items():
+        logger.warning(
+            "kept %d %s node(s) as they are at opset %d: onnxruntime's own op in the default "
+            "domain (onnx defines none), which onnxruntime runs at that opset",
+            count,
+            op_type,
+            target,
+        )
+    kept = [entry for entry in proto.opset_import if entry.domain != _STAND_IN_DOMAIN]
+    del proto.opset_import[:]
+    proto.opset_import.extend(kept)
+
+
+def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """The nodes of `graph` and of every graph nested in its nodes' attributes."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attribute.g)
+            for sub in attribute.graphs:
+                yield from _all_nodes(sub)
 
 
 # The converter's C++ assertions: "<file>:<line>: <function>: Assertion `false` failed: <text>".
@@ -78,6 +179,7 @@ def _convert_function(function: onnx.FunctionProto, target: int) -> onnx.Functio
         [onnx.ValueInfoProto(name=name) for name in function.output],
     )
     wrapper = onnx.helper.make_model(body, opset_imports=list(function.opset_import))
+    stand_ins = _stand_in_runtime_ops(wrapper, current, target)
     try:
         converted = onnx.version_converter.convert_version(wrapper, target)
     except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
@@ -85,6 +187,8 @@ def _convert_function(function: onnx.FunctionProto, target: int) -> onnx.Functio
             f"cannot convert function `{function.domain}.{function.name}` from opset "
             f"{current} to {target}: {_converter_message(exc)}"
         ) from exc
+    if stand_ins:
+        _restore_runtime_ops(converted, target)
     result = onnx.FunctionProto()
     result.CopyFrom(function)
     del result.node[:]
@@ -118,8 +222,30 @@ def check_model(model: Model) -> str | None:
     if proto.ByteSize() > 2**31 - 1:
         return None  # too big for the in-memory checker; the per-rewrite checks still ran
     try:
-        onnx.checker.check_model(proto)
+        check_proto(proto)
     except (onnx.checker.ValidationError, RuntimeError, ValueError) as exc:
         lines = str(exc).strip().splitlines()
         return lines[0] if lines else type(exc).__name__
     return None
+
+
+def check_proto(proto: onnx.ModelProto) -> None:
+    """Onnx's checker on `proto`, reading onnxruntime's default-domain ops as custom ops.
+
+    onnx has no schema for them (`_runtime_ops`), so its checker would refuse every model
+    that holds one, although onnxruntime runs it; their nodes are checked like a custom
+    domain's. `proto` is not changed.
+
+    Raises:
+        onnx.checker.ValidationError: what onnx's checker raises.
+    """
+    versions = {entry.domain: entry.version for entry in proto.opset_import}
+    opset = versions.get("", versions.get("ai.onnx"))
+    if opset is not None and next(_runtime_nodes(proto.graph, opset), None) is not None:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        for node, _ in list(_runtime_nodes(copy.graph, opset)):
+            node.domain = _STAND_IN_DOMAIN
+        copy.opset_import.append(onnx.helper.make_opsetid(_STAND_IN_DOMAIN, 1))
+        proto = copy
+    onnx.checker.check_model(proto)

@@ -36,6 +36,7 @@ from ir._core import (
     UnsetType,
     Value,
 )
+from ir._runtime_ops import find_runtime_op, runtime_op_types
 from ir._serde import lift_type, lower_node, lower_type
 from ir._serde_tensors import tensor_to_proto
 from ir._shape_disputes import has_disputed_dims
@@ -47,6 +48,9 @@ INFERRED = "inferred_type"
 # dims onnx's inference (which exporters write value_info with) and onnxruntime compute
 # differently (see `_shape_disputes`). Its inferred type alone says what is known.
 UNSURE_DECLARED_DIMS = "unsure_declared_dims"
+# Set on a graph output whose declared rank the graph contradicts (an exporter's stale output
+# type, which onnxruntime only warns about): its declared shape is no fact at all.
+DECLARED_RANK_WRONG = "declared_rank_wrong"
 # Constant inputs up to this many elements are handed to node inference as data, so that
 # Reshape/Expand/Slice-style ops get static output shapes.
 _DATA_ELEMENTS_LIMIT = 64
@@ -77,6 +81,8 @@ def fact_type(value: Value) -> Type | None:
     meta = value.meta if value._meta else None
     if meta is not None and meta.get(UNSURE_DECLARED_DIMS):
         declared = _without_dims(declared)
+    if meta is not None and meta.get(DECLARED_RANK_WRONG) and isinstance(declared, TensorType):
+        declared = TensorType(declared.dtype)
     inferred = meta.get(INFERRED) if meta is not None else None
     if inferred is None:
         return declared
@@ -173,9 +179,10 @@ def infer_node_types(
 ) -> list[Type | None] | None:
     """Output types of one node from its inputs' facts, via onnx's per-node inference.
 
-    Returns None when onnx has no schema for the op at that opset (custom domains), and
-    raises `NodeInferenceError` when inference rejects the node (wrong input types, bad
-    attributes) — a sign the node is ill-typed.
+    An op onnxruntime runs in the default domain where onnx has no schema (`_runtime_ops`) is
+    typed from that table. Returns None when neither knows the op at that opset (custom
+    domains), and raises `NodeInferenceError` when inference rejects the node (wrong input
+    types, bad attributes) — a sign the node is ill-typed.
     """
     domain = _schemas.normalize_domain(node.domain)
     version = opset_imports.get(domain, opset_imports.get("ai.onnx") if domain == "" else None)
@@ -183,7 +190,11 @@ def infer_node_types(
         return None
     schema = _schemas.find_schema(node.op_type, domain, version)
     if schema is None:
-        return None
+        runtime = find_runtime_op(node.op_type, domain, version)
+        if runtime is None:
+            return None
+        inputs = [type_of(value) if value is not None else None for value in node.inputs]
+        return runtime_op_types(runtime, node, inputs)
     node_proto = lower_node(node)
     input_types: dict[str, onnx.TypeProto] = {}
     input_data: dict[str, onnx.TensorProto] = {}

@@ -13,6 +13,7 @@ import onnx.defs
 
 from ir._core import Attr
 from ir._enums import AttrType
+from ir._runtime_ops import OutputTypes, RuntimeOp, find_runtime_op, runtime_op_names
 from ir._serde import lift_type
 from ir._serde_tensors import ProtoTensor
 
@@ -72,10 +73,21 @@ def schema_versions(op_type: str, domain: str = "") -> tuple[onnx.defs.OpSchema,
 
 
 def find_schema(
-    op_type: str, domain: str = "", opset: int | None = None
+    op_type: str, domain: str = "", opset: int | None = None, *, runtime: bool = False
 ) -> onnx.defs.OpSchema | None:
-    """The schema in force at `opset` (latest when None); None if the op does not exist then."""
+    """The schema in force at `opset` (latest when None); None if the op does not exist then.
+
+    With `runtime`, an op that onnx does not define in any version but onnxruntime runs in
+    the default domain (`find_runtime_op`: `SimplifiedLayerNormalization`, the old
+    experimental ops) gets a schema written from onnxruntime's, for code that builds models
+    onnxruntime runs, such as rule checking; rewriting itself only writes onnx's ops. An op
+    onnx defines from a later opset (`LayerNormalization` before 17) gets none: code that
+    builds it uses onnx's own version.
+    """
     versions = _all_versions(op_type, domain)
+    if runtime and not versions:
+        op = find_runtime_op(op_type, domain, opset)
+        return _runtime_schema(op) if op is not None else None
     if not versions:
         return None
     if opset is None:
@@ -87,6 +99,48 @@ def find_schema(
     if chosen is not None and chosen.deprecated:
         return None
     return chosen
+
+
+_FLOAT_TYPES = ("tensor(float16)", "tensor(float)", "tensor(double)", "tensor(bfloat16)")
+_STATISTICS_TYPES = ("tensor(float)", "tensor(double)", "tensor(bfloat16)")
+
+
+@functools.cache
+def _runtime_schema(op: RuntimeOp) -> onnx.defs.OpSchema:
+    """An OpSchema (not registered anywhere) saying what onnxruntime's schema of `op` says."""
+    schema_class = onnx.defs.OpSchema
+    optional = schema_class.FormalParameterOption.Optional
+    single = schema_class.FormalParameterOption.Single
+    inputs = [
+        schema_class.FormalParameter(
+            name, "T", param_option=single if index < op.required_inputs else optional
+        )
+        for index, name in enumerate(op.inputs)
+    ]
+    statistics = op.output_types is OutputTypes.NORMALIZATION
+    outputs = [
+        schema_class.FormalParameter(
+            name, "U" if index and statistics else "T", param_option=optional if index else single
+        )
+        for index, name in enumerate(op.outputs)
+    ]
+    constraints = [("T", list(_FLOAT_TYPES), "")]
+    if statistics:
+        constraints.append(("U", list(_STATISTICS_TYPES), ""))
+    attributes = [
+        schema_class.Attribute(name, getattr(schema_class.AttrType, kind.name), "")
+        for name, kind in op.attributes
+    ]
+    return schema_class(
+        op.op_type,
+        "",
+        op.first_opset,
+        doc="onnxruntime's op in the default domain",
+        inputs=inputs,
+        outputs=outputs,
+        type_constraints=constraints,
+        attributes=attributes,
+    )
 
 
 @functools.cache
@@ -245,9 +299,11 @@ def latest_opset(domain: str = "") -> int:
 
 __all__ = [
     "InputArity",
+    "RuntimeOp",
     "attribute_default",
     "attribute_names",
     "attribute_type",
+    "find_runtime_op",
     "find_schema",
     "input_arity",
     "input_names",
@@ -259,6 +315,7 @@ __all__ = [
     "op_exists",
     "op_names",
     "output_arity",
+    "runtime_op_names",
     "schema_versions",
     "since_version",
 ]

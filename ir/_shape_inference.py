@@ -43,6 +43,7 @@ from ir import _shape_ops_elementwise, _shape_ops_nn, _shape_ops_tensor
 from ir._core import Dim, Graph, Model, Node, TensorType, Type, Value, topological_order
 from ir._enums import DataType
 from ir._infer import (
+    DECLARED_RANK_WRONG,
     INFERRED,
     UNSURE_DECLARED_DIMS,
     NodeInferenceError,
@@ -57,6 +58,8 @@ from ir._inference_scopes import (
     restore_outputs,
     types_by_value,
 )
+from ir._runtime_ops import find_runtime_op, runtime_op_names
+from ir._schemas import find_schema
 from ir._shape_disputes import has_disputed_dims
 from ir._shape_facts import OutputFacts, RuleTable, Shape, ShapeData
 from ir._shape_ops_tensor import tensor_data
@@ -71,6 +74,7 @@ RULES: RuleTable = {
 }
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _NOTHING = OutputFacts()
+_RUNTIME_OP_NAMES = runtime_op_names()
 # Ops whose onnx inference gives wrong dims when an input dim is symbolic: Attention (23) with
 # a past key and value gives the total sequence length as 0. Their outputs keep only onnx's
 # rank unless every input dim is a number.
@@ -102,6 +106,7 @@ def infer_types(model: Model) -> int:
         return _record_onnx_types(onnx_types)
     walk = _Walk(model, onnx_types, prepared.declared_symbols, per_node=inferred is None)
     walk.downstream = downstream
+    walk.typed_by_node = _computed_from(_runtime_nodes(model))
     walk.run()
     return walk.record(prepared)
 
@@ -112,6 +117,28 @@ def _disputed_nodes(model: Model) -> dict[Node, None]:
     for graph in _inferred_graphs(model):
         for node in graph:
             if has_disputed_dims(node):
+                found[node] = None
+    return found
+
+
+def _runtime_nodes(model: Model) -> dict[Node, None]:
+    """The nodes of ops only onnxruntime defines at the model's opset (see `_runtime_ops`).
+
+    onnx's inference types neither them nor anything computed from them: the walk types
+    those values node by node, the runtime ops from their table.
+    """
+    opsets = model.opset_imports
+    opset = opsets.get("", opsets.get("ai.onnx"))
+    if opset is None:
+        return {}
+    found: dict[Node, None] = {}
+    for graph in _inferred_graphs(model):
+        for node in graph:
+            if (
+                node.op_type in _RUNTIME_OP_NAMES
+                and find_schema(node.op_type, node.domain, opset) is None
+                and find_runtime_op(node.op_type, node.domain, opset) is not None
+            ):
                 found[node] = None
     return found
 
@@ -295,6 +322,12 @@ class _Walk:
         # Values computed from a node with disputed dims: onnx's inference did not see them
         # (typed node by node here), and their declared dims are no facts.
         self.downstream: dict[Value, None] = {}
+        # Values computed from an op only onnxruntime defines (onnx's inference stops there):
+        # typed node by node; their declared dims stay facts.
+        self.typed_by_node: dict[Value, None] = {}
+        # Graph outputs whose declared rank the graph contradicts: their declared shape is no
+        # fact (`DECLARED_RANK_WRONG`).
+        self.wrong_rank: dict[Value, None] = {}
         self.invented: dict[str, None] = {}
         self.untrusted = _container_symbols(onnx_types.values(), declared)
         self.printed: dict[str, DimExpr] = {}
@@ -352,7 +385,9 @@ class _Walk:
         found: Sequence[OutputFacts] = ()
         if rule is not None:
             found = rule(node, self) or ()
-        hidden = any(value in self.downstream for value in node.outputs)
+        hidden = any(
+            value in self.downstream or value in self.typed_by_node for value in node.outputs
+        )
         per_node = self._node_inference(node) if self.per_node or hidden else ()
         distrusted = has_disputed_dims(node) or (
             node.op_type in _WRONG_ON_SYMBOLS and not self._static_inputs(node)
@@ -366,6 +401,12 @@ class _Walk:
                 theirs = self._unify(per_node[index], theirs)
             if distrusted and theirs is not None:
                 theirs = (None,) * len(theirs)
+            if _rank_conflict(mine.shape, theirs) and value.is_graph_output():
+                # onnx keeps a graph output's declared type where its own inference finds
+                # another rank (an exporter's stale output type: a Reshape to 3 dims
+                # declared 2-D); the rule's rank holds for every input, the declared does not.
+                theirs = None
+                self.wrong_rank[value] = None
             self.shapes[value] = self._unify(mine.shape, theirs)
             if mine.data is not None and self._may_hold_elements(value):
                 self.elements[value] = mine.data
@@ -523,6 +564,9 @@ class _Walk:
             unsure = value in self.downstream and _has_declared_dims(value)
             if unsure:
                 value.meta[UNSURE_DECLARED_DIMS] = True
+            if value in self.wrong_rank or _contradicts_declared_rank(value, shape):
+                value.meta[DECLARED_RANK_WRONG] = True
+                unsure = True
             if fact is None or (not unsure and _declared_covers(value, fact)):
                 continue
             value.meta[INFERRED] = fact
@@ -546,6 +590,15 @@ class _Walk:
             printed = to_dim(final)
             dims.append(aliases.get(printed, printed) if isinstance(printed, str) else printed)
         return TensorType(dtype, tuple(dims))
+
+
+def _rank_conflict(mine: Shape | None, theirs: Shape | None) -> bool:
+    return mine is not None and theirs is not None and len(mine) != len(theirs)
+
+
+def _contradicts_declared_rank(value: Value, shape: Shape | None) -> bool:
+    """A graph output whose declared rank is not the rank the graph computes for it."""
+    return value.is_graph_output() and _rank_conflict(shape, _declared_shape(value))
 
 
 def _container_symbols(types: Iterable[Any], declared: frozenset[str]) -> frozenset[str]:

@@ -84,6 +84,13 @@ _UNARY = [
     "GroupNormalization",
     "RMSNormalization",
     "CastLike",
+    # onnxruntime's elementwise ops in the default domain (see `_runtime_ops`).
+    "SimplifiedLayerNormalization",
+    "Affine",
+    "ImageScaler",
+    "ParametricSoftplus",
+    "Scale",
+    "ScaledTanh",
 ]
 _BROADCASTING = [
     "Add",

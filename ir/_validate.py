@@ -42,6 +42,7 @@ from ir._core import (
     topological_order,
 )
 from ir._enums import DataType
+from ir._runtime_ops import find_runtime_op
 from ir._schemas import find_schema, is_known_domain, normalize_domain, since_version
 from ir._serde_origin import DeferredSource, origin_of
 from ir._serde_tensors import (
@@ -198,11 +199,11 @@ class _OpCheck:
     def _problem(self, domain: str, op_type: str) -> str | None:
         """Why `op_type` cannot be used in `domain`, or None when it can (or is unchecked).
 
-        Only ops that no version of the standard domain defines are refused. An op of a newer
-        opset than the imported one is allowed: onnxruntime's own optimizer writes
+        Only ops that no version of the standard domain defines, and that onnxruntime does not
+        run in that domain at the imported opset either (`_runtime_ops`), are refused. An op
+        of a newer opset than the imported one is allowed: onnxruntime's own optimizer writes
         `LayerNormalization` into opset-14 models (its kernel is registered from opset 1),
-        and such models run. The rewriter has no schema for such a node at the model's
-        opset, so its facts stay unknown and no rule relies on them.
+        and such models run.
         """
         if (domain, op_type) in self._functions or not is_known_domain(domain):
             return None
@@ -211,10 +212,23 @@ class _OpCheck:
             return None  # no import (an old model): the implied opset is unknown
         if find_schema(op_type, domain, version) is not None:
             return None
+        if find_runtime_op(op_type, domain, version) is not None:
+            return None
         if since_version(op_type, domain) is None:
             opset = f"{normalize_domain(domain) or 'ai.onnx'} opset {version}"
-            return f"op {op_type!r} does not exist in {opset}"
+            return f"op {op_type!r} does not exist in {opset}" + _runtime_note(op_type, domain)
         return None
+
+
+def _runtime_note(op_type: str, domain: str) -> str:
+    """Where onnxruntime runs an op onnx does not define (it refuses the node elsewhere)."""
+    op = find_runtime_op(op_type, domain, None)
+    if op is None or op.end_opset is None:
+        return ""
+    return (
+        f", and onnxruntime runs its own {op_type!r} in that domain only from opset "
+        f"{op.first_opset} to {op.end_opset - 1}"
+    )
 
 
 def _attribute_names(node: Node) -> frozenset[str]:

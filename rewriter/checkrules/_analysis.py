@@ -210,7 +210,7 @@ def _line_possible(line: rules.NodePattern, opset: int) -> bool:
         domain = ir.schemas.normalize_domain(ref.domain)
         if not ir.schemas.is_known_domain(domain) or domain != "":
             return True
-        schema = ir.schemas.find_schema(ref.op_type, domain, opset)
+        schema = ir.schemas.find_schema(ref.op_type, domain, opset, runtime=True)
         if schema is None:
             continue
         arity = ir.schemas.input_arity(schema)
@@ -396,7 +396,7 @@ def _extra_dtypes(
 def _line_takes(line: rules.NodePattern, opsets: dict[str, int], dtype: ir.DataType) -> bool:
     for ref in line.ops:
         domain = ir.schemas.normalize_domain(ref.domain)
-        schema = ir.schemas.find_schema(ref.op_type, domain, opsets.get(domain, 1))
+        schema = ir.schemas.find_schema(ref.op_type, domain, opsets.get(domain, 1), runtime=True)
         if schema is None or not schema.inputs:
             continue
         if f"tensor({dtype.onnx_name})" in _allowed_strings(schema, _data_type_var(schema)):
@@ -425,7 +425,9 @@ def _base_dtypes(
         accepted: set[ir.DataType] = set()
         for ref in line.ops:
             domain = ir.schemas.normalize_domain(ref.domain)
-            schema = ir.schemas.find_schema(ref.op_type, domain, opsets.get(domain, 1))
+            schema = ir.schemas.find_schema(
+                ref.op_type, domain, opsets.get(domain, 1), runtime=True
+            )
             if schema is None or not schema.inputs:
                 accepted = set(PREFERRED_DTYPES)
                 break

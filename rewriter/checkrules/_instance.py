@@ -125,7 +125,7 @@ class _Build:
         ref = self.choices.pick(("op", index), refs)
         domain = ir.schemas.normalize_domain(ref.domain)
         opset = self.opsets.get(domain, 1)
-        schema = ir.schemas.find_schema(ref.op_type, domain, opset)
+        schema = ir.schemas.find_schema(ref.op_type, domain, opset, runtime=True)
         slots = self._slots(index, line, schema)
         fixed, keys = self._attributes(line)
         lb = LineBuild(
@@ -161,7 +161,10 @@ class _Build:
         domain = ir.schemas.normalize_domain(ref.domain)
         if domain and not ir.schemas.is_known_domain(domain):
             return True
-        return ir.schemas.find_schema(ref.op_type, domain, self.opsets.get(domain, 1)) is not None
+        return (
+            ir.schemas.find_schema(ref.op_type, domain, self.opsets.get(domain, 1), runtime=True)
+            is not None
+        )
 
     def _slots(self, index: int, line: rules.NodePattern, schema: Any) -> list[Slot]:
         arity = ir.schemas.input_arity(schema) if schema is not None else None
@@ -489,8 +492,6 @@ def _graph_outputs(plan: RulePlan) -> list[str]:
 
 def build_instance(plan: RulePlan, choices: Choices) -> Instance:
     """Build one instance from `choices` (raises RejectedError when it does not type-check)."""
-    import onnx
-
     build = _Build(plan, choices)
     for index in plan.order:
         build.build_line(index)
@@ -503,7 +504,7 @@ def build_instance(plan: RulePlan, choices: Choices) -> Instance:
         except DynamicError as exc:
             raise RejectedError(str(exc)) from exc
     try:
-        onnx.checker.check_model(proto)
+        ir.check_proto(proto)
     except Exception as exc:  # the checker's own error types vary across onnx versions
         raise RejectedError(f"onnx checker: {_first_line(exc)}") from exc
     return Instance(

@@ -155,7 +155,7 @@ class LineBuild:
         self.op_type = op_type
         self.domain = domain
         self.opset = opset
-        self.schema = ir.schemas.find_schema(op_type, domain, opset)
+        self.schema = ir.schemas.find_schema(op_type, domain, opset, runtime=True)
         self.slots = slots
         self.fixed_attrs = fixed_attrs
         self.attr_keys = attr_keys

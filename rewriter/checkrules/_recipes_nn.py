@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import ir
-from rewriter.checkrules._line import LineBuild, RecipeError, Shape, Slot
+from rewriter.checkrules._line import LineBuild, RecipeError, Shape, Slot, TensorSpec
 from rewriter.checkrules._recipes import axis_in, float_attr, open_attributes, recipe
 from rewriter.checkrules._values import EPSILONS
 
@@ -363,7 +363,7 @@ def matmul(lb: LineBuild) -> None:
     open_attributes(lb, len(a_shape))
 
 
-@recipe("LayerNormalization", "RMSNormalization")
+@recipe("LayerNormalization", "RMSNormalization", "SimplifiedLayerNormalization")
 def layer_normalization(lb: LineBuild) -> None:
     """X of rank >= 1; scale and bias have the normalized shape x.shape[axis:]."""
     x = lb.slots[0]
@@ -379,6 +379,25 @@ def layer_normalization(lb: LineBuild) -> None:
     for slot in lb.slots[1:]:
         lb.set(slot, lb.dtype_for(slot.position), shape[axis:])
     open_attributes(lb, len(shape))
+    if ir.schemas.find_schema(lb.op_type, lb.domain, lb.opset) is None:
+        _runtime_normalization_types(lb, shape, axis)
+
+
+def _runtime_normalization_types(lb: LineBuild, shape: Shape, axis: int) -> None:
+    """Output types of onnxruntime's own normalization (onnx's inference does not know it).
+
+    Y is like X; the statistics have `stash_type` (float; onnxruntime's kernels take no
+    other for SimplifiedLayerNormalization) and X's dims before `axis`, 1 from it on.
+    """
+    stash = lb.attrs.get("stash_type", int(ir.DataType.FLOAT))
+    if stash != int(ir.DataType.FLOAT):
+        raise RecipeError(f"{lb.op_type}: onnxruntime's kernels keep statistics in float")
+    x = lb.slots[0].resolved
+    dtype = x.dtype if x is not None else lb.dtype_for(0)
+    stats = (*shape[:axis], *(1,) * (len(shape) - axis))
+    specs = [TensorSpec(dtype, tuple(shape))]
+    specs += [TensorSpec(ir.DataType.FLOAT, stats)] * (max(lb.output_count, 1) - 1)
+    lb.output_specs = specs
 
 
 @recipe("Softmax", "LogSoftmax", "Hardmax")

@@ -498,9 +498,46 @@ def _verify_and_bisect(
             file=sys.stderr,
         )
     elif bad == 0:
-        print(
-            "the untouched model already disagrees on the counterexample: no rewrite is to "
-            "blame (the criterion may be too tight for this model: see --factor)",
-            file=sys.stderr,
-        )
+        print(_untouched_disagrees(args, prefix(0), level), file=sys.stderr)
     return verdict
+
+
+def _untouched_disagrees(args: argparse.Namespace, untouched: ir.Model, level: str) -> str:
+    """Why the model with no rewrite applied already fails the check, and what would help.
+
+    With `--target-opset` it is the converted model: when onnxruntime cannot load that, the
+    conversion is at fault, not the criterion. `level` is the optimization level that failed.
+    """
+    from rewriter.verification import load_failure
+
+    failure = load_failure(untouched, level=level)
+    if failure is None:
+        return (
+            "the untouched model already disagrees on the counterexample: no rewrite is to "
+            "blame (the criterion may be too tight for this model: see --factor)"
+        )
+    optimized = level == "ORT_ENABLE_ALL"
+    runtime = (
+        "onnxruntime with its graph optimizations (ORT_ENABLE_ALL)"
+        if optimized
+        else ("onnxruntime")
+    )
+    what = (
+        "the untouched model"
+        if args.target_opset is None
+        else f"the model converted to opset {args.target_opset} before any rewrite"
+    )
+    helps = []
+    if args.target_opset is not None:
+        helps.append("rewrite without --target-opset (the model runs at its own opset)")
+        helps.append("with a lower --target-opset that onnxruntime loads")
+    if optimized and load_failure(untouched, level="ORT_DISABLE_ALL") is None:
+        helps.append(
+            "verify without that check (--no-ort-enable-all) if you run the model with "
+            "onnxruntime's optimizations off, where it loads"
+        )
+    advice = f": {'; or '.join(helps)}" if helps else ""
+    return (
+        f"{runtime} cannot load {what}: {failure}. No rewrite is to blame, and no comparison "
+        f"criterion would accept it{advice}"
+    )

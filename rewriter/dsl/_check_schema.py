@@ -51,8 +51,14 @@ def is_checked(ref: ast.OpRef) -> bool:
 
 
 def known_op(ref: ast.OpRef) -> bool:
-    """True when the op exists in some version of its (checked) domain."""
-    return ref.op_type in ir.schemas.op_names(ref.domain)
+    """True when the op exists in some version of its (checked) domain.
+
+    onnxruntime's own ops in the default domain (`SimplifiedLayerNormalization`, see
+    `ir.schemas.find_runtime_op`) count: models it runs hold them, and rules may match them.
+    """
+    if ref.op_type in ir.schemas.op_names(ref.domain):
+        return True
+    return ir.schemas.find_runtime_op(ref.op_type, ref.domain, None) is not None
 
 
 def check_op_exists(ref: ast.OpRef, report: Reporter) -> bool:
@@ -343,12 +349,18 @@ def _arities(op_type: str, domain: str) -> tuple[tuple[Count, ...], tuple[Count,
     versions = ir.schemas.schema_versions(op_type, domain)
     inputs = tuple(_range(ir.schemas.input_arity(s)) for s in versions)
     outputs = tuple(_range(ir.schemas.output_arity(s)) for s in versions)
+    runtime = ir.schemas.find_runtime_op(op_type, domain, None)
+    if runtime is not None:
+        inputs += (Count(runtime.required_inputs, len(runtime.inputs)),)
+        outputs += (Count(1, len(runtime.outputs)),)
     return inputs, outputs
 
 
 @functools.cache
 def _attribute_names(op_type: str, domain: str) -> frozenset[str]:
-    return ir.schemas.attribute_names(op_type, domain)
+    names = ir.schemas.attribute_names(op_type, domain)
+    runtime = ir.schemas.find_runtime_op(op_type, domain, None)
+    return names if runtime is None else names | runtime.attribute_names()
 
 
 def _range(arity: ir.schemas.InputArity) -> Count:

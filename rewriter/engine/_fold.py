@@ -5,7 +5,10 @@ shape the node declares: the foldable nodes of a graph run in one onnxruntime se
 (`_runtime.run_nodes`), and a result is kept only when onnxruntime produced a tensor whose
 dtype matches the node's known output type. Nodes onnxruntime cannot run are left as they
 are (one session per node finds which, when the batch fails). Shape and Size of values whose
-shape is fully static fold from the facts, without running anything. Only pure standard ops
+shape is fully static fold from the facts, without running anything, and so does any small
+integer value whose elements the facts know (`ir.shape_elements`: the head size read back
+from a tensor whose other dims are dynamic, through Shape, Gather, Slice, Concat, Cast, ...).
+Only pure standard ops
 fold (`_purity`); a node whose result would exceed `max_output_bytes` stays, but the nodes
 after it may still fold (it then goes as dead code). DequantizeLinear never folds: it holds a
 quantized weight on purpose.
@@ -64,7 +67,7 @@ def fold_constants(
     touched: dict[ir.Node, None] = {}
     log = ChangeLog()
     for graph in list(model.graphs()):
-        region = _foldable_region(graph, purity)
+        region = _foldable_region(graph, purity, _default_opset(model.opset_imports))
         if not region:
             continue
         values = _evaluate(region, model.opset_imports)
@@ -89,20 +92,24 @@ def fold_constants(
     )
 
 
-def _foldable_region(graph: ir.Graph, purity: Purity) -> list[ir.Node]:
+def _foldable_region(graph: ir.Graph, purity: Purity, opset: int) -> list[ir.Node]:
     """The nodes of `graph` that compute from constants only, in topological order."""
     region: list[ir.Node] = []
     computed: set[ir.Value] = set()
     for node in ir.topological_order(graph):
         if not _is_foldable(node, purity):
             continue
-        if _fold_shape_op(node) is None and not all(
+        if _fold_shape_op(node, opset) is None and not all(
             value is None or value in computed or _small_constant(value) for value in node.inputs
         ):
             continue
         region.append(node)
         computed.update(out for out in node.outputs if out.name)
     return region
+
+
+def _default_opset(opsets: Mapping[str, int]) -> int:
+    return opsets.get("", opsets.get("ai.onnx", 0))
 
 
 def _is_foldable(node: ir.Node, purity: Purity) -> bool:
@@ -131,7 +138,7 @@ def _evaluate(
     values: dict[ir.Value, np.ndarray[Any, Any]] = {}
     to_run: list[ir.Node] = []
     for node in region:
-        static = _fold_shape_op(node)
+        static = _fold_shape_op(node, _default_opset(opsets))
         if static is not None:
             values.update(zip(node.outputs, static, strict=False))
         else:
@@ -230,8 +237,11 @@ def _constant_node_name(node: ir.Node, out: ir.Value) -> str:
     return f"{out.name}/Constant"
 
 
-def _fold_shape_op(node: ir.Node) -> list[np.ndarray[Any, Any]] | None:
-    if node.op_type not in ("Shape", "Size") or not node.inputs or node.inputs[0] is None:
+def _fold_shape_op(node: ir.Node, opset: int) -> list[np.ndarray[Any, Any]] | None:
+    """The outputs of `node` from the facts alone, or None when they do not give them."""
+    if node.op_type not in ("Shape", "Size"):
+        return _known_elements(node, opset)
+    if not node.inputs or node.inputs[0] is None:
         return None
     dims = _facts.shape_of(node.inputs[0])
     if dims is None or not all(isinstance(d, int) for d in dims):
@@ -247,3 +257,31 @@ def _fold_shape_op(node: ir.Node) -> list[np.ndarray[Any, Any]] | None:
         rank if end is None else max(0, min(rank, int(end) + rank if int(end) < 0 else int(end)))
     )
     return [np.array(static[start_i:end_i], dtype=np.int64)]
+
+
+# Integer dtypes a shape value may have (what shape computations use).
+_SHAPE_DTYPES = {ir.DataType.INT64: np.int64, ir.DataType.INT32: np.int32}
+
+
+def _known_elements(node: ir.Node, opset: int) -> list[np.ndarray[Any, Any]] | None:
+    """The output of `node` from the facts, when they know every element of it.
+
+    Only for a node with one output, a small integer tensor of rank 0 or 1; None otherwise.
+    """
+    if len(node.outputs) != 1 or node.op_type == "Constant":
+        return None
+    out = node.outputs[0]
+    dtype = _facts.dtype_of(out)
+    dims = _facts.shape_of(out)
+    if dtype not in _SHAPE_DTYPES or dims is None or len(dims) > 1:
+        return None
+    static = [d for d in dims if isinstance(d, int)]
+    if len(static) != len(dims):
+        return None
+    elements = ir.shape_elements(out, opset)
+    if elements is None or not all(isinstance(e, int) for e in elements):
+        return None
+    array = np.array(elements, dtype=_SHAPE_DTYPES[dtype])
+    if array.size != int(np.prod(static)):
+        return None
+    return [array.reshape(static)]

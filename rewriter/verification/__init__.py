@@ -51,7 +51,7 @@ from rewriter.verification._approximation import (
     measure_approximation,
     plain_samples,
 )
-from rewriter.verification._bisect import find_first_bad
+from rewriter.verification._bisect import find_first_bad, load_failure
 from rewriter.verification._calibration import collect_calibration
 from rewriter.verification._check import (
     VerifyProgress,
@@ -144,6 +144,7 @@ __all__ = [
     "find_first_bad",
     "format_metric",
     "load_counterexample",
+    "load_failure",
     "measure",
     "measure_approximation",
     "oracle_model",

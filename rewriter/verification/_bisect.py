@@ -13,6 +13,7 @@ the first rewrite after which onnxruntime's own optimizations break the model.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -143,3 +144,29 @@ def find_first_bad(
     assert verdicts.get(bad - 1) == "", "bisection lost its good neighbour"
     logger.info("rewrite %d broke equivalence: %s", bad, verdicts[bad])
     return bad
+
+
+def load_failure(
+    candidate: ModelSource, *, level: str = DISABLED, providers: Sequence[str] | None = None
+) -> str | None:
+    """Why onnxruntime cannot load `candidate` (its own error, on one line), or None.
+
+    None also when the model loads, or when it holds an op onnxruntime does not know (the
+    reference evaluator runs those: such a model is not refused for it). `level` as in
+    `find_first_bad`.
+    """
+    try:
+        loaded = load_model(candidate, "model")
+        if level == ENABLED:
+            open_optimized(loaded, providers)
+        else:
+            open_session(loaded, providers)
+    except (VerifyError, ir.IRError) as exc:
+        text = str(exc)
+        found = _CANNOT_LOAD.search(text)
+        return (text[found.end() :] if found else text).rstrip(".")
+    return None
+
+
+# How `open_session` and `open_optimized` word a refusal, before onnxruntime's own error.
+_CANNOT_LOAD = re.compile(r"onnxruntime cannot load the model[^:]*: ")

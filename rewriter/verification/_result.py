@@ -232,6 +232,14 @@ class VerifyResult:
         """Which option would accept a mismatch, or what a level's disagreement means."""
         if self.ok:
             return ""
+        if self.failing_level == "ORT_ENABLE_ALL" and any(
+            "cannot load" in o.note for o in self.outputs if not o.ok
+        ):
+            return (
+                "onnxruntime cannot load the rewritten model with its graph optimizations "
+                "(ORT_ENABLE_ALL), although it runs it with them off (--no-ort-enable-all "
+                "skips that check)"
+            )
         if self.failing_level == "ORT_ENABLE_ALL":
             return (
                 "the rewritten model is accurate with onnxruntime's optimizations off but not "

@@ -507,3 +507,59 @@ def test_shape_inference_does_not_import_onnxruntime() -> None:
         "assert 'onnxruntime' not in sys.modules, 'onnxruntime was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_a_graph_output_declared_with_another_rank_than_computed_is_no_fact() -> None:
+    # An exporter's stale output type (ddddocr's OCR model): the Reshape gives 3 dims, the
+    # output says 2; onnxruntime returns 3 dims and only warns.
+    proto = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 6] x) => (float[1, N] y) {
+        s = Shape (x)
+        z = Constant <value = int64[1] {0}> ()
+        n = Gather (s, z)
+        k = Constant <value = int64[2] {2, -1}> ()
+        t = Concat <axis = 0> (n, k)
+        y = Reshape (x, t)
+    }
+    """)
+    model = ir.from_onnx(proto)
+    ir.infer_types(model)
+    fact = ir.fact_type(model.graph.outputs[0])
+    (computed,) = session(proto).run(None, {"x": np.zeros((4, 6), np.float32)})
+    assert computed.shape == (4, 2, 3)
+    assert isinstance(fact, ir.TensorType)
+    assert fact.shape is not None
+    assert len(fact.shape) == 3
+    for dim, size in zip(fact.shape, computed.shape, strict=True):
+        assert dim in (None, "N", size)
+
+
+def test_a_graph_output_declared_with_another_rank_is_no_fact_where_onnx_infers_none() -> None:
+    # onnxruntime's quantizer writes value_info with an element type and no shape for the
+    # output too (ddddocr's int8 OCR model): onnx's inference then gives it no shape, the walk
+    # finds rank 3 from the computed shape, the output declaration says 2.
+    proto = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 6] x) => (float[1, N] y) {
+        s = Shape (x)
+        z = Constant <value = int64[1] {0}> ()
+        n = Gather (s, z)
+        k = Constant <value = int64[2] {2, -1}> ()
+        t = Concat <axis = 0> (n, k)
+        y = Reshape (x, t)
+    }
+    """)
+    proto.graph.value_info.append(
+        onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    )
+    model = ir.from_onnx(proto)
+    ir.infer_types(model)
+    fact = ir.fact_type(model.graph.outputs[0])
+    (computed,) = session(proto).run(None, {"x": np.zeros((4, 6), np.float32)})
+    assert computed.shape == (4, 2, 3)
+    assert isinstance(fact, ir.TensorType)
+    assert fact.shape is not None
+    assert len(fact.shape) == 3
+    for dim, size in zip(fact.shape, computed.shape, strict=True):
+        assert dim in (None, "N", size)

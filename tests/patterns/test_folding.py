@@ -181,6 +181,28 @@ CASES = [
         False,
     ),
     (
+        # the batch dim is unknown (no symbol): -1 gives it back
+        "eliminate_noop_reshape_restating_dims",
+        _model(
+            "s = Constant <value = int64[2] {-1, 4}> ()\n t = Reshape (x, s)\n y = Softmax (t)",
+            inputs="float[?, 4] x",
+            outputs="float[?, 4] y",
+        ),
+        ["Softmax"],
+        True,
+    ),
+    (
+        # x has rank 3: the Reshape merges two of its dims
+        "eliminate_noop_reshape_restating_dims",
+        _model(
+            "s = Constant <value = int64[2] {-1, 4}> ()\n t = Reshape (x, s)\n y = Softmax (t)",
+            inputs="float[?, 2, 2] x",
+            outputs="float[?, 4] y",
+        ),
+        None,
+        False,
+    ),
+    (
         "eliminate_noop_expand",
         _model("s = Constant <value = int64[1] {4}> ()\n t = Expand (x, s)\n y = Relu (t)"),
         ["Relu"],
@@ -860,6 +882,91 @@ CASES = [
         False,
     ),
     (
+        "merge_slices_on_two_axes",
+        _model(
+            "z = Constant <value = int64[1] {0}> ()\n o = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n two = Constant <value = int64[1] {2}> ()\n"
+            " a0 = Constant <value = int64[1] {0}> ()\n a1 = Constant <value = int64[1] {-1}> ()\n"
+            " t = Slice (x, o, e, a0, two)\n y = Slice (t, z, e, a1, two)",
+            inputs="float[5, 4] x",
+            outputs="float[2, 2] y",
+        ),
+        ["Slice"],
+        True,
+    ),
+    (
+        # one axis twice: the slices compose into other bounds, not by listing the axis twice
+        "merge_slices_on_two_axes",
+        _model(
+            "z = Constant <value = int64[1] {0}> ()\n o = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n two = Constant <value = int64[1] {2}> ()\n"
+            " a0 = Constant <value = int64[1] {1}> ()\n"
+            " t = Slice (x, o, e, a0)\n y = Slice (t, o, e, a0)",
+            inputs="float[5, 4] x",
+            outputs="float[5, 2] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "merge_slices_on_two_axes_shared",
+        _model(
+            "z = Constant <value = int64[1] {0}> ()\n o = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n two = Constant <value = int64[1] {2}> ()\n"
+            " a0 = Constant <value = int64[1] {2}> ()\n a1 = Constant <value = int64[1] {3}> ()\n"
+            " t = Slice (x, z, e, a0, two)\n y = Slice (t, z, e, a1, two)\n w = Slice (t, o, e, a1, two)",
+            inputs="float[1, 3, 4, 4] x",
+            outputs="float[1, 3, 2, 2] y, float[1, 3, 2, 2] w",
+        ),
+        # y reads x directly; t stays for w (its last reader: the plain rule's case)
+        ["Constant"] * 6 + ["Slice", "Slice", "Slice"],
+        True,
+    ),
+    (
+        # the inner Slice has no other reader: the plain rule merges it away instead
+        "merge_slices_on_two_axes_shared",
+        _model(
+            "z = Constant <value = int64[1] {0}> ()\n o = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n two = Constant <value = int64[1] {2}> ()\n"
+            " a0 = Constant <value = int64[1] {2}> ()\n a1 = Constant <value = int64[1] {3}> ()\n"
+            " t = Slice (x, z, e, a0, two)\n y = Slice (t, z, e, a1, two)",
+            inputs="float[1, 3, 4, 4] x",
+            outputs="float[1, 3, 2, 2] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        "gemm_between_reshapes_to_matmul",
+        _model(
+            " f = Constant <value = int64[2] {-1, 4}> ()\n a = Reshape (x, f)\n g = Gemm <transB = 1> (a, w, c)\n s = Shape (x)\n i0 = Constant <value = int64[1] {0}> ()\n i1 = Constant <value = int64[1] {1}> ()\n d0 = Gather (s, i0)\n d1 = Gather (s, i1)\n m = Constant <value = int64[1] {-1}> ()\n t = Concat <axis = 0> (d0, d1, m)\n y = Reshape (g, t)",
+            inputs="float[T, B, 4] x",
+            outputs="float[T, B, 3] y",
+            inits="float[3, 4] w = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, float[3] c = {1, 2, 3}",
+        ),
+        # the shape computation is left to dead-code elimination
+        [
+            "Shape",
+            "Constant",
+            "Constant",
+            "Gather",
+            "Gather",
+            "Constant",
+            "Concat",
+            "MatMul",
+            "Add",
+        ],
+        True,
+    ),
+    (
+        # the leading dims come back swapped: a transposition, not the flattened dims restored
+        "gemm_between_reshapes_to_matmul",
+        _model(
+            " f = Constant <value = int64[2] {-1, 4}> ()\n a = Reshape (x, f)\n g = Gemm <transB = 1> (a, w, c)\n s = Shape (x)\n i0 = Constant <value = int64[1] {1}> ()\n i1 = Constant <value = int64[1] {0}> ()\n d0 = Gather (s, i0)\n d1 = Gather (s, i1)\n m = Constant <value = int64[1] {-1}> ()\n t = Concat <axis = 0> (d0, d1, m)\n y = Reshape (g, t)",
+            inputs="float[T, B, 4] x",
+            outputs="float[B, T, 3] y",
+            inits="float[3, 4] w = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, float[3] c = {1, 2, 3}",
+        ),
+        None,
+        False,
+    ),
+    (
         "slices_to_split",
         _model(
             "z = Constant <value = int64[1] {0}> ()\n k = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {9}> ()\n ax = Constant <value = int64[1] {1}> ()\n"
@@ -896,6 +1003,18 @@ CASES = [
             "s = Shape (x)\n y = Reshape (x, s)",
             inputs="float[N, M, 3] x",
             outputs="float[N, M, 3] y",
+        ),
+        ["Shape", "Reshape"],
+        True,
+    ),
+    (
+        # opset 13: Reshape has no allowzero yet
+        "materialize_reshape_shape_symbolic",
+        _model(
+            "s = Shape (x)\n y = Reshape (x, s)",
+            inputs="float[N, M, 3] x",
+            outputs="float[N, M, 3] y",
+            opset=13,
         ),
         ["Shape", "Reshape"],
         True,

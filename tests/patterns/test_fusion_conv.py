@@ -330,6 +330,60 @@ def test_fold_mul_into_conv_weights(const_shape, bias):
     check_fired(model, rewrite(model, CONV), {"fold_mul_into_conv_weights": 1}, ["Conv"])
 
 
+def _mul_then_conv(const_shape: tuple[int, ...], bias: bool = True) -> object:
+    b = ", b" if bias else ""
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 4, 8, 8] x) => (float[N, 6, 8, 8] z) {{
+            t = Mul (x, c)
+            z = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (t, w{b})
+        }}""",
+        w=((6, 4, 3, 3), -1.0, 1.0),
+        c=(const_shape, 0.5, 1.5),
+        **({"b": ((6,), -1.0, 1.0)} if bias else {}),
+    )
+
+
+@pytest.mark.parametrize(("const_shape", "bias"), [((), True), ((1,), False), ((1, 1, 1, 1), True)])
+def test_fold_input_mul_into_conv_weights(const_shape, bias):
+    model = _mul_then_conv(const_shape, bias)
+    check_fired(model, rewrite(model, CONV), {"fold_input_mul_into_conv_weights": 1}, ["Conv"])
+
+
+def test_fold_input_mul_into_conv_weights_near_miss_per_channel_scale():
+    # a scale per input channel would scale the weights' second axis, not done here
+    assert not fired(rewrite(_mul_then_conv((1, 4, 1, 1)), CONV))
+
+
+def _conv_transpose_then_add(const_shape: tuple[int, ...], group: int = 1, bias: bool = True):
+    b = ", b" if bias else ""
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : 14]>
+        g (float[N, 4, 5, 5] x) => (float[N, 6, 10, 10] z) {{
+            y = ConvTranspose <kernel_shape = [2, 2], strides = [2, 2], group = {group}> (x, w{b})
+            z = Add (y, c)
+        }}""",
+        w=((4, 6 // group, 2, 2), -1.0, 1.0),
+        c=(const_shape, 0.5, 1.5),
+        **({"b": ((6,), -1.0, 1.0)} if bias else {}),
+    )
+
+
+@pytest.mark.parametrize(
+    ("const_shape", "group", "bias"),
+    [((1, 6, 1, 1), 1, True), ((6, 1, 1), 2, False), ((1, 1, 1, 1), 1, False), ((), 2, True)],
+)
+def test_fold_add_into_conv_transpose_bias(const_shape, group, bias):
+    model = _conv_transpose_then_add(const_shape, group, bias)
+    check_fired(
+        model, rewrite(model, CONV), {"fold_add_into_conv_transpose_bias": 1}, ["ConvTranspose"]
+    )
+
+
+def test_fold_add_into_conv_transpose_bias_near_miss_along_a_spatial_axis():
+    assert not fired(rewrite(_conv_transpose_then_add((1, 1, 1, 10)), CONV))
+
+
 @pytest.mark.parametrize("op", ["Add", "Mul"])
 @pytest.mark.parametrize("const_shape", [(1, 6, 8, 1), (1, 1, 1, 8), (6,), (1, 1, 6, 1, 1)])
 def test_conv_add_mul_near_misses_broadcast_along_other_axes(op, const_shape):

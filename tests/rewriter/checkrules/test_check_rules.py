@@ -330,8 +330,9 @@ def test_a_rank_0_instance_with_an_empty_perm_does_not_crash_the_generator(seed:
 
 @pytest.mark.slow
 def test_passes_run_on_the_instances_of_every_vouched_file() -> None:
-    ruleset = load_rules(*SHIPPED_FOLDING, FOLDING / "passes.rw")
-    names = {r.name: r for r in check_rules(ruleset, CheckOptions(instances=1, examples=3))}
+    ruleset = load_rules(*SHIPPED_FOLDING)
+    options = CheckOptions(instances=1, examples=3, pipeline=DEFAULT_PIPELINE)
+    names = {r.name: r for r in check_rules(ruleset, options)}
     assert names["eliminate_common_subexpressions"].status is not Status.FAILED
 
 

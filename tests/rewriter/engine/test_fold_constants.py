@@ -7,6 +7,7 @@ import onnx
 import pytest
 
 import rewriter
+from rewriter import rules
 from tests.helpers import model_from_text, session
 
 
@@ -124,3 +125,38 @@ def test_a_constant_split_into_a_sequence_is_not_folded_into_a_tensor():
     np.testing.assert_array_equal(
         session(result.proto).run(None, feed)[0], session(model).run(None, feed)[0]
     )
+
+
+def _folds_only(body: str, inputs: str, output: str):
+    model = model_from_text(_model(body, inputs, output))
+    # No rules: only the default pipeline (constant folding, dead code) runs.
+    return model, rewriter.rewrite(model, rules.RuleSet(()))
+
+
+def test_an_integer_value_the_facts_know_folds_although_its_inputs_are_not_constants():
+    # The head size an attention block reads back from a tensor whose batch is dynamic,
+    # through a permuted shape (a Transpose moved past the Shape), then 1 / sqrt of it.
+    model, result = _folds_only(
+        "s = Shape (x)\n p = Constant <value = int64[3] {0, 2, 1}> ()\n g = Gather (s, p)\n"
+        " b = Constant <value = int64[1] {-1}> ()\n e = Constant <value = int64[1] {9}> ()\n"
+        " t = Slice (g, b, e)\n f = Cast <to = 1> (t)\n r = Sqrt (f)\n y = Div (x, r)",
+        "float[N, 4, 3] x",
+        "float[N, 4, 3] y",
+    )
+    assert [n.op_type for n in result.proto.graph.node] == ["Div"]
+    feed = {"x": np.arange(24, dtype=np.float32).reshape(2, 4, 3)}
+    np.testing.assert_array_equal(
+        session(result.proto).run(None, feed)[0], session(model).run(None, feed)[0]
+    )
+
+
+def test_an_integer_value_with_a_dynamic_element_is_not_folded():
+    _, result = _folds_only(
+        "s = Shape (x)\n p = Constant <value = int64[3] {1, 2, 0}> ()\n g = Gather (s, p)\n"
+        " b = Constant <value = int64[1] {-1}> ()\n e = Constant <value = int64[1] {9}> ()\n"
+        " t = Slice (g, b, e)\n f = Cast <to = 1> (t)\n y = Div (x, f)",
+        "float[N, 4, 3] x",
+        "float[N, 4, 3] y",
+    )
+    computed = [n.op_type for n in result.proto.graph.node if n.op_type != "Constant"]
+    assert computed == ["Shape", "Gather", "Slice", "Cast", "Div"]

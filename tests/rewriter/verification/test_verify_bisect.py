@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx.parser
 import pytest
 
 import ir
-from rewriter.verification import VerifyError, check_equivalence, find_first_bad
+from rewriter.verification import VerifyError, check_equivalence, find_first_bad, load_failure
 from tests.rewriter.verification import _models as models
 
 X = {"x": np.array([[1.0, -2.0, 3.0, 0.5]], dtype=np.float32)}
@@ -99,3 +100,21 @@ def test_bisects_on_a_shrunk_counterexample():
     assert not result.ok
     first = find_first_bad(3, lambda k: steps[k], steps[0], result.counterexample)
     assert first == 2
+
+
+def test_load_failure_names_onnxruntime_s_error_for_a_model_it_refuses():
+    # Mul of float and double: onnx's checker is not run here, onnxruntime refuses to load it
+    refused = ir.from_onnx(
+        onnx.parser.parse_model("""
+        <ir_version: 8, opset_import: ["" : 18]>
+        g (float[2] x, double[2] z) => (float[2] y) { y = Mul (x, z) }
+        """)
+    )
+    failure = load_failure(refused)
+    assert failure is not None
+    assert "Type parameter (T) of Optype (Mul) bound to different types" in failure
+    assert not failure.startswith("model:")
+
+
+def test_load_failure_is_none_for_a_model_onnxruntime_loads():
+    assert load_failure(ir.from_onnx(models.times(2.0))) is None

@@ -273,3 +273,44 @@ def test_input_shape_and_dim_options_fix_sizes(files, capsys):
 
 def test_missing_arguments_exit_2(capsys):
     assert main(["verify"]) == 2
+
+
+def _refused_by_onnxruntime():
+    import onnx.parser
+
+    import ir
+
+    # Mul of float and double: onnxruntime refuses to load it
+    return ir.from_onnx(
+        onnx.parser.parse_model("""
+        <ir_version: 8, opset_import: ["" : 23]>
+        g (float[2] x, double[2] z) => (float[2] y) { y = Mul (x, z) }
+        """)
+    )
+
+
+def test_an_untouched_converted_model_onnxruntime_refuses_is_named_not_the_criterion():
+    import argparse
+
+    from rewriter.cli._rewrite import _untouched_disagrees
+
+    args = argparse.Namespace(target_opset=23)
+    message = _untouched_disagrees(args, _refused_by_onnxruntime(), "ORT_DISABLE_ALL")
+    assert message.startswith(
+        "onnxruntime cannot load the model converted to opset 23 before any rewrite: "
+    )
+    assert "Type parameter (T) of Optype (Mul) bound to different types" in message
+    assert "rewrite without --target-opset" in message
+    assert "--factor" not in message
+    assert "--no-ort-enable-all" not in message  # it fails with optimizations off as well
+
+
+def test_an_untouched_model_onnxruntime_loads_still_points_at_the_criterion():
+    import argparse
+
+    import ir
+    from rewriter.cli._rewrite import _untouched_disagrees
+
+    args = argparse.Namespace(target_opset=None)
+    message = _untouched_disagrees(args, ir.from_onnx(models.times(1.0)), "ORT_DISABLE_ALL")
+    assert "see --factor" in message

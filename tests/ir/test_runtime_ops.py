@@ -1,0 +1,179 @@
+"""onnxruntime's ops in the default domain where onnx has none: accepted, typed, converted.
+
+The oracle is onnxruntime itself: the types the IR infers are the ones its kernels return,
+and a converted model computes what the original computes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper
+import onnx.parser
+import onnxruntime as ort
+import pytest
+
+import ir
+from ir._runtime_ops import RUNTIME_OPS
+
+
+def _model(text: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model(text)
+
+
+def _layer_norm(
+    opset: int, op: str = "LayerNormalization", attrs: str = "", stats: str = "float[N, 4, 1]"
+) -> onnx.ModelProto:
+    """x -> op -> Relu (and the statistics, of type `stats`, as outputs)."""
+    bias = ", b" if op == "LayerNormalization" else ""
+    names = "m, v" if op == "LayerNormalization" else "v"
+    outputs = "float[N, 4, 8] r, " + ", ".join(f"{stats} {s}_out" for s in names.split(", "))
+    stat_nodes = "\n".join(f"{s}_out = Identity ({s})" for s in names.split(", "))
+    text = f"""
+    <ir_version: 8, opset_import: ["" : {opset}]>
+    g (float[N, 4, 8] x) => ({outputs})
+    <float[8] s = {{1, 2, 1, 2, 1, 2, 1, 2}}, float[8] b = {{0, 1, 0, 1, 0, 1, 0, 1}}> {{
+        y, {names} = {op} {attrs} (x, s{bias})
+        t = Relu (y)
+        r = Identity (t)
+        {stat_nodes}
+    }}
+    """
+    return _model(text)
+
+
+def _session(proto: onnx.ModelProto) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(
+        proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def _run(proto: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
+    return _session(proto).run(None, {"x": x})
+
+
+_X = np.random.default_rng(0).standard_normal((3, 4, 8)).astype(np.float32)
+
+
+def test_the_table_lists_ops_only_where_onnx_has_no_schema():
+    for op in RUNTIME_OPS:
+        last = (op.end_opset or ir.schemas.latest_opset() + 1) - 1
+        for opset in range(op.first_opset, last + 1):
+            assert ir.schemas.find_schema(op.op_type, "", opset) is None, (op.op_type, opset)
+
+
+@pytest.mark.parametrize(
+    ("op", "opset"), [("LayerNormalization", 14), ("SimplifiedLayerNormalization", 18)]
+)
+def test_a_model_onnxruntime_runs_is_accepted(op, opset):
+    proto = _layer_norm(opset, op)
+    _run(proto, _X)  # onnxruntime runs it
+    ir.validate_model(ir.from_onnx(proto))
+
+
+def test_an_old_experimental_op_is_refused_where_onnxruntime_refuses_it_and_says_so():
+    proto = _model("""
+    <ir_version: 8, opset_import: ["" : 12]>
+    g (float[2] x) => (float[2] y) { y = Affine <alpha = 2.0> (x) }
+    """)
+    with pytest.raises(Exception, match="not a registered function/op"):
+        _session(proto)
+    with pytest.raises(ir.ModelLoadError) as caught:
+        ir.validate_model(ir.from_onnx(proto))
+    assert str(caught.value).endswith(
+        "op 'Affine' does not exist in ai.onnx opset 12, and onnxruntime runs its own 'Affine' "
+        "in that domain only from opset 1 to 9"
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "opset", "attrs", "stats"),
+    [
+        ("LayerNormalization", 14, "", "float[N, 4, 1]"),
+        ("LayerNormalization", 16, "<stash_type = 11>", "double[N, 4, 1]"),
+        ("SimplifiedLayerNormalization", 18, "<axis = -2>", "float[N, 1, 1]"),
+        ("SimplifiedLayerNormalization", 13, "", "float[N, 4, 1]"),
+    ],
+)
+def test_types_follow_onnxruntime_through_the_op_and_past_it(op, opset, attrs, stats):
+    proto = _layer_norm(opset, op, attrs, stats)
+    model = ir.from_onnx(proto)
+    ir.infer_types(model)
+    produced = {v.name: v for n in model.graph for v in n.outputs}
+    results = dict(zip([o.name for o in proto.graph.output], _run(proto, _X), strict=True))
+    # The op's outputs and the Relu after it have no declared type: facts only.
+    checked = {"y": "r", "t": "r", **{name: f"{name}_out" for name in ("m", "v")}}
+    for name, output in checked.items():
+        if name not in produced:
+            continue
+        array = results[output]
+        fact = ir.fact_type(produced[name])
+        assert produced[name].type is None, name
+        assert isinstance(fact, ir.TensorType), name
+        assert ir.numpy_dtype(fact.dtype) == array.dtype, name
+        assert fact.shape is not None, name
+        assert len(fact.shape) == array.ndim, name
+        for dim, size in zip(fact.shape, array.shape, strict=True):
+            assert dim in (size, "N"), (name, fact.shape, array.shape)
+
+
+def _outputs_equal(original: onnx.ModelProto, converted: onnx.ModelProto) -> None:
+    for want, got in zip(_run(original, _X), _run(converted, _X), strict=True):
+        np.testing.assert_array_equal(want, got)
+
+
+def test_layer_normalization_below_17_converts_to_the_standard_op():
+    proto = _layer_norm(14)
+    converted = ir.to_onnx(ir.convert_version(ir.from_onnx(proto), 23))
+    assert converted.opset_import[0].version == 23
+    assert [n.op_type for n in converted.graph.node][:2] == ["LayerNormalization", "Relu"]
+    assert {entry.domain for entry in converted.opset_import} == {""}
+    onnx.checker.check_model(converted, full_check=True)  # the standard op at 23
+    _outputs_equal(proto, converted)
+
+
+def test_simplified_layer_normalization_is_kept_with_a_note(caplog):
+    proto = _layer_norm(18, "SimplifiedLayerNormalization")
+    converted = ir.to_onnx(ir.convert_version(ir.from_onnx(proto), 23))
+    assert converted.graph.node[0].op_type == "SimplifiedLayerNormalization"
+    assert converted.graph.node[0].domain == ""
+    assert "kept 1 SimplifiedLayerNormalization node(s) as they are at opset 23" in caplog.text
+    _outputs_equal(proto, converted)
+
+
+def test_an_op_inside_a_subgraph_converts_too():
+    proto = _model("""
+    <ir_version: 8, opset_import: ["" : 14]>
+    g (bool c, float[2, 4] x) => (float[2, 4] y)
+    <float[4] s = {1, 1, 1, 1}> {
+        y = If (c) <
+            then_branch = t () => (float[2, 4] a) { a = LayerNormalization (x, s) },
+            else_branch = e () => (float[2, 4] z) { z = Relu (x) }
+        >
+    }
+    """)
+    converted = ir.to_onnx(ir.convert_version(ir.from_onnx(proto), 18))
+    branch = converted.graph.node[0].attribute[0].g
+    assert branch.node[0].op_type == "LayerNormalization"
+    assert branch.node[0].domain == ""
+    onnx.checker.check_model(converted, full_check=True)
+
+
+def test_a_conversion_onnxruntime_would_refuse_is_refused_naming_the_op():
+    proto = _model("""
+    <ir_version: 4, opset_import: ["" : 8]>
+    g (float[1, 3, 2, 2] x) => (float[1, 3, 2, 2] y) {
+        y = ImageScaler <scale = 0.5, bias = [1.0, 2.0, 3.0]> (x)
+    }
+    """)
+    _session(proto)  # runs at opset 8
+    assert ir.convert_version(ir.from_onnx(proto), 9).opset_imports[""] == 9
+    with pytest.raises(ir.ConversionError) as caught:
+        ir.convert_version(ir.from_onnx(proto), 10)
+    assert str(caught.value) == (
+        "cannot convert from opset 8 to 10: node 'ImageScaler' is onnxruntime's 'ImageScaler', "
+        "which it runs in the default domain only from opset 1 to 9, and onnx has no op of the "
+        "same meaning at opset 10"
+    )
