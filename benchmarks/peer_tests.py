@@ -53,6 +53,7 @@ from typing import Any
 
 import onnx
 import onnxoptimizer
+import peer_ort_fusion
 
 import rewriter
 from rewriter.verification import VerifyError
@@ -456,24 +457,65 @@ def to_json(rows: list[Row]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: harvest, measure, report."""
+    """Command line: harvest, measure, report (each suite in turn)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--suite",
+        choices=("all", "onnxoptimizer", "ort-fusion"),
+        default="all",
+        help="which peer's tests (default: all; a suite whose sources are missing is skipped)",
+    )
     parser.add_argument("--test-file", help=f"onnxoptimizer's {TEST_PATH}")
     parser.add_argument("--only", nargs="+", metavar="GLOB", help="tests whose name matches")
     parser.add_argument("--examples", type=int, default=10, help="verification examples")
     parser.add_argument("--json", metavar="FILE", help="write every model's figures here")
     parser.add_argument("--progress", action="store_true", help="name each model on stderr")
+    parser.add_argument(
+        "--ort-source",
+        metavar="PATH",
+        help="onnxruntime's sources: a checkout, its git directory, or "
+        "onnxruntime/test/python/transformers (ort-fusion suite)",
+    )
+    parser.add_argument("--ort-revision", default="HEAD", help="revision of a git --ort-source")
+    parser.add_argument(
+        "--ort-tests",
+        nargs="+",
+        metavar="MODULE",
+        help="onnxruntime test modules to run (default: the BERT/GPT-2 fusion tests)",
+    )
+    parser.add_argument(
+        "--torch-python",
+        help="interpreter with torch, onnx and onnxruntime for onnxruntime's tests "
+        "(default: $TORCH_PYTHON, or this one)",
+    )
     args = parser.parse_args(argv)
-    start = time.perf_counter()
-    suite = suite_file(args.test_file)
-    cases, failed = harvest(load_suite(suite), args.only)
-    if not cases:
-        raise SystemExit("no models: no test matched --only, or the suite optimized nothing")
-    rows = measure(cases, args.examples, args.progress)
-    text, code = report(rows, failed, suite, time.perf_counter() - start)
-    print(text)
+    code = 0
+    figures: dict[str, Any] = {}
+    if args.suite in ("all", "onnxoptimizer"):
+        start = time.perf_counter()
+        suite = suite_file(args.test_file)
+        cases, failed = harvest(load_suite(suite), args.only)
+        if not cases:
+            raise SystemExit("no models: no test matched --only, or the suite optimized nothing")
+        rows = measure(cases, args.examples, args.progress)
+        text, code = report(rows, failed, suite, time.perf_counter() - start)
+        print(text)
+        figures["onnxoptimizer"] = to_json(rows)
+    if args.suite in ("all", "ort-fusion"):
+        start = time.perf_counter()
+        text, ort_code, ort_rows = peer_ort_fusion.run(
+            args.ort_source,
+            args.ort_revision,
+            args.torch_python,
+            args.ort_tests,
+            args.examples,
+            args.progress,
+        )
+        print(text if not ort_rows else f"{text}\n\n{time.perf_counter() - start:.0f} s")
+        figures["ort-fusion"] = [dataclasses.asdict(r) for r in ort_rows]
+        code = max(code, ort_code)
     if args.json:
-        Path(args.json).write_text(json.dumps(to_json(rows), indent=1))
+        Path(args.json).write_text(json.dumps(figures, indent=1))
     return code
 
 
