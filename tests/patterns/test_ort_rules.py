@@ -24,6 +24,7 @@ from tests.patterns.fusion_helpers import (
     rewrite,
     run_npz_samples,
 )
+from tests.patterns.test_fusion_activations import gelu_tanh_factored_model
 
 SLN = ORT_RULES / "skip_layer_norm.rw"
 GELU = ORT_RULES / "gelu.rw"
@@ -220,6 +221,19 @@ def gelu_model(
 def test_ort_gelu_forms(form, opset, rule, op):
     model = gelu_model(form, opset=opset)
     check_fired(model, rewrite(model, GELU), {rule: 1}, [op])
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+def test_ort_fast_gelu_factored(opset):
+    # HF's FastGELUActivation and Megatron's fast gelu: x * c * (1 + a * x * x) inside the tanh
+    model = gelu_tanh_factored_model(opset=opset, ms=True)
+    result = rewrite(model, GELU)
+    check_fired(model, result, {"ort_fast_gelu_factored_half_x": 1}, ["FastGelu"])
+
+
+@pytest.mark.parametrize("kwargs", [{"c3": 0.05}, {"inner": "xx_a"}, {"ms": False}])
+def test_ort_fast_gelu_factored_near_misses(kwargs):
+    assert not fired(rewrite(gelu_tanh_factored_model(opset=17, **kwargs), GELU))
 
 
 @pytest.mark.parametrize(
