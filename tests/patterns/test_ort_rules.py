@@ -46,6 +46,7 @@ def sln_model(
     skip_shape: str = "B, S, 8",
     axis: int = -1,
     ms: bool = True,
+    epsilon: float | None = 0.001,
 ) -> object:
     lines = []
     source = "x"
@@ -53,7 +54,8 @@ def sln_model(
         lines.append("t = Add (x, bias)")
         source = "t"
     lines.append(f"s = Add ({source}, skip)")
-    lines.append(f"y = LayerNormalization <axis = {axis}, epsilon = 0.001> (s, gamma, beta)")
+    eps = "" if epsilon is None else f", epsilon = {epsilon}"
+    lines.append(f"y = LayerNormalization <axis = {axis}{eps}> (s, gamma, beta)")
     outputs = "float[B, S, 8] y"
     if keep_sum:
         lines.append("r = Add (s, y)")
@@ -115,6 +117,17 @@ def test_fuse_skip_layer_normalization_with_a_broadcast_skip(x_shape, skip_shape
 )
 def test_fuse_skip_layer_normalization_near_misses(kwargs):
     assert not fired(rewrite(sln_model(**kwargs), SLN))
+
+
+def test_an_omitted_epsilon_becomes_explicit():
+    # LayerNormalization's default epsilon is 1e-5, SkipLayerNormalization's 1e-12
+    model = sln_model(epsilon=None)
+    result = rewrite(model, SLN)
+    check_fired(model, result, {"fuse_skip_layer_normalization": 1}, ["SkipLayerNormalization"])
+    (node,) = result.proto.graph.node
+    (epsilon,) = node.attribute
+    assert epsilon.name == "epsilon"
+    assert epsilon.f == pytest.approx(1e-5)
 
 
 def test_absorb_affine_ops_into_skip_layer_normalization():
