@@ -8,6 +8,7 @@ import collections
 import numpy as np
 import onnx
 import onnx.helper
+import onnx.numpy_helper
 import onnx.parser
 import onnx.printer
 import pytest
@@ -131,6 +132,28 @@ def test_an_omitted_epsilon_becomes_explicit():
     (epsilon,) = node.attribute
     assert epsilon.name == "epsilon"
     assert epsilon.f == pytest.approx(1e-5)
+
+
+def test_onnxruntimes_layer_normalization_below_opset_17_keeps_its_epsilon():
+    # onnxruntime registers LayerNormalization in the default domain below 17 (its generators
+    # write it at 16); an omitted epsilon is its default 1e-5 there too
+    model = onnx.parser.parse_model(
+        f"""{_ms(16)}
+        g (float[B, S, 8] x, float[B, S, 8] skip) => (float[B, S, 8] y) {{
+            s = Add (x, skip)
+            y = LayerNormalization <axis = -1> (s, gamma, beta)
+        }}"""
+    )
+    rng = np.random.default_rng(0)
+    for name in ("gamma", "beta"):
+        array = rng.uniform(0.5, 1.5, 8).astype(np.float32)
+        model.graph.initializer.append(onnx.numpy_helper.from_array(array, name))
+    result = rewrite(model, SLN)
+    assert dict(fired(result)) == {"fuse_skip_layer_normalization": 1}
+    (node,) = result.proto.graph.node
+    (epsilon,) = node.attribute
+    assert epsilon.f == pytest.approx(1e-5)
+    assert_same_outputs(model, result.proto, rtol=1e-4, atol=1e-5)
 
 
 def test_absorb_affine_ops_into_skip_layer_normalization():
