@@ -273,10 +273,36 @@ def _integer_inputs(model: onnx.ModelProto) -> list[str]:
     ]
 
 
+def _consistent_dims(model: onnx.ModelProto) -> dict[str, int]:
+    """Sizes for the symbolic dims when some input's dim is an expression of others.
+
+    onnxruntime's GPT-2 generators name a mask dim `past_sequence_length + sequence_length`;
+    the verifier draws each name on its own, the model then rejects every draw, and its search
+    for sizes that run ends at a batch of thousands (gigabytes of inputs). Each plain name gets
+    a small size of its own (2, 3, ...) and each expression its value. Empty otherwise.
+    """
+    names: dict[str, None] = {}
+    for value in model.graph.input:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param"):
+                names[dim.dim_param] = None
+    expressions = [n for n in names if not n.isidentifier()]
+    if not expressions:
+        return {}
+    plain = [n for n in names if n.isidentifier()]
+    sizes = {name: 2 + i for i, name in enumerate(plain)}
+    for expression in expressions:
+        terms = expression.replace(" ", "").split("+")
+        if all(t in sizes for t in terms):
+            sizes[expression] = sum(sizes[t] for t in terms)
+    return sizes
+
+
 def _verdict_of(
     original: onnx.ModelProto, result: onnx.ModelProto, examples: int, **options: Any
 ) -> tuple[bool | None, str]:
     """(outputs equal, why not); None when they cannot be compared."""
+    dims = _consistent_dims(original)
     try:
         verdict = rewriter.verify(
             original,
@@ -285,6 +311,7 @@ def _verdict_of(
             seed=0,
             save_counterexample=False,
             ort_enable_all=False,
+            **({"dims": dims} if dims else {}),
             **options,
         )
     except VerifyError as exc:
