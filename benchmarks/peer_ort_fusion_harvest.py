@@ -25,10 +25,13 @@ import json
 import os
 import sys
 import unittest
+import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnxruntime.transformers.optimizer as ort_optimizer
 from onnxruntime.transformers.fusion_options import FusionOptions
 
@@ -137,13 +140,38 @@ def _recording(recorder: Recorder):  # type: ignore[no-untyped-def]
         ort_optimizer.optimize_by_fusion = _REAL_OPTIMIZE_BY_FUSION
 
 
-def run_tests(module_name: str, recorder: Recorder) -> dict[str, str]:
+def random_float_tensor(name: str, shape: list[int], random: bool = False) -> onnx.TensorProto:
+    """The generators' `float_tensor` with weights drawn from [-1, 1] (seeded by the name).
+
+    The generators fill every weight with 1.0 unless asked for random ones. With all-ones
+    projections every row of an attention output is constant, the LayerNormalization after
+    it subtracts that constant, and no comparison of outputs can see what an attention fusion
+    computes. The structure of the models is unchanged.
+    """
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    values = rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+    return onnx.numpy_helper.from_array(values, name)
+
+
+def _randomize_weights(source: Path) -> None:
+    """Replace `float_tensor` in every loaded module of the test folder (see above)."""
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and Path(path).resolve().parent == source and hasattr(module, "float_tensor"):
+            module.float_tensor = random_float_tensor
+
+
+def run_tests(
+    module_name: str, recorder: Recorder, source: Path, random_weights: bool
+) -> dict[str, str]:
     """Run every test of one test module; the tests that failed, with their last error line."""
     failed: dict[str, str] = {}
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # a missing dependency (torch) or a broken file
         return {module_name: f"not imported: {type(exc).__name__}: {exc}"[:200]}
+    if random_weights:
+        _randomize_weights(source)
     for name in ("optimize_model", "optimize_by_fusion"):
         if hasattr(module, name):
             setattr(module, name, getattr(recorder, name))
@@ -202,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", required=True, help="onnxruntime's transformers test folder")
     parser.add_argument("--out", required=True, help="where the models and cases.json go")
+    parser.add_argument(
+        "--ones",
+        action="store_true",
+        help="keep the generators' all-ones weights (default: random weights, see "
+        "random_float_tensor)",
+    )
     parser.add_argument("modules", nargs="+", help="test module names (test_attention_fusion)")
     args = parser.parse_args(argv)
     source = Path(args.source).resolve()
@@ -213,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     failed: dict[str, str] = {}
     with _recording(recorder):
         for module_name in args.modules:
-            failed |= run_tests(module_name, recorder)
+            failed |= run_tests(module_name, recorder, source, not args.ones)
     (out / "cases.json").write_text(
         json.dumps({"cases": recorder.cases, "failed": failed}, indent=1)
     )
