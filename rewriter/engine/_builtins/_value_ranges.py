@@ -37,29 +37,24 @@ def _range_of(v: Any, fn: str) -> _ranges.ValueRange | None:
 
 @builtin(
     "lower_bound",
-    "the smallest element v can hold, from its producers (interval arithmetic through Cast, "
-    "Add, Sub, Mul, Div, the ops that move elements, Concat, Where, Min, Max, ...); unknown "
-    "when v may hold NaN",
+    "the smallest number v can hold, from its producers (interval arithmetic through Cast, "
+    "Add, Sub, Mul, Div, the ops that move elements, Concat, Where, Min, Max, ...); NaN "
+    "elements are no numbers (is_finite rules them out)",
 )
 def lower_bound(ctx: EvalContext, v: Any) -> Any:
-    """The smallest element `v` can hold (-inf when unbounded below; unknown if NaN may be)."""
+    """The smallest non-NaN element `v` can hold (-inf when unbounded below)."""
     found = _range_of(v, "lower_bound")
-    if found is None or found.nan:
-        return UNKNOWN
-    return found.low
+    return UNKNOWN if found is None else found.low
 
 
 @builtin(
     "upper_bound",
-    "the largest element v can hold, from its producers (as lower_bound); unknown when v may "
-    "hold NaN",
+    "the largest number v can hold, from its producers (as lower_bound; NaN elements aside)",
 )
 def upper_bound(ctx: EvalContext, v: Any) -> Any:
-    """The largest element `v` can hold (+inf when unbounded above; unknown if NaN may be)."""
+    """The largest non-NaN element `v` can hold (+inf when unbounded above)."""
     found = _range_of(v, "upper_bound")
-    if found is None or found.nan:
-        return UNKNOWN
-    return found.high
+    return UNKNOWN if found is None else found.high
 
 
 @builtin(
