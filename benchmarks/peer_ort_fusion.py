@@ -47,7 +47,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnxruntime as ort
 
 import rewriter
@@ -90,6 +92,14 @@ ATTENTION_OPS = frozenset(
 )
 # One function in two domains: a fusion into either counts as the other.
 SAME_OP = {"com.microsoft:Gelu": "Gelu"}
+# Ops that fuse strictly more than another (the projections, the residual Add, the bias):
+# one of them makes up for a missing op of the other kind.
+COVERS = {
+    "com.microsoft:MultiHeadAttention": ("com.microsoft:Attention",),
+    "LayerNormalization": ("com.microsoft:SkipLayerNormalization",),
+    "SimplifiedLayerNormalization": ("com.microsoft:SkipSimplifiedLayerNormalization",),
+    "Gelu": ("com.microsoft:BiasGelu",),
+}
 CONTRIB_RULES = (ROOT / "patterns", ROOT / "patterns" / "ort")
 # Integer inputs are also drawn from this range: the verifier's default draws masks as 0 and
 # 1 only, where a rewrite into a 0/1 mask index (onnxruntime's raw mask) looks exact.
@@ -374,6 +384,7 @@ class Row:
     peer: Outcome
     contrib: Outcome
     opset23: Outcome
+    peer_approximates: str = ""  # a constant the peer's fusion took for another
 
     def peer_fused(self) -> dict[str, int]:
         """The ops onnxruntime's optimizer fused."""
@@ -384,13 +395,28 @@ class Row:
         return fused_ops(Counter(self.contrib.ops), Counter(self.original_ops))
 
     def fused_shortfall(self) -> dict[str, tuple[int, int]]:
-        """Op types the peer fused more of than the contrib run: (ours, theirs)."""
+        """Op types the peer fused more of than the contrib run: (ours, theirs).
+
+        An op of ours that fuses strictly more (`COVERS`) makes up for one of the peer's,
+        as far as ours has more of it than the peer.
+        """
         ours = canonical(self.contrib.ops)
-        return {
-            op: (ours.get(op, 0), count)
-            for op, count in self.peer_fused().items()
-            if ours.get(op, 0) < count
-        }
+        theirs = self.peer_fused()
+        spare = {op: ours.get(op, 0) - theirs.get(op, 0) for op in ours}
+        missing = {}
+        for op, count in theirs.items():
+            have = ours.get(op, 0)
+            for bigger in COVERS.get(op, ()):
+                used = min(max(spare.get(bigger, 0), 0), count - have)
+                have += used
+                spare[bigger] = spare.get(bigger, 0) - used
+            if have < count:
+                missing[op] = (have, count)
+        return missing
+
+    def peer_exact(self) -> bool:
+        """The peer's result equals the original, and takes no constant for another."""
+        return bool(self.peer.equal) and not self.peer_approximates
 
     def peer_attention(self) -> int:
         """Attention ops of any kind onnxruntime's optimizer fused."""
@@ -416,16 +442,54 @@ def measure(case: Case, examples: int) -> Row:
         else:
             results.append(_checked(case.model, result, examples))
     ops = op_counts(case.model)
+    peer = _checked(case.model, case.peer, examples)
     return Row(
         case.name,
         case.call,
         sum(ops.values()),
         dict(ops),
         runs_on_onnxruntime(case.model),
-        _checked(case.model, case.peer, examples),
+        peer,
         results[0],
         results[1],
+        approximated_constants(case.model, case.peer),
     )
+
+
+def approximated_constants(original: onnx.ModelProto, peer: onnx.ModelProto) -> str:
+    """Why the peer's Gelu fusion is not exact, when it fused an erf of x / c with c not sqrt 2.
+
+    onnxruntime's FusionGelu accepts Megatron's `x / 1.41421` (and `x * 0.7071`) for
+    `x / sqrt(2)`: the fused Gelu then computes another function, off by a few ulps, which
+    an accuracy comparison with a factor of 8 does not flag. '' when there is no such erf.
+    """
+    fused = op_counts(peer)
+    if not (
+        fused.get("Gelu") or fused.get("com.microsoft:Gelu") or fused.get("com.microsoft:BiasGelu")
+    ):
+        return ""
+    constants = {t.name: onnx.numpy_helper.to_array(t) for t in original.graph.initializer}
+    for node in original.graph.node:
+        if (
+            node.op_type == "Constant"
+            and node.attribute
+            and node.attribute[0].type == onnx.AttributeProto.TENSOR
+        ):
+            constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    producers = {out: node for node in original.graph.node for out in node.output}
+    exact = {"Div": np.float32(np.sqrt(2.0)), "Mul": np.float32(1 / np.sqrt(2.0))}
+    for node in original.graph.node:
+        argument = producers.get(node.input[0]) if node.op_type == "Erf" else None
+        if argument is None or argument.op_type not in exact:
+            continue
+        values = [constants[name] for name in argument.input if name in constants]
+        if len(values) == 1 and values[0].size == 1:
+            c = np.float32(values[0].reshape(-1)[0])
+            if c != exact[argument.op_type]:
+                sign = "/" if argument.op_type == "Div" else "*"
+                meant = exact[argument.op_type]
+                return f"fuses erf(x {sign} {c:.9g}) as Gelu's erf(x {sign} {meant:.9g})"
+    return ""
 
 
 # ----------------------------------------------------------------------------- report
@@ -471,13 +535,13 @@ def classify(rows: list[Row]) -> Summary:
         ours_nodes, peer_nodes = row.contrib.nodes, row.peer.nodes
         if ours_nodes is not None and peer_nodes is not None and ours_nodes > peer_nodes:
             gaps.append(f"nodes {row.contrib.nodes}/{row.peer.nodes}")
-        if gaps:
-            target = summary.losses if row.peer.equal else summary.apart
-            target.append((row, "; ".join(gaps)))
         if row.attention23() < row.peer_attention():
-            summary.losses.append(
-                (row, f"standard Attention at opset 23 {row.attention23()}/{row.peer_attention()}")
+            gaps.append(
+                f"standard Attention at opset 23 {row.attention23()}/{row.peer_attention()}"
             )
+        if gaps:
+            target = summary.losses if row.peer_exact() else summary.apart
+            target.append((row, "; ".join(gaps)))
     return summary
 
 
@@ -522,7 +586,7 @@ def report(rows: list[Row], failed: dict[str, str], title: str) -> tuple[str, in
         f"| our result computes something else, or rewrite failed | {len(summary.wrong)} |",
         f"| onnxruntime cannot run the original | {len(summary.refused)} |",
         f"| onnxruntime's result differs from the original | "
-        f"{sum(1 for r in rows if r.peer.equal is False)} |",
+        f"{sum(1 for r in rows if not r.peer_exact())} |",
         "",
     ]
     if summary.losses:
@@ -534,7 +598,10 @@ def report(rows: list[Row], failed: dict[str, str], title: str) -> tuple[str, in
             "## Behind onnxruntime's optimizer where its result differs from the original",
             "",
         ]
-        lines += [f"- {row.name}: {why} ({row.peer.note})" for row, why in summary.apart]
+        lines += [
+            f"- {row.name}: {why} ({row.peer_approximates or row.peer.note})"
+            for row, why in summary.apart
+        ]
         lines.append("")
     if summary.wrong:
         lines += ["## Our result differs or failed", ""]
@@ -546,10 +613,13 @@ def report(rows: list[Row], failed: dict[str, str], title: str) -> tuple[str, in
         lines += ["## onnxruntime cannot run the original (not compared)", ""]
         lines += [f"- {row.name}: {row.ort_refuses}" for row in summary.refused]
         lines.append("")
-    differing = [r for r in rows if r.peer.equal is False]
+    differing = [r for r in rows if not r.peer_exact()]
     if differing:
         lines += ["## onnxruntime's optimizer results that differ from the original", ""]
-        lines += [f"- {r.name}: {r.peer.note}" for r in differing]
+        lines += [
+            f"- {r.name}: {r.peer_approximates or r.peer.note or _verdict(r.peer)}"
+            for r in differing
+        ]
         lines.append("")
     if failed:
         lines += [
