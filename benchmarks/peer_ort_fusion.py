@@ -43,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -631,6 +632,32 @@ def report(rows: list[Row], failed: dict[str, str], title: str) -> tuple[str, in
         lines.append("")
     code = 1 if summary.losses or summary.wrong else 0
     return "\n".join(lines), code
+
+
+def results_section(report_text: str, argv: list[str] | None) -> str:
+    """The report as a RESULTS.md section: the command, the commit and the date first."""
+    command = " ".join(
+        ["python benchmarks/peer_tests.py", *(argv if argv is not None else sys.argv[1:])]
+    )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    stamp = time.strftime("%Y-%m-%d %H:%M")
+    lines = [
+        "## onnxruntime's transformer-fusion tests against its transformers optimizer",
+        "",
+        f"`{command}` (paths shortened), run {stamp} at commit {commit}; the machine is shared "
+        "(2 cores). Each model onnxruntime's own fusion tests build (random weights in place "
+        "of the generators' ones) through onnxruntime's optimizer as the test calls it, this "
+        "project's contrib rules (`--rules patterns/ --rules patterns/ort`) and its default "
+        "library at `--target-opset 23`; fused ops are the op types a result has more of "
+        "than the original (com.microsoft ops and standard composite ops); outputs are checked "
+        "with `rewriter.verify` (integer inputs also from 0 to 3).",
+        "",
+        report_text.rstrip(),
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def run(

@@ -1,4 +1,8 @@
-"""A peer's test suite as a yardstick: onnxoptimizer's own test models through both tools.
+"""Peers' test suites as yardsticks: onnxoptimizer's, and onnxruntime's transformer fusions.
+
+`--suite ort-fusion` runs onnxruntime's own transformer-fusion tests against its transformers
+optimizer (`peer_ort_fusion.py` says how; it needs `--ort-source` or `$ORT_SOURCE`, else it
+is skipped). The rest of this text is about onnxoptimizer's suite.
 
 onnxoptimizer's `onnxoptimizer/test/optimizer_test.py` builds about 500 small models with
 onnx.helper, one or more per test, each to exercise one of its passes. This script runs that
@@ -28,6 +32,8 @@ into `benchmarks/.cache/onnxoptimizer/`.
     python benchmarks/peer_tests.py --only 'test_fuse_pad*' --examples 20
     python benchmarks/peer_tests.py --test-file ~/optimizer/onnxoptimizer/test/optimizer_test.py
     python benchmarks/peer_tests.py --json out.json          # every model's figures
+    python benchmarks/peer_tests.py --suite ort-fusion --ort-source ~/onnxruntime \\
+        --torch-python ~/torchvenv/bin/python --ort-markdown benchmarks/results/peer_ort_fusion.md
 
 Exit code 1 when some model ends with more nodes here than with an exact onnxoptimizer
 result, or when a result of this project computes something else.
@@ -42,6 +48,7 @@ import fnmatch
 import importlib.util
 import io
 import json
+import os
 import sys
 import time
 import unittest
@@ -473,8 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ort-source",
         metavar="PATH",
+        default=os.environ.get("ORT_SOURCE"),
         help="onnxruntime's sources: a checkout, its git directory, or "
-        "onnxruntime/test/python/transformers (ort-fusion suite)",
+        "onnxruntime/test/python/transformers (ort-fusion suite; default $ORT_SOURCE)",
     )
     parser.add_argument("--ort-revision", default="HEAD", help="revision of a git --ort-source")
     parser.add_argument(
@@ -482,6 +490,12 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         metavar="MODULE",
         help="onnxruntime test modules to run (default: the BERT/GPT-2 fusion tests)",
+    )
+    parser.add_argument(
+        "--ort-markdown",
+        metavar="FILE",
+        help="also write the ort-fusion report here, when that suite runs (RESULTS.md splices "
+        "benchmarks/results/peer_ort_fusion.md)",
     )
     parser.add_argument(
         "--torch-python",
@@ -513,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(text if not ort_rows else f"{text}\n\n{time.perf_counter() - start:.0f} s")
         figures["ort-fusion"] = [dataclasses.asdict(r) for r in ort_rows]
+        if ort_rows and args.ort_markdown:
+            Path(args.ort_markdown).write_text(peer_ort_fusion.results_section(text, argv))
         code = max(code, ort_code)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))

@@ -57,9 +57,11 @@ RESULTS_DIR = BENCH / "results"
 RESULTS_MD = BENCH / "RESULTS.md"
 ANALYSIS_MD = RESULTS_DIR / "analysis.md"  # hand-written, spliced into RESULTS.md
 QUANTIZATION_MD = RESULTS_DIR / "quantization.md"  # written by quantize.py, spliced in too
-# Written by attention_exports.py and transposes.py (run_all.py), spliced in too.
+# Written by attention_exports.py, transposes.py and peer_tests.py --ort-markdown (run_all.py),
+# spliced in too.
 ATTENTION_MD = RESULTS_DIR / "attention_exports.md"
 TRANSPOSES_MD = RESULTS_DIR / "transposes.md"
+ORT_FUSION_MD = RESULTS_DIR / "peer_ort_fusion.md"
 
 OURS = "rewrite"
 TOOLS = (OURS, "onnxscript", "onnxsim", "onnxslim", "onnxoptimizer", "ort")
@@ -1355,7 +1357,7 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
     if QUANTIZATION_MD.exists() and md_path.resolve() == RESULTS_MD.resolve():
         lines += [QUANTIZATION_MD.read_text().rstrip(), ""]
     lines += _counts_section(data, tools)
-    for extra in (ATTENTION_MD, TRANSPOSES_MD):
+    for extra in (ATTENTION_MD, TRANSPOSES_MD, ORT_FUSION_MD):
         if extra.exists() and md_path.resolve() == RESULTS_MD.resolve():
             lines += [extra.read_text().rstrip(), ""]
     wins = peer_wins(data)
