@@ -339,13 +339,15 @@ def _checked(original: onnx.ModelProto, result: onnx.ModelProto, examples: int) 
     """Node counts, and whether `result` computes what `original` does.
 
     Checked on the verifier's inputs, then again with integer inputs drawn from
-    `WIDE_INTEGERS` (not only 0 and 1 for masks), unless the original fails on those.
+    `WIDE_INTEGERS` (not only 0 and 1 for masks), unless the original fails on those; the
+    note is the second check's when it fails.
     """
     ops = op_counts(result)
     outcome = Outcome(sum(ops.values()), dict(ops))
     outcome.equal, outcome.note = _verdict_of(original, result, examples)
     wide = _integer_inputs(original)
-    if outcome.equal and wide:
+    if outcome.equal is not None and wide:
+        # Also after a failure: a wrong mask (0 and 1 only) says more than rounding does.
         ranges = dict.fromkeys(wide, WIDE_INTEGERS)
         equal, note = _verdict_of(original, result, examples, input_ranges=ranges)
         if equal is False:
