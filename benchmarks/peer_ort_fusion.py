@@ -205,6 +205,11 @@ def harvest(folder: Path, python: str, tests: list[str], out: Path) -> tuple[lis
     if completed.returncode != 0 or not manifest.is_file():
         raise SuiteUnavailableError(f"harvest failed: {completed.stderr.strip()[-600:]}")
     data = json.loads(manifest.read_text())
+    # the scratch folder's path is this machine's: messages name it by what it holds
+    data["failed"] = {
+        test: text.replace(str(folder), "<onnxruntime tests>")
+        for test, text in data["failed"].items()
+    }
     per_test: Counter[str] = Counter(c["test"] for c in data["cases"])
     seen: Counter[str] = Counter()
     cases = []
@@ -636,6 +641,19 @@ def report(rows: list[Row], failed: dict[str, str], title: str) -> tuple[str, in
     return "\n".join(lines), code
 
 
+# Options whose values are paths on the machine that ran the suite: shown by what they are.
+_PATH_OPTIONS = {"--ort-source": "ONNXRUNTIME", "--torch-python": "TORCH_PYTHON", "--json": "FILE"}
+
+
+def _without_paths(argv: list[str] | None) -> list[str]:
+    """The command's arguments with machine paths replaced by what they stand for."""
+    words = list(argv if argv is not None else sys.argv[1:])
+    for i, word in enumerate(words[:-1]):
+        if word in _PATH_OPTIONS:
+            words[i + 1] = _PATH_OPTIONS[word]
+    return words
+
+
 def results_section(report_text: str, argv: list[str] | None) -> str:
     """The report as a RESULTS.md section: the command, the commit and the date first."""
     command = " ".join(
@@ -648,7 +666,7 @@ def results_section(report_text: str, argv: list[str] | None) -> str:
     lines = [
         "## onnxruntime's transformer-fusion tests against its transformers optimizer",
         "",
-        f"`{command}` (paths shortened), run {stamp} at commit {commit}; the machine is shared "
+        f"`{command}`, run {stamp} at commit {commit}; the machine is shared "
         "(2 cores). Each model onnxruntime's own fusion tests build (random weights in place "
         "of the generators' ones) through onnxruntime's optimizer as the test calls it, this "
         "project's contrib rules (`--rules patterns/ --rules patterns/ort`) and its default "
