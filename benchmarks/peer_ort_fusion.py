@@ -656,9 +656,7 @@ def _without_paths(argv: list[str] | None) -> list[str]:
 
 def results_section(report_text: str, argv: list[str] | None) -> str:
     """The report as a RESULTS.md section: the command, the commit and the date first."""
-    command = " ".join(
-        ["python benchmarks/peer_tests.py", *(argv if argv is not None else sys.argv[1:])]
-    )
+    command = " ".join(["python benchmarks/peer_tests.py", *_without_paths(argv)])
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
