@@ -672,7 +672,10 @@ def results_section(report_text: str, argv: list[str] | None) -> str:
         "than the original (com.microsoft ops and standard composite ops); outputs are checked "
         "with `rewriter.verify` (integer inputs also from 0 to 3).",
         "",
-        report_text.rstrip(),
+        # the report's sections become subsections of this one
+        "\n".join(
+            "#" + line if line.startswith("## ") else line for line in report_text.splitlines()
+        ).rstrip(),
         "",
     ]
     return "\n".join(lines)
