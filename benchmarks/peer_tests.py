@@ -1,4 +1,8 @@
-"""A peer's test suite as a yardstick: onnxoptimizer's own test models through both tools.
+"""Peers' test suites as yardsticks: onnxoptimizer's, and onnxruntime's transformer fusions.
+
+`--suite ort-fusion` runs onnxruntime's own transformer-fusion tests against its transformers
+optimizer (`peer_ort_fusion.py` says how; it needs `--ort-source` or `$ORT_SOURCE`, else it
+is skipped). The rest of this text is about onnxoptimizer's suite.
 
 onnxoptimizer's `onnxoptimizer/test/optimizer_test.py` builds about 500 small models with
 onnx.helper, one or more per test, each to exercise one of its passes. This script runs that
@@ -28,6 +32,8 @@ into `benchmarks/.cache/onnxoptimizer/`.
     python benchmarks/peer_tests.py --only 'test_fuse_pad*' --examples 20
     python benchmarks/peer_tests.py --test-file ~/optimizer/onnxoptimizer/test/optimizer_test.py
     python benchmarks/peer_tests.py --json out.json          # every model's figures
+    python benchmarks/peer_tests.py --suite ort-fusion --ort-source ~/onnxruntime \\
+        --torch-python ~/torchvenv/bin/python --ort-markdown benchmarks/results/peer_ort_fusion.md
 
 Exit code 1 when some model ends with more nodes here than with an exact onnxoptimizer
 result, or when a result of this project computes something else.
@@ -42,6 +48,7 @@ import fnmatch
 import importlib.util
 import io
 import json
+import os
 import sys
 import time
 import unittest
@@ -53,6 +60,7 @@ from typing import Any
 
 import onnx
 import onnxoptimizer
+import peer_ort_fusion
 
 import rewriter
 from rewriter.verification import VerifyError
@@ -456,24 +464,74 @@ def to_json(rows: list[Row]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: harvest, measure, report."""
+    """Command line: harvest, measure, report (each suite in turn)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--suite",
+        choices=("all", "onnxoptimizer", "ort-fusion"),
+        default="all",
+        help="which peer's tests (default: all; a suite whose sources are missing is skipped)",
+    )
     parser.add_argument("--test-file", help=f"onnxoptimizer's {TEST_PATH}")
     parser.add_argument("--only", nargs="+", metavar="GLOB", help="tests whose name matches")
     parser.add_argument("--examples", type=int, default=10, help="verification examples")
     parser.add_argument("--json", metavar="FILE", help="write every model's figures here")
     parser.add_argument("--progress", action="store_true", help="name each model on stderr")
+    parser.add_argument(
+        "--ort-source",
+        metavar="PATH",
+        default=os.environ.get("ORT_SOURCE"),
+        help="onnxruntime's sources: a checkout, its git directory, or "
+        "onnxruntime/test/python/transformers (ort-fusion suite; default $ORT_SOURCE)",
+    )
+    parser.add_argument("--ort-revision", default="HEAD", help="revision of a git --ort-source")
+    parser.add_argument(
+        "--ort-tests",
+        nargs="+",
+        metavar="MODULE",
+        help="onnxruntime test modules to run (default: the BERT/GPT-2 fusion tests)",
+    )
+    parser.add_argument(
+        "--ort-markdown",
+        metavar="FILE",
+        help="also write the ort-fusion report here, when that suite runs (RESULTS.md splices "
+        "benchmarks/results/peer_ort_fusion.md)",
+    )
+    parser.add_argument(
+        "--torch-python",
+        help="interpreter with torch, onnx and onnxruntime for onnxruntime's tests "
+        "(default: $TORCH_PYTHON, or this one)",
+    )
     args = parser.parse_args(argv)
-    start = time.perf_counter()
-    suite = suite_file(args.test_file)
-    cases, failed = harvest(load_suite(suite), args.only)
-    if not cases:
-        raise SystemExit("no models: no test matched --only, or the suite optimized nothing")
-    rows = measure(cases, args.examples, args.progress)
-    text, code = report(rows, failed, suite, time.perf_counter() - start)
-    print(text)
+    code = 0
+    figures: dict[str, Any] = {}
+    if args.suite in ("all", "onnxoptimizer"):
+        start = time.perf_counter()
+        suite = suite_file(args.test_file)
+        cases, failed = harvest(load_suite(suite), args.only)
+        if not cases:
+            raise SystemExit("no models: no test matched --only, or the suite optimized nothing")
+        rows = measure(cases, args.examples, args.progress)
+        text, code = report(rows, failed, suite, time.perf_counter() - start)
+        print(text)
+        figures["onnxoptimizer"] = to_json(rows)
+    if args.suite in ("all", "ort-fusion"):
+        start = time.perf_counter()
+        text, ort_code, ort_rows = peer_ort_fusion.run(
+            args.ort_source,
+            args.ort_revision,
+            args.torch_python,
+            args.ort_tests,
+            args.examples,
+            args.progress,
+        )
+        print(text if not ort_rows else f"{text}\n\n{time.perf_counter() - start:.0f} s")
+        figures["ort-fusion"] = [dataclasses.asdict(r) for r in ort_rows]
+        if ort_rows and args.ort_markdown:
+            Path(args.ort_markdown).write_text(peer_ort_fusion.results_section(text, argv))
+        code = max(code, ort_code)
     if args.json:
-        Path(args.json).write_text(json.dumps(to_json(rows), indent=1))
+        Path(args.json).write_text(json.dumps(figures, indent=1))
     return code
 
 

@@ -60,9 +60,11 @@ RESULTS_DIR = BENCH / "results"
 RESULTS_MD = BENCH / "RESULTS.md"
 ANALYSIS_MD = RESULTS_DIR / "analysis.md"  # hand-written, spliced into RESULTS.md
 QUANTIZATION_MD = RESULTS_DIR / "quantization.md"  # written by quantize.py, spliced in too
-# Written by attention_exports.py, transposes.py (run_all.py) and wheel_models.py, spliced in too.
+# Written by attention_exports.py, transposes.py, peer_tests.py --ort-markdown (run_all.py)
+# and wheel_models.py, spliced in too.
 ATTENTION_MD = RESULTS_DIR / "attention_exports.md"
 TRANSPOSES_MD = RESULTS_DIR / "transposes.md"
+ORT_FUSION_MD = RESULTS_DIR / "peer_ort_fusion.md"
 WHEEL_MODELS_MD = RESULTS_DIR / "wheel_models.md"
 
 OURS = "rewrite"
@@ -1391,7 +1393,12 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
     if QUANTIZATION_MD.exists() and md_path.resolve() == RESULTS_MD.resolve():
         lines += [QUANTIZATION_MD.read_text().rstrip(), ""]
     lines += _counts_section(data, tools)
-    for extra in (ATTENTION_MD, TRANSPOSES_MD, WHEEL_MODELS_MD):
+# Written by attention_exports.py, transposes.py, peer_tests.py --ort-markdown (run_all.py)
+# and wheel_models.py, spliced in too.
+ATTENTION_MD = RESULTS_DIR / "attention_exports.md"
+TRANSPOSES_MD = RESULTS_DIR / "transposes.md"
+ORT_FUSION_MD = RESULTS_DIR / "peer_ort_fusion.md"
+WHEEL_MODELS_MD = RESULTS_DIR / "wheel_models.md"
         if extra.exists() and md_path.resolve() == RESULTS_MD.resolve():
             lines += [extra.read_text().rstrip(), ""]
     wins = peer_wins(data)

@@ -53,9 +53,11 @@ BENCHMARKS: dict[str, tuple[list[str], str]] = {
         "latency <= 1.1x; float16 size <= 0.55x, SNR >= 45 dB; BERT/GPT-2 int8 cosine >= 0.99",
     ),
     "peer_tests": (
-        [],
+        ["--ort-markdown", "benchmarks/results/peer_ort_fusion.md"],
         "onnxoptimizer's own test models: at most its node count wherever its rewrite is "
-        "exact, outputs equal",
+        "exact, outputs equal; onnxruntime's transformer-fusion test models (with "
+        "--ort-source, or skipped): at least the fused ops of onnxruntime's optimizer where "
+        "its result is exact, standard Attention at opset 23",
     ),
     "run": ([], "the corpus against onnxscript, onnxsim, onnxslim, onnxoptimizer, onnxruntime"),
 }

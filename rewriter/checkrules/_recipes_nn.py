@@ -1,7 +1,7 @@
 """Recipes for neural-network ops.
 
 Conv, ConvTranspose, the pools, BatchNormalization, Gemm, MatMul, LayerNormalization,
-RMSNormalization, Attention, Softmax and the reductions.
+RMSNormalization, Attention, Softmax, the reductions and Einsum (explicit equations).
 
 Shapes are small (dims of 1 to 4, a batch of 1 or 2) but cover what folding rules are
 sensitive to: groups (including depthwise), strides, dilations, padding modes, transposed
@@ -509,3 +509,34 @@ def rotary_embedding(lb: LineBuild) -> None:
         raise RecipeError("RotaryEmbedding with position ids is not generated")
     lb.attr("interleaved", lambda key: 0)
     open_attributes(lb, 4)
+
+
+@recipe("Einsum")
+def einsum(lb: LineBuild) -> None:
+    """Operands shaped by the equation: one size per letter, shared by every operand.
+
+    Only explicit equations (no `...`); without one from the rule, a batched matrix product
+    `bij,bjk->bik` of two operands.
+    """
+    count = len(lb.slots)
+    equation = str(lb.attr("equation", lambda key: "bij,bjk->bik" if count == 2 else None))
+    terms = equation.replace(" ", "").split("->")[0].split(",")
+    if "..." in equation or len(terms) != count:
+        raise RecipeError(f"Einsum equation {equation!r} is not generated for {count} inputs")
+    sizes: dict[str, int] = {}
+    for slot, term in zip(lb.slots, terms, strict=True):
+        known = slot.shape
+        if known is None:
+            continue
+        if len(known) != len(term):
+            raise RecipeError(f"Einsum operand of rank {len(known)} for {term!r}")
+        for letter, dim in zip(term, known, strict=True):
+            if sizes.setdefault(letter, dim) != dim:
+                raise RecipeError(f"Einsum letter {letter!r} has two sizes")
+    for slot, term in zip(lb.slots, terms, strict=True):
+        if slot.shape is None:
+            shape = tuple(
+                sizes.setdefault(letter, lb.choices.integer(lb.key("letter", letter), 1, 4))
+                for letter in term
+            )
+            lb.set(slot, lb.dtype_for(slot.position), shape)

@@ -152,68 +152,6 @@ def same_constant(a: ir.Value, b: ir.Value) -> bool:
     )
 
 
-# Ops whose every output element is one of their first input's elements (or, for Concat, one
-# of any input's): an element bound carries through them.
-_BOUND_PASSING = frozenset(
-    {
-        "Identity",
-        "Unsqueeze",
-        "Squeeze",
-        "Reshape",
-        "Flatten",
-        "Expand",
-        "Transpose",
-        "Slice",
-        "Tile",
-        "Gather",
-        "GatherElements",
-        "GatherND",
-    }
-)
-_BOUND_DEPTH = 16
-_BOUND_ELEMENTS = 1 << 16  # larger constants (weights) are not read for a bound
-
-
-def lower_bound(value: ir.Value, depth: int = 0) -> float | None:
-    """The smallest element `value` can hold, from its producers (None when not known).
-
-    Shape and Size give sizes (never negative); Gather from such a value and the ops that only
-    move elements keep the bound; Concat and Min take the smallest of their inputs', Where the
-    smaller of its two branches', Max the largest one known; a Cast from an integer or bool
-    type is at least its input's bound (or the input type's minimum) in the new type; a
-    constant's is its minimum. Enough to know that a shape an exporter assembles holds no -1
-    outside the entries it wrote as -1 constants, and that an attention mask built as
-    `Where(keep, 0, lowest)` holds no -inf. NaN elements are below no bound (a NaN bound
-    compares false with anything).
-    """
-    size = const_size(value)
-    array = const_array(value) if size is not None and size <= _BOUND_ELEMENTS else None
-    if array is not None:
-        if array.size == 0 or array.dtype.kind not in "iufb":
-            return None
-        return float(np.min(array))
-    node = value.producer()
-    if node is None or depth > _BOUND_DEPTH or node.domain not in ("", "ai.onnx"):
-        return None
-    op = node.op_type
-    if op in ("Shape", "Size"):
-        return 0.0
-    if op in _BOUND_PASSING:
-        first = node.inputs[0] if node.inputs else None
-        return lower_bound(first, depth + 1) if first is not None else None
-    if op in ("Concat", "Min"):
-        return _smallest(node.inputs, depth)
-    if op == "Where":
-        return _smallest(node.inputs[1:3], depth) if len(node.inputs) == 3 else None
-    if op == "Max":
-        known = [b for v in node.inputs if v is not None for b in [lower_bound(v, depth + 1)]]
-        bounds = [b for b in known if b is not None]
-        return max(bounds) if bounds else None
-    if op == "Cast":
-        return _cast_bound(node, depth)
-    return None
-
-
 # Ops that compute each element from the element at the same place alone: a value whose last
 # axis is two equal halves keeps that through them.
 _ELEMENTWISE_UNARY = frozenset(
@@ -296,37 +234,3 @@ def _constant_repeats_halves(value: ir.Value) -> bool:
 
 # Constants up to this many elements are read to see whether their halves repeat.
 _HALVES_ELEMENTS = 1 << 20
-
-
-def _smallest(values: Any, depth: int) -> float | None:
-    """The smallest of the bounds of `values` (None when one is unknown)."""
-    bounds = [lower_bound(v, depth + 1) if v is not None else None for v in values]
-    if not bounds or any(b is None for b in bounds):
-        return None
-    return min(b for b in bounds if b is not None)
-
-
-def _cast_bound(node: ir.Node, depth: int) -> float | None:
-    """A Cast from an integer or bool type: the input's bound (or its type's minimum), cast."""
-    source = node.inputs[0] if node.inputs else None
-    target = node.attribute("to")
-    if source is None or not isinstance(target, int):
-        return None
-    source_type = source.dtype
-    if source_type is None:
-        fact = ir.fact_type(source)
-        source_type = fact.dtype if isinstance(fact, ir.TensorType) else None
-    if source_type is None or not (source_type.is_integer or source_type == ir.DataType.BOOL):
-        return None
-    try:
-        wanted = ir.numpy_dtype(ir.DataType(target))
-        found = lower_bound(source, depth + 1)
-        if found is None and source_type != ir.DataType.BOOL:
-            found = float(np.iinfo(ir.numpy_dtype(source_type)).min)
-    except (ValueError, TypeError):  # a type numpy has no limits for (int4)
-        return None
-    if wanted.kind not in "iuf":
-        return None
-    found = 0.0 if found is None else found
-    with np.errstate(all="ignore"):
-        return float(np.asarray(found).astype(wanted))

@@ -119,6 +119,40 @@ def test_a_mask_from_where_keep_fuses_when_its_masked_value_is_finite(masked, fu
     _compare(model, result.proto, _feeds(keep=keep))
 
 
+def _additive_mask(dtype: int) -> tuple[list, list, list]:
+    """BERT's additive mask `(1 - Cast(m)) * -10000` of an input m of `dtype`, [2, 1, 3, 5]."""
+    nodes = [
+        oh.make_node("Cast", ["m"], ["mf"], to=onnx.TensorProto.FLOAT),
+        oh.make_node("Sub", ["one", "mf"], ["keep"]),
+        oh.make_node("Mul", ["keep", "minus"], ["mask"]),
+    ]
+    inputs = [oh.make_tensor_value_info("m", dtype, [2, 1, 3, 5])]
+    inits = [
+        onnx.numpy_helper.from_array(np.float32(1.0), "one"),
+        onnx.numpy_helper.from_array(np.float32(-10000.0), "minus"),
+    ]
+    return nodes, inputs, inits
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fuses"), [(onnx.TensorProto.INT64, True), (onnx.TensorProto.FLOAT, False)]
+)
+def test_berts_additive_mask_fuses_when_it_comes_from_integers(dtype, fuses) -> None:
+    # Cast of an int64 is within +-9.3e18, so the mask is within +-9.3e22: no -inf; a float
+    # input through the same ops may hold -inf and a whole row of it
+    nodes, inputs, inits = _additive_mask(dtype)
+    model = _written_out(nodes, inputs, inits)
+    result = rewriter.rewrite(model)
+    assert ("Attention" in op_types(result.proto)) == fuses
+    rng = np.random.default_rng(2)
+    m = rng.integers(-3, 4, (2, 1, 3, 5)).astype(onnx.helper.tensor_dtype_to_np_dtype(dtype))
+    m[1, 0, 2, :] = 0  # a row whose keys are all masked
+    _compare(model, result.proto, _feeds() | {"m": m})
+    if dtype == onnx.TensorProto.FLOAT:
+        m[0, 0, 0, :] = np.inf  # (1 - inf) * -1e4 = +inf; -inf makes a NaN row
+        _compare(model, result.proto, _feeds() | {"m": m})
+
+
 def test_the_relaxed_rules_fuse_a_mask_input() -> None:
     model = _written_out([], [_mask_input()])
     library = rewriter.library_path()

@@ -1400,6 +1400,41 @@ CASES = [
         False,
     ),
     (
+        "div_one_by_to_reciprocal",
+        _model("one = Constant <value = float {1.0}> ()\n y = Div (one, x)"),
+        ["Reciprocal"],
+        True,
+    ),
+    (
+        # an integer division: Reciprocal takes floats only
+        "div_one_by_to_reciprocal",
+        _model(
+            "one = Constant <value = uint8 {1}> ()\n two = Constant <value = uint8 {2}> ()\n d = Add (x, two)\n y = Div (one, d)",
+            inputs="uint8[N, 4] x",
+            outputs="uint8[N, 4] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        # RMSNorm's x * Reciprocal(Sqrt(mean(x * x) + eps)): d is at least sqrt(1e-5)
+        "mul_reciprocal_to_div",
+        _model(
+            "two = Constant <value = float {2.0}> ()\n sq = Pow (x, two)\n ms = ReduceMean <axes = [1], keepdims = 1> (sq)\n eps = Constant <value = float {1e-5}> ()\n me = Add (ms, eps)\n d = Sqrt (me)\n r = Reciprocal (d)\n y = Mul (x, r)"
+        ),
+        ["Constant", "Pow", "ReduceMean", "Constant", "Add", "Sqrt", "Div"],
+        True,
+    ),
+    (
+        # without the epsilon d may be 0 or subnormal, and 1 / d infinite
+        "mul_reciprocal_to_div",
+        _model(
+            "two = Constant <value = float {2.0}> ()\n sq = Pow (x, two)\n ms = ReduceMean <axes = [1], keepdims = 1> (sq)\n d = Sqrt (ms)\n r = Reciprocal (d)\n y = Mul (x, r)"
+        ),
+        None,
+        False,
+    ),
+    (
         "fold_unsqueeze_into_reduce_sum_square",
         _model(
             "a = Constant <value = int64[1] {1}> ()\n t = ReduceSumSquare <axes = [1], keepdims = 0> (x)\n y = Unsqueeze (t, a)",

@@ -120,6 +120,53 @@ def test_fuse_gelu_tanh_near_misses(kwargs):
     assert not fired(rewrite(gelu_tanh_model("half_x", **kwargs), GELU))
 
 
+def gelu_tanh_factored_model(
+    opset: int = 20, c3: float = 0.044715, inner: str = "ax_x", ms: bool = False
+) -> object:
+    """HF's FastGELUActivation as exported: (x * 0.5) * (1 + tanh(x * c * (1 + a * x * x)))."""
+    square = {
+        "ax_x": ["ax = Mul (a, x)", "sq = Mul (ax, x)"],  # (a * x) * x, as Python evaluates it
+        "x_ax": ["ax = Mul (x, a)", "sq = Mul (x, ax)"],
+        "xx_a": ["xx = Mul (x, x)", "sq = Mul (xx, a)"],  # another association: not matched
+    }[inner]
+    lines = [
+        f"a = Constant <value = float {{{c3!r}}}> ()",
+        *square,
+        "one = Constant <value = float {1.0}> ()",
+        "f = Add (sq, one)",
+        "c = Constant <value = float {0.7978845608}> ()",
+        "cx = Mul (x, c)",
+        "v = Mul (cx, f)",
+        "th = Tanh (v)",
+        "h = Add (th, one)",
+        "half = Constant <value = float {0.5}> ()",
+        "t = Mul (half, x)",
+        "y = Mul (t, h)",
+    ]
+    body = "\n            ".join(lines)
+    domains = f'"" : {opset}' + (', "com.microsoft" : 1' if ms else "")
+    return build(
+        f"""<ir_version: 8, opset_import: [{domains}]>
+        g (float[N, 7] x) => (float[N, 7] y) {{
+            {body}
+        }}"""
+    )
+
+
+@pytest.mark.parametrize("inner", ["ax_x", "x_ax"])
+def test_fuse_gelu_tanh_factored(inner):
+    model = gelu_tanh_factored_model(inner=inner)
+    result = rewrite(model, GELU)
+    check_fired(model, result, {"fuse_gelu_tanh_factored_half_x": 1}, ["Gelu"])
+    (node,) = result.proto.graph.node
+    assert [a.s for a in node.attribute] == [b"tanh"]
+
+
+@pytest.mark.parametrize("kwargs", [{"c3": 0.05}, {"opset": 19}, {"inner": "xx_a"}])
+def test_fuse_gelu_tanh_factored_near_misses(kwargs):
+    assert not fired(rewrite(gelu_tanh_factored_model(**kwargs), GELU))
+
+
 # -- HardSigmoid / HardSwish ----------------------------------------------------------------------
 
 

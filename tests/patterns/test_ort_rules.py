@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import collections
 
+import numpy as np
 import onnx
 import onnx.helper
+import onnx.numpy_helper
 import onnx.parser
 import onnx.printer
 import pytest
 
 import ir
 import rewriter
+from tests.helpers import assert_same_outputs
 from tests.patterns.fusion_helpers import (
     MODELS,
     ORT_RULES,
@@ -24,10 +27,12 @@ from tests.patterns.fusion_helpers import (
     rewrite,
     run_npz_samples,
 )
+from tests.patterns.test_fusion_activations import gelu_tanh_factored_model
 
 SLN = ORT_RULES / "skip_layer_norm.rw"
 GELU = ORT_RULES / "gelu.rw"
 MHA = ORT_RULES / "attention.rw"
+FOLDING = rewriter.library_path() / "folding"
 
 
 def _ms(opset: int = 17, ms: bool = True) -> str:
@@ -45,6 +50,7 @@ def sln_model(
     skip_shape: str = "B, S, 8",
     axis: int = -1,
     ms: bool = True,
+    epsilon: float | None = 0.001,
 ) -> object:
     lines = []
     source = "x"
@@ -52,7 +58,8 @@ def sln_model(
         lines.append("t = Add (x, bias)")
         source = "t"
     lines.append(f"s = Add ({source}, skip)")
-    lines.append(f"y = LayerNormalization <axis = {axis}, epsilon = 0.001> (s, gamma, beta)")
+    eps = "" if epsilon is None else f", epsilon = {epsilon}"
+    lines.append(f"y = LayerNormalization <axis = {axis}{eps}> (s, gamma, beta)")
     outputs = "float[B, S, 8] y"
     if keep_sum:
         lines.append("r = Add (s, y)")
@@ -114,6 +121,39 @@ def test_fuse_skip_layer_normalization_with_a_broadcast_skip(x_shape, skip_shape
 )
 def test_fuse_skip_layer_normalization_near_misses(kwargs):
     assert not fired(rewrite(sln_model(**kwargs), SLN))
+
+
+def test_an_omitted_epsilon_becomes_explicit():
+    # LayerNormalization's default epsilon is 1e-5, SkipLayerNormalization's 1e-12
+    model = sln_model(epsilon=None)
+    result = rewrite(model, SLN)
+    check_fired(model, result, {"fuse_skip_layer_normalization": 1}, ["SkipLayerNormalization"])
+    (node,) = result.proto.graph.node
+    (epsilon,) = node.attribute
+    assert epsilon.name == "epsilon"
+    assert epsilon.f == pytest.approx(1e-5)
+
+
+def test_onnxruntimes_layer_normalization_below_opset_17_keeps_its_epsilon():
+    # onnxruntime registers LayerNormalization in the default domain below 17 (its generators
+    # write it at 16); an omitted epsilon is its default 1e-5 there too
+    model = onnx.parser.parse_model(
+        f"""{_ms(16)}
+        g (float[B, S, 8] x, float[B, S, 8] skip) => (float[B, S, 8] y) {{
+            s = Add (x, skip)
+            y = LayerNormalization <axis = -1> (s, gamma, beta)
+        }}"""
+    )
+    rng = np.random.default_rng(0)
+    for name in ("gamma", "beta"):
+        array = rng.uniform(0.5, 1.5, 8).astype(np.float32)
+        model.graph.initializer.append(onnx.numpy_helper.from_array(array, name))
+    result = rewrite(model, SLN)
+    assert dict(fired(result)) == {"fuse_skip_layer_normalization": 1}
+    (node,) = result.proto.graph.node
+    (epsilon,) = node.attribute
+    assert epsilon.f == pytest.approx(1e-5)
+    assert_same_outputs(model, result.proto, rtol=1e-4, atol=1e-5)
 
 
 def test_absorb_affine_ops_into_skip_layer_normalization():
@@ -220,6 +260,19 @@ def gelu_model(
 def test_ort_gelu_forms(form, opset, rule, op):
     model = gelu_model(form, opset=opset)
     check_fired(model, rewrite(model, GELU), {rule: 1}, [op])
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+def test_ort_fast_gelu_factored(opset):
+    # HF's FastGELUActivation and Megatron's fast gelu: x * c * (1 + a * x * x) inside the tanh
+    model = gelu_tanh_factored_model(opset=opset, ms=True)
+    result = rewrite(model, GELU)
+    check_fired(model, result, {"ort_fast_gelu_factored_half_x": 1}, ["FastGelu"])
+
+
+@pytest.mark.parametrize("kwargs", [{"c3": 0.05}, {"inner": "xx_a"}, {"ms": False}])
+def test_ort_fast_gelu_factored_near_misses(kwargs):
+    assert not fired(rewrite(gelu_tanh_factored_model(opset=17, **kwargs), GELU))
 
 
 @pytest.mark.parametrize(
@@ -349,6 +402,114 @@ def test_fuse_multi_head_attention_near_misses(kwargs):
     assert not fired(rewrite(mha_model(**kwargs), MHA))
 
 
+def bert_attention_model(
+    qk: int = 8,
+    v: int = 8,
+    equal_weights: bool = False,
+    same_input: bool = True,
+    float_mask: bool = False,
+) -> object:
+    """BERT's self-attention block: Q, K, V projections of x, heads, additive mask from m.
+
+    With `equal_weights` the three projections have equal weights and biases (onnxruntime's
+    generators fill every weight with ones), which common subexpressions later merge.
+    """
+    heads = 2
+    k_input = "x" if same_input else "x2"
+    projections = [
+        "q = MatMul (x, wq)",
+        "qb = Add (q, bq)",
+        f"k = MatMul ({k_input}, wk)",
+        "kb = Add (k, bk)",
+        "v = MatMul (x, wv)",
+        "vb = Add (v, bv)",
+    ]
+    body = "\n            ".join(
+        [
+            *projections,
+            f"qs = Constant <value = int64[4] {{0, 0, {heads}, {qk // heads}}}> ()",
+            f"vs = Constant <value = int64[4] {{0, 0, {heads}, {v // heads}}}> ()",
+            "qr = Reshape (qb, qs)",
+            "qh = Transpose <perm = [0, 2, 1, 3]> (qr)",
+            "kr = Reshape (kb, qs)",
+            "kt = Transpose <perm = [0, 2, 3, 1]> (kr)",
+            "vr = Reshape (vb, vs)",
+            "vh = Transpose <perm = [0, 2, 1, 3]> (vr)",
+            "s = MatMul (qh, kt)",
+            "c = Constant <value = float {2.0}> ()",
+            "ss = Div (s, c)",
+            "axes = Constant <value = int64[2] {1, 2}> ()",
+            "u = Unsqueeze (m, axes)",
+            "mf = Cast <to = 1> (u)",
+            "one = Constant <value = float {1.0}> ()",
+            "keep = Sub (one, mf)",
+            "big = Constant <value = float {-10000.0}> ()",
+            "mask = Mul (keep, big)",
+            "a = Add (ss, mask)",
+            "pr = Softmax <axis = 3> (a)",
+            "o = MatMul (pr, vh)",
+            "ot = Transpose <perm = [0, 2, 1, 3]> (o)",
+            f"os = Constant <value = int64[3] {{0, 0, {v}}}> ()",
+            "y = Reshape (ot, os)",
+        ]
+    )
+    mask_type = "float" if float_mask else "int64"
+    extra = "" if same_input else ", float[B, S, 8] x2"
+    arrays: dict[str, object] = {
+        "wq": ((8, qk), -0.5, 0.5),
+        "bq": ((qk,), -0.5, 0.5),
+        "wk": ((8, qk), -0.5, 0.5),
+        "bk": ((qk,), -0.5, 0.5),
+        "wv": ((8, v), -0.5, 0.5),
+        "bv": ((v,), -0.5, 0.5),
+    }
+    if equal_weights:
+        rng = np.random.default_rng(3)
+        weight = rng.uniform(-0.5, 0.5, (8, qk)).astype(np.float32)
+        bias = rng.uniform(-0.5, 0.5, qk).astype(np.float32)
+        arrays = {"wq": weight, "bq": bias, "wk": weight, "bk": bias, "wv": weight, "bv": bias}
+    return build(
+        f"""{_ms(17)}
+        g (float[B, S, 8] x, {mask_type}[B, S] m{extra}) => (float[B, S, {v}] y) {{
+            {body}
+        }}""",
+        **arrays,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "rules"),
+    [
+        ({}, {"ort_attention_from_projections": 1}),
+        ({"qk": 12, "v": 8}, {"ort_attention_from_projections": 1}),
+        ({"qk": 8, "v": 12}, {"ort_attention_from_projections": 1}),
+        ({"equal_weights": True}, {"ort_attention_from_projections": 1}),
+    ],
+)
+def test_ort_attention_packs_the_projections(kwargs, rules):
+    model = bert_attention_model(**kwargs)
+    result = rewrite(model, MHA, FOLDING)
+    assert {r: n for r, n in fired(result).items() if "attention" in r} == rules
+    ir.verify(result.model)
+    ops = [n.op_type for n in result.proto.graph.node]
+    assert ops.count("Attention") == 1
+    assert "MultiHeadAttention" not in ops
+    assert "MatMul" not in ops
+    assert_same_outputs(model, result.proto, rtol=1e-4, atol=1e-5)
+    (node,) = (n for n in result.proto.graph.node if n.op_type == "Attention")
+    sizes = next(a.ints for a in node.attribute if a.name == "qkv_hidden_sizes")
+    assert list(sizes) == [kwargs.get("qk", 8), kwargs.get("qk", 8), kwargs.get("v", 8)]
+
+
+def test_ort_attention_near_miss_keeps_mha_when_k_projects_another_input():
+    model = bert_attention_model(same_input=False)
+    result = rewrite(model, MHA, FOLDING)
+    ops = [n.op_type for n in result.proto.graph.node]
+    assert "MultiHeadAttention" in ops
+    assert "Attention" not in ops
+    assert_same_outputs(model, result.proto, rtol=1e-4, atol=1e-5)
+
+
 # -- exported models ------------------------------------------------------------------------------
 
 
@@ -369,12 +530,13 @@ def test_bert_ts17_gets_onnxruntime_fusions():
     result = rewriter.rewrite(_with_ms("bert_ts17"), [ORT_RULES])
     ir.verify(result.model)
     proto = result.proto
-    # MultiHeadAttention too: the shape facts relate the mask's dims, [batch, 1, 1, sequence],
-    # to the projections' through the exporter's Shape/Gather/Concat/Reshape chains
+    # Attention with the Q, K, V projections packed, as onnxruntime's optimizer writes it: the
+    # shape facts relate the mask's dims, [batch, 1, 1, sequence], to the projections' through
+    # the exporter's Shape/Gather/Concat/Reshape chains
     assert _contrib_ops(proto) == {
         "SkipLayerNormalization": 12,
         "BiasGelu": 6,
-        "MultiHeadAttention": 6,
+        "Attention": 6,
     }
     # the embeddings' LayerNorm adds position embeddings whose shape is not provably the sum's
     assert collections.Counter(n.op_type for n in proto.graph.node)["LayerNormalization"] == 1

@@ -62,22 +62,6 @@ def readers(ctx: EvalContext, v: Any) -> Any:
 
 
 @builtin(
-    "lower_bound",
-    "the smallest element v can hold, from its producers (sizes from Shape/Size are >= 0)",
-)
-def lower_bound(ctx: EvalContext, v: Any) -> Any:
-    """The smallest element `v` can hold (or unknown)."""
-    if isinstance(v, np.ndarray | list | int | float):
-        array = np.asarray(v)
-        return UNKNOWN if array.size == 0 else float(np.min(array))
-    val = _value_arg(v, "lower_bound")
-    if val is None:
-        return UNKNOWN
-    found = _facts.lower_bound(val)
-    return UNKNOWN if found is None else found
-
-
-@builtin(
     "repeats_halves",
     "v's last axis is two equal halves by construction: Concat(f, f) on that axis, then only "
     "elementwise ops, one-element constants and Unsqueeze elsewhere (rotary cos/sin tables)",
