@@ -24,8 +24,7 @@ from rewriter._errors import RewriteError
 from rewriter.surgery._extract import extract
 
 if TYPE_CHECKING:
-    from rewriter.verification import VerifyResult
-    from rewriter.verification._check import VerifyProgress
+    from rewriter.verification import VerifyProgress, VerifyResult
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
