@@ -32,7 +32,7 @@ from rewriter.api._models import (
 )
 from rewriter.api._options import RewriteOptions
 from rewriter.api._vocabulary import pass_manager
-from rewriter.engine import KernelAvailability, Trace, one_line, op_histogram
+from rewriter.engine import Trace, one_line, op_histogram
 from rewriter.rules import RuleSet
 
 if TYPE_CHECKING:
@@ -177,12 +177,12 @@ def _run(
     ir_model: ir.Model, ruleset: RuleSet, options: RewriteOptions, clock: PhaseClock
 ) -> tuple[ir.Model, Trace]:
     """One run of the pass manager, with the opset conversions `target_opset` asks for."""
-    manager = pass_manager(ruleset, options.run_options())
+    manager = pass_manager(ruleset, options)
     target = options.target_opset
     current = ir_model.opset_imports.get("", ir_model.opset_imports.get("ai.onnx"))
     if target is None or current is None or target == current:
         return ir_model, manager.run(ir_model)
-    kernels = KernelAvailability() if options.keep_runnable else None
+    kernels = manager.runnable
     if target > current:
         with clock.phase("convert"):
             ir_model = convert_keeping_runnable(ir_model, target, kernels)
