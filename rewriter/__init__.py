@@ -43,12 +43,13 @@ if TYPE_CHECKING:
         TraceEntry,
         WhyNot,
     )
-    from rewriter.verification import verify
+    from rewriter.verification import InputOptions, VerifyOptions, verify
 
 # Public name -> the module that defines it.
 _EXPORTS = {
     "AccuracyBudget": "rewriter.api",
     "Diagnostic": "rewriter._errors",
+    "InputOptions": "rewriter.verification",
     "PassManager": "rewriter.engine",
     "RewriteError": "rewriter._errors",
     "RewriteOptions": "rewriter.api",
@@ -61,6 +62,7 @@ _EXPORTS = {
     "StopReason": "rewriter.engine",
     "Trace": "rewriter.engine",
     "TraceEntry": "rewriter.engine",
+    "VerifyOptions": "rewriter.verification",
     "WhyNot": "rewriter.engine",
     "library_path": "rewriter.api",
     "load_rules": "rewriter.api",
@@ -83,6 +85,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AccuracyBudget",
     "Diagnostic",
+    "InputOptions",
     "PassManager",
     "RewriteError",
     "RewriteOptions",
@@ -95,6 +98,7 @@ __all__ = [
     "StopReason",
     "Trace",
     "TraceEntry",
+    "VerifyOptions",
     "WhyNot",
     "library_path",
     "load_rules",

@@ -52,6 +52,7 @@ from rewriter.verification import (
     METRICS,
     Acceptance,
     AccuracyData,
+    InputOptions,
     VerifyError,
     accuracy_data,
     format_metric,
@@ -110,24 +111,30 @@ def _inputs(
     source: Any, budget: AccuracyBudget, input_shapes: Mapping[str, tuple[int, ...]]
 ) -> tuple[AccuracyData, AccuracyData, list[str]]:
     """(tuning inputs, independent inputs for the final check, notes)."""
-    common: dict[str, Any] = {
-        "input_ranges": budget.input_ranges,
-        "input_shapes": input_shapes,
-        "dims": budget.dims,
-        "providers": budget.providers,
-    }
+
+    def drawn(examples: int, seed: int, samples: tuple[Mapping[str, Array], ...]) -> AccuracyData:
+        inputs = InputOptions(
+            examples,
+            seed,
+            samples,
+            ranges=budget.input_ranges,
+            shapes=input_shapes,
+            dims=budget.dims,
+        )
+        return accuracy_data(source, inputs, budget.providers)
+
     notes = []
     given: tuple[AccuracyData | None, AccuracyData | None] = (None, None)
     if budget.samples:
-        data = accuracy_data(source, examples=0, samples=budget.samples, **common)
+        data = drawn(0, budget.seed, budget.samples)
         given = _halves(data)
         if len(data) < 2:
             notes.append("one given sample: the final check reuses it (not independent)")
     tuning: AccuracyData | None = None
     final: AccuracyData | None = None
     if budget.examples:
-        tuning = accuracy_data(source, examples=budget.examples, seed=budget.seed, **common)
-        final = accuracy_data(source, examples=budget.examples, seed=budget.seed + 1, **common)
+        tuning = drawn(budget.examples, budget.seed, ())
+        final = drawn(budget.examples, budget.seed + 1, ())
     if tuning is None and given[0] is None:
         raise ValueError("an accuracy budget needs examples > 0 or samples")
     return _joined([given[0], tuning]), _joined([given[1], final]), notes

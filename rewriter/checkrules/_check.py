@@ -235,7 +235,14 @@ def _rewrite_alone(rule: rules.Rule, ruleset: rules.RuleSet, instance: Instance)
 def _check_instance(
     rule: rules.Rule, ruleset: rules.RuleSet, instance: Instance, examples: int, seed: int
 ) -> _Outcome:
-    from rewriter.verification import VerifyError, check_equivalence
+    from rewriter.verification import (
+        Criterion,
+        InputOptions,
+        RuntimeOptions,
+        VerifyError,
+        VerifyOptions,
+        check_equivalence,
+    )
 
     model_text = _text(instance.proto)
     try:
@@ -259,19 +266,19 @@ def _check_instance(
         return _check_bound(rule.approximate, model_text, instance.proto, rewritten, seed)
     rtol, atol = _tolerances(instance.proto)
     try:
-        verdict = check_equivalence(
-            instance.proto,
-            rewritten,
-            examples=examples,
-            seed=seed,
-            rtol=rtol,
-            atol=atol,
-            # A rule that `assumes finite` declares its result may differ at NaN and inf.
-            special_values=not rule.assumes_finite,
-            float_extremes=True,
-            ort_enable_all=False,
+        options = VerifyOptions(
+            InputOptions(
+                examples,
+                seed,
+                # A rule that `assumes finite` declares its result may differ at NaN and inf.
+                special_values=not rule.assumes_finite,
+                float_extremes=True,
+            ),
+            Criterion(rtol=rtol, atol=atol),
+            RuntimeOptions(ort_enable_all=False),
             save_counterexample=False,
         )
+        verdict = check_equivalence(instance.proto, rewritten, options)
     except VerifyError as exc:
         message = str(exc)
         if message.startswith(("original", "the original")):

@@ -25,12 +25,12 @@ from rewriter.api import (
 from rewriter.cli import _files, _status
 from rewriter.cli._summary import opset_hint, summary_line
 from rewriter.cli._verify import (
-    accuracy_arguments,
-    comparison_arguments,
     counterexample_target,
+    input_options,
     load_samples,
     print_result,
     refuse_equivalence_options,
+    verify_options,
 )
 from rewriter.dsl import parse_param_value
 from rewriter.engine import (
@@ -53,14 +53,14 @@ def _budget(args: argparse.Namespace) -> AccuracyBudget | None:
 
     if not args.accept:
         return None
-    inputs = accuracy_arguments(args)
+    inputs = input_options(args)
     return AccuracyBudget(
         tuple(args.accept),
         examples=args.examples,
         seed=args.seed,
-        samples=tuple(inputs["samples"]),  # type: ignore[arg-type]
-        input_ranges=inputs["input_ranges"],  # type: ignore[arg-type]
-        dims=inputs["dims"],  # type: ignore[arg-type]
+        samples=tuple(inputs.samples),
+        input_ranges=inputs.ranges,
+        dims=inputs.dims,
         ort_enable_all=args.ort_enable_all,
         confidence=args.confidence,
         jobs=args.jobs,
@@ -443,18 +443,9 @@ def _verify_and_bisect(
     """
     from rewriter.verification import check_equivalence, find_first_bad
 
-    options = comparison_arguments(args)
     with _status.verify_progress(not args.no_progress, args.examples) as on_progress:
-        verdict = check_equivalence(
-            source,
-            result.model,
-            examples=args.examples,
-            seed=args.seed,
-            counterexample_path=counterexample,
-            save_counterexample=counterexample is not None,
-            progress=on_progress,
-            **options,  # type: ignore[arg-type]
-        )
+        options = verify_options(args, counterexample=counterexample, progress=on_progress)
+        verdict = check_equivalence(source, result.model, options)
     print(verdict.render_table(), file=out)
     if verdict.ok:
         return verdict

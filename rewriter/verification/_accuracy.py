@@ -52,6 +52,7 @@ from rewriter.verification._inputs import (
     suggested_sizes,
 )
 from rewriter.verification._metrics import METRICS, Acceptance, measure, parse_acceptance
+from rewriter.verification._options import InputOptions, RuntimeOptions
 from rewriter.verification._runner import (
     DISABLED,
     ENABLED,
@@ -175,30 +176,24 @@ def _measured_outputs(model: ir.Model) -> tuple[tuple[str, ...], tuple[str, ...]
 
 def accuracy_data(
     original: ModelSource,
-    *,
-    examples: int = 20,
-    seed: int = 0,
-    samples: Sequence[Mapping[str, Array]] | None = None,
-    input_ranges: Mapping[str, tuple[float, float]] | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    dims: Mapping[str, int] | None = None,
+    inputs: InputOptions | None = None,
     providers: Sequence[str] | None = None,
 ) -> AccuracyData:
     """The inputs (samples, then `examples` generated with `seed`) and the original's outputs.
 
+    Generated inputs hold plain values (no NaN or infinities whatever `special_values`
+    says): a measurement judges the typical error, not the edge cases.
+
     Raises:
         VerifyError: bad samples, ranges, shapes or dims; the original fails on a given
             sample, on every generated input, or cannot be run.
-        ValueError: `examples` below 0, or 0 without samples.
     """
-    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
-        raise ValueError(f"examples must be an int >= 0, got {examples!r}")
-    if not examples and not samples:
-        raise ValueError("examples=0 measures nothing without samples")
+    inputs = inputs or InputOptions()
+    examples, seed, samples = inputs.examples, inputs.seed, inputs.samples
     loaded = load_model(original, "original")
     session = open_session(loaded, providers)
-    specs = analyze_inputs(loaded.model, loaded.model, input_ranges, input_shapes)
-    fixed = bound_dims(specs, input_shapes, dims)
+    specs = analyze_inputs(loaded.model, loaded.model, inputs.ranges, inputs.shapes)
+    fixed = bound_dims(specs, inputs.shapes, inputs.dims)
     outputs, skipped = _measured_outputs(loaded.model)
     feeds: list[dict[str, Array]] = []
     reference: list[dict[str, Array]] = []
@@ -214,7 +209,7 @@ def accuracy_data(
         reference.append({name: np.asarray(result[name]) for name in outputs})
         return True
 
-    given = split_samples(samples or (), specs)
+    given = split_samples(samples, specs)
     for index, sample in enumerate(given):
         keep(sample, f"given sample {index + 1}")
     described = [f"{len(given)} given sample{'s' * (len(given) != 1)}"] if given else []
@@ -451,36 +446,23 @@ def check_accuracy(
     original: ModelSource,
     rewritten: ModelSource,
     accept: Sequence[str | Acceptance],
-    *,
-    examples: int = 20,
-    seed: int = 0,
-    samples: Sequence[Mapping[str, Array]] | None = None,
-    input_ranges: Mapping[str, tuple[float, float]] | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    dims: Mapping[str, int] | None = None,
-    ort_enable_all: bool = True,
-    providers: Sequence[str] | None = None,
+    inputs: InputOptions | None = None,
+    runtime: RuntimeOptions | None = None,
 ) -> AccuracyResult:
     """Measure `rewritten` against `original` and judge it by the budget `accept`.
 
     `accept` holds `"snr>=35"`-style strings or `Acceptance` values; the verdict (`ok`) is
-    that every one holds over all outputs at every optimization level. Inputs: `samples`,
-    then `examples` plain generated ones (`seed`); see the module docstring.
+    that every one holds over all outputs at every optimization level. Inputs: the
+    samples, then `examples` plain generated ones (`seed`); see the module docstring.
 
     Raises:
         VerifyError: the models cannot be compared (signatures, unknown ops, inputs the
             original refuses).
-        ValueError: a malformed acceptance, or `examples` out of range.
+        ValueError: a malformed acceptance.
     """
     wanted = acceptances(accept)
-    data = accuracy_data(
-        original,
-        examples=examples,
-        seed=seed,
-        samples=samples,
-        input_ranges=input_ranges,
-        input_shapes=input_shapes,
-        dims=dims,
-        providers=providers,
+    runtime = runtime or RuntimeOptions()
+    data = accuracy_data(original, inputs, runtime.providers)
+    return score(
+        rewritten, data, wanted, ort_enable_all=runtime.ort_enable_all, providers=runtime.providers
     )
-    return score(rewritten, data, wanted, ort_enable_all=ort_enable_all, providers=providers)
