@@ -45,7 +45,8 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 import rewriter
-from rewriter.verification import collect_calibration, measure
+from rewriter.quantize import collect_calibration
+from rewriter.verification import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"

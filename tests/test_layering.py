@@ -12,14 +12,15 @@ The order, lowest first (a module may import its own package and the layers befo
     rewriter.engine           compiling, matching, building, the pass manager
     rewriter.loops            clients of the engine: loop passes,
     rewriter.verification       running models to compare them
+    rewriter.quantize         calibration, presets, accuracy budgets, speed checks (runs models)
     rewriter.api              the Python API (assembles the engine and the loop passes)
     rewriter.checkrules       clients of the API: rule checking,
     rewriter.report             HTML reports
     rewriter.cli              the command line
     rewriter                  the package facade (`rewriter/__init__.py`)
 
-onnxruntime may be imported only where models are run (verification, rule checking, and
-constant folding, which computes what onnxruntime computes).
+onnxruntime may be imported only where models are run (verification, quantization, rule
+checking, and constant folding, which computes what onnxruntime computes).
 """
 
 from __future__ import annotations
@@ -38,12 +39,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rewriter.dsl",),
     ("rewriter.engine",),
     ("rewriter.loops", "rewriter.verification"),
+    ("rewriter.quantize",),
     ("rewriter.api",),
     ("rewriter.checkrules", "rewriter.report"),
     ("rewriter.cli",),
     ("rewriter",),
 )
-RUNS_MODELS = ("rewriter.verification", "rewriter.checkrules", "rewriter.engine._runtime")
+RUNS_MODELS = (
+    "rewriter.verification",
+    "rewriter.quantize",
+    "rewriter.checkrules",
+    "rewriter.engine._runtime",
+)
 
 
 def _module_name(path: Path) -> str:

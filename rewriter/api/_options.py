@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rewriter.engine import Calibration, KernelAvailability, ProgressCallback, RunOptions
 
 if TYPE_CHECKING:
-    from rewriter.api._budget_types import AccuracyBudget
+    from rewriter.quantize import AccuracyBudget, CalibrationSamples, SpeedCheck
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -48,9 +48,19 @@ class RewriteOptions:
             most sensitive sites as they were until the model meets it (see
             `rewriter.api.AccuracyBudget`); None: no measuring.
         calibration: what the input model's values held on calibration samples
-            (`rewriter.verification.collect_calibration`, `--calibration`), by value name;
-            the quantization rules that need activation ranges (`calibrated_range`,
-            `awq_scale`) fire only with it.
+            (`rewriter.quantize.collect_calibration`), by value name, or the samples
+            themselves (`rewriter.quantize.CalibrationSamples`, `--calibration`): a run with
+            approximate rules then gathers the statistics on the float model the approximate
+            rules see (after the exact rules' fixed point). The quantization rules that need
+            activation ranges (`calibrated_range`, `awq_scale`) fire only with it.
+        quantize: a preset, "int8", "int4" or "float16" (`rewrite MODEL --quantize int8`):
+            the rules (default: the shipped library) run to their fixed point, then the
+            preset's precision rules, each layer in the form onnxruntime runs fastest
+            (`rewriter.quantize.preset`); with the speed check, layers that would run slower
+            than float stay float. None: only the given rules.
+        speed_check: how the speed check times models (`rewriter.quantize.SpeedCheck`); it
+            runs under a preset unless `SpeedCheck(enabled=False)`, and for other runs with
+            approximate rules when given.
         exact: apply no rule beyond what is exact on every input the model accepts: a rule
             that `assumes finite` inputs never applies, one that `assumes nonempty` tensors
             only where every tensor it reads has a known shape without a zero dim. By
@@ -74,8 +84,17 @@ class RewriteOptions:
     keep_runnable: bool = True
     excluded_sites: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
     budget: AccuracyBudget | None = None
-    calibration: Calibration | None = None
+    calibration: Calibration | CalibrationSamples | None = None
     exact: bool = False
+    quantize: str | None = None
+    speed_check: SpeedCheck | None = None
+
+    def __post_init__(self) -> None:
+        from rewriter.quantize import PRESETS
+
+        if self.quantize is not None and self.quantize not in PRESETS:
+            known = ", ".join(PRESETS)
+            raise ValueError(f"unknown quantization preset {self.quantize!r} (known: {known})")
 
     def run_options(self) -> RunOptions:
         """The pass manager's share of these options."""
@@ -89,6 +108,6 @@ class RewriteOptions:
             record_subgraphs=self.record_subgraphs,
             runnable=KernelAvailability() if self.keep_runnable else None,
             excluded_sites=dict(self.excluded_sites),
-            calibration=self.calibration,
+            calibration=self.calibration if isinstance(self.calibration, Calibration) else None,
             exact=self.exact,
         )

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 
 import ir
 from rewriter.checkrules._analysis import RulePlan
-from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance, RejectedError, bindings, build_instance
 from rewriter.checkrules._repair import Repairer
 from rewriter.dsl import _ast as ast
 from rewriter.engine import Calibration, EvalContext, Match, Matcher
+from rewriter.quantize import instance_calibration
 
 MAX_REPAIRS = 4
 

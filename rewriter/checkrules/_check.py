@@ -50,11 +50,11 @@ from rewriter.checkrules._analysis import (
     analyze,
 )
 from rewriter.checkrules._attempt import Accepted, Rejection, attempt
-from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
 from rewriter.dsl import _ast as ast
+from rewriter.quantize import instance_calibration
 
 logger = logging.getLogger(__name__)
 

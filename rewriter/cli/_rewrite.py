@@ -22,7 +22,7 @@ from rewriter.api import (
     pass_manager,
     rewrite,
 )
-from rewriter.cli import _files, _status
+from rewriter.cli import _files, _quantize_options, _status
 from rewriter.cli._arguments import non_negative_int, opset_version, positive_int
 from rewriter.cli._summary import summary_line
 from rewriter.cli._verify import (
@@ -39,6 +39,7 @@ from rewriter.engine import Calibration, ProgressCallback, RunOptions, SkipEntry
 
 if TYPE_CHECKING:
     from rewriter.api import AccuracyBudget, BudgetResult
+    from rewriter.quantize import CalibrationSamples, SpeedCheck
     from rewriter.verification import AccuracyResult, VerifyResult
 
 
@@ -179,6 +180,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write a self-contained HTML report: rules that fired with before/after "
         "pictures, op counts, timings, verification",
     )
+    _quantize_options.add_arguments(parser)
 
 
 def _confidence(text: str) -> float:
@@ -221,12 +223,15 @@ def _rewrite_options(
     progress: ProgressCallback | None = None,
     record_subgraphs: bool = False,
     budget: AccuracyBudget | None = None,
-    calibration: Calibration | None = None,
+    calibration: Calibration | CalibrationSamples | None = None,
+    speed_check: SpeedCheck | None = None,
 ) -> RewriteOptions:
     """The options of the run the command line asks for."""
     return RewriteOptions(
         budget=budget,
         calibration=calibration,
+        quantize=args.quantize,
+        speed_check=speed_check,
         allow_python=args.allow_python,
         target_opset=args.target_opset,
         add_opsets=_parse_opsets(args.add_opset),
@@ -278,21 +283,26 @@ def run(args: argparse.Namespace) -> int:
         raise RewriteError(f"{out_path} exists; pass --force to overwrite it")
     if not args.in_place and out_path.exists() and os.path.samefile(out_path, source):
         raise RewriteError("the output would overwrite the input; use --in-place to allow that")
+    _quantize_options.check_arguments(args)
     clock = PhaseClock()
     with clock.phase("load_rules"):
         inline = inline_files(args.inline_rules)
-        ruleset = load_ruleset(args.rules, allow_python=args.allow_python, inline=inline)
+        rules = _rule_paths(args)
+        ruleset = load_ruleset(rules, allow_python=args.allow_python, inline=inline)
     if args.rules or inline:
         # The shipped library is kept warning-free by its tests; show warnings for user rules.
         _status.print_warnings(ruleset.warnings)
     unknown = [name for name in args.exclude_rule if ruleset.rule(name) is None]
     if unknown:
         raise RewriteError(f"--exclude-rule: no rule named `{unknown[0]}` is loaded")
-    calibration = None
-    if args.calibration:
+    calibration: Calibration | CalibrationSamples | None = None
+    if args.calibration and args.why_not:
         with clock.phase("calibrate"):
             calibration = _calibrate(source, args)
+    elif args.calibration:
+        calibration = _quantize_options.calibration_samples(args)
     if args.why_not:
+        assert calibration is None or isinstance(calibration, Calibration)
         model = _as_rules_see_it(as_model(source), args.target_opset)
         why_not_options = RunOptions(target_opset=args.target_opset, calibration=calibration)
         report = pass_manager(ruleset, why_not_options).why_not(model, args.why_not)
@@ -301,19 +311,26 @@ def run(args: argparse.Namespace) -> int:
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
     counterexample = _counterexample_target(args, source, out_path, ruleset)
     budget = _budget(args)
+    lines = _quantize_options.progress_lines(not args.no_progress)
     with _status.rewrite_and_budget_progress(not args.no_progress) as (on_progress, on_budget):
+        measuring = _quantize_options.both(on_budget, lines)
         if budget is not None:
-            budget = dataclasses.replace(budget, progress=on_budget)
+            budget = dataclasses.replace(budget, progress=measuring)
         options = _rewrite_options(
             args,
             progress=on_progress,
             record_subgraphs=bool(args.report),
             budget=budget,
             calibration=calibration,
+            speed_check=_quantize_options.speed_check(args, measuring),
         )
         result = rewrite(source, ruleset, options)
     for warning in (*result.trace.warnings, *_rolled_back(result)):
         print(f"rewrite: warning: {warning}", file=sys.stderr)
+    for note in result.notes:
+        print(f"rewrite: note: {note}")
+    if result.speed is not None:
+        print(result.speed.summary())
     if args.explain:
         print(result.trace.explain())
     exit_code = 0
@@ -348,10 +365,29 @@ def run(args: argparse.Namespace) -> int:
     return exit_code
 
 
+def _rule_paths(args: argparse.Namespace) -> list[str] | None:
+    """`--rules`, and with `--quantize` the preset's rule files after them (or the library)."""
+    if not args.quantize:
+        return args.rules
+    from rewriter.api import preset_rule_paths
+
+    return [
+        str(path)
+        for path in preset_rule_paths(
+            args.rules,
+            args.quantize,
+            calibrated=bool(args.calibration),
+            speed_check=not args.no_speed_check,
+            runtime_ops=any(item.startswith("com.microsoft=") for item in args.add_opset),
+        )
+    ]
+
+
 def _calibrate(source: Path, args: argparse.Namespace) -> Calibration:
-    """Statistics of the input model's values on the `--calibration` samples."""
+    """Statistics of the input model's values on the `--calibration` samples (`--why-not`)."""
     path = args.calibration
-    from rewriter.verification import VerifyError, collect_calibration
+    from rewriter.quantize import collect_calibration
+    from rewriter.verification import VerifyError
 
     given = Path(path)
     files = sorted(given.glob("*.npz")) if given.is_dir() else [given]

@@ -1,54 +1,52 @@
-"""The accuracy budget: keep the approximate rewrites the model can afford, undo the others.
+"""The accuracy budget: keep the approximate layers the model can afford, the others float.
 
 A rule with an `approximate` clause (quantization, lower precision) changes numerics on
-purpose. With a budget (`RewriteOptions.budget`, `rewrite MODEL --accept snr>=35`), a run
-treats every site such a rule rewrote, `(rule, anchor)` as `TraceEntry.site` names it, as a
-candidate:
+purpose. With a budget (`RewriteOptions.budget`, `rewrite MODEL --accept snr>=35`), the
+staged run (`rewriter.api`) rewrites the float model once with the approximate rules, groups
+the rewrites into layers (`_sites`), and this module chooses, per layer, an approximate option
+or float:
 
-1. Measure on the tuning inputs: the model with every candidate applied (the first run), the
-   model with none (the float baseline: every candidate excluded through
-   `RewriteOptions.excluded_sites`), and the model with each candidate alone (all others
-   excluded). Leaving a site out can let another approximate rewrite take its nodes (the
-   MatMul left float fuses into a Gemm that a Gemm rule quantizes): such a site joins the
-   layer of the site it replaces (the one whose own run does not fire it), so a layer is
-   kept float or approximate as a whole, and the measurements are taken again.
-2. Rank the layers by the first acceptance's metric with that layer alone, worst (most
-   sensitive) first.
-3. Greedy: keep the k most sensitive layers in float for k = 0, 1, ... until the whole model
-   meets every acceptance on the tuning inputs. Values of k are tried `width` at a time in parallel
-   (the evaluator's cores), and the smallest k that meets the budget wins, exactly as one by
-   one would choose.
-4. Rewrite once more with the chosen sites excluded (their skip entries in the trace say
-   why), and check the result on independent inputs: generated with another seed, and the
-   held-out half of the caller's samples (every second one).
+1. Measure on the tuning inputs, all on one switchable model (`_sensitivity`): every layer
+   approximate (its first option), every layer float (the baseline), and each candidate (a
+   layer's option) alone, the other layers float. A layer's later options are what milder
+   rules write when its first one is left out (int8, else float16, else float).
+2. Rank the candidates by the first acceptance's metric alone, worst (most sensitive) first.
+3. Greedy: leave out the k most sensitive candidates for k = 0, 1, ... until the whole model
+   meets every acceptance on the tuning inputs (a layer whose options are all left out is
+   float). Values of k are tried `width` at a time (the evaluator's processes), and the
+   smallest k that meets the budget wins, exactly as one by one would choose.
+4. The caller writes the chosen model (`_sites.materialize`) and `finish` checks it on
+   independent inputs: generated with another seed, and the held-out half of the caller's
+   samples (every second one).
 
-Every measurement is one `_sensitivity.evaluate` call, run serially, on local processes or
-on Ray (`_sensitivity.Evaluator`). The outcome is a `BudgetResult` on the `RewriteResult`.
+Nothing is rewritten while measuring: the rewrite happened once, and each measurement is a
+run of one session with other switch inputs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-import ir
 from rewriter._errors import RewriteError
-from rewriter.api._budget_types import (
+from rewriter.quantize._budget_types import (
     AccuracyBudget,
     BudgetResult,
     BudgetStep,
     SiteResult,
 )
-from rewriter.api._sensitivity import Evaluation, Evaluator, Site, Workload, default_jobs
-from rewriter.dsl import _ast as ast
+from rewriter.quantize._sensitivity import (
+    Candidate,
+    Choice,
+    Evaluation,
+    Evaluator,
+    Workload,
+)
+from rewriter.quantize._sites import Layer, Layers, switch_name
 from rewriter.verification import (
-    ALL_OUTPUTS,
     METRICS,
     Acceptance,
     AccuracyData,
@@ -57,15 +55,6 @@ from rewriter.verification import (
     format_metric,
     score,
 )
-
-if TYPE_CHECKING:
-    from rewriter.api._options import RewriteOptions
-    from rewriter.api._rewrite import RewriteResult
-
-Array = npt.NDArray[np.generic]
-
-# Rounds of "exclude every candidate; did new approximate sites appear?" before giving up.
-_DISCOVERY_ROUNDS = 4
 
 
 def _worse(metric: str, value: float, reference: float) -> float:
@@ -106,10 +95,16 @@ def _joined(parts: Sequence[AccuracyData | None]) -> AccuracyData:
     )
 
 
-def _inputs(
+def budget_inputs(
     source: Any, budget: AccuracyBudget, input_shapes: Mapping[str, tuple[int, ...]]
 ) -> tuple[AccuracyData, AccuracyData, list[str]]:
-    """(tuning inputs, independent inputs for the final check, notes)."""
+    """(tuning inputs, independent inputs for the final check, notes).
+
+    The original's outputs on them are computed once.
+
+    Raises:
+        VerifyError: the original cannot be run on the inputs.
+    """
     common: dict[str, Any] = {
         "input_ranges": budget.input_ranges,
         "input_shapes": input_shapes,
@@ -137,69 +132,61 @@ def _inputs(
 # Tuning
 
 
-def source_snapshot(model: Any, budget: AccuracyBudget) -> str | bytes:
-    """The original model as workers load it, taken before the first run changes it.
-
-    Its path, or its ONNX bytes (in-memory models, and Ray, whose workers may not see our
-    files).
-    """
-    if isinstance(model, str | os.PathLike) and budget.ray_address is None:
-        return os.fspath(model)
-    if isinstance(model, str | os.PathLike):
-        model = ir.load(model)
-    if isinstance(model, ir.Model):
-        return bytes(ir.to_onnx(model).SerializeToString())
-    return bytes(model.SerializeToString())
+def _candidates(layers: Layers) -> list[Candidate]:
+    return [(layer.index, option) for layer in layers for option in range(len(layer.options))]
 
 
-def snapshot_model(snapshot: str | bytes) -> Any:
-    """A snapshot as a model source the verifier and `rewrite` accept (a path or a proto)."""
-    if isinstance(snapshot, str):
-        return snapshot
-    import onnx
-
-    return onnx.load_from_string(snapshot)
-
-
-Layer = tuple[Site, ...]
-"""A layer as the report shows it: the site the full run rewrote, then the sites that take
-its place when it is left out (another approximate rule on the same nodes)."""
+def choice_without(layers: Layers, left_out: set[Candidate]) -> dict[int, int | None]:
+    """Each layer's first option not left out, None (float) when all are."""
+    chosen: dict[int, int | None] = {}
+    for layer in layers:
+        options = [i for i in range(len(layer.options)) if (layer.index, i) not in left_out]
+        chosen[layer.index] = options[0] if options else None
+    return chosen
 
 
-def _ranked(sites: Sequence[Site], alone: Mapping[Site, Evaluation], metric: str) -> list[Site]:
-    """The sites, most sensitive first (worst metric alone; failures first; ties in order)."""
-    order = {site: index for index, site in enumerate(sites)}
+def _ranked(
+    candidates: Sequence[Candidate], alone: Mapping[Candidate, Evaluation], metric: str
+) -> list[Candidate]:
+    """The candidates, most sensitive first (worst metric alone; failures first; ties in order)."""
+    order = {candidate: index for index, candidate in enumerate(candidates)}
 
-    def key(site: Site) -> tuple[float, int]:
-        evaluation = alone[site]
+    def key(candidate: Candidate) -> tuple[float, int]:
+        evaluation = alone[candidate]
         if evaluation.failure:
-            return (-math.inf, order[site])
+            return (-math.inf, order[candidate])
         value = evaluation.value(metric)
         badness = -value if METRICS[metric] == ">=" else value
-        return (-badness if not math.isnan(badness) else -math.inf, order[site])
+        return (-badness if not math.isnan(badness) else -math.inf, order[candidate])
 
-    return sorted(sites, key=key)
+    return sorted(candidates, key=key)
 
 
 @dataclasses.dataclass
 class Decision:
-    """What tuning measured and chose, before the final rewrite and its check."""
+    """What tuning measured and chose, before the final model and its check."""
 
-    layers: list[Layer]
-    alone: dict[Site, Evaluation]
-    ranked: list[Site]
+    layers: Layers
+    alone: dict[Candidate, Evaluation]
+    ranked: list[Candidate]
     baseline: Evaluation
     steps: list[BudgetStep]
     kept: int
     evaluations: int
     runner: str
     notes: list[str]
+    seconds: float = 0.0
 
-    def reason(self, site: Site, accept: Sequence[Acceptance]) -> str:
-        """Why a left-out site was left out: its cost alone, the model's with it."""
-        rank = self.ranked.index(site) + 1
+    @property
+    def choice(self) -> dict[int, int | None]:
+        """The options chosen per layer (None: float)."""
+        return choice_without(self.layers, set(self.ranked[: self.kept]))
+
+    def reason(self, candidate: Candidate, accept: Sequence[Acceptance]) -> str:
+        """Why a left-out candidate was left out: its cost alone, the model's with it."""
+        rank = self.ranked.index(candidate) + 1
         before = next((s for s in self.steps if s.left_out == rank - 1), None)
-        alone = self.alone[site]
+        alone = self.alone[candidate]
         if alone.failure:
             return f"the model with only it approximate failed ({alone.failure})"
         reached = _values_text(before.values, accept, before.bounds) if before else "the budget"
@@ -208,99 +195,91 @@ class Decision:
             f"model reaches {reached}"
         )
 
-    def excluded(self, accept: Sequence[Acceptance]) -> dict[Site, str]:
-        """The sites left out, with the reasons the trace records."""
-        count = len(self.ranked)
-        return {
-            site: (
-                f"left out by the accuracy budget (sensitive site {rank} of {count}): "
-                f"{self.reason(site, accept)}"
-            )
-            for rank, site in enumerate(self.ranked[: self.kept], 1)
-        }
+
+Report = Callable[[str], None]
+
+
+class _Progress:
+    """Progress of the measurements: `measured / total, elapsed, about N s left`."""
+
+    def __init__(self, report: Report | None) -> None:
+        self.report = report
+        self.start = time.perf_counter()
+        self.done = 0
+        self.total = 0
+
+    def expect(self, count: int) -> None:
+        self.total += count
+
+    def advance(self, count: int, what: str) -> None:
+        self.done += count
+        if self.report is None:
+            return
+        elapsed = time.perf_counter() - self.start
+        text = f"{what}: {self.done}/{self.total} measured, {elapsed:.1f} s"
+        if 0 < self.done < self.total:
+            left = elapsed / self.done * (self.total - self.done)
+            text += f", about {left:.0f} s left"
+        self.report(text)
 
 
 class _Tuning:
-    """One tuning run: the evaluator, the candidate sites and what was measured of them."""
+    """One tuning run: the evaluator, the candidates and what was measured of them."""
 
     def __init__(
-        self,
-        evaluator: Evaluator,
-        budget: AccuracyBudget,
-        first: Evaluation,
-        sites: Sequence[Site],
+        self, evaluator: Evaluator, budget: AccuracyBudget, layers: Layers, progress: _Progress
     ) -> None:
         self.evaluator = evaluator
         self.budget = budget
-        self.first = first
-        self.layers: list[Layer] = [(site,) for site in dict.fromkeys(sites)]
+        self.layers = layers
+        self.progress = progress
         self.evaluations = 0
-        self.notes: list[str] = []
 
-    def measure(self, site_sets: Sequence[frozenset[Site]], what: str) -> list[Evaluation]:
-        if self.budget.progress is not None:
-            count = f"{len(site_sets)} rewrite{'s' * (len(site_sets) != 1)}"
-            self.budget.progress(f"{what}: measuring {count} {self.evaluator.description}")
-        self.evaluations += len(site_sets)
-        return self.evaluator.map(site_sets)
+    def measure(self, choices: Sequence[Choice], what: str) -> list[Evaluation]:
+        """Each choice's evaluation, reported in batches of the evaluator's width."""
+        results: list[Evaluation] = []
+        width = max(1, self.evaluator.width)
+        for start in range(0, len(choices), width):
+            batch = choices[start : start + width]
+            results.extend(self.evaluator.map(batch))
+            self.evaluations += len(batch)
+            self.progress.advance(len(batch), what)
+        return results
 
-    def sensitivities(self) -> tuple[Evaluation, dict[Site, Evaluation]]:
-        """The float baseline and each site alone; sites are added until none appear.
+    def sensitivities(self) -> tuple[Evaluation, Evaluation, dict[Candidate, Evaluation]]:
+        """Every layer's first option, every layer float, and each candidate alone."""
+        candidates = _candidates(self.layers)
+        first = {layer.index: 0 for layer in self.layers}
+        choices: list[Choice] = [first, {}, *({layer: option} for layer, option in candidates)]
+        self.progress.expect(len(choices))
+        measured = self.measure(choices, f"sensitivity of {len(candidates)} candidates")
+        return measured[0], measured[1], dict(zip(candidates, measured[2:], strict=True))
 
-        A site that appears when every known one is left out joins the layer of the site
-        whose own run (every other site left out) does not fire it: that site's rewrite
-        took its nodes. It is measured alone like the others, so the greedy can leave the
-        first rewrite out and keep the one in its place (int8, else float16, else float).
-        """
-        for _ in range(_DISCOVERY_ROUNDS):
-            sites = [site for layer in self.layers for site in layer]
-            every = frozenset(sites)
-            sets = [every, *(every - {site} for site in sites)]
-            baseline, *alone = self.measure(sets, f"sensitivity of {len(sites)} sites")
-            new = [site for site in baseline.fired if site not in every]
-            if not new:
-                return baseline, dict(zip(sites, alone, strict=True))
-            for site in new:
-                owners = {sites[i] for i, run in enumerate(alone) if site not in run.fired}
-                layer = next((i for i, ls in enumerate(self.layers) if owners & set(ls)), None)
-                if layer is None or len(owners) > len(self.layers[layer]):
-                    self.layers.append((site,))
-                else:
-                    self.layers[layer] += (site,)
-            self.notes.append(
-                f"leaving approximate rewrites out let {len(new)} others take their place "
-                "(another rule on the same nodes); they are candidates too"
-            )
-        raise RewriteError(
-            "the accuracy budget cannot settle its candidates: leaving approximate rewrites "
-            f"out keeps letting new ones appear (after {_DISCOVERY_ROUNDS} rounds)"
-        )
-
-    def greedy(self, ranked: Sequence[Site], baseline: Evaluation) -> tuple[int, list[BudgetStep]]:
-        """The fewest most-sensitive sites to leave out, and every step measured."""
+    def greedy(
+        self, ranked: Sequence[Candidate], first: Evaluation
+    ) -> tuple[int, list[BudgetStep]]:
+        """The fewest most-sensitive candidates to leave out, and every step measured."""
         accept = self.budget.accept
-        steps = [_step(0, self.first, accept)]
-        if self.first.meets(accept):
+        steps = [_step(0, first, accept)]
+        if first.meets(accept):
             return 0, steps
-        width = self.evaluator.width
+        width = max(1, self.evaluator.width)
         k = 1
-        while k < len(ranked):
-            batch = list(range(k, min(k + width, len(ranked))))
-            what = f"greedy, {batch[0]} of {len(ranked)} sites left out"
-            results = self.measure([frozenset(ranked[:n]) for n in batch], what)
+        while k <= len(ranked):
+            batch = list(range(k, min(k + width, len(ranked) + 1)))
+            self.progress.expect(len(batch))
+            choices = [choice_without(self.layers, set(ranked[:n])) for n in batch]
+            results = self.measure(choices, f"greedy, {batch[0]} of {len(ranked)} left out")
             for n, evaluation in zip(batch, results, strict=True):
                 steps.append(_step(n, evaluation, accept))
                 if evaluation.meets(accept):
                     return n, steps
             k += width
-        steps.append(_step(len(ranked), baseline, accept))
         return len(ranked), steps
 
 
 def _step(kept: int, evaluation: Evaluation, accept: Sequence[Acceptance]) -> BudgetStep:
-    return BudgetStep(
-        kept, evaluation.values, evaluation.meets(accept), evaluation.bytes, evaluation.bounds
-    )
+    return BudgetStep(kept, evaluation.values, evaluation.meets(accept), 0, evaluation.bounds)
 
 
 def _values_text(
@@ -320,141 +299,168 @@ def _values_text(
 
 
 def tune(
-    snapshot: str | bytes,
-    ruleset: ast.RuleSet,
-    options: RewriteOptions,
-    first: RewriteResult,
-) -> tuple[Decision | None, AccuracyData, list[str]]:
-    """Choose the sites to leave out (`Decision.excluded`).
-
-    Returns the decision (None when no approximate rule fired), the inputs of the final
-    check and notes about the inputs.
+    switchable: bytes,
+    layers: Layers,
+    tuning: AccuracyData,
+    budget: AccuracyBudget,
+) -> Decision:
+    """Choose each layer's option (`Decision.choice`) on the switchable model's session.
 
     Raises:
-        RewriteError: Ray is asked for but missing or unreachable; candidates never settle.
-        VerifyError: the models cannot be measured (see `verification.accuracy_data`).
+        RewriteError: the switchable model cannot be measured; Ray is asked for but missing or
+            unreachable.
     """
-    budget = options.budget
-    assert budget is not None
-    tuning, final_data, notes = _inputs(snapshot_model(snapshot), budget, options.input_shapes)
-    sites = first.trace.approximate_sites()
-    if not sites:
-        return None, final_data, notes
-    base = dataclasses.replace(options, budget=None, progress=None, record_subgraphs=False)
-    workload = Workload(snapshot, ruleset, base, tuning, budget.accept, budget.confidence)
-    measured = score(first.model, tuning, budget.accept, confidence=budget.confidence)
-    overall = next(r for r in measured.rows if r.output == ALL_OUTPUTS)
-    first_eval = Evaluation(
-        frozenset(), overall.values, sites, first.proto.ByteSize(), overall.note, overall.bounds
+    start = time.perf_counter()
+    switches = [
+        switch_name(layer.index, option) for layer in layers for option in range(len(layer.options))
+    ]
+    workload = Workload.of(
+        switchable,
+        tuning,
+        budget.accept,
+        switches,
+        providers=budget.providers,
+        confidence=budget.confidence,
     )
-    jobs = budget.jobs or default_jobs()
-    with Evaluator(workload, jobs=jobs, ray_address=budget.ray_address) as evaluator:
-        run = _Tuning(evaluator, budget, first_eval, sites)
-        baseline, alone = run.sensitivities()
+    progress = _Progress(budget.progress)
+    notes: list[str] = []
+    with Evaluator(workload, jobs=budget.jobs or 1, ray_address=budget.ray_address) as evaluator:
+        run = _Tuning(evaluator, budget, layers, progress)
+        first, baseline, alone = run.sensitivities()
+        if first.failure and "failed on input" in first.failure and baseline.failure:
+            raise RewriteError(f"accuracy budget: {baseline.failure}")
         ranked = _ranked(list(alone), alone, budget.ranking_metric)
         if budget.confidence is not None:
-            run.notes.append(
+            notes.append(
                 f"while tuning, a model meets the budget when its {budget.confidence:.0%} "
                 f"pessimistic bound over the {len(tuning)} tuning inputs does (bootstrap)"
             )
         if not baseline.meets(budget.accept):
             kept, steps = len(ranked), [_step(len(ranked), baseline, budget.accept)]
-            run.notes.append(
+            notes.append(
                 f"even with every approximate rewrite left out the model reaches only "
                 f"{_values_text(baseline.values, budget.accept)} on the tuning inputs"
             )
         else:
-            kept, steps = run.greedy(ranked, baseline)
+            kept, steps = run.greedy(ranked, first)
         runner = evaluator.description
-    return (
-        Decision(
-            run.layers,
-            alone,
-            ranked,
-            baseline,
-            steps,
-            kept,
-            run.evaluations,
-            runner,
-            run.notes,
-        ),
-        final_data,
+    return Decision(
+        layers,
+        alone,
+        ranked,
+        baseline,
+        steps,
+        kept,
+        run.evaluations,
+        runner,
         notes,
+        time.perf_counter() - start,
     )
 
 
-def _layer_results(
-    decision: Decision, first: RewriteResult, final: RewriteResult, budget: AccuracyBudget
+# ---------------------------------------------------------------------------------------------
+# The outcome
+
+
+def _precision_word(rule: str) -> str:
+    """`int8`, `int4`, `float16` from a rule's name; `approximate` when it names none."""
+    for word in ("int8", "int4", "float16", "bfloat16", "fp8"):
+        if word in rule:
+            return word
+    return "approximate"
+
+
+def kept_float_reason(rule: str, slower_by: float) -> str:
+    """`kept float: int8 slower by 12%` (the speed check's reason)."""
+    return f"kept float: {_precision_word(rule)} slower by {100 * slower_by:.0f}%"
+
+
+def _layer_rows(
+    decision: Decision,
+    final_choice: Mapping[int, int | None],
+    budget: AccuracyBudget,
+    slower: Mapping[int, float],
 ) -> tuple[SiteResult, ...]:
-    """One row per layer, most sensitive first, its status read from the final run's trace."""
-    entries = {e.site: e for e in first.trace.entries if e.approximate}
-    entries.update({e.site: e for e in final.trace.entries if e.approximate})
-    applied = set(final.trace.approximate_sites())
-    left_out = set(decision.ranked[: decision.kept])
+    """One row per layer, most sensitive first."""
     metric = budget.ranking_metric
     baseline = decision.baseline
     reference = baseline.value(metric) if not baseline.failure else math.nan
-    position = {site: index for index, site in enumerate(decision.ranked)}
-    layers = sorted(decision.layers, key=lambda layer: position[layer[0]])
+    position = {candidate: index for index, candidate in enumerate(decision.ranked)}
+    layers = sorted(decision.layers, key=lambda layer: position[(layer.index, 0)])
+    left_out = set(decision.ranked[: decision.kept])
     chosen = next((s for s in decision.steps if s.left_out == decision.kept), None)
     met = f": {_values_text(chosen.values, budget.accept, chosen.bounds)}" if chosen else ""
-    results = []
+    rows = []
     for rank, layer in enumerate(layers, 1):
-        site = layer[0]
-        evaluation = decision.alone[site]
-        entry = entries.get(site)
+        evaluation = decision.alone[(layer.index, 0)]
         value = evaluation.value(metric) if not evaluation.failure else math.nan
-        # Against an exact float baseline (snr inf) a loss has no finite size: shown as "-".
         loss = _worse(metric, value, reference) if math.isfinite(reference) else math.nan
-        in_place = [s for s in layer if s in applied]
-        if in_place and in_place[0] == site:
+        picked = final_choice.get(layer.index)
+        primary = layer.options[0]
+        if layer.index in slower:
+            reason = kept_float_reason(primary.rule, slower[layer.index])
+        elif picked == 0:
             reason = f"the model meets the budget with it approximate{met}"
-        elif in_place:
-            substitute = in_place[0]
+        elif picked is not None:
             reason = (
-                f"`{site[0]}` left out ({decision.reason(site, budget.accept)}); "
-                f"`{substitute[0]}` approximates it instead"
+                f"`{primary.rule}` left out ({decision.reason((layer.index, 0), budget.accept)}); "
+                f"`{layer.options[picked].rule}` approximates it instead"
             )
-        elif site in left_out:
-            reason = f"too sensitive: {decision.reason(site, budget.accept)}"
+        elif (layer.index, 0) in left_out:
+            reason = f"too sensitive: {decision.reason((layer.index, 0), budget.accept)}"
         else:
-            reason = "not applied in the final model (another rewrite took these nodes)"
-        results.append(
-            SiteResult(
-                rule=site[0],
-                anchor=site[1],
-                nodes=entry.matched if entry is not None else (),
-                location=entry.location if entry is not None else "",
-                clause=entry.approximate if entry is not None else "",
-                rank=rank,
-                alone=evaluation.values,
-                loss=loss,
-                kept_float=not in_place,
-                reason=reason,
-                failure=evaluation.failure,
-                alternatives=layer[1:],
-                applied=in_place[0][0] if in_place else "",
-            )
-        )
-    return tuple(results)
+            reason = "kept float"
+        rows.append(_site_result(layer, rank, evaluation, loss, picked, reason))
+    return tuple(rows)
+
+
+def _site_result(
+    layer: Layer,
+    rank: int,
+    evaluation: Evaluation,
+    loss: float,
+    picked: int | None,
+    reason: str,
+) -> SiteResult:
+    primary = layer.options[0]
+    entry = primary.entries[0]
+    return SiteResult(
+        rule=entry.rule,
+        anchor=entry.anchor,
+        nodes=entry.matched,
+        location=entry.location,
+        clause=entry.approximate,
+        rank=rank,
+        alone=evaluation.values,
+        loss=loss,
+        kept_float=picked is None,
+        reason=reason,
+        failure=evaluation.failure,
+        alternatives=tuple(site for option in layer.options[1:] for site in option.sites),
+        applied=layer.options[picked].rule if picked is not None else "",
+    )
 
 
 def finish(
     decision: Decision | None,
     final_data: AccuracyData,
     notes: Sequence[str],
-    first: RewriteResult,
-    result: RewriteResult,
+    final_model: Any,
+    final_choice: Mapping[int, int | None],
     budget: AccuracyBudget,
+    slower: Mapping[int, float] | None = None,
 ) -> BudgetResult:
     """The outcome: the layers as the final model has them, and its independent check.
+
+    `slower` holds the layers the speed check put back in float (layer -> how much slower
+    the approximate one was).
 
     Raises:
         RewriteError: the final model cannot be measured.
     """
     try:
         final = score(
-            result.model,
+            final_model,
             final_data,
             budget.accept,
             ort_enable_all=budget.ort_enable_all,
@@ -482,7 +488,7 @@ def finish(
         )
     return BudgetResult(
         budget.accept,
-        _layer_results(decision, first, result, budget),
+        _layer_rows(decision, final_choice, budget, slower or {}),
         decision.baseline.values,
         tuple(decision.steps),
         chosen.met,

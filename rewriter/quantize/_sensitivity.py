@@ -1,108 +1,199 @@
-"""Scoring rewrites with some approximate sites left out, serially, on local cores, or on Ray.
+"""Scoring choices of approximate layers on one switchable model, here or on other cores.
 
-The accuracy budget (`_budget`) asks many independent questions of one shape: "rewrite the
-model with these (rule, anchor) sites excluded; how accurate is the result?". `evaluate`
-answers one. It is a plain importable function of picklable arguments (a `Workload`, which
-holds the model as a path or as bytes, the loaded rule set, the rewrite options and the
-inputs with the original's outputs on them, and a set of sites), so the same function runs
+The accuracy budget (`_budget`) asks many questions of one shape: "with these layers float
+and the others approximate, how accurate is the model?". Every answer comes from the same
+switchable model (`_sites.materialize(..., switchable=True)`): its boolean inputs pick, per
+layer, an approximate option or the float nodes, so a question is one set of feeds, never a
+rewrite, and one onnxruntime session (per process) answers them all. The original's outputs
+on the tuning inputs are computed once (`AccuracyData`) and shared by every question.
+
+`evaluate` answers one question; it is a plain importable function of picklable arguments (a
+`Workload`: the switchable model's bytes, the inputs and the reference outputs), so it runs
 in this process, in a `concurrent.futures` process pool (`spawn`: onnxruntime's threads do
-not survive a fork) or as a Ray task. `Evaluator` picks one of those and keeps it open for
-every batch of a tuning run.
+not survive a fork; the workers ignore Ctrl-C, which the parent handles by shutting the pool
+down) or as a Ray task. `Evaluator` picks one and keeps it open for a whole tuning run.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import hashlib
+import math
 import multiprocessing
 import os
 import pickle
+import signal
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from rewriter._errors import RewriteError
-from rewriter.api._options import RewriteOptions
-from rewriter.api._rewrite import rewrite
-from rewriter.dsl import _ast as ast
-from rewriter.verification import ALL_OUTPUTS, Acceptance, AccuracyData, VerifyError, score
+import numpy as np
 
-Site = tuple[str, str]
-"""(rule name, anchor): one application of a rule, as `TraceEntry.site` names it."""
+from rewriter._errors import RewriteError
+from rewriter.quantize._sites import switch_name
+from rewriter.verification import (
+    Acceptance,
+    AccuracyData,
+    VerifyError,
+    load_model,
+    measure,
+    metric_with_bound,
+    open_session,
+)
+
+Candidate = tuple[int, int]
+"""(layer index, option index): one approximate way to compute one layer."""
+
+Choice = Mapping[int, int | None]
+"""Layer index -> the option computed, None (or absent) for float."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
     """What every evaluation of one tuning run shares (picklable).
 
-    `source` is the original model as a path, or its ONNX bytes (for workers that may not
-    see this machine's files, e.g. on a Ray cluster). `options` has no progress callback
-    and no budget.
+    `model` is the switchable model's ONNX bytes, `key` a digest of it (workers keep one
+    session per key), `metrics` the metrics to measure (the budget's first).
     """
 
-    source: str | bytes
-    ruleset: ast.RuleSet
-    options: RewriteOptions
+    model: bytes
     data: AccuracyData
     accept: tuple[Acceptance, ...]
+    metrics: tuple[str, ...]
+    switches: tuple[str, ...]
+    providers: tuple[str, ...] | None = None
     # Judge by the pessimistic bootstrap bound at this confidence (None: the measured value).
     confidence: float | None = None
+    key: str = ""
+
+    @staticmethod
+    def of(
+        model: bytes,
+        data: AccuracyData,
+        accept: Sequence[Acceptance],
+        switches: Sequence[str],
+        *,
+        providers: Sequence[str] | None = None,
+        confidence: float | None = None,
+    ) -> Workload:
+        """A workload, its key computed."""
+        metrics = tuple(dict.fromkeys(a.metric for a in accept))
+        return Workload(
+            model,
+            data,
+            tuple(accept),
+            metrics,
+            tuple(switches),
+            tuple(providers) if providers else None,
+            confidence,
+            hashlib.sha256(model).hexdigest(),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """The outcome of one evaluation: metric values over all outputs, or why there are none.
 
-    `fired` lists the approximate sites the run applied (to tell a caller when leaving some
-    out let others appear); `bytes` is the rewritten model's serialized size; `bounds` the
-    pessimistic bootstrap bounds of the budget's metrics, when the workload asks for them.
+    `choice` is the layers' options as measured (absent: float); `bounds` the pessimistic
+    bootstrap bounds of the budget's metrics, when the workload asks for them.
     """
 
-    excluded: frozenset[Site]
+    choice: tuple[tuple[int, int], ...]
     values: tuple[tuple[str, float], ...]
-    fired: tuple[Site, ...]
-    bytes: int = 0
     failure: str = ""
     bounds: tuple[tuple[str, float], ...] = ()
 
     def value(self, metric: str) -> float:
-        """The value of `metric` (KeyError when it was not measured)."""
-        return dict(self.values)[metric]
+        """The value of `metric` (NaN when it was not measured)."""
+        return dict(self.values).get(metric, math.nan)
 
     def meets(self, accept: Sequence[Acceptance]) -> bool:
         """True when every acceptance holds (by its bound when there is one; never failed)."""
         judged = {**dict(self.values), **dict(self.bounds)}
-        return not self.failure and all(a.met_by(judged[a.metric]) for a in accept)
+        return not self.failure and all(a.met_by(judged.get(a.metric, math.nan)) for a in accept)
 
 
-def evaluate(workload: Workload, excluded: frozenset[Site]) -> Evaluation:
-    """Rewrite the workload's model without `excluded` and score it (the worker function)."""
-    model: Any = workload.source
-    if isinstance(model, bytes):
-        import onnx
+def _feeds(workload: Workload, choice: Choice) -> dict[str, np.ndarray]:
+    on = {switch_name(layer, option) for layer, option in choice.items() if option is not None}
+    return {name: np.array(name in on) for name in workload.switches}
 
-        model = onnx.load_from_string(model)
-    reason = "left out to measure the other sites"
-    options = dataclasses.replace(
-        workload.options, excluded_sites=dict.fromkeys(excluded, reason), copy=False
-    )
-    try:
-        result = rewrite(model, workload.ruleset, options)
-        measured = score(
-            result.model, workload.data, workload.accept, confidence=workload.confidence
-        )
-    except (RewriteError, VerifyError) as exc:
-        return Evaluation(excluded, (), (), failure=str(exc))
-    overall = next(r for r in measured.rows if r.output == ALL_OUTPUTS)
-    return Evaluation(
-        excluded,
-        overall.values,
-        result.trace.approximate_sites(),
-        result.proto.ByteSize(),
-        overall.note,
-        overall.bounds,
-    )
+
+def nan_where_finite(reference: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> int:
+    """How many elements are NaN in `actual` where `reference` holds a number (not NaN)."""
+    count = 0
+    for ref, act in zip(reference, actual, strict=True):
+        ref_array = np.asarray(ref)
+        act_array = np.asarray(act)
+        if ref_array.dtype.kind != "f" or act_array.shape != ref_array.shape:
+            continue
+        count += int(np.count_nonzero(np.isnan(act_array) & ~np.isnan(ref_array)))
+    return count
+
+
+def evaluate_with(session: Any, workload: Workload, choice: Choice) -> Evaluation:
+    """Score `choice` on an open session of the workload's model."""
+    from rewriter.verification import RunError
+
+    measured = tuple(sorted((k, v) for k, v in choice.items() if v is not None))
+    switches = _feeds(workload, choice)
+    data = workload.data
+    actual: list[list[np.ndarray]] = []
+    for index, feeds in enumerate(data.feeds):
+        try:
+            result = session.run({**feeds, **switches})
+        except RunError as exc:
+            return Evaluation(measured, (), f"the model failed on input {index + 1}: {exc}")
+        actual.append([np.asarray(result[name]) for name in data.outputs])
+    reference = [[ref[name] for name in data.outputs] for ref in data.reference]
+    flat_ref = [array for arrays in reference for array in arrays]
+    flat_act = [array for arrays in actual for array in arrays]
+    for ref, act in zip(flat_ref, flat_act, strict=True):
+        if np.shape(ref) != np.shape(act):
+            return Evaluation(
+                measured, (), f"an output has shape {np.shape(act)} not {np.shape(ref)}"
+            )
+    nans = nan_where_finite(flat_ref, flat_act)
+    values: list[tuple[str, float]] = []
+    bounds: list[tuple[str, float]] = []
+    for metric in workload.metrics:
+        if workload.confidence is None:
+            values.append((metric, measure(metric, flat_ref, flat_act)))
+            continue
+        point, bound = metric_with_bound(metric, reference, actual, confidence=workload.confidence)
+        values.append((metric, point))
+        bounds.append((metric, bound))
+    if nans:
+        failure = f"NaN in {nans} output elements where the original has none"
+        return Evaluation(measured, tuple(values), failure)
+    return Evaluation(measured, tuple(values), "", tuple(bounds))
+
+
+def open_workload_session(workload: Workload) -> Any:
+    """An onnxruntime session (optimizations off, as the budget measures) of the workload."""
+    import onnx
+
+    loaded = load_model(onnx.load_from_string(workload.model), "measured")
+    return open_session(loaded, workload.providers)
+
+
+# A worker process keeps the session of the workload it last measured (one per process).
+_WORKER_SESSION: dict[str, Any] = {}
+
+
+def evaluate(workload: Workload, choice: Choice) -> Evaluation:
+    """Score `choice` (the worker function: opens the session once per process)."""
+    session = _WORKER_SESSION.get(workload.key)
+    if session is None:
+        _WORKER_SESSION.clear()
+        try:
+            session = open_workload_session(workload)
+        except VerifyError as exc:
+            measured = tuple(sorted((k, v) for k, v in choice.items() if v is not None))
+            return Evaluation(measured, (), str(exc))
+        _WORKER_SESSION[workload.key] = session
+    return evaluate_with(session, workload, choice)
 
 
 def default_jobs() -> int:
@@ -110,11 +201,17 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-class Evaluator:
-    """Runs `evaluate` on many site sets: serially, in a process pool, or on a Ray cluster.
+def _ignore_interrupts() -> None:
+    """Pool workers leave Ctrl-C to the parent, which shuts the pool down in order."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    Use as a context manager; the pool (or the Ray connection this opened) closes on exit.
-    A Ray connection the caller opened before (`ray.is_initialized()`) is used and left open.
+
+class Evaluator:
+    """Runs `evaluate` on many choices: in this process, in a process pool, or on Ray.
+
+    Use as a context manager; the session, the pool (or the Ray connection this opened) close
+    on exit, also when the run is interrupted. A Ray connection the caller opened before
+    (`ray.is_initialized()`) is used and left open.
     """
 
     def __init__(self, workload: Workload, *, jobs: int = 1, ray_address: str | None = None):
@@ -123,6 +220,7 @@ class Evaluator:
         self.workload = workload
         self.jobs = jobs
         self.ray_address = ray_address
+        self._session: Any = None
         self._pool: concurrent.futures.Executor | None = None
         self._ray: Any = None
         self._ray_started = False
@@ -138,10 +236,10 @@ class Evaluator:
 
     @property
     def description(self) -> str:
-        """`serially`, `on 4 local processes` or `on Ray at ADDRESS`."""
+        """`in this process`, `on 4 local processes` or `on Ray at ADDRESS`."""
         if self.ray_address is not None:
             return f"on Ray at {self.ray_address}"
-        return "serially" if self.jobs == 1 else f"on {self.jobs} local processes"
+        return "in this process" if self.jobs == 1 else f"on {self.jobs} local processes"
 
     def __enter__(self) -> Evaluator:
         if self.ray_address is not None or self.jobs > 1:
@@ -150,7 +248,14 @@ class Evaluator:
             self._open_ray()
         elif self.jobs > 1:
             context = multiprocessing.get_context("spawn")
-            self._pool = concurrent.futures.ProcessPoolExecutor(self.jobs, mp_context=context)
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                self.jobs, mp_context=context, initializer=_ignore_interrupts
+            )
+        else:
+            try:
+                self._session = open_workload_session(self.workload)
+            except VerifyError as exc:
+                raise RewriteError(f"accuracy budget: {exc}") from exc
         return self
 
     def _open_ray(self) -> None:
@@ -177,35 +282,38 @@ class Evaluator:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self._session = None
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         if self._ray_started:
             self._ray.shutdown()
             self._ray_started = False
 
-    def map(self, site_sets: Sequence[frozenset[Site]]) -> list[Evaluation]:
-        """The evaluation of each site set, in order."""
+    def map(self, choices: Sequence[Choice]) -> list[Evaluation]:
+        """The evaluation of each choice, in order."""
         if self._ray is not None:
-            refs = [self._remote.remote(self._workload_ref, sites) for sites in site_sets]
+            refs = [self._remote.remote(self._workload_ref, dict(c)) for c in choices]
             return list(self._ray.get(refs))
-        if self._pool is not None and len(site_sets) > 1:
-            futures = [self._pool.submit(evaluate, self.workload, s) for s in site_sets]
+        if self._pool is not None and len(choices) > 1:
+            futures = [self._pool.submit(evaluate, self.workload, dict(c)) for c in choices]
             return [future.result() for future in futures]
-        return list(_serially(self.workload, site_sets))
+        if self._session is None:
+            return [evaluate(self.workload, choice) for choice in choices]
+        return [evaluate_with(self._session, self.workload, choice) for choice in choices]
 
 
 def _check_picklable(workload: Workload) -> None:
     """Other processes get the workload pickled: say so when it cannot be.
 
     Raises:
-        RewriteError: something in the rules or options does not pickle.
+        RewriteError: something in the workload does not pickle.
     """
     try:
         pickle.dumps(workload)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
         raise RewriteError(
-            f"cannot send the rules and the model to other processes ({exc}); --jobs 1 "
+            f"cannot send the model and its inputs to other processes ({exc}); --jobs 1 "
             "measures in this process"
         ) from None
 
@@ -231,8 +339,3 @@ def _check_reachable(address: str | None) -> None:
 
 
 _CONNECT_SECONDS = 5.0
-
-
-def _serially(workload: Workload, site_sets: Sequence[frozenset[Site]]) -> Iterator[Evaluation]:
-    for sites in site_sets:
-        yield evaluate(workload, sites)

@@ -36,6 +36,7 @@ from rewriter.verification._accuracy import (
     acceptances,
     accuracy_data,
     check_accuracy,
+    metric_with_bound,
     pessimistic_bound,
     score,
 )
@@ -51,7 +52,6 @@ from rewriter.verification._approximation import (
     plain_samples,
 )
 from rewriter.verification._bisect import find_first_bad
-from rewriter.verification._calibration import collect_calibration
 from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
 from rewriter.verification._compare import (
     DEFAULT_FACTOR,
@@ -63,11 +63,13 @@ from rewriter.verification._compare import (
 )
 from rewriter.verification._counterexample import load_counterexample, save_counterexample
 from rewriter.verification._errors import VerifyError
+from rewriter.verification._inputs import analyze_inputs, split_samples
 from rewriter.verification._kernels import KERNELS, extract_image_patches
 from rewriter.verification._metrics import METRICS, Acceptance, measure, parse_acceptance
 from rewriter.verification._oracle import OracleModel, oracle_model
 from rewriter.verification._result import OutputStats, VerifyResult
-from rewriter.verification._source import ModelSource
+from rewriter.verification._runner import RunError, Session, open_session
+from rewriter.verification._source import LoadedModel, ModelSource, load_model
 
 
 @overload
@@ -113,27 +115,33 @@ __all__ = [
     "AccuracyResult",
     "ApproximationResult",
     "Criterion",
+    "LoadedModel",
     "MetricRow",
     "ModelSource",
     "OracleModel",
     "OutputStats",
+    "RunError",
+    "Session",
     "Tolerance",
     "VerifyError",
     "VerifyResult",
     "acceptances",
     "accuracy_data",
     "accuracy_floor",
+    "analyze_inputs",
     "check_accuracy",
     "check_equivalence",
     "check_on_inputs",
-    "collect_calibration",
     "default_tolerance",
     "extract_image_patches",
     "find_first_bad",
     "format_metric",
     "load_counterexample",
+    "load_model",
     "measure",
     "measure_approximation",
+    "metric_with_bound",
+    "open_session",
     "oracle_model",
     "parse_acceptance",
     "pessimistic_bound",
@@ -141,5 +149,6 @@ __all__ = [
     "run_model",
     "save_counterexample",
     "score",
+    "split_samples",
     "verify",
 ]

@@ -51,7 +51,13 @@ from rewriter.verification._inputs import (
     split_samples,
     suggested_sizes,
 )
-from rewriter.verification._metrics import METRICS, Acceptance, measure, parse_acceptance
+from rewriter.verification._metrics import (
+    METRICS,
+    Acceptance,
+    measure,
+    parse_acceptance,
+    resampled,
+)
 from rewriter.verification._runner import (
     DISABLED,
     ENABLED,
@@ -303,26 +309,42 @@ def pessimistic_bound(
     Raises:
         ValueError: an unknown metric, or a confidence outside (0, 1).
     """
+    return metric_with_bound(
+        metric, reference, actual, confidence=confidence, resamples=resamples, seed=seed
+    )[1]
+
+
+def metric_with_bound(
+    metric: str,
+    reference: Sequence[Sequence[Array]],
+    actual: Sequence[Sequence[Array]],
+    *,
+    confidence: float = 0.9,
+    resamples: int = _RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """The metric over all inputs and its `pessimistic_bound`, from one pass over the outputs.
+
+    Raises:
+        ValueError: an unknown metric, or a confidence outside (0, 1).
+    """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
-    point = measure(metric, _flatten(reference), _flatten(actual))
     count = len(reference)
-    if count < 2:
-        return point
     rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(resamples):
-        picks = rng.integers(0, count, count)
-        chosen_ref = [a for i in picks for a in reference[i]]
-        chosen_act = [a for i in picks for a in actual[i]]
-        values.append(measure(metric, chosen_ref, chosen_act))
-    finite = np.asarray(values, dtype=np.float64)
+    every = np.arange(count)[None, :]
+    if count < 2:
+        point = float(resampled(metric, reference, actual, every)[0])
+        return point, point
+    picks = np.stack([rng.integers(0, count, count) for _ in range(resamples)])
+    values = resampled(metric, reference, actual, np.concatenate([every, picks]))
+    point = float(values[0])
     good_high = METRICS[metric] == ">="
     # The quantile of the bad side: np.quantile handles +-inf (an exact resample is inf dB).
     quantile = 1.0 - confidence if good_high else confidence
     with np.errstate(invalid="ignore"):
-        bound = float(np.quantile(finite, quantile, method="lower" if good_high else "higher"))
-    return min(bound, point) if good_high else max(bound, point)
+        bound = float(np.quantile(values[1:], quantile, method="lower" if good_high else "higher"))
+    return point, (min(bound, point) if good_high else max(bound, point))
 
 
 def _flatten(per_input: Sequence[Sequence[Array]]) -> list[Array]:

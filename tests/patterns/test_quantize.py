@@ -19,7 +19,8 @@ from onnx import helper, numpy_helper
 import ir
 import rewriter
 from rewriter.api import RewriteOptions, load_rules, rewrite
-from rewriter.verification import collect_calibration, measure
+from rewriter.quantize import collect_calibration
+from rewriter.verification import measure
 
 QUANTIZE = rewriter.library_path() / "quantize"
 
