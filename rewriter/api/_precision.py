@@ -501,7 +501,5 @@ def _trace(
         else:
             reason = "kept float"
         skips.append(SkipEntry(first.rule, first.location, reason, first.anchor))
-    order = {id(entry): index for index, entry in enumerate(approximate.entries)}
-    entries.sort(key=lambda entry: order.get(id(entry), len(order)))
     middle = Trace(tuple(entries), tuple(skips), approximate.stop_reason, approximate.warnings)
     return before.followed_by(middle).followed_by(cleanup)

@@ -92,15 +92,18 @@ def speed_check(
     )
 
 
-def calibration_samples(args: argparse.Namespace) -> CalibrationSamples:
+def calibration_samples(args: argparse.Namespace, source: Path) -> CalibrationSamples:
     """The `--calibration` samples, to be run on the float model the precision rules see.
 
+    They are checked against the input model's inputs now (the float model has the same).
+
     Raises:
-        RewriteError: no .npz file, or samples that cannot be read.
+        RewriteError: no .npz file, or samples that cannot be read or do not fit the model.
     """
+    import ir
     from rewriter.cli._verify import load_samples
     from rewriter.quantize import CalibrationSamples
-    from rewriter.verification import VerifyError
+    from rewriter.verification import VerifyError, analyze_inputs, split_samples
 
     path = args.calibration
     given = Path(path)
@@ -109,6 +112,8 @@ def calibration_samples(args: argparse.Namespace) -> CalibrationSamples:
         raise RewriteError(f"--calibration {path}: the folder holds no .npz file")
     try:
         samples = load_samples([str(f) for f in files], option="--calibration")
+        model = ir.load(source)
+        split_samples(samples, analyze_inputs(model, model))
     except VerifyError as exc:
         raise RewriteError(f"--calibration {path}: {exc}") from None
     return CalibrationSamples(

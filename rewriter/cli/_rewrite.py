@@ -300,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
         with clock.phase("calibrate"):
             calibration = _calibrate(source, args)
     elif args.calibration:
-        calibration = _quantize_options.calibration_samples(args)
+        calibration = _quantize_options.calibration_samples(args, source)
     if args.why_not:
         assert calibration is None or isinstance(calibration, Calibration)
         model = _as_rules_see_it(as_model(source), args.target_opset)
