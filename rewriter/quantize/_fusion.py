@@ -40,7 +40,7 @@ def fusion_targets(model: ir.Model, node_layers: Mapping[str, int]) -> dict[str,
 
 def _reads_dequantized(node: ir.Node) -> bool:
     for value in node.inputs:
-        producer = value.producer if value is not None else None
+        producer = value.producer() if value is not None else None
         if producer is not None and producer.op_type == "DequantizeLinear":
             return True
     return False

@@ -68,7 +68,7 @@ def preset(name: str, *, calibrated: bool, speed_check: bool, runtime_ops: bool 
             files += ("int4_matmul_nbits.rw",)
         return Preset("int4", files, frozenset(), 21, notes)
     if name == "float16":
-        return Preset("float16", ("float16.rw",))
+        return Preset("float16", ("float16.rw",), frozenset(), 11)
     raise ValueError(f"unknown quantization preset {name!r} (known: {', '.join(PRESETS)})")
 
 

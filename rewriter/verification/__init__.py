@@ -48,6 +48,8 @@ from rewriter.verification._accuracy_result import (
 )
 from rewriter.verification._approximation import (
     ApproximationResult,
+    NewSpecials,
+    find_new_specials,
     measure_approximation,
     plain_samples,
 )
@@ -118,6 +120,7 @@ __all__ = [
     "LoadedModel",
     "MetricRow",
     "ModelSource",
+    "NewSpecials",
     "OracleModel",
     "OutputStats",
     "RunError",
@@ -135,6 +138,7 @@ __all__ = [
     "default_tolerance",
     "extract_image_patches",
     "find_first_bad",
+    "find_new_specials",
     "format_metric",
     "load_counterexample",
     "load_model",
