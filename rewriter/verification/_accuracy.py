@@ -267,10 +267,13 @@ def _level_rows(
     confidence: float | None = None,
 ) -> list[MetricRow]:
     rows = []
+    total_nans = 0
     for name in data.outputs:
         ref = [r[name] for r in data.reference]
         act = [np.asarray(a[name]) for a in actual]
-        rows.append(MetricRow(name, level, _values(metrics, ref, act), _shape(ref)))
+        nans = _new_nans(ref, act)
+        total_nans += nans
+        rows.append(MetricRow(name, level, _values(metrics, ref, act), _shape(ref), new_nans=nans))
     ref_all = [r[name] for r in data.reference for name in data.outputs]
     act_all = [np.asarray(a[name]) for a in actual for name in data.outputs]
     bounds: tuple[tuple[str, float], ...] = ()
@@ -283,8 +286,21 @@ def _level_rows(
             (metric, pessimistic_bound(metric, *per_input, confidence=confidence))
             for metric in bounded
         )
-    rows.append(MetricRow(ALL_OUTPUTS, level, _values(metrics, ref_all, act_all), bounds=bounds))
+    values = _values(metrics, ref_all, act_all)
+    rows.append(MetricRow(ALL_OUTPUTS, level, values, bounds=bounds, new_nans=total_nans))
     return rows
+
+
+def _new_nans(reference: Sequence[Array], actual: Sequence[Array]) -> int:
+    """Elements NaN in `actual` where `reference` is not (floats of matching shapes)."""
+    count = 0
+    for ref, act in zip(reference, actual, strict=True):
+        ref_array, act_array = np.asarray(ref), np.asarray(act)
+        if act_array.dtype.kind != "f" or ref_array.shape != act_array.shape:
+            continue
+        reference_nan = np.isnan(ref_array) if ref_array.dtype.kind == "f" else False
+        count += int(np.count_nonzero(np.isnan(act_array) & ~reference_nan))
+    return count
 
 
 _RESAMPLES = 200
