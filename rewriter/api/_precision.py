@@ -193,7 +193,7 @@ def rewrite_measured(
     choice: dict[int, int | None] = {layer.index: 0 for layer in layers}
     models = [m for m, _ in variants]
     with clock.phase("fusion"):
-        layers, fusion_notes = _prefer_fused(float_model, models, layers, choice, options)
+        layers, fusion_notes = _prefer_fused(run, float_model, models, layers, choice)
     notes.extend(fusion_notes)
     decision: Decision | None = None
     final_data = None
@@ -335,16 +335,22 @@ def _wants_alternatives(options: RewriteOptions) -> bool:
 
 
 def _prefer_fused(
+    run: _Run,
     float_model: ir.Model,
     models: Sequence[ir.Model],
     layers: Layers,
     choice: Mapping[int, int | None],
-    options: RewriteOptions,
 ) -> tuple[Layers, list[str]]:
-    """Layers onnxruntime does not fuse take their runtime-op option first; notes say which."""
+    """Layers onnxruntime does not fuse take their runtime-op option first; notes say which.
+
+    Judged on the model as it would be written (after the exact rules' clean-up: merging two
+    identical DequantizeLinear nodes, say, can keep onnxruntime from fusing either).
+    """
+    options = run.options
     if options.quantize is None or not len(layers):
         return layers, []
     built = materialize(float_model, models, layers, choice)
+    run.exact(built.model)
     misses = fusion_misses(built.model, built.node_layers)
     if not misses:
         return layers, []
@@ -380,7 +386,7 @@ def _prefer_fused(
         ops = ", ".join(sorted(set(misses.values())))
         notes.append(
             f"{unfused} layer{'s' * (unfused != 1)} written in standard ONNX that onnxruntime "
-            f"does not fuse into its integer kernels (unfused {ops})"
+            f"does not fuse into its quantized kernels (unfused {ops})"
             + (
                 f"; import {_RUNTIME_DOMAIN} (--add-opset {_RUNTIME_DOMAIN}=1) to write its own "
                 "op instead"

@@ -313,9 +313,14 @@ class _Builder:
             graph.append(node)
             self.copies.append((option.variant, source, node, graph, own))
             self.origin[node.name] = layer.index
-        for float_name, new_name in option.outputs:
-            self.stands_for[(option.variant, new_name)] = float_name
         return {float_name: own[new_name] for float_name, new_name in option.outputs}
+
+    def learn(self, layers: Layers) -> None:
+        """Which F value each option's values stand for (whatever the choice copies)."""
+        for layer in layers:
+            for option in layer.options:
+                for float_name, new_name in option.outputs:
+                    self.stands_for[(option.variant, new_name)] = float_name
 
     def wire(self) -> None:
         """Connect every copied node's inputs (once every carrier is known)."""
@@ -335,8 +340,12 @@ class _Builder:
         if value.name in own:
             return own[value.name]
         stands_for = self.stands_for.get((variant, value.name))
-        if stands_for is not None:
+        if stands_for is not None and stands_for in self.carriers:
             return self.carriers[stands_for]
+        if stands_for is not None:  # a layer computed float: F's own value
+            found = self.scopes.find(graph, stands_for)
+            assert found is not None, f"value {stands_for} of a float layer not found"
+            return found
         if value.name in self.carriers:
             return self.carriers[value.name]
         key = (variant, value.name)
@@ -407,6 +416,7 @@ def materialize(
     """
     choice = choice or {}
     build = _Builder(float_model, variants)
+    build.learn(layers)
     replaced: list[tuple[Layer, dict[str, ir.Value]]] = []
     switches: list[ir.Value] = []
     for layer in layers:

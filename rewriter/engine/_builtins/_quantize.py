@@ -271,6 +271,21 @@ def range_scale(ctx: EvalContext, bounds: Any, dtype: Any) -> Any:
 
 
 @builtin(
+    "constant_range",
+    "the [low, high] range of a constant's values, widened to hold 0 (a quantized range must)",
+)
+def constant_range(ctx: EvalContext, x: Any) -> Any:
+    """[min(x, 0), max(x, 0)] of a constant, as floats."""
+    array = _float_array(x, "constant_range")
+    if array is UNKNOWN:
+        return UNKNOWN
+    finite = array[np.isfinite(array)]
+    low = min(float(np.min(finite, initial=0.0)), 0.0)
+    high = max(float(np.max(finite, initial=0.0)), 0.0)
+    return [low, high]
+
+
+@builtin(
     "range_zero_point",
     "the zero point, in dtype, of an asymmetric quantization of [low, high]",
 )
