@@ -113,7 +113,7 @@ def calibration_samples(args: argparse.Namespace, source: Path) -> CalibrationSa
     try:
         samples = load_samples([str(f) for f in files], option="--calibration")
         model = ir.load(source)
-        split_samples(samples, analyze_inputs(model, model))
+        samples = split_samples(samples, analyze_inputs(model, model))
     except VerifyError as exc:
         raise RewriteError(f"--calibration {path}: {exc}") from None
     return CalibrationSamples(

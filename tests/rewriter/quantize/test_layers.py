@@ -51,7 +51,7 @@ def test_each_approximate_rewrite_is_a_layer_named_by_its_anchor(staged):
 
 def test_every_layer_approximate_computes_what_the_engine_wrote(staged):
     float_model, approximate, layers = staged
-    built = materialize(float_model, [approximate.model], layers, {i: 0 for i in range(4)})
+    built = materialize(float_model, [approximate.model], layers, dict.fromkeys(range(4), 0))
     ir.verify(built.model.graph)
     np.testing.assert_array_equal(_run(built.model), _run(approximate.model))
     assert sorted(set(built.node_layers.values())) == [0, 1, 2, 3]
@@ -90,7 +90,8 @@ def test_unnamed_and_repeated_node_names_get_unique_names():
     model.graph.node[1].name = "layer0"
     model.graph.node[2].name = "layer0"
     ir_model = ir.from_onnx(model)
-    assert name_every_node(ir_model) == 2  # the unnamed node and the second `layer0`
+    assert name_every_node(ir_model) == 2  # the unnamed node, the second `layer0`
     names = [node.name for node in ir_model.graph]
-    assert len(names) == len(set(names)) and all(names)
+    assert len(names) == len(set(names))
+    assert all(names)
     assert onnx.checker.check_model(ir.to_onnx(ir_model)) is None

@@ -45,7 +45,8 @@ def test_int8_folds_batchnorm_then_writes_qdq_convs_that_onnxruntime_fuses(tmp_p
     result = rewrite(cnn_bn(), options=options)
     ops = collections.Counter(node.op_type for node in result.model.graph)
     assert ops["BatchNormalization"] == 0
-    assert ops["Conv"] == 2 and ops["QuantizeLinear"] >= 2
+    assert ops["Conv"] == 2
+    assert ops["QuantizeLinear"] >= 2
     assert result.model.opset_imports[""] == 13
     optimized = _optimized_ops(result.model, tmp_path)
     assert optimized["QLinearConv"] == 2
@@ -59,7 +60,8 @@ def test_int8_folds_batchnorm_then_writes_qdq_convs_that_onnxruntime_fuses(tmp_p
 def test_int8_without_samples_and_speed_check_leaves_conv_float_and_says_why():
     result = rewrite(cnn_bn(), options=RewriteOptions(quantize="int8", speed_check=OFF))
     ops = collections.Counter(node.op_type for node in result.model.graph)
-    assert ops["ConvInteger"] == 0 and ops["Conv"] == 2
+    assert ops["ConvInteger"] == 0
+    assert ops["Conv"] == 2
     assert ops["MatMulInteger"] == 1  # the Gemm head: dynamic int8
     assert any(note.startswith("Conv left float: no calibration samples") for note in result.notes)
 
@@ -110,7 +112,8 @@ def test_float16_keeps_a_finfo_min_mask_and_fully_masked_rows_finite(padded_rows
         masked_attention(), options=RewriteOptions(quantize="float16", speed_check=OFF)
     )
     ops = collections.Counter(node.op_type for node in result.model.graph)
-    assert ops["Cast"] >= 2 and ops["MatMul"] == 3  # the MatMuls run in float16
+    assert ops["Cast"] >= 2
+    assert ops["MatMul"] == 3  # the MatMuls run in float16
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 5, 8)).astype(np.float32)
     mask = np.ones((2, 5), np.float32)
@@ -157,11 +160,14 @@ def test_the_speed_check_puts_a_slower_layer_back_in_float(tmp_path):
     assert [node.op_type for node in result.model.graph].count("Tile") == 0
     assert result.speed is not None
     (group,) = result.speed.groups
-    assert group.kept_float and group.rule == "relu_int8_slow" and len(group.layers) == 3
+    assert group.kept_float
+    assert group.rule == "relu_int8_slow"
+    assert len(group.layers) == 3
     assert group.slower_by > 1.0
     assert "kept float: int8 slower by" in result.speed.summary()
     skips = [s for s in result.trace.skips if s.rule == "relu_int8_slow"]
-    assert len(skips) == 3 and all(s.reason.startswith("kept float: int8 slower by") for s in skips)
+    assert len(skips) == 3
+    assert all(s.reason.startswith("kept float: int8 slower by") for s in skips)
 
 
 def test_an_unknown_preset_is_a_value_error():
