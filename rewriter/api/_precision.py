@@ -39,7 +39,7 @@ from rewriter.api._rewrite import PhaseClock, RewriteResult, finish, prepare
 from rewriter.api._stages import SplitRules, renamed_by_every_rule, split_rules, statistics_on
 from rewriter.api._vocabulary import pass_manager
 from rewriter.dsl import _ast as ast
-from rewriter.engine import KernelAvailability, RunOptions, SkipEntry, Trace
+from rewriter.engine import KernelAvailability, RunOptions, SkipEntry, Trace, TraceEntry
 from rewriter.quantize import (
     AccuracyBudget,
     CalibrationSamples,
@@ -482,7 +482,7 @@ def _trace(
     cleanup: Trace,
 ) -> Trace:
     """Stage 1, the chosen layers' rewrites, a skip per layer kept float, the clean-up."""
-    entries = []
+    entries: list[TraceEntry] = []
     skips: list[SkipEntry] = list(approximate.skips)
     slower = speed.slower if speed is not None else {}
     left_out = set(decision.ranked[: decision.kept]) if decision is not None else set()

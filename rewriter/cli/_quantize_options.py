@@ -111,9 +111,9 @@ def calibration_samples(args: argparse.Namespace, source: Path) -> CalibrationSa
     if not files:
         raise RewriteError(f"--calibration {path}: the folder holds no .npz file")
     try:
-        samples = load_samples([str(f) for f in files], option="--calibration")
+        given_samples = load_samples([str(f) for f in files], option="--calibration")
         model = ir.load(source)
-        samples = split_samples(samples, analyze_inputs(model, model))
+        samples = split_samples(given_samples, analyze_inputs(model, model))  # type: ignore[arg-type]
     except VerifyError as exc:
         raise RewriteError(f"--calibration {path}: {exc}") from None
     return CalibrationSamples(

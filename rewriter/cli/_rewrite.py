@@ -368,7 +368,8 @@ def run(args: argparse.Namespace) -> int:
 def _rule_paths(args: argparse.Namespace) -> list[str] | None:
     """`--rules`, and with `--quantize` the preset's rule files after them (or the library)."""
     if not args.quantize:
-        return args.rules
+        given: list[str] | None = args.rules
+        return given
     from rewriter.api import preset_rule_paths
 
     return [

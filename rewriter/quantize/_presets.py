@@ -62,11 +62,10 @@ def preset(name: str, *, calibrated: bool, speed_check: bool, runtime_ops: bool 
     if name == "int8":
         return _int8(calibrated=calibrated, speed_check=speed_check)
     if name == "int4":
-        files = ("int4_weight_only.rw",)
-        notes = ()
+        files: tuple[str, ...] = ("int4_weight_only.rw",)
         if runtime_ops:
             files += ("int4_matmul_nbits.rw",)
-        return Preset("int4", files, frozenset(), 21, notes)
+        return Preset("int4", files, frozenset(), 21)
     if name == "float16":
         return Preset("float16", ("float16.rw",), frozenset(), 11)
     raise ValueError(f"unknown quantization preset {name!r} (known: {', '.join(PRESETS)})")
