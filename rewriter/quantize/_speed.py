@@ -11,7 +11,8 @@ is timed against the float model: when it is still slower, every layer goes back
 
 Timing: whole-model runs on the same inputs, the two models alternating (A B A B ...) so that
 the machine's load falls on both alike, `rounds` pairs after a warm-up run each; the medians
-are compared. With one intra-op thread the calling thread's CPU time is measured (onnxruntime
+are compared (more pairs for models that run in a millisecond or less, up to about a second
+per comparison). With one intra-op thread the calling thread's CPU time is measured (onnxruntime
 then runs the graph on it), which leaves out waiting for a core on a busy machine; otherwise
 wall time.
 """
@@ -30,6 +31,9 @@ from rewriter._errors import RewriteError
 from rewriter.quantize._sites import Layers
 
 LEVELS = ("disabled", "basic", "extended", "all")
+# A comparison of two fast models runs more pairs than `rounds`, up to about this long.
+_SECONDS_PER_COMPARISON = 1.0
+_MOST_ROUNDS = 200
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -194,9 +198,18 @@ class _Timer:
         return session
 
     def compare(self, first: Any, second: Any) -> tuple[float, float]:
-        """Median milliseconds per run of each session, their runs alternating."""
+        """Median milliseconds per run of each session, their runs alternating.
+
+        At least `rounds` pairs; a fast model gets more, up to about a second per comparison
+        (medians of sub-millisecond runs need many to settle).
+        """
+        start = time.perf_counter()
+        first.run(None, self.feeds)
+        second.run(None, self.feeds)
+        pair = max(time.perf_counter() - start, 1e-6)
+        rounds = max(self.check.rounds, min(_MOST_ROUNDS, int(_SECONDS_PER_COMPARISON / pair)))
         times: tuple[list[float], list[float]] = ([], [])
-        for _ in range(self.check.rounds):
+        for _ in range(rounds):
             for session, bucket in ((first, times[0]), (second, times[1])):
                 start = self.clock()
                 session.run(None, self.feeds)
