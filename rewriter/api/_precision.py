@@ -178,6 +178,9 @@ def rewrite_measured(
     split = split_rules(ruleset)
     prepared = prepare(model, options, clock)
     source = _source_snapshot(prepared.model, model, options.budget)
+    check = _speed_check(options)
+    # The float original as given, the speed check's yardstick (stage 1 changes the model).
+    original = bytes(ir.to_onnx(prepared.model).SerializeToString()) if check else b""
     float_model, before = _float_model(prepared.model, ruleset, split, options, least_opset, clock)
     if split is None:
         result = finish(prepared, float_model, before, ruleset, options, clock)
@@ -203,10 +206,9 @@ def rewrite_measured(
             decision, final_data, budget_notes = _tune(float_model, models, layers, source, options)
         choice = decision.choice
     speed: SpeedResult | None = None
-    check = _speed_check(options)
     if check is not None and any(option is not None for option in choice.values()):
         with clock.phase("speed"):
-            choice, speed = _check_speed(run, float_model, models, layers, choice, check)
+            choice, speed = _check_speed(run, original, float_model, models, layers, choice, check)
     built = materialize(float_model, models, layers, choice)
     with clock.phase("rewrite"):
         cleanup = run.exact(built.model)
@@ -453,6 +455,7 @@ def _speed_feeds(model: ir.Model, options: RewriteOptions, check: SpeedCheck) ->
 
 def _check_speed(
     run: _Run,
+    original: bytes,
     float_model: ir.Model,
     models: Sequence[ir.Model],
     layers: Layers,
@@ -468,7 +471,7 @@ def _check_speed(
         run.exact(built)
         return bytes(ir.to_onnx(built).SerializeToString())
 
-    return check_speed(layers, choice, build, feeds, check)
+    return check_speed(layers, choice, build, feeds, check, original)
 
 
 def _trace(

@@ -7,7 +7,8 @@ by default) against itself with one group of layers put back in float. The layer
 by the rule that rewrote them (one form: dynamic int8 Conv, 4-bit MatMul, ...), so the check
 costs one model and one session per group, not per layer; a group whose float version runs
 faster by more than `margin` stays float ("kept float: int8 slower by 12%"). Last, the model
-is timed against the float model: when it is still slower, every layer goes back to float.
+is timed against the float original (the model as the caller gave it): when it is still
+slower, every layer goes back to float.
 
 Timing: whole-model runs on the same inputs, the two models alternating (A B A B ...) so that
 the machine's load falls on both alike, `rounds` pairs after a warm-up run each; the medians
@@ -233,8 +234,13 @@ def check_speed(
     build: Build,
     feeds: Mapping[str, np.ndarray],
     check: SpeedCheck,
+    reference: bytes | None = None,
 ) -> tuple[dict[int, int | None], SpeedResult]:
-    """The choice with the slower groups put back in float, and what was measured."""
+    """The choice with the slower groups put back in float, and what was measured.
+
+    `reference` is the float model the final model is timed against (the caller's original;
+    None: the float model `build({})` gives).
+    """
     progress = check.progress
     start = time.perf_counter()
     timer = _Timer(check, feeds)
@@ -253,7 +259,7 @@ def check_speed(
         timings.append(GroupTiming(rule, tuple(members), approximate_ms, float_ms, slower))
         if slower:
             current, current_session = without, other
-    float_session = timer.session(build({}))
+    float_session = timer.session(reference if reference is not None else build({}))
     final_ms, float_ms = timer.compare(current_session, float_session)
     if any(option is not None for option in current.values()) and final_ms > float_ms * (
         1.0 + check.margin
