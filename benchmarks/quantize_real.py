@@ -12,8 +12,8 @@ Per model, side by side: the float32 original; this project's ``--quantize int8`
 (QInt8 weights) and ``quantize_static`` (QDQ, QUInt8 activations, QInt8 weights, MinMax)
 calibrated on the same samples, both after onnxruntime's ``quant_pre_process`` (what it
 recommends, and what its quantizers need on these models). Columns: file size, latency on
-onnxruntime with ORT_ENABLE_ALL on one intra-op thread (CPU time of the calling thread) and on all cores (wall
-time), medians of interleaved runs, and the task's own accuracy:
+onnxruntime with ORT_ENABLE_ALL on one intra-op thread (CPU time of the calling thread) and
+on all cores (wall time), medians of interleaved runs, and the task's own accuracy:
 
 * OCR: the text the package's own pipeline (RapidOCR) reads from images the calibration never
   saw, with this variant's detector and recognizer; the recognizer's argmax per CTC frame
