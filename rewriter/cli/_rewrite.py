@@ -95,8 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         type=positive_int,
         metavar="N",
-        help="with --accept: measure the approximate rewrites on N processes (default: every "
-        "core; 1: in this process)",
+        help="with --accept: measure on N processes (default 1: in this process, one "
+        "onnxruntime session)",
     )
     parser.add_argument(
         "--confidence",
