@@ -269,8 +269,12 @@ def check_speed(
             f"{100 * (final_ms / float_ms - 1):.0f}% than the float one"
         )
         members = [index for index, option in current.items() if option is not None]
+        # Named after the rules it holds, so that the reason names their precision.
+        rules = ", ".join(
+            dict.fromkeys(rule for rule, group in groups if set(group) & set(members))
+        )
         timings.append(
-            GroupTiming("every approximate rule", tuple(members), final_ms, float_ms, True)
+            GroupTiming(f"every layer ({rules})", tuple(members), final_ms, float_ms, True)
         )
         current = dict.fromkeys(current)
         final_ms = float_ms
