@@ -48,6 +48,7 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 import rewriter
+import rewriter.api
 from rewriter.quantize import collect_calibration
 from rewriter.verification import measure
 
