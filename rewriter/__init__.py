@@ -6,7 +6,8 @@
 The package is layered, each layer importing only the ones before it:
 `rewriter.dsl` (the rule language) -> `rewriter.engine` (matching, building, the pass
 manager) -> `rewriter.loops`, `rewriter.verification` (clients of the engine) ->
-`rewriter.api` -> `rewriter.checkrules`, `rewriter.report` -> `rewriter.cli`.
+`rewriter.quantize` (calibration, presets, budgets, speed checks) -> `rewriter.api` ->
+`rewriter.checkrules`, `rewriter.report` -> `rewriter.cli`.
 
 The names below are imported when first used (PEP 562): `import rewriter.cli` (the `rewrite`
 command) stays cheap, so the command can answer Ctrl-C while onnx and numpy are still loading.

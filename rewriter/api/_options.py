@@ -10,7 +10,7 @@ from rewriter.engine import RunOptions
 from rewriter.rules import LiteralValue
 
 if TYPE_CHECKING:
-    from rewriter.api._budget_types import AccuracyBudget
+    from rewriter.quantize import AccuracyBudget, CalibrationSamples, SpeedCheck
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -38,6 +38,20 @@ class RewriteOptions(RunOptions):
         budget: measure the approximate rewrites against an accuracy budget and keep the
             most sensitive sites as they were until the model meets it (see
             `rewriter.api.AccuracyBudget`); None: no measuring.
+        calibration_samples: samples to gather the calibration statistics from
+            (`rewriter.quantize.CalibrationSamples`, `--calibration`): a run with
+            approximate rules runs them on the float model those rules see (after the exact
+            rules' fixed point), and the statistics take the place of `calibration` (the
+            statistics given as they are). The quantization rules that need activation
+            ranges (`calibrated_range`, `awq_scale`) fire only with one of the two.
+        quantize: a preset, "int8", "int4" or "float16" (`rewrite MODEL --quantize int8`):
+            the rules (default: the shipped library) run to their fixed point, then the
+            preset's precision rules, each layer in the form onnxruntime runs fastest
+            (`rewriter.quantize.preset`); with the speed check, layers that would run slower
+            than float stay float. None: only the given rules.
+        speed_check: how the speed check times models (`rewriter.quantize.SpeedCheck`); it
+            runs under a preset unless `SpeedCheck(enabled=False)`, and for other runs with
+            approximate rules when given.
 
     `target_opset` also converts the model: with onnx's version converter, up first (so
     fusions into newer ops can fire), or down after rules that decompose ops the target
@@ -51,3 +65,13 @@ class RewriteOptions(RunOptions):
     input_shapes: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     copy: bool = True
     budget: AccuracyBudget | None = None
+    calibration_samples: CalibrationSamples | None = None
+    quantize: str | None = None
+    speed_check: SpeedCheck | None = None
+
+    def __post_init__(self) -> None:
+        from rewriter.quantize import PRESETS
+
+        if self.quantize is not None and self.quantize not in PRESETS:
+            known = ", ".join(PRESETS)
+            raise ValueError(f"unknown quantization preset {self.quantize!r} (known: {known})")

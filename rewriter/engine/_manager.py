@@ -10,7 +10,7 @@ for bisection is reached (REPLAY_LIMIT). Stopping early always leaves a valid mo
 
 `RunOptions.excluded_sites` names rule applications not to make, by rule and anchor
 (`TraceEntry.site`): such a match is skipped with the caller's reason and the node's next
-candidate rule is tried. It is how the accuracy budget (`rewriter.api._budget`) leaves the
+candidate rule is tried. It is how the accuracy budget (`rewriter.quantize`) leaves the
 most sensitive approximate rewrites out; it is an option of one run, never shared state.
 """
 

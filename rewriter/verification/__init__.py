@@ -40,6 +40,7 @@ from rewriter.verification._accuracy import (
     acceptances,
     accuracy_data,
     check_accuracy,
+    metric_with_bound,
     pessimistic_bound,
     score,
 )
@@ -51,11 +52,12 @@ from rewriter.verification._accuracy_result import (
 )
 from rewriter.verification._approximation import (
     ApproximationResult,
+    NewSpecials,
+    find_new_specials,
     measure_approximation,
     plain_samples,
 )
 from rewriter.verification._bisect import find_first_bad, load_failure
-from rewriter.verification._calibration import collect_calibration
 from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
 from rewriter.verification._compare import (
     DEFAULT_FACTOR,
@@ -71,6 +73,7 @@ from rewriter.verification._counterexample import (
     save_counterexample,
 )
 from rewriter.verification._errors import VerifyError
+from rewriter.verification._inputs import analyze_inputs, split_samples
 from rewriter.verification._kernels import KERNELS, extract_image_patches
 from rewriter.verification._metrics import METRICS, Acceptance, measure, parse_acceptance
 from rewriter.verification._options import (
@@ -81,7 +84,8 @@ from rewriter.verification._options import (
 )
 from rewriter.verification._oracle import OracleModel, oracle_model
 from rewriter.verification._result import OutputStats, VerifyResult
-from rewriter.verification._source import ModelSource
+from rewriter.verification._runner import RunError, Session, open_session
+from rewriter.verification._source import LoadedModel, ModelSource, load_model
 
 
 @overload
@@ -143,11 +147,15 @@ __all__ = [
     "ApproximationResult",
     "Criterion",
     "InputOptions",
+    "LoadedModel",
     "MetricRow",
     "ModelSource",
+    "NewSpecials",
     "OracleModel",
     "OutputStats",
+    "RunError",
     "RuntimeOptions",
+    "Session",
     "Tolerance",
     "VerifyError",
     "VerifyOptions",
@@ -156,19 +164,23 @@ __all__ = [
     "acceptances",
     "accuracy_data",
     "accuracy_floor",
+    "analyze_inputs",
     "check_accuracy",
     "check_equivalence",
     "check_on_inputs",
-    "collect_calibration",
     "default_counterexample_path",
     "default_tolerance",
     "extract_image_patches",
     "find_first_bad",
+    "find_new_specials",
     "format_metric",
     "load_counterexample",
     "load_failure",
+    "load_model",
     "measure",
     "measure_approximation",
+    "metric_with_bound",
+    "open_session",
     "oracle_model",
     "parse_acceptance",
     "pessimistic_bound",
@@ -176,5 +188,6 @@ __all__ = [
     "run_model",
     "save_counterexample",
     "score",
+    "split_samples",
     "verify",
 ]

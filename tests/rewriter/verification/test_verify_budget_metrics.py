@@ -145,3 +145,49 @@ def test_malformed_budgets_and_models_are_clear_errors(models, tmp_path):
 )
 def test_metrics_are_written_for_people(metric, value, text):
     assert format_metric(metric, value) == text
+
+
+def _scaled(op: str) -> onnx.ModelProto:
+    """y = x * 0 (original) or y = (x * 0) / 0 (NaN everywhere): a model that loses numbers."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Mul", ["x", "zero"], ["z"])]
+    nodes.append(helper.make_node(op, ["z", "zero"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [numpy_helper.from_array(np.array(0.0, np.float32), "zero")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_nan_where_the_original_has_none_fails_in_words():
+
+    result = check_accuracy(
+        _scaled("Add"), _scaled("Div"), ["max_abs<=1"], inputs=InputOptions(examples=2)
+    )
+    assert not result.ok
+    assert result.failing[0] == "NaN in 24 elements where the original has none (`y`)"
+    assert "off: output `y`: NaN in 24 elements where the original has none" in result.notes()
+    assert [row[-1] for row in result.table_rows()][:2] == ["NaN", "FAIL"]
+
+
+def test_bootstrap_resamples_measure_what_concatenation_measures():
+    from rewriter.verification import measure
+    from rewriter.verification._metrics import resampled
+
+    rng = np.random.default_rng(0)
+    reference = [[rng.standard_normal((4, 8)), rng.standard_normal(3)] for _ in range(6)]
+    actual = [[r[0] + 0.1 * rng.standard_normal((4, 8)), r[1] * 1.01] for r in reference]
+    actual[2][0][0, 0] = np.nan  # input 2: every resample that draws it is the worst value
+    picks = rng.integers(0, 6, (40, 6))
+    for metric in ("snr", "cosine", "max_abs", "max_rel", "top1"):
+        slow = [
+            measure(
+                metric, [a for i in row for a in reference[i]], [a for i in row for a in actual[i]]
+            )
+            for row in picks
+        ]
+        np.testing.assert_allclose(resampled(metric, reference, actual, picks), slow, rtol=1e-9)
