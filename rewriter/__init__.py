@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rewriter._errors import (
+        AdvisedError,
         Diagnostic,
+        OptionError,
         RewriteError,
         RuleCheckError,
         RuleError,
@@ -49,8 +51,10 @@ if TYPE_CHECKING:
 # Public name -> the module that defines it.
 _EXPORTS = {
     "AccuracyBudget": "rewriter.api",
+    "AdvisedError": "rewriter._errors",
     "Diagnostic": "rewriter._errors",
     "InputOptions": "rewriter.verification",
+    "OptionError": "rewriter._errors",
     "PassManager": "rewriter.engine",
     "RewriteError": "rewriter._errors",
     "RewriteOptions": "rewriter.api",
@@ -85,8 +89,10 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "AccuracyBudget",
+    "AdvisedError",
     "Diagnostic",
     "InputOptions",
+    "OptionError",
     "PassManager",
     "RewriteError",
     "RewriteOptions",

@@ -4,12 +4,41 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 
 import ir
 
 
 class RewriteError(Exception):
     """Base class of errors about user input to the rewriter (rules, models, options)."""
+
+
+class OptionError(RewriteError):
+    """A value given to an option is wrong, said in the API's terms.
+
+    `option` is the API's name for it (an options field or an argument: `input_shapes`,
+    `stages`), `key` the entry it concerns (an input name, a symbol), `value` what was given
+    (as text); `str()` reads `input_shapes['x']: no graph input of that name`. The command
+    line says the same with its own flag (`--input-shape x: no graph input of that name`,
+    `subject(flag)`), so nothing below it names a flag.
+    """
+
+    def __init__(
+        self, option: str, problem: str, *, key: str | None = None, value: str | None = None
+    ) -> None:
+        self.option = option
+        self.problem = problem
+        self.key = key
+        self.value = value
+        super().__init__(f"{self.subject()}: {problem}")
+
+    def subject(self, flag: str | None = None) -> str:
+        """What the error is about: in the API's terms, or with `flag` as a command line has it."""
+        if flag is not None:
+            given = "=".join(part for part in (self.key, self.value) if part is not None)
+            return f"{flag} {given}" if given else flag
+        name = self.option if self.key is None else f"{self.option}[{self.key!r}]"
+        return name if self.value is None else f"{name}={self.value}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,8 +102,29 @@ class RuleCheckError(RuleError):
     """A rule file parses but breaks a semantic rule (unknown op, unbound variable, ...)."""
 
 
-def describe_error(exc: BaseException) -> tuple[str, int]:
-    """A one-line (or, for rule errors, rendered) message and exit code for any exception."""
+class AdvisedError(RewriteError):
+    """An error that options can remedy: `remedies` names them as the API does.
+
+    The message says what to change in plain words; a command line appends its flags for the
+    remedies (`describe_error`).
+    """
+
+    def __init__(self, message: str, remedies: tuple[str, ...]) -> None:
+        self.remedies = remedies
+        super().__init__(message)
+
+
+def describe_error(exc: BaseException, flags: Mapping[str, str] | None = None) -> tuple[str, int]:
+    """A one-line (or, for rule errors, rendered) message and exit code for any exception.
+
+    `flags` maps options' API names to the flags a command line spells them with: an
+    `OptionError` about such an option is said with the flag.
+    """
+    if isinstance(exc, OptionError) and flags and exc.option in flags:
+        return f"{exc.subject(flags[exc.option])}: {exc.problem}", 2
+    if isinstance(exc, AdvisedError) and flags:
+        named = [flags[name] for name in exc.remedies if name in flags]
+        return (f"{exc} ({', '.join(dict.fromkeys(named))})" if named else str(exc)), 2
     if isinstance(exc, RuleError):
         return str(exc), 2
     if isinstance(exc, ir.IRError | RewriteError):

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import ir
-from rewriter._errors import RewriteError
+from rewriter._errors import OptionError, RewriteError
 
 if TYPE_CHECKING:
     import onnx
@@ -109,14 +109,15 @@ def set_input_shapes(model: ir.Model, shapes: Mapping[str, Sequence[int]]) -> No
         value = inputs.get(name)
         if value is None:
             known = ", ".join(inputs)
-            raise RewriteError(f"--input-shape {name}: no graph input of that name ({known})")
+            raise OptionError("input_shapes", f"no graph input of that name ({known})", key=name)
         declared = value.type
         if not isinstance(declared, ir.TensorType):
-            raise RewriteError(f"--input-shape {name}: the input is not a tensor")
+            raise OptionError("input_shapes", "the input is not a tensor", key=name)
         if declared.shape is not None and len(declared.shape) != len(dims):
-            raise RewriteError(
-                f"--input-shape {name}: {len(dims)} dims given, the input has "
-                f"{len(declared.shape)} ({declared})"
+            raise OptionError(
+                "input_shapes",
+                f"{len(dims)} dims given, the input has {len(declared.shape)} ({declared})",
+                key=name,
             )
         if declared.shape is not None:
             for dim, size in zip(declared.shape, dims, strict=True):

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import ir
-from rewriter._errors import RewriteError
+from rewriter._errors import OptionError, RewriteError
 from rewriter.api._conversion import convert_keeping_runnable
 from rewriter.api._library import RulesLike, default_library_files, library_path, load_rules
 from rewriter.api._options import RewriteOptions
@@ -279,9 +279,11 @@ def _float_model(
     trace = Trace((), (), _saturated())
     if target is not None and current is not None and target != current:
         if target < current:
-            raise RewriteError(
-                "--target-opset lower than the model's opset cannot be combined with "
-                "--quantize, --accept or a speed check (convert the model down first)"
+            raise OptionError(
+                "target_opset",
+                "lower than the model's opset, which a quantization preset, an accuracy "
+                "budget or a speed check cannot be combined with (convert the model down first)",
+                value=str(target),
             )
         kernels = KernelAvailability() if options.keep_runnable else None
         with clock.phase("convert"):

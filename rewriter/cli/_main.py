@@ -127,8 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except Exception as exc:  # the last line of defence: one line, never a traceback
         from rewriter._errors import RuleError, describe_error
+        from rewriter.cli._flags import FLAGS
 
-        message, code = describe_error(exc)
+        message, code = describe_error(exc, FLAGS)
         if isinstance(exc, RuleError):
             # Rendered diagnostics already read `path:line:col: error: ...`.
             sys.stderr.write(f"{message}\n")

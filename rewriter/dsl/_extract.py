@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 import ir
-from rewriter._errors import RewriteError
+from rewriter._errors import AdvisedError, RewriteError
 from rewriter.dsl._keywords import KEYWORDS
 from rewriter.rules import format_const
 
@@ -49,6 +49,10 @@ class ExtractError(RewriteError):
     """The requested subgraph cannot be extracted (names a value or explains why)."""
 
 
+class ExtractBoundaryError(ExtractError, AdvisedError):
+    """The given inputs or outputs do not bound the subgraph; `remedies` names which to change."""
+
+
 def extract_rule(
     model: ir.Model, inputs: Sequence[str], outputs: Sequence[str], name: str = "extracted"
 ) -> str:
@@ -61,7 +65,7 @@ def extract_rule(
     if not name.isidentifier() or name in KEYWORDS:
         raise ExtractError(f"`{name}` is not a valid rule name")
     if not outputs:
-        raise ExtractError("name at least one output with --outputs")
+        raise ExtractBoundaryError("name at least one output", ("outputs",))
     graph = model.graph
     values = {v.name: v for v in graph.values() if v.name}
     input_values = [_find(values, n, "input") for n in inputs]
@@ -112,9 +116,10 @@ def _subgraph(
             continue
         producer = value.producer()
         if producer is None:
-            raise ExtractError(
-                f"the outputs depend on `{value.name}`, which is neither an input given with "
-                "--inputs nor a constant"
+            raise ExtractBoundaryError(
+                f"the outputs depend on `{value.name}`, which is neither one of the given "
+                "inputs nor a constant",
+                ("inputs",),
             )
         if producer in needed:
             continue
@@ -150,10 +155,11 @@ def _refuse_outside_uses(nodes: list[ir.Node], outputs: Sequence[ir.Value]) -> N
                     if readers
                     else "a graph output"
                 )
-                raise ExtractError(
+                raise ExtractBoundaryError(
                     f"`{value.name}`, computed inside the subgraph, is also read by {reader}: "
-                    "a rule matching it would never fire unless its rewrite redefines it; add "
-                    "it to --outputs"
+                    "a rule matching it would never fire unless its rewrite redefines it; make "
+                    "it one of the outputs",
+                    ("outputs",),
                 )
 
 

@@ -24,8 +24,8 @@ def refuse_uses(files: Sequence[ast.File], report: Reporter) -> None:
             if isinstance(item, ast.UseDecl):
                 report.error(
                     head(item.span, len("use")),
-                    f'`use "{item.module}"` runs Python code; pass --allow-python (command line) '
-                    "or allow_python=True (API) to permit it",
+                    f'`use "{item.module}"` runs Python code, which loads only when Python '
+                    "helpers are allowed (the allow-python option)",
                 )
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from rewriter._errors import RewriteError
+from rewriter._errors import OptionError, RewriteError
 from rewriter.quantize._sites import switch_name
 from rewriter.verification import (
     Acceptance,
@@ -262,15 +262,19 @@ class Evaluator:
         try:
             import ray
         except ImportError:
-            raise RewriteError(
-                "--ray needs Ray: pip install 'ray' (the `ray` extra of this package)"
+            raise OptionError(
+                "ray_address",
+                "needs Ray: pip install 'ray' (the `ray` extra of this package)",
+                value=self.ray_address,
             ) from None
         if not ray.is_initialized():
             _check_reachable(self.ray_address)
             try:
                 ray.init(address=self.ray_address, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise RewriteError(f"--ray {self.ray_address}: cannot connect: {exc}") from exc
+                raise OptionError(
+                    "ray_address", f"cannot connect: {exc}", value=self.ray_address
+                ) from exc
             self._ray_started = True
         self._ray = ray
         self._remote = ray.remote(evaluate)
@@ -313,7 +317,7 @@ def _check_picklable(workload: Workload) -> None:
         pickle.dumps(workload)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
         raise RewriteError(
-            f"cannot send the model and its inputs to other processes ({exc}); --jobs 1 "
+            f"cannot send the model and its inputs to other processes ({exc}); one job "
             "measures in this process"
         ) from None
 
@@ -335,7 +339,7 @@ def _check_reachable(address: str | None) -> None:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_SECONDS):
             pass
     except OSError as exc:
-        raise RewriteError(f"--ray {address}: cannot connect ({exc})") from None
+        raise OptionError("ray_address", f"cannot connect ({exc})", value=address) from None
 
 
 _CONNECT_SECONDS = 5.0

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import onnx
 
 import ir
-from rewriter._errors import RewriteError
+from rewriter._errors import OptionError, RewriteError
 from rewriter.api import as_model, set_input_shapes
 from rewriter.surgery._validity import check_valid, give_types
 
@@ -50,7 +50,7 @@ def extract(
             inputs (the message names it), or the result fails onnx's checker.
     """
     if not outputs:
-        raise RewriteError("extract: give at least one output (--outputs)")
+        raise OptionError("outputs", "extract needs at least one output")
     cut = as_model(model)
     if input_shapes:
         set_input_shapes(cut, input_shapes)

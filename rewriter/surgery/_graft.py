@@ -18,7 +18,7 @@ import onnx
 
 import ir
 from rewriter import dsl
-from rewriter._errors import RewriteError, RuleError
+from rewriter._errors import OptionError, RewriteError, RuleError
 from rewriter.api import as_model
 from rewriter.surgery._graft_verify import GraftPlan, GraftVerification, verify_grafted
 from rewriter.surgery._validity import check_valid, give_types
@@ -60,7 +60,7 @@ def graft(
     """
     connections = [c if isinstance(c, ir.Connection) else parse_connection(c) for c in connect]
     if not connections:
-        raise RewriteError("graft: give at least one connection (--connect A_OUT=B_IN)")
+        raise OptionError("connect", "graft needs at least one connection (A_OUT=B_IN)")
     first, second = as_model(a), as_model(b)
     first, second, notes = _same_default_opset(first, second)
     ir.infer_types(first)
@@ -166,10 +166,11 @@ def _check_types_meet(a: ir.Model, b: ir.Model, connection: ir.Connection) -> No
             for x, y in zip(have.shape, want.shape, strict=False)
         )
     if clash:
-        raise RewriteError(
-            f"--connect {connection.a_output}={connection.b_input}: "
+        raise OptionError(
+            "connect",
             f"{connection.a_output!r} is {have} but {connection.b_input!r} takes {want}; "
-            "give an adapter (A_OUT=B_IN:Flatten, :Reshape, ...)"
+            "give an adapter (A_OUT=B_IN:Flatten, :Reshape, ...)",
+            value=f"{connection.a_output}={connection.b_input}",
         )
 
 
@@ -183,33 +184,35 @@ def parse_connection(text: str) -> ir.Connection:
     source, equals, rest = text.partition("=")
     target, colon, adapter = rest.partition(":")
     if not equals or not source.strip() or not target.strip():
-        raise RewriteError(f"--connect {text!r}: expected A_OUT=B_IN or A_OUT=B_IN:ADAPTER")
+        raise OptionError("connect", "expected A_OUT=B_IN or A_OUT=B_IN:ADAPTER", value=repr(text))
     found = _adapter(text, adapter.strip()) if colon else None
     return ir.Connection(source.strip(), target.strip(), found)
 
 
 def _adapter(connection: str, spec: str) -> ir.Adapter:
     """An adapter op from `Op` or `Op <name = literal, ...>`, read by the rule language."""
-    usage = (
-        f"--connect {connection!r}: the adapter {spec!r} is not an op with literal attributes "
-        "(e.g. `Flatten`, `Transpose <perm = [0, 2, 1]>`)"
+    usage = OptionError(
+        "connect",
+        f"the adapter {spec!r} is not an op with literal attributes "
+        "(e.g. `Flatten`, `Transpose <perm = [0, 2, 1]>`)",
+        value=repr(connection),
     )
     try:
-        file = dsl.parse(f"rule adapter: y = Identity (x) => y = {spec} (x)", "--connect")
+        file = dsl.parse(f"rule adapter: y = Identity (x) => y = {spec} (x)", "adapter")
     except RuleError:
-        raise RewriteError(usage) from None
+        raise usage from None
     (rule,) = file.items
     assert isinstance(rule, dsl.Rule), "a one-line rule parses to a rule"
     stmt = rule.rewrite.stmts[0] if isinstance(rule.rewrite, dsl.RewriteBlock) else None
     if not isinstance(stmt, dsl.NodeStmt) or not isinstance(stmt.op, dsl.OpRef):
-        raise RewriteError(usage)
+        raise usage
     attributes = {}
     for entry in stmt.attrs:
         if not isinstance(entry, dsl.AttrEntry):
-            raise RewriteError(usage)
+            raise usage
         value = _literal(entry.value)
         if value is None:
-            raise RewriteError(usage)
+            raise usage
         attributes[entry.name] = value
     return ir.Adapter(stmt.op.op_type, attributes, stmt.op.domain)
 

@@ -84,7 +84,7 @@ def verify_grafted(
 
     if len(set(plan.feeds)) != len(plan.feeds):
         raise RewriteError(
-            "graft --verify: one value feeds two inputs of B, so B's part cannot be cut apart"
+            "verifying a graft: one value feeds two inputs of B, so B's part cannot be cut apart"
         )
     parts: list[tuple[str, VerifyResult]] = []
     a_inputs = [v.name for v in a.graph.inputs if not v.is_initializer()]

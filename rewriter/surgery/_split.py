@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import onnx
 
 import ir
-from rewriter._errors import RewriteError
+from rewriter._errors import OptionError
 from rewriter.api import as_model, node_flops, set_input_shapes
 from rewriter.surgery._extract import extract
 
@@ -64,7 +64,7 @@ def split(
     ir.infer_types(source)  # facts for the flops estimate and the stages' boundary types
     nodes = list(source.graph)
     if stages < 1 or stages > len(nodes):
-        raise RewriteError(f"--stages {stages}: the model has {len(nodes)} nodes")
+        raise OptionError("stages", f"the model has {len(nodes)} nodes", value=str(stages))
     costs = _costs(source, nodes, balance)
     cuts = _balanced_cuts(costs, stages)
     plans = _boundaries(source, nodes, cuts)
@@ -82,7 +82,7 @@ def _costs(model: ir.Model, nodes: Sequence[ir.Node], balance: str) -> list[int]
     if balance == "flops":
         return [node_flops(node) for node in nodes]
     if balance != "params":
-        raise RewriteError(f"--balance {balance!r}: expected params or flops")
+        raise OptionError("balance", "expected params or flops", value=repr(balance))
     counted: set[ir.Value] = set()
     costs = []
     for node in nodes:

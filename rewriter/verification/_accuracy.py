@@ -36,7 +36,7 @@ from rewriter.verification._accuracy_result import (
     MetricRow,
     table_metrics,
 )
-from rewriter.verification._errors import VerifyError
+from rewriter.verification._errors import InputsRejectedError, VerifyError
 from rewriter.verification._inputs import (
     DIM_MAX,
     DIM_MIN,
@@ -232,9 +232,10 @@ def accuracy_data(
             else:
                 rejected += 1
         if not made:
-            raise VerifyError(
-                "the original model failed on every generated input; give real samples with "
-                "--inputs FILE.npz (samples=) or fix sizes with --input-shape / --dim"
+            raise InputsRejectedError(
+                "the original model failed on every generated input; give real samples or fix "
+                "the input shapes or the sizes of symbolic dims",
+                ("samples", "shapes", "dims"),
             )
         described += [f"{spec.name}: {_plain_description(spec)}" for spec in specs]
         described.append(f"{made} generated example{'s' * (made != 1)} (seed {seed})")

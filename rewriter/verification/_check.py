@@ -44,7 +44,7 @@ import numpy.typing as npt
 import ir
 from rewriter.verification import _counterexample
 from rewriter.verification._compare import Comparison, Criterion
-from rewriter.verification._errors import VerifyError
+from rewriter.verification._errors import InputsRejectedError, VerifyError
 from rewriter.verification._inputs import (
     DIM_MAX,
     DIM_MIN,
@@ -609,12 +609,10 @@ def _unsatisfiable_message(
         sizes = f"; sizes up to 8192 were tried for {', '.join(symbols)}"
     elif found is not None:
         sizes = f"; sizes searched: {found.describe()}"
-    first = specs[0].name if specs else "NAME"
     return (
         f"the original model failed on every generated input (last error: "
-        f"{search.last_rejection}){sizes}. Fix sizes with --input-shape {first}=D1xD2... or "
-        f"--dim SYMBOL=N (input_shapes= / dims=), value ranges with --input NAME=LO:HI "
-        f"(input_ranges=), or give real samples with --inputs FILE.npz (samples=)"
+        f"{search.last_rejection}){sizes}. Fix the input shapes or the sizes of symbolic dims, "
+        "give value ranges, or give real samples"
     )
 
 
@@ -784,11 +782,14 @@ def _generated(
         tried = found_sizes is None and any(
             not isinstance(d, int) for spec in specs for d in spec.dims or ()
         )
-        raise VerifyError(_unsatisfiable_message(search, specs, found_sizes, tried)) from exc
+        raise InputsRejectedError(
+            _unsatisfiable_message(search, specs, found_sizes, tried),
+            ("shapes", "dims", "ranges", "samples"),
+        ) from exc
     if found is None and search.rejected and search.runs < examples:
         logger.warning(
             "only %d of %d examples ran: the original model rejected %d generated inputs "
-            "(last error: %s); consider --input NAME=LO:HI or --input-shape",
+            "(last error: %s); value ranges or fixed input shapes may help",
             search.runs,
             examples,
             search.rejected,

@@ -66,7 +66,7 @@ import numpy as np
 import numpy.typing as npt
 
 import ir
-from rewriter.verification._errors import VerifyError
+from rewriter.verification._errors import VerifyError, VerifyOptionError
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -544,25 +544,29 @@ def bound_dims(
     for symbol, size in (dims or {}).items():
         if symbol not in symbols:
             known = ", ".join(f"`{s}`" for s in sorted(symbols)) or "none"
-            raise VerifyError(f"--dim {symbol}: no input has that symbolic dim (symbols: {known})")
+            raise VerifyOptionError(
+                "dims", f"no input has that symbolic dim (symbols: {known})", key=symbol
+            )
         if int(size) < 1:
-            raise VerifyError(f"--dim {symbol}={size}: a size is at least 1")
+            raise VerifyOptionError("dims", "a size is at least 1", key=symbol, value=str(size))
         fixed[("sym", symbol)] = int(size)
-        origin[("sym", symbol)] = f"--dim {symbol}={size}"
+        origin[("sym", symbol)] = f"the size given for `{symbol}`"
     by_name = {spec.name: spec for spec in specs}
     for name, given in (input_shapes or {}).items():
         spec = by_name[name]
         for key, size in zip(spec.dims or (), given, strict=False):
             if isinstance(key, int):
                 continue
-            label = f"--input-shape {name}={_shape_text(given)}"
             if key in fixed and fixed[key] != int(size):
-                raise VerifyError(
-                    f"{label} gives `{_dim_name(key)}` the size {size}, but {origin[key]} "
-                    f"gives it {fixed[key]}"
+                raise VerifyOptionError(
+                    "shapes",
+                    f"gives `{_dim_name(key)}` the size {size}, but {origin[key]} gives it "
+                    f"{fixed[key]}",
+                    key=name,
+                    value=_shape_text(given),
                 )
             fixed[key] = int(size)
-            origin[key] = label
+            origin[key] = f"the shape given for input `{name}`"
     return fixed
 
 

@@ -125,8 +125,10 @@ def test_balanced_cuts_are_optimal(costs, stages):
 def test_more_stages_than_nodes_and_bad_folders_are_refused(tmp_path, capsys):
     path = tmp_path / "mlp.onnx"
     onnx.save(_mlp([8, 8]), path)
-    with pytest.raises(RewriteError, match="--stages 5: the model has 2 nodes"):
+    with pytest.raises(RewriteError, match="stages=5: the model has 2 nodes"):
         split(path, 5)
+    assert main(["split", str(path), "--stages", "5", "-o", str(tmp_path / "five")]) == 2
+    assert "--stages 5: the model has 2 nodes" in capsys.readouterr().err
     assert main(["split", str(path), "--stages", "2", "-o", str(tmp_path)]) == 2
     assert "other than the model's own" in capsys.readouterr().err
     out = tmp_path / "out"

@@ -134,7 +134,7 @@ def test_use_is_refused_without_permission_and_never_imports(
         load_rules(path)
     first = caught.value.diagnostics[0]
     assert (first.span.line, first.span.col, first.span.end_col) == (1, 1, 4)
-    assert "pass --allow-python (command line) or allow_python=True (API)" in first.message
+    assert "loads only when Python helpers are allowed (the allow-python option)" in first.message
     assert "rw_test_plugin" not in sys.modules
 
 

@@ -101,7 +101,7 @@ def test_lint_refuses_use_without_permission(
 ) -> None:
     path = _write(tmp_path, "use.rw", 'use "helpers_mod"\n' + CLEAN)
     assert main(["lint", str(path)]) == 2
-    assert "--allow-python" in capsys.readouterr().out
+    assert "(the allow-python option)" in capsys.readouterr().out
 
 
 def test_lint_missing_path_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -231,7 +231,11 @@ def test_extract_rule_of_an_inner_subgraph(
     [
         ("input.1", "nope", "output `nope` is not a value of the model's main graph"),
         ("nope", "out", "input `nope` is not a value of the model's main graph"),
-        ("add_out", "mm_out,out", "the outputs depend on `input.1`, which is neither an input"),
+        (
+            "add_out",
+            "mm_out,out",
+            "the outputs depend on `input.1`, which is neither one of the given inputs nor a constant (--inputs)",
+        ),
         ("input.1,lr", "out", "input `input.1` does not feed the outputs"),
         ("lr", "lr", "no node lies between the inputs and the outputs"),
     ],
@@ -263,4 +267,4 @@ def test_extract_rule_refuses_a_subgraph_whose_inner_value_is_read_outside(
     assert main(["extract-rule", str(model), *args]) == 2
     err = capsys.readouterr().err
     assert "`/model/embeddings/LayerNorm/Sub_output_0`, computed inside the subgraph" in err
-    assert "add it to --outputs" in err
+    assert "make it one of the outputs (--outputs)" in err

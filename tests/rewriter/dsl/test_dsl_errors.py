@@ -247,7 +247,7 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         'use "helpers"\n',
-        '<string>:1:1: error: `use "helpers"` runs Python code; pass --allow-python (command line) or allow_python=True (API) to permit it',
+        '<string>:1:1: error: `use "helpers"` runs Python code, which loads only when Python helpers are allowed (the allow-python option)',
     ),
     (
         "rule r {\n  match {\n    y = Relu (x)\n  }\n  where {\n    foo(x)\n  }\n  rewrite {\n    y = x\n  }\n}\n",
