@@ -230,7 +230,7 @@ def test_float16_halves_the_weights_and_keeps_float32_inputs_and_outputs() -> No
     assert weights <= 0.51 * sum(i.ByteSize() for i in original.graph.initializer)
     feeds = inputs(original, seed=4)
     snr = measure("snr", outputs(original, feeds), outputs(rewritten, feeds))
-    assert snr >= bound_of(("float16.rw",), "float16_mat_mul")
+    assert snr >= bound_of(("float16.rw",), "float16_binary")
 
 
 def test_float16_keeps_softmax_in_float32_unless_the_sensitive_set_is_named() -> None:
@@ -246,7 +246,7 @@ def test_float16_keeps_softmax_in_float32_unless_the_sensitive_set_is_named() ->
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     rewritten, result = quantized(model, "float16.rw")
-    assert "float16_softmax" not in {e.rule for e in result.trace.entries}
+    assert "float16_sensitive_bounded" not in {e.rule for e in result.trace.entries}
     softmax = next(n for n in rewritten.graph.node if n.op_type == "Softmax")
     typed = ir.from_onnx(rewritten)
     ir.infer_types(typed)
@@ -256,7 +256,7 @@ def test_float16_keeps_softmax_in_float32_unless_the_sensitive_set_is_named() ->
     )
     assert softmax is not None
     _, both = quantized(model, "float16.rw", "float16_sensitive.rw")
-    assert "float16_softmax" in {e.rule for e in both.trace.entries}
+    assert "float16_sensitive_bounded" in {e.rule for e in both.trace.entries}
 
 
 # -- int4 weight-only -------------------------------------------------------------------------
