@@ -21,7 +21,6 @@ from rewriter.checkrules._check import (
     CheckOptions,
     check_rule,
     find_instances,
-    without_local_constants,
 )
 from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._parallel import check_rules_in_processes
@@ -73,8 +72,7 @@ def check_passes(
                 )
             )
             continue
-        with without_local_constants():
-            reports.append(check_pass(decl, ruleset, models, options.examples, options.seed))
+        reports.append(check_pass(decl, ruleset, models, options.examples, options.seed))
     return reports
 
 

@@ -1,7 +1,9 @@
 """Checking one rule: find instances with hypothesis, rewrite each with the rule alone, verify.
 
 Instances are searched by a hypothesis run (`st.data()` draws every choice, `@seed` makes
-the search reproducible, no example database): an attempt that yields no instance is
+the search reproducible in one process, no example database; hypothesis now and then draws a
+literal from the source of the imported project modules, so a process that imported other
+modules may draw other instances of the same seed): an attempt that yields no instance is
 rejected, up to a budget of attempts. Each instance is then rewritten by the engine with a
 rule set holding only this rule (`max_rewrites=1`, no passes), and the original and the
 rewritten model are compared by `rewriter.verification.check_equivalence` on generated inputs.
@@ -39,7 +41,7 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import ir
@@ -364,34 +366,6 @@ def _narrowing_keeps_numbers(
     return _Outcome(examples=examples, failure=failure)
 
 
-@contextlib.contextmanager
-def without_local_constants() -> Iterator[None]:
-    """Hypothesis without the literals it collects from the imported local modules.
-
-    Hypothesis draws, now and then, a constant found in the source of any imported module
-    outside site-packages, so which project and test modules happen to be imported would
-    change the instances and examples of a seed: a rule checked in a worker process
-    (`--jobs`) or under pytest would get other instances than in the command's process.
-    (Hypothesis offers no setting for this; without the internal hook, nothing changes.)
-    """
-    from hypothesis.internal.conjecture import providers
-    from hypothesis.internal.constants_ast import Constants
-
-    original = getattr(providers, "_get_local_constants", None)
-    cache = getattr(providers, "CONSTANTS_CACHE", None)
-    if original is None or cache is None:
-        yield
-        return
-    empty = Constants()
-    setattr(providers, "_get_local_constants", lambda: empty)  # noqa: B010
-    cache.cache.clear()
-    try:
-        yield
-    finally:
-        setattr(providers, "_get_local_constants", original)  # noqa: B010
-        cache.cache.clear()
-
-
 def find_instances(
     compiled_rule: Any, ruleset: rules.RuleSet, options: CheckOptions
 ) -> list[Instance]:
@@ -400,12 +374,11 @@ def find_instances(
     The instances check-rules verifies the rule on; the soundness fuzzer rewrites them with
     the whole library, inside subgraphs and functions, to reach every rule.
     """
-    with without_local_constants():
-        try:
-            plan = analyze(compiled_rule)
-        except NotInstantiableError:
-            return []
-        return list(_search_all(plan, options, ruleset).accepted)
+    try:
+        plan = analyze(compiled_rule)
+    except NotInstantiableError:
+        return []
+    return list(_search_all(plan, options, ruleset).accepted)
 
 
 def check_rule(
@@ -414,8 +387,7 @@ def check_rule(
     options: CheckOptions,
 ) -> RuleReport:
     """Check one compiled rule (see the module docstring)."""
-    with without_local_constants():
-        return _check_rule(compiled_rule, ruleset, options)
+    return _check_rule(compiled_rule, ruleset, options)
 
 
 def _check_rule(
