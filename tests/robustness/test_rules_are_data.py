@@ -80,7 +80,7 @@ def test_use_without_allow_python_is_refused_at_the_use_keyword(
     err = capsys.readouterr().err
     first = err.splitlines()[0]
     assert f'{rules}:2:3: error: `use "{MODULE}"` runs Python code' in first
-    assert "--allow-python" in first
+    assert "(the allow-python option)" in first
     assert err.splitlines()[1] == f'  use "{MODULE}"'
     assert err.splitlines()[2] == "  ^~~"
     assert not out.exists()
