@@ -13,6 +13,7 @@ onnx, onnxruntime and hypothesis are imported only when a check runs.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -110,12 +111,53 @@ def check_rules(
             )
         else:
             report = check_rule(compile_rule(rule, order, ruleset.functions), ruleset, options)
+            if report.status is Status.NOT_INSTANTIABLE:
+                report = _with_switched_param(rule, order, ruleset, options, report)
         reports.append(report)
         if progress is not None:
             progress(report)
     if include_passes and not wanted:
         reports.extend(check_passes(ruleset, reports, options))
     return reports
+
+
+def _with_switched_param(
+    rule: rules.Rule,
+    order: int,
+    ruleset: rules.RuleSet,
+    options: CheckOptions,
+    report: RuleReport,
+) -> RuleReport:
+    """A rule that a boolean parameter switches off, checked with that parameter switched.
+
+    `param per_channel = true` with a rule for `not per_channel` (the per-tensor variant):
+    under the declared values the rule never applies, so its instances are found with the
+    files loaded again, one boolean parameter flipped at a time. The report says which.
+    """
+    from rewriter.api import load_rules
+    from rewriter.engine import compile_rule
+
+    switches = [(name, value) for name, value in ruleset.params.items() if isinstance(value, bool)]
+    if not switches or not ruleset.paths:
+        return report
+    for name, value in switches:
+        variant = load_rules(
+            *ruleset.paths,
+            allow_python=bool(ruleset.functions),
+            params={**ruleset.params, name: not value},
+        )
+        other = variant.rule(rule.name)
+        if other is None:
+            continue
+        checked = check_rule(compile_rule(other, order, variant.functions), variant, options)
+        if checked.status is not Status.NOT_INSTANTIABLE:
+            flipped = "true" if not value else "false"
+            return dataclasses.replace(
+                checked,
+                detail=f"with param {name} = {flipped}: {checked.detail}".rstrip(": "),
+                seconds=report.seconds + checked.seconds,
+            )
+    return report
 
 
 def library_instances(

@@ -285,4 +285,5 @@ def _ruleset(
         constraints={name: lowering.constraint(name) for name in checked.constraints},
         warnings=warnings,
         sources={f.path: f.source for f in parsed},
+        params=dict(params),
     )

@@ -17,7 +17,7 @@ from typing import Literal, TypeAlias
 
 from rewriter._errors import Diagnostic, Span
 from rewriter.rules._expr import Constraint, Expr, span_field
-from rewriter.rules._pattern import NodePattern, OpId, Pattern
+from rewriter.rules._pattern import LiteralValue, NodePattern, OpId, Pattern
 from rewriter.rules._rewrite import NewNode, Rewrite, RollLoop
 
 APPROXIMATION_METRICS = {"snr": ">=", "cosine": ">=", "max_rel": "<=", "max_abs": "<="}
@@ -139,7 +139,8 @@ class RuleSet:
     `constraints` the named constraints the files define (the rules' conditions hold the ones
     they call); `warnings` the loader's non-fatal diagnostics; `sources` maps each loaded
     file's path to its text, in load order (for error messages and reports; rules built in
-    Python have none).
+    Python have none); `params` the value each rule parameter the files declare was lowered
+    with (`param NAME = literal`, or the value the loader was given).
     """
 
     rules: tuple[Rule, ...]
@@ -148,6 +149,7 @@ class RuleSet:
     constraints: Mapping[str, Constraint] = dataclasses.field(default_factory=dict)
     warnings: tuple[Diagnostic, ...] = ()
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    params: Mapping[str, LiteralValue] = dataclasses.field(default_factory=dict)
 
     def rule(self, name: str) -> Rule | None:
         """The rule called `name`, if present."""

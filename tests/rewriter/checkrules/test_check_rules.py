@@ -345,3 +345,48 @@ def test_same_seed_gives_same_results_for_every_rule() -> None:
     for entry in first + second:
         entry.pop("seconds")
     assert first == second
+
+
+SWITCHED = """param keep_negatives = true
+
+# Exact (Abs of a Relu is the Relu), but switched off unless `keep_negatives` is false.
+rule relu_of_abs_when_negatives_go {
+  match {
+    r = Relu (x)
+    y = Abs (r)
+  }
+  where {
+    not keep_negatives
+  }
+  rewrite {
+    y = Relu (x)
+  }
+}
+
+# Wrong, and switched off by default the same way: check-rules must still catch it.
+rule abs_for_relu_when_negatives_go {
+  match {
+    y = Relu (x)
+  }
+  where {
+    not keep_negatives
+  }
+  rewrite {
+    y = Abs (x)
+  }
+}
+"""
+
+
+def test_rules_a_boolean_param_switches_off_are_checked_with_it_switched(tmp_path, capsys):
+    path = tmp_path / "switched.rw"
+    path.write_text(SWITCHED)
+    reports = {r.name: r for r in check_rules(load_rules(path), CheckOptions(seed=0))}
+    right = reports["relu_of_abs_when_negatives_go"]
+    assert right.status is Status.VERIFIED
+    assert right.detail.startswith("with param keep_negatives = false")
+    wrong = reports["abs_for_relu_when_negatives_go"]
+    assert wrong.status is Status.FAILED
+    assert wrong.detail.startswith("with param keep_negatives = false")
+    assert main(["check-rules", str(path), "--jobs", "2", "--strict"]) == 1
+    assert "abs_for_relu_when_negatives_go" in capsys.readouterr().out
