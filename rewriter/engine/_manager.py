@@ -19,18 +19,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-import numpy as np
-
 import ir
 from rewriter import rules
 from rewriter._errors import RewriteError
-from rewriter.engine import _trace
+from rewriter.engine import _fingerprint, _trace
 from rewriter.engine._applicability import applicability
 from rewriter.engine._builder import Builder, Runnable
 from rewriter.engine._calibration import Calibration
@@ -218,7 +215,7 @@ class _Run:
             if not changed:
                 break
             changers = round_changers
-            fingerprint = _fingerprint(self.model)
+            fingerprint = _fingerprint.fingerprint(self.model)
             if fingerprint in fingerprints:
                 stop = StopReason.OSCILLATION
                 self.warnings.append(
@@ -462,49 +459,3 @@ def _site_label(match: Match) -> str:
     if graph.owner is None:
         return label
     return f"{label} in {graph.name or _trace.graph_label(graph)}"
-
-
-def _fingerprint(model: ir.Model) -> str:
-    """A digest of everything a round of rules and passes can change.
-
-    Op types, domains and the wiring of every node, its attributes, the graph outputs and
-    the initializers' dtypes, shapes and contents: a round that changes only an attribute or
-    a constant is progress, not oscillation.
-    """
-    digest = hashlib.sha256()
-    for graph in model.graphs():
-        for node in graph:
-            digest.update(f"{node.domain}.{node.op_type}(".encode())
-            for value in node.inputs:
-                digest.update(b"|" + (value.name.encode() if value is not None else b"-"))
-            digest.update(b")->")
-            for value in node.outputs:
-                digest.update(value.name.encode() + b"|")
-            for attr in node.attributes.values():
-                digest.update(repr(attr).encode())
-        for value in graph.outputs:
-            digest.update(b"out:" + value.name.encode())
-        for name, value in graph.initializers.items():
-            digest.update(b"init:" + name.encode())
-            tensor = value.const_value
-            if tensor is not None:
-                digest.update(_tensor_digest(tensor))
-    return digest.hexdigest()
-
-
-def _tensor_digest(tensor: ir.Tensor) -> bytes:
-    """dtype, shape and contents of a small tensor; dtype and shape only of a big or external one.
-
-    A pass never rewrites the contents of a big weight in place (it makes a new tensor under
-    a new name), so reading gigabytes of weights each round would buy nothing.
-    """
-    head = f"{tensor.dtype.onnx_name}{tuple(tensor.shape)}".encode()
-    if tensor.is_external or tensor.size > _FINGERPRINT_ELEMENTS:
-        return head
-    try:
-        return head + np.ascontiguousarray(tensor.numpy()).tobytes()
-    except ir.IRError:
-        return head
-
-
-_FINGERPRINT_ELEMENTS = 1 << 16
