@@ -167,7 +167,8 @@ def command(tool: str, model: Path, out: Path) -> list[str]:
 def run_process(argv: list[str], timeout: float, source: Path | None) -> dict[str, float]:
     """One whole process: its wall seconds and CPU seconds (user + system, children included).
 
-    `source`: the checkout whose `rewriter` and `ir` the process imports (None: as installed).
+    `source`: the checkout whose `rewriter` and `ir` the process imports (None: as installed);
+    it is also the working folder, which `python -m` puts first on the import path.
     """
     env = dict(os.environ)
     if source is not None:
@@ -175,7 +176,12 @@ def run_process(argv: list[str], timeout: float, source: Path | None) -> dict[st
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=env
+        [sys.executable, *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=source,
     )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
