@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # passes through.
 PARTS = (
     ("imports", "<frozen importlib._bootstrap>", "_find_and_load"),
-    ("load rules", "rewriter/api/_library.py", "load_ruleset"),
+    ("load rules", "rewriter/api/_library.py", "load_rules"),
     ("load model", "rewriter/api/_models.py", "as_model"),
     ("shape inference", "rewriter/engine/_shape_facts.py", "infer_facts"),
     ("matcher and conditions", "rewriter/engine/_matcher.py", "match"),
