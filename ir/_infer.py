@@ -17,12 +17,14 @@ from collections.abc import Callable, Mapping
 
 import onnx
 import onnx.checker
+import onnx.defs
 import onnx.helper
 import onnx.shape_inference
 
 from ir import _schemas
 from ir._core import (
     Dim,
+    Graph,
     IRError,
     MapType,
     Node,
@@ -184,32 +186,139 @@ def infer_node_types(
     domains), and raises `NodeInferenceError` when inference rejects the node (wrong input
     types, bad attributes) — a sign the node is ill-typed.
     """
+    schema = _schema_of(node, opset_imports)
+    if schema is None:
+        return _runtime_op_types(node, opset_imports, type_of)
+    inputs = _NodeInputs.of(node, type_of)
+    return _infer_with_onnx(node, schema, inputs, opset_imports)
+
+
+class NodeTypeInference:
+    """`infer_node_types` that remembers its answers, for a caller that types many nodes.
+
+    onnx's answer depends only on the op, its schema version, the attributes, the input types
+    and the values of the small constant inputs its inference function may read (not on
+    names): nodes alike in those (the layers of a model, the rewrites of one rule across them)
+    are inferred once. An inference function reads the data of shape-like inputs (Reshape's
+    `shape`, Slice's `starts`, Resize's `scales`), never of an input the schema marks
+    differentiable (a Gemm's bias: its values flow into the output's values, not its shape),
+    so those values are left out of the key. Nodes with subgraphs or large tensor attributes
+    are not remembered (their key would cost what inference does). A rejection is not
+    remembered either: it is raised again each time.
+    """
+
+    __slots__ = ("_known", "_reads_data")
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[object, ...], tuple[Type | None, ...]] = {}
+        self._reads_data: dict[tuple[str, str, int], tuple[bool, ...]] = {}
+
+    def __call__(
+        self,
+        node: Node,
+        opset_imports: Mapping[str, int],
+        type_of: Callable[[Value], Type | None] = fact_type,
+    ) -> list[Type | None] | None:
+        """As `infer_node_types`."""
+        schema = _schema_of(node, opset_imports)
+        if schema is None:
+            return _runtime_op_types(node, opset_imports, type_of)
+        inputs = _NodeInputs.of(node, type_of)
+        key = _inference_key(node, inputs, self._data_read_by(schema), opset_imports)
+        if key is None:
+            return _infer_with_onnx(node, schema, inputs, opset_imports)
+        known = self._known.get(key)
+        if known is None:
+            types = _infer_with_onnx(node, schema, inputs, opset_imports)
+            known = self._known[key] = tuple(types)
+        return list(known)
+
+    def _data_read_by(self, schema: onnx.defs.OpSchema) -> tuple[bool, ...]:
+        """Per formal input of `schema`: whether inference may read its data (see above)."""
+        key = (schema.domain, schema.name, schema.since_version)
+        found = self._reads_data.get(key)
+        if found is None:
+            differentiable = onnx.defs.OpSchema.DifferentiationCategory.Differentiable
+            found = tuple(
+                param.differentiation_category != differentiable for param in schema.inputs
+            )
+            self._reads_data[key] = found
+        return found
+
+
+def _domain_version(node: Node, opset_imports: Mapping[str, int]) -> tuple[str, int | None]:
+    """The node's normalized domain and the opset version the model imports it at."""
     domain = _schemas.normalize_domain(node.domain)
-    version = opset_imports.get(domain, opset_imports.get("ai.onnx") if domain == "" else None)
+    return domain, opset_imports.get(domain, opset_imports.get("ai.onnx") if domain == "" else None)
+
+
+def _schema_of(node: Node, opset_imports: Mapping[str, int]) -> onnx.defs.OpSchema | None:
+    """The schema onnx defines for the node's op at the imported opset (None: it has none)."""
+    domain, version = _domain_version(node, opset_imports)
     if version is None:
         return None
-    schema = _schemas.find_schema(node.op_type, domain, version)
-    if schema is None:
-        runtime = find_runtime_op(node.op_type, domain, version)
-        if runtime is None:
-            return None
-        inputs = [type_of(value) if value is not None else None for value in node.inputs]
-        return runtime_op_types(runtime, node, inputs)
+    return _schemas.find_schema(node.op_type, domain, version)
+
+
+def _runtime_op_types(
+    node: Node, opset_imports: Mapping[str, int], type_of: Callable[[Value], Type | None]
+) -> list[Type | None] | None:
+    """Output types of an op onnx has no schema for, from onnxruntime's table (`_runtime_ops`).
+
+    None when the table does not know the op at the imported opset either (custom domains).
+    """
+    domain, version = _domain_version(node, opset_imports)
+    if version is None:
+        return None
+    runtime = find_runtime_op(node.op_type, domain, version)
+    if runtime is None:
+        return None
+    inputs = [type_of(value) if value is not None else None for value in node.inputs]
+    return runtime_op_types(runtime, node, inputs)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _NodeInputs:
+    """What per-node inference is told of a node's inputs: types, and small constants' data."""
+
+    types: tuple[Type | None, ...]
+    data: tuple[Tensor | None, ...]
+
+    @staticmethod
+    def of(node: Node, type_of: Callable[[Value], Type | None]) -> _NodeInputs:
+        types: list[Type | None] = []
+        data: list[Tensor | None] = []
+        for value in node.inputs:
+            if value is None or not value.name:
+                types.append(None)
+                data.append(None)
+                continue
+            t = type_of(value)
+            const = _constant_input(value)
+            if t is None and const is not None:
+                t = TensorType(const.dtype, const.shape)
+            types.append(None if isinstance(t, SparseTensorType) else t)
+            data.append(const if const is not None and const.size <= _DATA_ELEMENTS_LIMIT else None)
+        return _NodeInputs(tuple(types), tuple(data))
+
+
+def _infer_with_onnx(
+    node: Node,
+    schema: onnx.defs.OpSchema,
+    inputs: _NodeInputs,
+    opset_imports: Mapping[str, int],
+) -> list[Type | None]:
     node_proto = lower_node(node)
     input_types: dict[str, onnx.TypeProto] = {}
     input_data: dict[str, onnx.TensorProto] = {}
-    for value in node.inputs:
-        if value is None or not value.name:
+    for value, t, const in zip(node.inputs, inputs.types, inputs.data, strict=True):
+        if value is None:
             continue
-        t = type_of(value)
-        const = _constant_input(value)
-        if t is None and const is not None:
-            t = TensorType(const.dtype, const.shape)
-        if t is not None and not isinstance(t, SparseTensorType):
+        if t is not None:
             tp = onnx.TypeProto()
             lower_type(t, tp)
             input_types[value.name] = tp
-        if const is not None and const.size <= _DATA_ELEMENTS_LIMIT:
+        if const is not None:
             input_data[value.name] = tensor_to_proto(const, value.name)
     opsets = [onnx.helper.make_opsetid(d, v) for d, v in opset_imports.items()]
     try:
@@ -231,6 +340,58 @@ def infer_node_types(
         # onnx's dims for this node may not be what onnxruntime computes: no facts.
         return [_without_dims(t) for t in types]
     return types
+
+
+def _inference_key(
+    node: Node,
+    inputs: _NodeInputs,
+    reads_data: tuple[bool, ...],
+    opset_imports: Mapping[str, int],
+) -> tuple[object, ...] | None:
+    """What onnx's answer for `node` depends on, or None when that is too costly to tell.
+
+    `reads_data` tells per formal input whether inference may read its values (the last
+    one stands for the rest of a variadic list). Output names matter only as the slots they
+    fill: a node whose outputs are not all named (an omitted optional output) is told apart
+    by which are.
+    """
+    attributes: list[object] = []
+    for attr in node.attributes.values():
+        value = attr.value
+        if isinstance(value, tuple) and any(isinstance(v, Tensor | Graph) for v in value):
+            return None
+        if isinstance(value, Graph):
+            return None
+        if isinstance(value, Tensor):
+            if value.size > _DATA_ELEMENTS_LIMIT:
+                return None
+            attributes.append((attr.name, attr.type, _tensor_key(value)))
+            continue
+        attributes.append((attr.name, attr.type, attr.ref_attr_name, value))
+    last = len(reads_data) - 1
+    data = tuple(
+        None if tensor is None or not reads_data[min(index, last)] else _tensor_key(tensor)
+        for index, tensor in enumerate(inputs.data)
+    )
+    present = tuple(v is not None and bool(v.name) for v in node.inputs)
+    outputs = tuple(bool(v.name) for v in node.outputs)
+    return (
+        node.domain,
+        node.op_type,
+        tuple(opset_imports.items()),
+        tuple(attributes),
+        inputs.types,
+        data,
+        present,
+        outputs,
+    )
+
+
+def _tensor_key(tensor: Tensor) -> tuple[object, ...]:
+    """A small tensor by dtype, shape and contents."""
+    array = tensor.numpy()
+    contents = tuple(array.reshape(-1).tolist()) if array.dtype == object else array.tobytes()
+    return (tensor.dtype, tensor.shape, contents)
 
 
 def _constant_input(value: Value) -> Tensor | None:
