@@ -592,6 +592,14 @@ class Value:
         """The distinct nodes that read this value, in order of first use."""
         return tuple(self._uses)
 
+    def is_used(self) -> bool:
+        """True when a node reads this value or it is an output of the graph defining it."""
+        if self._uses:
+            return True
+        producer = self._producer
+        g = producer._graph if producer is not None else self._graph
+        return g is not None and self in g._output_slots
+
     def replace_all_uses_with(self, new: Value, *, replace_graph_outputs: bool = False) -> None:
         """Make every node input that reads this value read `new` instead.
 
@@ -640,8 +648,9 @@ class Value:
 
     def is_graph_output(self) -> bool:
         """True when this value is an output of the graph that defines it."""
-        g = self.graph
-        return g is not None and any(v is self for v in g._outputs)
+        producer = self._producer
+        g = producer._graph if producer is not None else self._graph
+        return g is not None and self in g._output_slots
 
     # facts -----------------------------------------------------------------------------------
     @property
@@ -1091,6 +1100,7 @@ class Graph:
         "_journal",
         "_name",
         "_nodes",
+        "_output_slots",
         "_outputs",
         "_owner",
         "_sparse_initializers",
@@ -1122,6 +1132,8 @@ class Graph:
         self.meta: dict[str, object] = {}
         self._inputs: list[Value] = []
         self._outputs: list[Value] = []
+        # How many output slots each output value fills: `Value.is_graph_output` in O(1).
+        self._output_slots: dict[Value, int] = {}
         self._initializers: dict[str, Value] = {}
         self._sparse_initializers: dict[str, Value] = {}
         self._nodes: dict[Node, None] = {}
@@ -1251,16 +1263,39 @@ class Graph:
         """Append a graph output."""
         self._record_io()
         self._outputs.append(value)
+        self._output_slots[value] = self._output_slots.get(value, 0) + 1
 
     def set_output(self, index: int, value: Value) -> None:
         """Make graph output `index` be `value`."""
         self._record_io()
+        self._forget_output_slot(self._outputs[index])
         self._outputs[index] = value
+        self._output_slots[value] = self._output_slots.get(value, 0) + 1
 
     def remove_output(self, index: int) -> None:
         """Remove graph output `index`."""
         self._record_io()
-        del self._outputs[index]
+        self._forget_output_slot(self._outputs.pop(index))
+
+    def _forget_output_slot(self, value: Value) -> None:
+        left = self._output_slots[value] - 1
+        if left:
+            self._output_slots[value] = left
+        else:
+            del self._output_slots[value]
+
+    def is_output(self, value: Value) -> bool:
+        """True when `value` fills an output slot of this graph (O(1))."""
+        return value in self._output_slots
+
+    def _restore_io(self, inputs: list[Value], outputs: list[Value]) -> None:
+        """Put back inputs and outputs a journal recorded (the output slots counted again)."""
+        self._inputs = inputs
+        self._outputs = outputs
+        slots: dict[Value, int] = {}
+        for value in outputs:
+            slots[value] = slots.get(value, 0) + 1
+        self._output_slots = slots
 
     def add_initializer(self, value: Value) -> None:
         """Register `value` (which must carry a `const_value`) as an initializer."""
@@ -1399,7 +1434,7 @@ class Graph:
                     raise ValueError(
                         f"cannot remove {node!r}: output {out.name!r} is still used by {user!r}"
                     )
-                if any(v is out for v in self._outputs):
+                if out in self._output_slots:
                     raise ValueError(
                         f"cannot remove {node!r}: output {out.name!r} is a graph output"
                     )

@@ -42,7 +42,7 @@ from rewriter.engine._runtime import KernelAvailability
 from rewriter.engine._shape_facts import infer_facts
 from rewriter.engine._trace import SkipEntry, StopReason, Trace, TraceEntry
 from rewriter.engine._why_not import WhyNot, why_not
-from rewriter.engine._worklist import Worklist, downstream
+from rewriter.engine._worklist import Worklist
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,9 @@ class _Run:
         if budget is None:
             budget = 1000 + 10 * _trace.count_nodes(self.model)
         passes = self._declared_passes()
-        worklist = Worklist(n for g in self.model.graphs() for n in ir.topological_order(g))
+        worklist = Worklist(
+            (n for g in self.model.graphs() for n in ir.topological_order(g)), index
+        )
         fingerprints: set[str] = set()
         stop = StopReason.SATURATED
         # Which passes (and whether rules) changed the model, per round: named when the
@@ -224,7 +226,7 @@ class _Run:
                 )
                 break
             fingerprints.add(fingerprint)
-            worklist.extend(downstream(changed_nodes, index))
+            worklist.revisit(changed_nodes)
             if iteration == self.options.max_iterations - 1:
                 stop = StopReason.ITERATION_LIMIT
                 self.warnings.append(
@@ -391,11 +393,7 @@ class _Run:
                 assumed=() if self.options.exact else rule.rule.assumes,
             )
         )
-        worklist.extend(applied.created)
-        worklist.extend(applied.neighbours)
-        worklist.extend(
-            downstream([*applied.created, *applied.neighbours, *applied.lost_uses], index)
-        )
+        worklist.revisit([*applied.created, *applied.neighbours, *applied.lost_uses])
         return True
 
     def _record_pass(self, result: PassResult) -> None:

@@ -79,6 +79,31 @@ def test_undo_restores_the_model_exactly() -> None:
     ir.verify(model.graph)
 
 
+def test_undo_restores_which_values_are_graph_outputs() -> None:
+    # The graph answers `is_graph_output` from a count of output slots: undo recounts them.
+    model = _model()
+    graph = model.graph
+    y, z = graph.outputs
+    t = graph.nodes[0].outputs[0]
+    with ir.Journal(model) as journal:
+        graph.set_output(1, t)
+        graph.add_output(t)
+        graph.remove_output(0)
+        assert t.is_graph_output()
+        assert not y.is_graph_output()
+        assert not z.is_graph_output()
+        journal.undo()
+    assert graph.outputs == (y, z)
+    assert y.is_graph_output()
+    assert z.is_graph_output()
+    assert not t.is_graph_output()
+    assert graph.is_output(z)
+    assert not graph.is_output(t)
+    graph.remove_output(1)  # the recount is right: z leaves, y stays
+    assert not z.is_graph_output()
+    assert y.is_graph_output()
+
+
 def test_a_closed_journal_records_nothing_more() -> None:
     model = _model()
     with ir.Journal(model) as journal:
