@@ -634,7 +634,7 @@ class Value:
     def is_graph_input(self) -> bool:
         """True when this value is an input of the graph that owns it."""
         g = self._graph
-        return g is not None and self._producer is None and any(v is self for v in g._inputs)
+        return g is not None and self._producer is None and self in g._input_set
 
     def is_initializer(self) -> bool:
         """True when this value is an initializer of its graph."""
@@ -1096,6 +1096,7 @@ class Graph:
     __slots__ = (
         "_doc_string",
         "_initializers",
+        "_input_set",
         "_inputs",
         "_journal",
         "_name",
@@ -1131,6 +1132,8 @@ class Graph:
         self.metadata_props: dict[str, str] = dict(metadata_props or {})
         self.meta: dict[str, object] = {}
         self._inputs: list[Value] = []
+        # The inputs as a set (a value is an input at most once): `Value.is_graph_input` in O(1).
+        self._input_set: dict[Value, None] = {}
         self._outputs: list[Value] = []
         # How many output slots each output value fills: `Value.is_graph_output` in O(1).
         self._output_slots: dict[Value, int] = {}
@@ -1235,15 +1238,20 @@ class Graph:
 
     def add_input(self, value: Value) -> None:
         """Append a graph input."""
-        self._record_io()
-        self._claim(value)
-        self._inputs.append(value)
+        self.insert_input(len(self._inputs), value)
 
     def insert_input(self, index: int, value: Value) -> None:
-        """Insert a graph input at `index`."""
+        """Insert a graph input at `index`.
+
+        Raises:
+            ValueError: `value` is an input of this graph already.
+        """
+        if value in self._input_set:
+            raise ValueError(f"value {value.name!r} is an input of this graph already")
         self._record_io()
         self._claim(value)
         self._inputs.insert(index, value)
+        self._input_set[value] = None
 
     def remove_input(self, value: Value) -> None:
         """Remove a graph input that nothing uses any more.
@@ -1256,6 +1264,7 @@ class Graph:
         self._record_io()
         _record_value(value)
         self._inputs.remove(value)
+        del self._input_set[value]
         if not self._is_defined_here(value):
             value._graph = None
 
@@ -1289,8 +1298,9 @@ class Graph:
         return value in self._output_slots
 
     def _restore_io(self, inputs: list[Value], outputs: list[Value]) -> None:
-        """Put back inputs and outputs a journal recorded (the output slots counted again)."""
+        """Put back inputs and outputs a journal recorded (their indexes made again)."""
         self._inputs = inputs
+        self._input_set = dict.fromkeys(inputs)
         self._outputs = outputs
         slots: dict[Value, int] = {}
         for value in outputs:
@@ -1346,7 +1356,7 @@ class Graph:
 
     def _is_defined_here(self, value: Value) -> bool:
         return (
-            any(v is value for v in self._inputs)
+            value in self._input_set
             or self._initializers.get(value.name) is value
             or self._sparse_initializers.get(value.name) is value
         )

@@ -24,7 +24,6 @@ import onnx.shape_inference
 from ir import _schemas
 from ir._core import (
     Dim,
-    Graph,
     IRError,
     MapType,
     Node,
@@ -38,6 +37,7 @@ from ir._core import (
     UnsetType,
     Value,
 )
+from ir._enums import AttrType
 from ir._runtime_ops import find_runtime_op, runtime_op_types
 from ir._serde import lift_type, lower_node, lower_type
 from ir._serde_tensors import tensor_to_proto
@@ -76,27 +76,88 @@ def fact_type(value: Value) -> Type | None:
     A dim onnx's inference invented (`unk__12`) in the declared type of a value the graph
     computes is unknown too: it names no relation the model states, and after a rewrite
     upstream it would keep a stale name where inference now knows the dim.
+
+    Rules ask this of the same values again and again: the combination of a declared and an
+    inferred type is kept in the value's meta with the two objects it was made from, and
+    made again only when either has been replaced.
     """
-    declared = _sizes_only(value.type)
-    if value.producer() is not None:
-        declared = _without_invented_dims(declared)
-    meta = value.meta if value._meta else None
-    if meta is not None and meta.get(UNSURE_DECLARED_DIMS):
-        declared = _without_dims(declared)
-    if meta is not None and meta.get(DECLARED_RANK_WRONG) and isinstance(declared, TensorType):
-        declared = TensorType(declared.dtype)
-    inferred = meta.get(INFERRED) if meta is not None else None
-    if inferred is None:
-        return declared
-    if not isinstance(inferred, _TYPES):
-        # Stored as onnx's TypeProto by `infer_types`; lifted on first use.
-        inferred = lift_inferred_type(inferred)  # type: ignore[arg-type]
-        value.meta[INFERRED] = inferred
-        if inferred is None:
-            return declared
+    declared = value.type
+    meta = value._meta
+    if not meta:
+        return None if declared is None else _declared_fact(value, declared, _NO_FLAGS)
+    inferred = _stored_inference(meta)
+    flags = _DeclaredFlags(
+        bool(meta.get(UNSURE_DECLARED_DIMS)),
+        bool(meta.get(DECLARED_RANK_WRONG)),
+        value._producer is not None,
+    )
     if declared is None:
         return inferred
-    return merge_types(declared, inferred)
+    if inferred is None:
+        return _declared_fact(value, declared, flags)
+    known = meta.get(_COMBINED)
+    if (
+        isinstance(known, _Combined)
+        and known.declared is declared
+        and known.inferred is inferred
+        and known.flags == flags
+    ):
+        return known.fact
+    fact = _declared_fact(value, declared, flags)
+    combined = inferred if fact is None else merge_types(fact, inferred)
+    meta[_COMBINED] = _Combined(declared, inferred, flags, combined)
+    return combined
+
+
+def _stored_inference(meta: dict[str, object]) -> Type | None:
+    """The inferred type in a value's meta (lifted and stored back when still a TypeProto)."""
+    inferred = meta.get(INFERRED)
+    if inferred is None:
+        return None
+    if isinstance(inferred, onnx.TypeProto):
+        # Stored as onnx's TypeProto by `infer_types`; lifted on first use.
+        lifted = lift_inferred_type(inferred)
+        meta[INFERRED] = lifted
+        return lifted
+    return inferred  # type: ignore[return-value]  # only types and TypeProtos are stored
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _DeclaredFlags:
+    """What besides the declared type decides how much of it is fact (see `fact_type`)."""
+
+    unsure_dims: bool  # UNSURE_DECLARED_DIMS: the dims are no facts
+    rank_wrong: bool  # DECLARED_RANK_WRONG: the shape is no fact
+    computed: bool  # a node computes the value: dims inference invented are no facts
+
+
+_NO_FLAGS = _DeclaredFlags(unsure_dims=False, rank_wrong=False, computed=False)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Combined:
+    """What `fact_type` made of a declared and an inferred type, and from which objects."""
+
+    declared: Type
+    inferred: Type
+    flags: _DeclaredFlags
+    fact: Type
+
+
+# Where `fact_type` keeps its last `_Combined` in a value's meta.
+_COMBINED = "fact_type"
+
+
+def _declared_fact(value: Value, declared: Type, flags: _DeclaredFlags) -> Type | None:
+    """What a value's declared type states as fact (see `fact_type`)."""
+    fact = _sizes_only(declared)
+    if value._producer is not None:
+        fact = _without_invented_dims(fact)
+    if flags.unsure_dims:
+        fact = _without_dims(fact)
+    if flags.rank_wrong and isinstance(fact, TensorType):
+        fact = TensorType(fact.dtype)
+    return fact
 
 
 def inferred_type(value: Value) -> Type | None:
@@ -357,17 +418,16 @@ def _inference_key(
     """
     attributes: list[object] = []
     for attr in node.attributes.values():
+        kind = attr.type
+        if kind in _UNKEYED_ATTRIBUTES:
+            return None
         value = attr.value
-        if isinstance(value, tuple) and any(isinstance(v, Tensor | Graph) for v in value):
-            return None
-        if isinstance(value, Graph):
-            return None
-        if isinstance(value, Tensor):
+        if kind == AttrType.TENSOR and isinstance(value, Tensor):
             if value.size > _DATA_ELEMENTS_LIMIT:
                 return None
-            attributes.append((attr.name, attr.type, _tensor_key(value)))
+            attributes.append((attr.name, kind, _tensor_key(value)))
             continue
-        attributes.append((attr.name, attr.type, attr.ref_attr_name, value))
+        attributes.append((attr.name, kind, attr.ref_attr_name, value))
     last = len(reads_data) - 1
     data = tuple(
         None if tensor is None or not reads_data[min(index, last)] else _tensor_key(tensor)
@@ -385,6 +445,18 @@ def _inference_key(
         present,
         outputs,
     )
+
+
+# Attribute kinds a key leaves to inference itself: graphs, lists of tensors, sparse tensors.
+_UNKEYED_ATTRIBUTES = frozenset(
+    {
+        AttrType.GRAPH,
+        AttrType.GRAPHS,
+        AttrType.TENSORS,
+        AttrType.SPARSE_TENSOR,
+        AttrType.SPARSE_TENSORS,
+    }
+)
 
 
 def _tensor_key(tensor: Tensor) -> tuple[object, ...]:

@@ -104,6 +104,25 @@ def test_undo_restores_which_values_are_graph_outputs() -> None:
     assert y.is_graph_output()
 
 
+def test_undo_restores_which_values_are_graph_inputs() -> None:
+    # The graph answers `is_graph_input` from a set of its inputs: undo makes it again.
+    model = _model()
+    graph = model.graph
+    x, c = graph.inputs
+    extra = ir.Value("extra", ir.TensorType(ir.DataType.FLOAT, (2,)))
+    with ir.Journal(model) as journal:
+        graph.add_input(extra)
+        graph.remove_input(extra)
+        graph.add_input(extra)
+        assert extra.is_graph_input()
+        journal.undo()
+    assert graph.inputs == (x, c)
+    assert x.is_graph_input()
+    assert not extra.is_graph_input()
+    graph.add_input(extra)  # not refused as an input already there
+    assert extra.is_graph_input()
+
+
 def test_a_closed_journal_records_nothing_more() -> None:
     model = _model()
     with ir.Journal(model) as journal:
