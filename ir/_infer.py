@@ -25,16 +25,11 @@ from ir import _schemas
 from ir._core import (
     Dim,
     IRError,
-    MapType,
     Node,
-    OpaqueType,
-    OptionalType,
-    SequenceType,
     SparseTensorType,
     Tensor,
     TensorType,
     Type,
-    UnsetType,
     Value,
 )
 from ir._enums import AttrType
@@ -110,16 +105,38 @@ def fact_type(value: Value) -> Type | None:
 
 
 def _stored_inference(meta: dict[str, object]) -> Type | None:
-    """The inferred type in a value's meta (lifted and stored back when still a TypeProto)."""
+    """The inferred type in a value's meta (lifted and stored back when not lifted yet)."""
     inferred = meta.get(INFERRED)
     if inferred is None:
         return None
-    if isinstance(inferred, onnx.TypeProto):
-        # Stored as onnx's TypeProto by `infer_types`; lifted on first use.
-        lifted = lift_inferred_type(inferred)
+    if isinstance(inferred, SharedInferredType):
+        lifted = inferred.lifted()
         meta[INFERRED] = lifted
         return lifted
-    return inferred  # type: ignore[return-value]  # only types and TypeProtos are stored
+    return inferred  # type: ignore[return-value]  # only types and shared records are stored
+
+
+class SharedInferredType:
+    """onnx's inferred TypeProto for every value it describes alike, lifted once when asked.
+
+    Whole-model inference records one for each distinct type it found (`infer_types`); a
+    value's `fact_type` lifts it on first use, so types no rule asks about are never lifted,
+    and the values of a repeated layer share one lifted type.
+    """
+
+    __slots__ = ("_lifted", "_proto")
+
+    def __init__(self, proto: onnx.TypeProto) -> None:
+        self._proto: onnx.TypeProto | None = proto
+        self._lifted: Type | None = None
+
+    def lifted(self) -> Type | None:
+        """The type, lifted as `lift_inferred_type` does (None when it says nothing)."""
+        proto = self._proto
+        if proto is not None:
+            self._lifted = lift_inferred_type(proto)
+            self._proto = None
+        return self._lifted
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -162,12 +179,7 @@ def _declared_fact(value: Value, declared: Type, flags: _DeclaredFlags) -> Type 
 
 def inferred_type(value: Value) -> Type | None:
     """The type inference recorded for `value` (not merged with its declared type)."""
-    inferred = value.meta.get(INFERRED) if value._meta else None
-    if inferred is None or isinstance(inferred, _TYPES):
-        return inferred
-    lifted = lift_inferred_type(inferred)  # type: ignore[arg-type]
-    value.meta[INFERRED] = lifted
-    return lifted
+    return _stored_inference(value._meta) if value._meta else None
 
 
 def _sizes_only(t: Type | None) -> Type | None:
@@ -205,9 +217,6 @@ def lift_inferred_type(proto: onnx.TypeProto) -> Type | None:
     lifted as it is (round trip), only inference results are cleaned.
     """
     return _sizes_only(lift_type(proto))
-
-
-_TYPES = (TensorType, SparseTensorType, SequenceType, MapType, OptionalType, OpaqueType, UnsetType)
 
 
 def record_inferred_type(value: Value, t: Type) -> None:

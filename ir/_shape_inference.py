@@ -47,6 +47,7 @@ from ir._infer import (
     INFERRED,
     UNSURE_DECLARED_DIMS,
     NodeInferenceError,
+    SharedInferredType,
     infer_node_types,
     is_invented_dim,
     lift_inferred_type,
@@ -225,13 +226,21 @@ def _dims_known(type_proto: Any, declared: frozenset[str]) -> bool:
 
 
 def _record_onnx_types(types: dict[Value, Any]) -> int:
-    """Record onnx's types as the facts (no value read has a dim onnx invented)."""
+    """Record onnx's types as the facts (no value read has a dim onnx invented).
+
+    Kept as onnx's TypeProtos, one shared record per distinct type: `fact_type` lifts a
+    record when a rule first asks about a value it describes.
+    """
     gained = 0
+    shared: dict[bytes, SharedInferredType] = {}
     for value, type_proto in types.items():
         if value.type is not None and not _has_invented_dims(value):
             continue  # declared types are kept as they are
-        # Kept as a TypeProto; `fact_type` lifts it when a rule first asks.
-        value.meta[INFERRED] = type_proto
+        key = type_proto.SerializeToString()
+        record = shared.get(key)
+        if record is None:
+            record = shared[key] = SharedInferredType(type_proto)
+        value.meta[INFERRED] = record
         gained += 1
     return gained
 
