@@ -41,8 +41,8 @@ def commit(model: ir.Model, match: Match, pending: Pending, names: ir.NameAlloca
     for value in pending.initializers:
         graph.add_initializer(value)
     graph.extend(pending.nodes)
-    matched = tuple(n for n in match.nodes if n is not None)
-    keep = set(matched) | set(pending.nodes)
+    matched = tuple([n for n in match.nodes if n is not None])
+    keep = {*matched, *pending.nodes}
     neighbours: dict[ir.Node, None] = {}
     for old, new in pending.replacements:
         for use in old.uses:

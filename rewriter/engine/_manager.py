@@ -301,19 +301,22 @@ class _Run:
         return declared
 
     def _drain(self, worklist: Worklist, index: RuleIndex, budget: int) -> StopReason:
-        match_time: dict[str, float] = collections.defaultdict(float)
+        # Seconds per rule, keyed by its load order: the loop adds to it on every attempt, so
+        # the rules are named once, at the end.
+        match_time: dict[int, float] = collections.defaultdict(float)
         try:
             return self._drain_timed(worklist, index, budget, match_time)
         finally:
-            for name, seconds in match_time.items():
-                self.timings[f"match {name}"] += seconds
+            names = {rule.order: rule.name for rule in self.manager.rules}
+            for order, seconds in match_time.items():
+                self.timings[f"match {names[order]}"] += seconds
 
     def _drain_timed(
         self,
         worklist: Worklist,
         index: RuleIndex,
         budget: int,
-        match_time: dict[str, float],
+        match_time: dict[int, float],
     ) -> StopReason:
         matcher = self.matcher
         progress = self.options.progress
@@ -330,7 +333,7 @@ class _Run:
             for rule in index.candidates(node):
                 t0 = perf_counter()
                 result = matcher.match(rule, node, explain=False)
-                match_time[rule.name] += perf_counter() - t0
+                match_time[rule.order] += perf_counter() - t0
                 if not isinstance(result, Match):
                     continue
                 if self._excluded(result):
