@@ -19,7 +19,6 @@ from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._cache import CacheFolder, digest
 from rewriter.dsl._lark import grammar_digest, grammar_text
-from rewriter.dsl._parser import parse
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +53,8 @@ def parse_cached(text: str, path: str, cache: CacheFolder) -> ast.File:
             return _decode_file(_loads(data, path), path, text)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             logger.debug("cached parse %s is unusable (%s); parsing", name, exc)
+    from rewriter.dsl._parser import parse  # the parser (and Lark) load only on a miss
+
     parsed = parse(text, path)
     try:
         encoded = _encode(parsed, path)
