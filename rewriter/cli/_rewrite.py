@@ -50,10 +50,10 @@ if TYPE_CHECKING:
 
 def _budget(args: argparse.Namespace) -> AccuracyBudget | None:
     """`--accept` and its measuring options as an accuracy budget (None without --accept)."""
-    from rewriter.api import AccuracyBudget
-
     if not args.accept:
         return None
+    from rewriter.api import AccuracyBudget  # brings in verification: only when asked
+
     inputs = input_options(args)
     return AccuracyBudget(
         tuple(args.accept),
