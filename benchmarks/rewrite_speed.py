@@ -9,12 +9,24 @@ median of repeats, node counts after, per-node time and ratios to this project.
     pip install -e '.[bench]'
     python benchmarks/rewrite_speed.py                 # synthetic sizes
     python benchmarks/rewrite_speed.py --sizes 8000    # just the 8k-node chain
+
+`--whole-process` times what a user waits for instead: the `rewrite` command against onnxsim
+(its command line, and a three-line script calling `onnxsim.simplify` then `onnx.save`),
+each a whole process from start to exit, imports included, file to file; the commands run
+in rounds (rewrite, onnxsim, the script, rewrite, ...) and a ratio is the median of the
+rounds' ratios. `--baseline DIR` adds the `rewrite` of another checkout (an earlier commit:
+`git worktree add DIR COMMIT`) to the same rounds, for a before/after in one run:
+
+    python benchmarks/rewrite_speed.py --whole-process --sizes 8000 16000 \
+        --models tests/models/bert_ts14.onnx tests/models/gpt2_ts14.onnx --runs 5
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -134,6 +146,128 @@ def measure(tool: str, path: Path, repeats: int, timeout: float) -> dict[str, ob
     return result
 
 
+# What the whole-process peers run after the interpreter (MODEL and OUT are appended).
+_SIMPLIFY_SCRIPT = (
+    "import sys, onnx, onnxsim\n"
+    "model, _ = onnxsim.simplify(onnx.load(sys.argv[1]))\n"
+    "onnx.save(model, sys.argv[2])\n"
+)
+WHOLE_PROCESS = {
+    "rewrite": ["-m", "rewriter.cli", "{model}", "-o", "{out}", "--force", "--no-progress"],
+    "onnxsim": ["-m", "onnxsim", "{model}", "{out}"],
+    "onnxsim.simplify": ["-c", _SIMPLIFY_SCRIPT, "{model}", "{out}"],
+}
+
+
+def command(tool: str, model: Path, out: Path) -> list[str]:
+    """The interpreter arguments that run `tool` on `model`, writing `out`."""
+    return [arg.format(model=model, out=out) for arg in WHOLE_PROCESS[tool]]
+
+
+def run_process(argv: list[str], timeout: float, source: Path | None) -> dict[str, float]:
+    """One whole process: its wall seconds and CPU seconds (user + system, children included).
+
+    `source`: the checkout whose `rewriter` and `ir` the process imports (None: as installed);
+    it is also the working folder, which `python -m` puts first on the import path.
+    """
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=source,
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        raise RuntimeError(f"{' '.join(argv[:3])}: {last[:200]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall": wall, "cpu": cpu}
+
+
+def whole_process(
+    cases: list[tuple[str, Path]],
+    peers: list[str],
+    runs: int,
+    timeout: float,
+    tmp: Path,
+    baseline: Path | None = None,
+) -> list[dict[str, object]]:
+    """`rewrite` (and a baseline checkout's) against each peer on each model (see the docstring).
+
+    Each round runs every command once, in turn; a ratio is the median over the rounds of
+    the round's ratio.
+    """
+    contenders = {"rewrite": ROOT}
+    if baseline is not None:
+        contenders[f"rewrite at {baseline.name}"] = baseline
+    rows: list[dict[str, object]] = []
+    for label, path in cases:
+        nodes = len(onnx.load(path, load_external_data=False).graph.node)
+        rounds: list[dict[str, dict[str, float]]] = []
+        for _ in range(runs):
+            times = {}
+            for name, source in contenders.items():
+                argv = command("rewrite", path, tmp / "rw.onnx")
+                times[name] = run_process(argv, timeout, source)
+            for peer in peers:
+                times[peer] = run_process(command(peer, path, tmp / "peer.onnx"), timeout, None)
+            rounds.append(times)
+        for name in contenders:
+            for peer in peers:
+                row: dict[str, object] = {
+                    "model": label,
+                    "nodes_before": nodes,
+                    "rewrite": name,
+                    "peer": peer,
+                    "runs": runs,
+                }
+                for clock in ("wall", "cpu"):
+                    ours = [r[name][clock] for r in rounds]
+                    theirs = [r[peer][clock] for r in rounds]
+                    row[f"rewrite_{clock}"] = statistics.median(ours)
+                    row[f"peer_{clock}"] = statistics.median(theirs)
+                    row[f"ratio_{clock}"] = statistics.median(
+                        a / b for a, b in zip(ours, theirs, strict=True)
+                    )
+                print(
+                    f"{label:>14} {name} vs {peer}: {row['ratio_wall']:.2f} (wall), "
+                    f"{row['ratio_cpu']:.2f} (CPU)",
+                    flush=True,
+                )
+                rows.append(row)
+    return rows
+
+
+def write_whole_process_markdown(rows: list[dict[str, object]], path: Path) -> None:
+    """One table: per model, rewrite and peer, medians of wall and CPU seconds and ratios."""
+    lines = [
+        "# Whole-process rewrite time against onnxsim",
+        "",
+        f"Each command a fresh process, imports included, file to file; every round runs each "
+        f"command once, in turn; medians over the rounds; ratios are medians of the rounds' "
+        f"ratios (below 1: `rewrite` is faster). {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f} at the end.",
+        "",
+        "| model | nodes | rewrite | peer | rewrite wall (s) | peer wall (s) | ratio wall | "
+        "rewrite CPU (s) | peer CPU (s) | ratio CPU |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    keys = ("rewrite_wall", "peer_wall", "ratio_wall", "rewrite_cpu", "peer_cpu", "ratio_cpu")
+    for r in rows:
+        cells = [str(r["model"]), str(r["nodes_before"]), str(r["rewrite"]), str(r["peer"])]
+        cells += [f"{float(r[key]):.2f}" for key in keys]  # type: ignore[arg-type]
+        lines.append("| " + " | ".join(cells) + " |")
+    path.write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -143,8 +277,39 @@ def main() -> None:
     parser.add_argument("--tools", nargs="*", default=list(TOOLS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--whole-process", action="store_true", help="time whole commands against onnxsim"
+    )
+    parser.add_argument(
+        "--peers",
+        nargs="*",
+        default=["onnxsim", "onnxsim.simplify"],
+        choices=[name for name in WHOLE_PROCESS if name != "rewrite"],
+        help="with --whole-process: the peers to run against",
+    )
+    parser.add_argument("--runs", type=int, default=5, help="with --whole-process: runs of each")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="with --whole-process: also run `rewrite` from this checkout (an earlier commit, "
+        "e.g. from `git worktree add`), in the same rounds",
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.whole_process:
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = []
+            for size in args.sizes:
+                path = Path(tmp) / f"chain_{size}.onnx"
+                onnx.save(chain_model(size), path)
+                cases.append((f"chain {size}", path))
+            cases += [(p.name, p.resolve()) for p in args.models]
+            baseline = args.baseline.resolve() if args.baseline else None
+            rows = whole_process(cases, args.peers, args.runs, args.timeout, Path(tmp), baseline)
+        (OUT / "rewrite_whole_process.json").write_text(json.dumps(rows, indent=2))
+        write_whole_process_markdown(rows, OUT / "rewrite_whole_process.md")
+        print((OUT / "rewrite_whole_process.md").read_text())
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cases = []

@@ -54,6 +54,7 @@ from ir._extract import ExtractError, extract
 from ir._graft import Adapter, Connection, GraftError, graft
 from ir._infer import (
     NodeInferenceError,
+    NodeTypeInference,
     fact_type,
     infer_node_types,
     inferred_type,
@@ -97,6 +98,7 @@ __all__ = [
     "NameAllocator",
     "Node",
     "NodeInferenceError",
+    "NodeTypeInference",
     "NumpyTensor",
     "OpaqueType",
     "OptionalType",

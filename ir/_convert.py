@@ -12,6 +12,7 @@ import onnx.helper
 import onnx.version_converter
 
 from ir._core import IRError, Model
+from ir._held_weights import HeldWeightsError, lower_holding_weights
 from ir._runtime_ops import RuntimeOp, find_runtime_op
 from ir._schemas import find_schema
 from ir._serde import from_onnx, to_onnx
@@ -26,13 +27,16 @@ class ConversionError(IRError):
 def convert_version(model: Model, target: int) -> Model:
     """A new model with the default-domain opset converted to `target`.
 
+    The converter is given the model without its large tensors, which the converted model
+    then shares with `model` (see `ir._held_weights`): converting costs no copy of the weights.
+
     Raises:
         ConversionError: the converter has no adapter for some op, or failed.
     """
     current = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     if current == target:
         return model
-    proto = to_onnx(model)
+    proto, held = lower_holding_weights(model)
     stand_ins = _stand_in_runtime_ops(proto, current, target)
     try:
         converted = onnx.version_converter.convert_version(proto, target)
@@ -48,7 +52,12 @@ def convert_version(model: Model, target: int) -> Model:
     # version of a domain across the model and its functions).
     del converted.functions[:]
     converted.functions.extend(_convert_function(f, target) for f in proto.functions)
-    return from_onnx(converted, base_dir=model.base_dir)
+    result = from_onnx(converted, base_dir=model.base_dir)
+    try:
+        held.restore(result)
+    except HeldWeightsError as exc:
+        raise ConversionError(f"cannot convert from opset {current} to {target}: {exc}") from exc
+    return result
 
 
 # onnxruntime's default-domain ops (`_runtime_ops`) cross onnx's converter in this domain, which

@@ -592,6 +592,14 @@ class Value:
         """The distinct nodes that read this value, in order of first use."""
         return tuple(self._uses)
 
+    def is_used(self) -> bool:
+        """True when a node reads this value or it is an output of the graph defining it."""
+        if self._uses:
+            return True
+        producer = self._producer
+        g = producer._graph if producer is not None else self._graph
+        return g is not None and self in g._output_slots
+
     def replace_all_uses_with(self, new: Value, *, replace_graph_outputs: bool = False) -> None:
         """Make every node input that reads this value read `new` instead.
 
@@ -626,7 +634,7 @@ class Value:
     def is_graph_input(self) -> bool:
         """True when this value is an input of the graph that owns it."""
         g = self._graph
-        return g is not None and self._producer is None and any(v is self for v in g._inputs)
+        return g is not None and self._producer is None and self in g._input_set
 
     def is_initializer(self) -> bool:
         """True when this value is an initializer of its graph."""
@@ -640,8 +648,9 @@ class Value:
 
     def is_graph_output(self) -> bool:
         """True when this value is an output of the graph that defines it."""
-        g = self.graph
-        return g is not None and any(v is self for v in g._outputs)
+        producer = self._producer
+        g = producer._graph if producer is not None else self._graph
+        return g is not None and self in g._output_slots
 
     # facts -----------------------------------------------------------------------------------
     @property
@@ -1087,10 +1096,12 @@ class Graph:
     __slots__ = (
         "_doc_string",
         "_initializers",
+        "_input_set",
         "_inputs",
         "_journal",
         "_name",
         "_nodes",
+        "_output_slots",
         "_outputs",
         "_owner",
         "_sparse_initializers",
@@ -1121,7 +1132,11 @@ class Graph:
         self.metadata_props: dict[str, str] = dict(metadata_props or {})
         self.meta: dict[str, object] = {}
         self._inputs: list[Value] = []
+        # The inputs as a set (a value is an input at most once): `Value.is_graph_input` in O(1).
+        self._input_set: dict[Value, None] = {}
         self._outputs: list[Value] = []
+        # How many output slots each output value fills: `Value.is_graph_output` in O(1).
+        self._output_slots: dict[Value, int] = {}
         self._initializers: dict[str, Value] = {}
         self._sparse_initializers: dict[str, Value] = {}
         self._nodes: dict[Node, None] = {}
@@ -1223,15 +1238,20 @@ class Graph:
 
     def add_input(self, value: Value) -> None:
         """Append a graph input."""
-        self._record_io()
-        self._claim(value)
-        self._inputs.append(value)
+        self.insert_input(len(self._inputs), value)
 
     def insert_input(self, index: int, value: Value) -> None:
-        """Insert a graph input at `index`."""
+        """Insert a graph input at `index`.
+
+        Raises:
+            ValueError: `value` is an input of this graph already.
+        """
+        if value in self._input_set:
+            raise ValueError(f"value {value.name!r} is an input of this graph already")
         self._record_io()
         self._claim(value)
         self._inputs.insert(index, value)
+        self._input_set[value] = None
 
     def remove_input(self, value: Value) -> None:
         """Remove a graph input that nothing uses any more.
@@ -1244,6 +1264,7 @@ class Graph:
         self._record_io()
         _record_value(value)
         self._inputs.remove(value)
+        del self._input_set[value]
         if not self._is_defined_here(value):
             value._graph = None
 
@@ -1251,16 +1272,40 @@ class Graph:
         """Append a graph output."""
         self._record_io()
         self._outputs.append(value)
+        self._output_slots[value] = self._output_slots.get(value, 0) + 1
 
     def set_output(self, index: int, value: Value) -> None:
         """Make graph output `index` be `value`."""
         self._record_io()
+        self._forget_output_slot(self._outputs[index])
         self._outputs[index] = value
+        self._output_slots[value] = self._output_slots.get(value, 0) + 1
 
     def remove_output(self, index: int) -> None:
         """Remove graph output `index`."""
         self._record_io()
-        del self._outputs[index]
+        self._forget_output_slot(self._outputs.pop(index))
+
+    def _forget_output_slot(self, value: Value) -> None:
+        left = self._output_slots[value] - 1
+        if left:
+            self._output_slots[value] = left
+        else:
+            del self._output_slots[value]
+
+    def is_output(self, value: Value) -> bool:
+        """True when `value` fills an output slot of this graph (O(1))."""
+        return value in self._output_slots
+
+    def _restore_io(self, inputs: list[Value], outputs: list[Value]) -> None:
+        """Put back inputs and outputs a journal recorded (their indexes made again)."""
+        self._inputs = inputs
+        self._input_set = dict.fromkeys(inputs)
+        self._outputs = outputs
+        slots: dict[Value, int] = {}
+        for value in outputs:
+            slots[value] = slots.get(value, 0) + 1
+        self._output_slots = slots
 
     def add_initializer(self, value: Value) -> None:
         """Register `value` (which must carry a `const_value`) as an initializer."""
@@ -1311,7 +1356,7 @@ class Graph:
 
     def _is_defined_here(self, value: Value) -> bool:
         return (
-            any(v is value for v in self._inputs)
+            value in self._input_set
             or self._initializers.get(value.name) is value
             or self._sparse_initializers.get(value.name) is value
         )
@@ -1399,7 +1444,7 @@ class Graph:
                     raise ValueError(
                         f"cannot remove {node!r}: output {out.name!r} is still used by {user!r}"
                     )
-                if any(v is out for v in self._outputs):
+                if out in self._output_slots:
                     raise ValueError(
                         f"cannot remove {node!r}: output {out.name!r} is a graph output"
                     )

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 import onnx
 import onnx.checker
+import onnx.defs
 import onnx.helper
 import onnx.shape_inference
 
@@ -24,18 +25,14 @@ from ir import _schemas
 from ir._core import (
     Dim,
     IRError,
-    MapType,
     Node,
-    OpaqueType,
-    OptionalType,
-    SequenceType,
     SparseTensorType,
     Tensor,
     TensorType,
     Type,
-    UnsetType,
     Value,
 )
+from ir._enums import AttrType
 from ir._runtime_ops import find_runtime_op, runtime_op_types
 from ir._serde import lift_type, lower_node, lower_type
 from ir._serde_tensors import tensor_to_proto
@@ -74,37 +71,115 @@ def fact_type(value: Value) -> Type | None:
     A dim onnx's inference invented (`unk__12`) in the declared type of a value the graph
     computes is unknown too: it names no relation the model states, and after a rewrite
     upstream it would keep a stale name where inference now knows the dim.
+
+    Rules ask this of the same values again and again: the combination of a declared and an
+    inferred type is kept in the value's meta with the two objects it was made from, and
+    made again only when either has been replaced.
     """
-    declared = _sizes_only(value.type)
-    if value.producer() is not None:
-        declared = _without_invented_dims(declared)
-    meta = value.meta if value._meta else None
-    if meta is not None and meta.get(UNSURE_DECLARED_DIMS):
-        declared = _without_dims(declared)
-    if meta is not None and meta.get(DECLARED_RANK_WRONG) and isinstance(declared, TensorType):
-        declared = TensorType(declared.dtype)
-    inferred = meta.get(INFERRED) if meta is not None else None
-    if inferred is None:
-        return declared
-    if not isinstance(inferred, _TYPES):
-        # Stored as onnx's TypeProto by `infer_types`; lifted on first use.
-        inferred = lift_inferred_type(inferred)  # type: ignore[arg-type]
-        value.meta[INFERRED] = inferred
-        if inferred is None:
-            return declared
+    declared = value.type
+    meta = value._meta
+    if not meta:
+        return None if declared is None else _declared_fact(value, declared, _NO_FLAGS)
+    inferred = _stored_inference(meta)
+    flags = _DeclaredFlags(
+        bool(meta.get(UNSURE_DECLARED_DIMS)),
+        bool(meta.get(DECLARED_RANK_WRONG)),
+        value._producer is not None,
+    )
     if declared is None:
         return inferred
-    return merge_types(declared, inferred)
+    if inferred is None:
+        return _declared_fact(value, declared, flags)
+    known = meta.get(_COMBINED)
+    if (
+        isinstance(known, _Combined)
+        and known.declared is declared
+        and known.inferred is inferred
+        and known.flags == flags
+    ):
+        return known.fact
+    fact = _declared_fact(value, declared, flags)
+    combined = inferred if fact is None else merge_types(fact, inferred)
+    meta[_COMBINED] = _Combined(declared, inferred, flags, combined)
+    return combined
+
+
+def _stored_inference(meta: dict[str, object]) -> Type | None:
+    """The inferred type in a value's meta (lifted and stored back when not lifted yet)."""
+    inferred = meta.get(INFERRED)
+    if inferred is None:
+        return None
+    if isinstance(inferred, SharedInferredType):
+        lifted = inferred.lifted()
+        meta[INFERRED] = lifted
+        return lifted
+    return inferred  # type: ignore[return-value]  # only types and shared records are stored
+
+
+class SharedInferredType:
+    """onnx's inferred TypeProto for every value it describes alike, lifted once when asked.
+
+    Whole-model inference records one for each distinct type it found (`infer_types`); a
+    value's `fact_type` lifts it on first use, so types no rule asks about are never lifted,
+    and the values of a repeated layer share one lifted type.
+    """
+
+    __slots__ = ("_lifted", "_proto")
+
+    def __init__(self, proto: onnx.TypeProto) -> None:
+        self._proto: onnx.TypeProto | None = proto
+        self._lifted: Type | None = None
+
+    def lifted(self) -> Type | None:
+        """The type, lifted as `lift_inferred_type` does (None when it says nothing)."""
+        proto = self._proto
+        if proto is not None:
+            self._lifted = lift_inferred_type(proto)
+            self._proto = None
+        return self._lifted
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _DeclaredFlags:
+    """What besides the declared type decides how much of it is fact (see `fact_type`)."""
+
+    unsure_dims: bool  # UNSURE_DECLARED_DIMS: the dims are no facts
+    rank_wrong: bool  # DECLARED_RANK_WRONG: the shape is no fact
+    computed: bool  # a node computes the value: dims inference invented are no facts
+
+
+_NO_FLAGS = _DeclaredFlags(unsure_dims=False, rank_wrong=False, computed=False)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Combined:
+    """What `fact_type` made of a declared and an inferred type, and from which objects."""
+
+    declared: Type
+    inferred: Type
+    flags: _DeclaredFlags
+    fact: Type
+
+
+# Where `fact_type` keeps its last `_Combined` in a value's meta.
+_COMBINED = "fact_type"
+
+
+def _declared_fact(value: Value, declared: Type, flags: _DeclaredFlags) -> Type | None:
+    """What a value's declared type states as fact (see `fact_type`)."""
+    fact = _sizes_only(declared)
+    if value._producer is not None:
+        fact = _without_invented_dims(fact)
+    if flags.unsure_dims:
+        fact = _without_dims(fact)
+    if flags.rank_wrong and isinstance(fact, TensorType):
+        fact = TensorType(fact.dtype)
+    return fact
 
 
 def inferred_type(value: Value) -> Type | None:
     """The type inference recorded for `value` (not merged with its declared type)."""
-    inferred = value.meta.get(INFERRED) if value._meta else None
-    if inferred is None or isinstance(inferred, _TYPES):
-        return inferred
-    lifted = lift_inferred_type(inferred)  # type: ignore[arg-type]
-    value.meta[INFERRED] = lifted
-    return lifted
+    return _stored_inference(value._meta) if value._meta else None
 
 
 def _sizes_only(t: Type | None) -> Type | None:
@@ -144,9 +219,6 @@ def lift_inferred_type(proto: onnx.TypeProto) -> Type | None:
     return _sizes_only(lift_type(proto))
 
 
-_TYPES = (TensorType, SparseTensorType, SequenceType, MapType, OptionalType, OpaqueType, UnsetType)
-
-
 def record_inferred_type(value: Value, t: Type) -> None:
     """Record an inferred type as a fact about `value` (never written to the model)."""
     value.meta[INFERRED] = t
@@ -184,32 +256,139 @@ def infer_node_types(
     domains), and raises `NodeInferenceError` when inference rejects the node (wrong input
     types, bad attributes) — a sign the node is ill-typed.
     """
+    schema = _schema_of(node, opset_imports)
+    if schema is None:
+        return _runtime_op_types(node, opset_imports, type_of)
+    inputs = _NodeInputs.of(node, type_of)
+    return _infer_with_onnx(node, schema, inputs, opset_imports)
+
+
+class NodeTypeInference:
+    """`infer_node_types` that remembers its answers, for a caller that types many nodes.
+
+    onnx's answer depends only on the op, its schema version, the attributes, the input types
+    and the values of the small constant inputs its inference function may read (not on
+    names): nodes alike in those (the layers of a model, the rewrites of one rule across them)
+    are inferred once. An inference function reads the data of shape-like inputs (Reshape's
+    `shape`, Slice's `starts`, Resize's `scales`), never of an input the schema marks
+    differentiable (a Gemm's bias: its values flow into the output's values, not its shape),
+    so those values are left out of the key. Nodes with subgraphs or large tensor attributes
+    are not remembered (their key would cost what inference does). A rejection is not
+    remembered either: it is raised again each time.
+    """
+
+    __slots__ = ("_known", "_reads_data")
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[object, ...], tuple[Type | None, ...]] = {}
+        self._reads_data: dict[tuple[str, str, int], tuple[bool, ...]] = {}
+
+    def __call__(
+        self,
+        node: Node,
+        opset_imports: Mapping[str, int],
+        type_of: Callable[[Value], Type | None] = fact_type,
+    ) -> list[Type | None] | None:
+        """As `infer_node_types`."""
+        schema = _schema_of(node, opset_imports)
+        if schema is None:
+            return _runtime_op_types(node, opset_imports, type_of)
+        inputs = _NodeInputs.of(node, type_of)
+        key = _inference_key(node, inputs, self._data_read_by(schema), opset_imports)
+        if key is None:
+            return _infer_with_onnx(node, schema, inputs, opset_imports)
+        known = self._known.get(key)
+        if known is None:
+            types = _infer_with_onnx(node, schema, inputs, opset_imports)
+            known = self._known[key] = tuple(types)
+        return list(known)
+
+    def _data_read_by(self, schema: onnx.defs.OpSchema) -> tuple[bool, ...]:
+        """Per formal input of `schema`: whether inference may read its data (see above)."""
+        key = (schema.domain, schema.name, schema.since_version)
+        found = self._reads_data.get(key)
+        if found is None:
+            differentiable = onnx.defs.OpSchema.DifferentiationCategory.Differentiable
+            found = tuple(
+                param.differentiation_category != differentiable for param in schema.inputs
+            )
+            self._reads_data[key] = found
+        return found
+
+
+def _domain_version(node: Node, opset_imports: Mapping[str, int]) -> tuple[str, int | None]:
+    """The node's normalized domain and the opset version the model imports it at."""
     domain = _schemas.normalize_domain(node.domain)
-    version = opset_imports.get(domain, opset_imports.get("ai.onnx") if domain == "" else None)
+    return domain, opset_imports.get(domain, opset_imports.get("ai.onnx") if domain == "" else None)
+
+
+def _schema_of(node: Node, opset_imports: Mapping[str, int]) -> onnx.defs.OpSchema | None:
+    """The schema onnx defines for the node's op at the imported opset (None: it has none)."""
+    domain, version = _domain_version(node, opset_imports)
     if version is None:
         return None
-    schema = _schemas.find_schema(node.op_type, domain, version)
-    if schema is None:
-        runtime = find_runtime_op(node.op_type, domain, version)
-        if runtime is None:
-            return None
-        inputs = [type_of(value) if value is not None else None for value in node.inputs]
-        return runtime_op_types(runtime, node, inputs)
+    return _schemas.find_schema(node.op_type, domain, version)
+
+
+def _runtime_op_types(
+    node: Node, opset_imports: Mapping[str, int], type_of: Callable[[Value], Type | None]
+) -> list[Type | None] | None:
+    """Output types of an op onnx has no schema for, from onnxruntime's table (`_runtime_ops`).
+
+    None when the table does not know the op at the imported opset either (custom domains).
+    """
+    domain, version = _domain_version(node, opset_imports)
+    if version is None:
+        return None
+    runtime = find_runtime_op(node.op_type, domain, version)
+    if runtime is None:
+        return None
+    inputs = [type_of(value) if value is not None else None for value in node.inputs]
+    return runtime_op_types(runtime, node, inputs)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _NodeInputs:
+    """What per-node inference is told of a node's inputs: types, and small constants' data."""
+
+    types: tuple[Type | None, ...]
+    data: tuple[Tensor | None, ...]
+
+    @staticmethod
+    def of(node: Node, type_of: Callable[[Value], Type | None]) -> _NodeInputs:
+        types: list[Type | None] = []
+        data: list[Tensor | None] = []
+        for value in node.inputs:
+            if value is None or not value.name:
+                types.append(None)
+                data.append(None)
+                continue
+            t = type_of(value)
+            const = _constant_input(value)
+            if t is None and const is not None:
+                t = TensorType(const.dtype, const.shape)
+            types.append(None if isinstance(t, SparseTensorType) else t)
+            data.append(const if const is not None and const.size <= _DATA_ELEMENTS_LIMIT else None)
+        return _NodeInputs(tuple(types), tuple(data))
+
+
+def _infer_with_onnx(
+    node: Node,
+    schema: onnx.defs.OpSchema,
+    inputs: _NodeInputs,
+    opset_imports: Mapping[str, int],
+) -> list[Type | None]:
     node_proto = lower_node(node)
     input_types: dict[str, onnx.TypeProto] = {}
     input_data: dict[str, onnx.TensorProto] = {}
-    for value in node.inputs:
-        if value is None or not value.name:
+    for value, t, const in zip(node.inputs, inputs.types, inputs.data, strict=True):
+        if value is None:
             continue
-        t = type_of(value)
-        const = _constant_input(value)
-        if t is None and const is not None:
-            t = TensorType(const.dtype, const.shape)
-        if t is not None and not isinstance(t, SparseTensorType):
+        if t is not None:
             tp = onnx.TypeProto()
             lower_type(t, tp)
             input_types[value.name] = tp
-        if const is not None and const.size <= _DATA_ELEMENTS_LIMIT:
+        if const is not None:
             input_data[value.name] = tensor_to_proto(const, value.name)
     opsets = [onnx.helper.make_opsetid(d, v) for d, v in opset_imports.items()]
     try:
@@ -231,6 +410,69 @@ def infer_node_types(
         # onnx's dims for this node may not be what onnxruntime computes: no facts.
         return [_without_dims(t) for t in types]
     return types
+
+
+def _inference_key(
+    node: Node,
+    inputs: _NodeInputs,
+    reads_data: tuple[bool, ...],
+    opset_imports: Mapping[str, int],
+) -> tuple[object, ...] | None:
+    """What onnx's answer for `node` depends on, or None when that is too costly to tell.
+
+    `reads_data` tells per formal input whether inference may read its values (the last
+    one stands for the rest of a variadic list). Output names matter only as the slots they
+    fill: a node whose outputs are not all named (an omitted optional output) is told apart
+    by which are.
+    """
+    attributes: list[object] = []
+    for attr in node.attributes.values():
+        kind = attr.type
+        if kind in _UNKEYED_ATTRIBUTES:
+            return None
+        value = attr.value
+        if kind == AttrType.TENSOR and isinstance(value, Tensor):
+            if value.size > _DATA_ELEMENTS_LIMIT:
+                return None
+            attributes.append((attr.name, kind, _tensor_key(value)))
+            continue
+        attributes.append((attr.name, kind, attr.ref_attr_name, value))
+    last = len(reads_data) - 1
+    data = tuple(
+        None if tensor is None or not reads_data[min(index, last)] else _tensor_key(tensor)
+        for index, tensor in enumerate(inputs.data)
+    )
+    present = tuple(v is not None and bool(v.name) for v in node.inputs)
+    outputs = tuple(bool(v.name) for v in node.outputs)
+    return (
+        node.domain,
+        node.op_type,
+        tuple(opset_imports.items()),
+        tuple(attributes),
+        inputs.types,
+        data,
+        present,
+        outputs,
+    )
+
+
+# Attribute kinds a key leaves to inference itself: graphs, lists of tensors, sparse tensors.
+_UNKEYED_ATTRIBUTES = frozenset(
+    {
+        AttrType.GRAPH,
+        AttrType.GRAPHS,
+        AttrType.TENSORS,
+        AttrType.SPARSE_TENSOR,
+        AttrType.SPARSE_TENSORS,
+    }
+)
+
+
+def _tensor_key(tensor: Tensor) -> tuple[object, ...]:
+    """A small tensor by dtype, shape and contents."""
+    array = tensor.numpy()
+    contents = tuple(array.reshape(-1).tolist()) if array.dtype == object else array.tobytes()
+    return (tensor.dtype, tensor.shape, contents)
 
 
 def _constant_input(value: Value) -> Tensor | None:

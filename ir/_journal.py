@@ -262,8 +262,7 @@ class Journal:
                         node._graph = None
                         dropped.append(node)
         for graph, (inputs, outputs) in self._graph_io.items():
-            graph._inputs = inputs
-            graph._outputs = outputs
+            graph._restore_io(inputs, outputs)
         for graph, (initializers, sparse) in self._initializers.items():
             graph._initializers = initializers
             graph._sparse_initializers = sparse

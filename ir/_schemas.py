@@ -28,7 +28,7 @@ def normalize_domain(domain: str) -> str:
 @functools.cache
 def known_domains() -> frozenset[str]:
     """Domains that onnx's schema registry knows (default, ai.onnx.ml, ...)."""
-    return frozenset(normalize_domain(s.domain) for s in onnx.defs.get_all_schemas_with_history())
+    return frozenset(_ops_by_domain())
 
 
 def is_known_domain(domain: str) -> bool:
@@ -56,9 +56,10 @@ def _all_versions(op_type: str, domain: str) -> tuple[onnx.defs.OpSchema, ...]:
 
 @functools.cache
 def _ops_by_domain() -> dict[str, frozenset[str]]:
+    """Op names by normalized domain (from the one pass over the registry `_schema_index` makes)."""
     table: dict[str, set[str]] = {}
-    for s in onnx.defs.get_all_schemas_with_history():
-        table.setdefault(normalize_domain(s.domain), set()).add(s.name)
+    for name, domain in _schema_index():
+        table.setdefault(domain, set()).add(name)
     return {k: frozenset(v) for k, v in table.items()}
 
 

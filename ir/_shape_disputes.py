@@ -30,9 +30,15 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 _SAME = ("SAME_UPPER", "SAME_LOWER")
 
 
+# The only ops `has_disputed_dims` can say yes for (looked up first: it is asked of every node).
+_DISPUTABLE_OPS = frozenset(
+    {"MaxPool", "AveragePool", "LpPool", "ConvTranspose", "Upsample", "Resize"}
+)
+
+
 def has_disputed_dims(node: Node) -> bool:
     """True when onnx's inference may give `node` output dims onnxruntime does not compute."""
-    if node.domain not in _DEFAULT_DOMAINS:
+    if node.op_type not in _DISPUTABLE_OPS or node.domain not in _DEFAULT_DOMAINS:
         return False
     if node.op_type in ("MaxPool", "AveragePool", "LpPool"):
         return _pool_disputed(node)

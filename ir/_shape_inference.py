@@ -47,6 +47,7 @@ from ir._infer import (
     INFERRED,
     UNSURE_DECLARED_DIMS,
     NodeInferenceError,
+    SharedInferredType,
     infer_node_types,
     is_invented_dim,
     lift_inferred_type,
@@ -98,12 +99,10 @@ def infer_types(model: Model) -> int:
     inferred = _onnx_inference(prepared.proto)
     restore_outputs(prepared.proto, prepared.output_types)
     onnx_types = types_by_value(inferred, prepared) if inferred is not None else {}
-    if (
-        inferred is not None
-        and not disputed
-        and not _has_gaps(model, onnx_types, prepared.declared_symbols)
-    ):
-        return _record_onnx_types(onnx_types)
+    if inferred is not None and not disputed:
+        shared = _SharedTypes()
+        if not _has_gaps(model, onnx_types, prepared.declared_symbols, shared):
+            return _record_onnx_types(onnx_types, shared)
     walk = _Walk(model, onnx_types, prepared.declared_symbols, per_node=inferred is None)
     walk.downstream = downstream
     walk.typed_by_node = _computed_from(_runtime_nodes(model))
@@ -198,18 +197,47 @@ def _inferred_graphs(model: Model) -> Iterator[Graph]:
 # the fast path: onnx's types as they are ------------------------------------------------------
 
 
-def _has_gaps(model: Model, types: dict[Value, Any], declared: frozenset[str]) -> bool:
+class _SharedTypes:
+    """onnx's inferred TypeProtos by content: each distinct type is looked at once.
+
+    The values of repeated layers have equal types; whether a type's dims are all known and
+    the record a value's fact is kept in (`SharedInferredType`) are per distinct type.
+    """
+
+    __slots__ = ("_known", "_records")
+
+    def __init__(self) -> None:
+        self._known: dict[bytes, bool] = {}
+        self._records: dict[bytes, SharedInferredType] = {}
+
+    def dims_known(self, type_proto: Any, declared: frozenset[str]) -> bool:
+        key = type_proto.SerializeToString()
+        found = self._known.get(key)
+        if found is None:
+            found = self._known[key] = _dims_known(type_proto, declared)
+        return found
+
+    def record(self, type_proto: Any) -> SharedInferredType:
+        key = type_proto.SerializeToString()
+        found = self._records.get(key)
+        if found is None:
+            found = self._records[key] = SharedInferredType(type_proto)
+        return found
+
+
+def _has_gaps(
+    model: Model, types: dict[Value, Any], declared: frozenset[str], shared: _SharedTypes
+) -> bool:
     """True when a value something reads has a dim onnx could not compute or had to invent."""
     for graph in _inferred_graphs(model):
-        outputs = dict.fromkeys(graph.outputs)
         for node in graph:
             if node.op_type in _WRONG_ON_SYMBOLS:
                 return True
             for value in node.outputs:
-                if not value.num_uses() and value not in outputs:
+                if not value.is_used():
                     continue  # an output nothing reads (Dropout's mask) asks no question
                 found = types.get(value)
-                if found is None or not _dims_known(found, declared):
+                if found is None or not shared.dims_known(found, declared):
                     return True
     return False
 
@@ -224,14 +252,17 @@ def _dims_known(type_proto: Any, declared: frozenset[str]) -> bool:
     )
 
 
-def _record_onnx_types(types: dict[Value, Any]) -> int:
-    """Record onnx's types as the facts (no value read has a dim onnx invented)."""
+def _record_onnx_types(types: dict[Value, Any], shared: _SharedTypes) -> int:
+    """Record onnx's types as the facts (no value read has a dim onnx invented).
+
+    Kept as onnx's TypeProtos, one shared record per distinct type: `fact_type` lifts a
+    record when a rule first asks about a value it describes.
+    """
     gained = 0
     for value, type_proto in types.items():
         if value.type is not None and not _has_invented_dims(value):
             continue  # declared types are kept as they are
-        # Kept as a TypeProto; `fact_type` lifts it when a rule first asks.
-        value.meta[INFERRED] = type_proto
+        value.meta[INFERRED] = shared.record(type_proto)
         gained += 1
     return gained
 

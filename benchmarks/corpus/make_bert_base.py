@@ -2,10 +2,12 @@
 
 Run with the Python that has torch and transformers (see benchmarks/corpus/README.md):
 
-    python benchmarks/corpus/make_bert_base.py OUT_FOLDER [--layers 12]
+    python benchmarks/corpus/make_bert_base.py OUT_FOLDER [--layers 12] [--opset 17]
 
 Writes OUT_FOLDER/bert_base.onnx (TorchScript exporter, opset 17; inputs `input_ids` and
-`attention_mask`, dims `batch` and `sequence`) and OUT_FOLDER/bert_base.npz (calibration
+`attention_mask`, dims `batch` and `sequence`; with another `--opset N`, the file is
+bert_base_tsN.onnx, as benchmarks/target_opset_memory.py uses with N = 14) and
+OUT_FOLDER/bert_base.npz (calibration
 samples `calibration_<name>` stacked along a new first axis, and one evaluation sample
 `input_<name>`). The weights are random (hidden 768, intermediate 3072, 12 heads), except that
 a few output rows of every Linear are 20x larger, as trained transformers have outlier
@@ -38,6 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--opset", type=int, default=17, help="the exporter's opset")
     args = parser.parse_args()
     torch.manual_seed(0)
     config = BertConfig(
@@ -59,10 +62,11 @@ def main() -> None:
     ids = torch.tensor(rng.integers(0, config.vocab_size, (2, 64)), dtype=torch.int64)
     mask = torch.ones_like(ids)
     args.out.mkdir(parents=True, exist_ok=True)
+    name = "bert_base.onnx" if args.opset == 17 else f"bert_base_ts{args.opset}.onnx"
     torch.onnx.export(
         wrapper,
         (ids, mask),
-        str(args.out / "bert_base.onnx"),
+        str(args.out / name),
         input_names=["input_ids", "attention_mask"],
         output_names=["last_hidden_state"],
         dynamic_axes={
@@ -70,7 +74,7 @@ def main() -> None:
             "attention_mask": {0: "batch", 1: "sequence"},
             "last_hidden_state": {0: "batch", 1: "sequence"},
         },
-        opset_version=17,
+        opset_version=args.opset,
         dynamo=False,
     )
     calibration_ids = rng.integers(0, config.vocab_size, (8, 2, 64))

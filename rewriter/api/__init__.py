@@ -11,6 +11,9 @@ library) against the standard vocabulary (the engine's built-ins and every stand
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from rewriter.api._budgeted import rewrite
 from rewriter.api._flops import node_flops
 from rewriter.api._library import (
@@ -24,7 +27,6 @@ from rewriter.api._library import (
 )
 from rewriter.api._models import as_model, freeze_inputs_with_initializers, set_input_shapes
 from rewriter.api._options import RewriteOptions
-from rewriter.api._precision import preset_rule_paths
 from rewriter.api._profile import Profile, profile
 from rewriter.api._rewrite import PhaseClock, RewriteResult
 from rewriter.api._stats import collect as collect_stats
@@ -35,15 +37,39 @@ from rewriter.api._vocabulary import (
     check_files,
     pass_manager,
 )
-from rewriter.quantize import (
-    AccuracyBudget,
-    BudgetResult,
-    BudgetStep,
-    CalibrationSamples,
-    SiteResult,
-    SpeedCheck,
-    SpeedResult,
-)
+
+if TYPE_CHECKING:
+    from rewriter.api._precision import preset_rule_paths
+    from rewriter.quantize import (
+        AccuracyBudget,
+        BudgetResult,
+        BudgetStep,
+        CalibrationSamples,
+        SiteResult,
+        SpeedCheck,
+        SpeedResult,
+    )
+
+# The quantization names bring in the quantization and verification packages (onnxruntime
+# sessions, metrics): loaded when first asked for (PEP 562), so that a plain rewrite does not.
+_LAZY = {
+    "AccuracyBudget": "rewriter.quantize",
+    "BudgetResult": "rewriter.quantize",
+    "BudgetStep": "rewriter.quantize",
+    "CalibrationSamples": "rewriter.quantize",
+    "SiteResult": "rewriter.quantize",
+    "SpeedCheck": "rewriter.quantize",
+    "SpeedResult": "rewriter.quantize",
+    "preset_rule_paths": "rewriter.api._precision",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "OPT_IN_FOLDERS",

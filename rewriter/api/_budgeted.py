@@ -15,7 +15,6 @@ import ir
 from rewriter.api import _rewrite as one_run
 from rewriter.api._library import RulesLike
 from rewriter.api._options import RewriteOptions
-from rewriter.api._precision import is_measured, rewrite_measured
 from rewriter.api._rewrite import RewriteResult
 
 if TYPE_CHECKING:
@@ -52,4 +51,13 @@ def rewrite(
     options = options or RewriteOptions()
     if not is_measured(options):
         return one_run.rewrite(model, rules, options)
+    # The measurements (onnxruntime sessions, the verification package) load for such a run.
+    from rewriter.api._precision import rewrite_measured
+
     return rewrite_measured(model, rules, options)
+
+
+def is_measured(options: RewriteOptions) -> bool:
+    """Whether a run is measured (a preset, a budget or a speed check): see `_precision`."""
+    speed = options.speed_check is not None and options.speed_check.enabled
+    return options.quantize is not None or options.budget is not None or speed

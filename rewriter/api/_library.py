@@ -13,9 +13,10 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from rewriter import dsl
 from rewriter._errors import RewriteError
 from rewriter.api._vocabulary import load_files
-from rewriter.dsl import File, parse, parse_query
+from rewriter.dsl import File
 from rewriter.rules import LiteralValue, RuleSet
 
 RulesLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | RuleSet | None
@@ -69,9 +70,9 @@ def inline_files(texts: Sequence[str], *, queries: bool = False) -> list[File]:
     for number, text in enumerate(texts, 1):
         label = f"-e#{number}"
         if _RULE_TEXT.match(text):
-            files.append(parse(text, label))
+            files.append(dsl.parse(text, label))
         elif queries:
-            files.append(parse_query(text, f"e{number}", label))
+            files.append(dsl.parse_query(text, f"e{number}", label))
         else:
             raise RewriteError(
                 f"{label}: expected a rule (`rule NAME: PATTERN => REPLACEMENT`), found "

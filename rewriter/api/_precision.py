@@ -68,12 +68,6 @@ _DISCOVERY_ROUNDS = 4
 _RUNTIME_DOMAIN = "com.microsoft"
 
 
-def is_measured(options: RewriteOptions) -> bool:
-    """Whether a run goes through this module (a preset, a budget or a speed check)."""
-    speed = options.speed_check is not None and options.speed_check.enabled
-    return options.quantize is not None or options.budget is not None or speed
-
-
 @dataclasses.dataclass
 class _Run:
     """What the stages share: the rules, the options as they apply, the clock."""

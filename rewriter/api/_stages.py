@@ -17,12 +17,15 @@ Rule sets without approximate rules run as one fixed point, as before.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import ir
 from rewriter.api._vocabulary import pass_manager
 from rewriter.engine import Calibration, RunOptions, Trace
-from rewriter.quantize import CalibrationSamples, collect_calibration
 from rewriter.rules import RuleSet
+
+if TYPE_CHECKING:
+    from rewriter.quantize import CalibrationSamples
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -61,6 +64,9 @@ def statistics_on(
 ) -> Calibration | None:
     """The statistics the approximate rules read: from `samples` run on `model`, or given."""
     if samples is not None:
+        # The quantization package (and verification's sessions) load only for samples.
+        from rewriter.quantize import collect_calibration
+
         return collect_calibration(
             model, samples.samples, method=samples.method, percentile=samples.percentile
         )

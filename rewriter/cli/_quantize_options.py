@@ -49,10 +49,10 @@ def speed_check(
     args: argparse.Namespace, progress: Callable[[str], None] | None
 ) -> SpeedCheck | None:
     """The speed check the command line asks for (None: the preset's default or none)."""
-    from rewriter.quantize import SpeedCheck
-
     if not args.quantize:
         return None
+    from rewriter.quantize import SpeedCheck  # brings in verification: only for --quantize
+
     if args.no_speed_check:
         return SpeedCheck(enabled=False)
     return SpeedCheck(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import ir
+from rewriter import dsl
 from rewriter._errors import RewriteError
 from rewriter.api import (
     PASSES,
@@ -32,7 +33,6 @@ from rewriter.cli._verify import (
     refuse_equivalence_options,
     verify_options,
 )
-from rewriter.dsl import parse_param_value
 from rewriter.engine import (
     DEFAULT_PIPELINE,
     Calibration,
@@ -50,10 +50,10 @@ if TYPE_CHECKING:
 
 def _budget(args: argparse.Namespace) -> AccuracyBudget | None:
     """`--accept` and its measuring options as an accuracy budget (None without --accept)."""
-    from rewriter.api import AccuracyBudget
-
     if not args.accept:
         return None
+    from rewriter.api import AccuracyBudget  # brings in verification: only when asked
+
     inputs = input_options(args)
     return AccuracyBudget(
         tuple(args.accept),
@@ -110,7 +110,7 @@ def param_values(items: list[str]) -> dict[str, LiteralValue]:
         name, sep, text = item.partition("=")
         if not sep or not name.strip():
             raise RewriteError(f"--param expects NAME=VALUE (e.g. per_channel=false), got {item!r}")
-        values[name.strip()] = parse_param_value(text.strip(), f"--param {name.strip()}")
+        values[name.strip()] = dsl.parse_param_value(text.strip(), f"--param {name.strip()}")
     return values
 
 

@@ -179,11 +179,11 @@ def _changes(entries: Sequence[TraceEntry]) -> list[str]:
 
 def _speed(result: RewriteResult) -> list[str]:
     """`0.62x the float model's latency`, and what the speed check kept float."""
-    from rewriter.quantize import kept_float_reason
-
     speed = result.speed
     if speed is None:
         return []
+    from rewriter.quantize import kept_float_reason  # loaded by the run that measured
+
     parts = [f"{speed.ratio:.2f}x the float model's latency"]
     for group in speed.groups:
         if group.kept_float:

@@ -13,6 +13,9 @@ The language is described in LANGUAGE.md beside this file; the grammar is `gramm
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from rewriter.dsl._ast import (
     APPROXIMATION_METRICS,
     AliasStmt,
@@ -66,11 +69,30 @@ from rewriter.dsl._cache import CacheFolder, user_cache
 from rewriter.dsl._check import check
 from rewriter.dsl._dump import dump
 from rewriter.dsl._extract import extract_rule
-from rewriter.dsl._format import format_file
 from rewriter.dsl._loader import find_rule_files, load_files, parse_files, read_rule_file
 from rewriter.dsl._lower import Lowering
 from rewriter.dsl._opsets import OpsetRange, opset_range
-from rewriter.dsl._parser import parse, parse_param_value, parse_query
+
+if TYPE_CHECKING:
+    from rewriter.dsl._format import format_file
+    from rewriter.dsl._parser import parse, parse_param_value, parse_query
+
+# The parser and the formatter bring in Lark and the grammar's tables: loaded when first
+# asked for (PEP 562), so that loading rule files whose parse is cached loads neither.
+_LAZY = {
+    "format_file": "rewriter.dsl._format",
+    "parse": "rewriter.dsl._parser",
+    "parse_param_value": "rewriter.dsl._parser",
+    "parse_query": "rewriter.dsl._parser",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "APPROXIMATION_METRICS",

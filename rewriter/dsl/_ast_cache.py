@@ -10,6 +10,7 @@ Text that does not parse is never stored; its error comes from parsing it again.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 from typing import Any
@@ -18,7 +19,6 @@ from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._cache import CacheFolder, digest
 from rewriter.dsl._lark import grammar_digest, grammar_text
-from rewriter.dsl._parser import parse
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +50,11 @@ def parse_cached(text: str, path: str, cache: CacheFolder) -> ast.File:
     data = cache.read(name)
     if data is not None:
         try:
-            return _decode_file(json.loads(data), path, text)
+            return _decode_file(_loads(data, path), path, text)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             logger.debug("cached parse %s is unusable (%s); parsing", name, exc)
+    from rewriter.dsl._parser import parse  # the parser (and Lark) load only on a miss
+
     parsed = parse(text, path)
     try:
         encoded = _encode(parsed, path)
@@ -92,17 +94,25 @@ def _fields(value: Any, skip: str = "") -> list[Any]:
 def _decode_file(encoded: Any, path: str, source: str) -> ast.File:
     if encoded.get("C") != "File":
         raise ValueError("a cached entry is not a File")
-    _, items, comments, span = (_decode(item, path) for item in encoded["v"])
+    _, items, comments, span = encoded["v"]
     return ast.File(path, items, comments, source=source, span=span)
 
 
-def _decode(encoded: Any, path: str) -> Any:
-    if isinstance(encoded, dict):
-        if "S" in encoded:
-            where, line, col, end_line, end_col = encoded["S"]
-            return Span(path if where == 0 else where, line, col, end_line, end_col)
-        if "T" in encoded:
-            return tuple(_decode(item, path) for item in encoded["T"])
-        cls = _CLASSES[encoded["C"]]
-        return cls(*(_decode(item, path) for item in encoded["v"]))
-    return encoded
+def _loads(data: bytes, path: str) -> Any:
+    """The JSON of an entry with every object below the File decoded (see `_decode`)."""
+    return json.loads(data, object_hook=functools.partial(_decode, path=path))
+
+
+def _decode(encoded: dict[str, Any], path: str) -> Any:
+    """One JSON object, its contents already decoded (json calls it innermost first)."""
+    span = encoded.get("S")
+    if span is not None:
+        where, line, col, end_line, end_col = span
+        return Span(path if where == 0 else where, line, col, end_line, end_col)
+    items = encoded.get("T")
+    if items is not None:
+        return tuple(items)
+    name = encoded["C"]
+    if name == "File":
+        return encoded  # built by `_decode_file`, which has the text
+    return _CLASSES[name](*encoded["v"])

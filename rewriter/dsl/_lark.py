@@ -14,12 +14,12 @@ import importlib.resources
 import io
 import logging
 import sys
-
-import lark
-from lark import Lark
+from typing import TYPE_CHECKING
 
 from rewriter.dsl._cache import CacheFolder, digest, user_cache
-from rewriter.dsl._postlex import StatementPostlexer
+
+if TYPE_CHECKING:
+    from lark import Lark
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,8 @@ def grammar_digest(grammar: str) -> str:
 
 
 def _table_name(grammar: str) -> str:
+    import lark  # Lark itself loads only to parse (a cached parse needs only the digest)
+
     # Lark's saved tables are read only by the Lark (and Python) that wrote them.
     versions = f"lark {lark.__version__} python {sys.version_info[:3]}"
     return f"parser-{digest(grammar_digest(grammar), versions)}.lark"
@@ -53,6 +55,10 @@ def _table_name(grammar: str) -> str:
 
 def build_parser(grammar: str) -> Lark:
     """A new parser for `grammar` (about a second)."""
+    from lark import Lark
+
+    from rewriter.dsl._postlex import StatementPostlexer
+
     return Lark(grammar, postlex=StatementPostlexer(), **_OPTIONS)
 
 
@@ -62,6 +68,8 @@ def load_or_build_parser(cache: CacheFolder) -> Lark:
     name = _table_name(grammar)
     data = cache.read(name)
     if data is not None:
+        from lark import Lark
+
         try:
             return Lark.load(io.BytesIO(data))
         except Exception as exc:  # a damaged entry is rebuilt rather than trusted

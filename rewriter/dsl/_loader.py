@@ -29,7 +29,6 @@ from rewriter.dsl._ast_cache import parse_cached
 from rewriter.dsl._cache import CacheFolder
 from rewriter.dsl._check import Checked, check_and_collect
 from rewriter.dsl._lower import Lowering, literal_value, lower_passes
-from rewriter.dsl._parser import parse
 from rewriter.dsl._source import diagnostic
 from rewriter.rules import Vocabulary, format_const
 
@@ -130,7 +129,11 @@ def parse_files(
 
 def _parse_file(path: Path, cache: CacheFolder | None) -> ast.File:
     text = read_rule_file(path)
-    return parse(text, str(path)) if cache is None else parse_cached(text, str(path), cache)
+    if cache is not None:
+        return parse_cached(text, str(path), cache)
+    from rewriter.dsl._parser import parse  # the parser (and Lark) load only to parse
+
+    return parse(text, str(path))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

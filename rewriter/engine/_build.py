@@ -50,6 +50,8 @@ class RewriteBuilder:
         self.matcher = matcher
         self.names = names
         self.constants = ConstantPool(model, names)
+        # The rewrites of one rule across a model's layers build alike nodes: inferred once.
+        self.node_types = ir.NodeTypeInference()
 
     def build(self, match: Match) -> Pending:
         """The new objects of the rewrite of `match`, built and checked, not in the graph.
@@ -193,7 +195,7 @@ class RewriteBuilder:
     def _infer(self, node: ir.Node, pending: Pending) -> None:
         opsets = dict(self.model.opset_imports)
         opsets.update(pending.new_opsets)
-        types = ir.infer_node_types(node, opsets)
+        types = self.node_types(node, opsets)
         if types is None:
             return
         for value, t in zip(node.outputs, types, strict=False):

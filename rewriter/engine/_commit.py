@@ -41,8 +41,8 @@ def commit(model: ir.Model, match: Match, pending: Pending, names: ir.NameAlloca
     for value in pending.initializers:
         graph.add_initializer(value)
     graph.extend(pending.nodes)
-    matched = tuple(n for n in match.nodes if n is not None)
-    keep = set(matched) | set(pending.nodes)
+    matched = tuple([n for n in match.nodes if n is not None])
+    keep = {*matched, *pending.nodes}
     neighbours: dict[ir.Node, None] = {}
     for old, new in pending.replacements:
         for use in old.uses:
@@ -92,9 +92,9 @@ def finish(graph: ir.Graph, pending: Pending, staged: Staged, names: ir.NameAllo
 def _drop_unused_initializers(graph: ir.Graph, values: list[ir.Value]) -> None:
     """Remove the initializers among `values` that nothing reads any more."""
     for value in values:
-        if value.num_uses() or value.is_graph_output():
+        if value.producer() is not None or value.is_used():
             continue
-        if value.is_initializer() and not value.is_graph_input() and value.graph is graph:
+        if value.is_initializer() and value.graph is graph and not value.is_graph_input():
             graph.remove_initializer(value.name)
 
 
@@ -107,6 +107,8 @@ def _move_graph_outputs(
     names: ir.NameAllocator,
 ) -> tuple[ir.Value, ir.Value, str] | None:
     """Point graph outputs held by `old` at `new`; returns the renaming still to do."""
+    if not graph.is_output(old):
+        return None
     slots = [i for i, v in enumerate(graph.outputs) if v is old]
     if not slots:
         return None
@@ -161,12 +163,11 @@ def _remove_dead(
     while progress:
         progress = False
         for node in reversed(alive):
-            if node in removed:
-                continue
-            if any(out.num_uses() or out.is_graph_output() for out in node.outputs):
+            # A removed node has left the graph; one with a used output stays.
+            if node.graph is not graph or any(out.is_used() for out in node.outputs):
                 continue
             inputs = [v for v in node.inputs if v is not None]
-            graph.remove(node)
+            graph.remove(node, safe=False)  # checked just above
             removed.append(node)
             progress = True
             _drop_orphan_constant_nodes(graph, inputs)
@@ -176,8 +177,11 @@ def _remove_dead(
 
 def _drop_orphan_constant_nodes(graph: ir.Graph, values: list[ir.Value]) -> None:
     for value in values:
-        if value.num_uses() or value.is_graph_output():
-            continue
         producer = value.producer()
-        if producer is not None and producer.op_type == "Constant" and producer.graph is graph:
-            graph.remove(producer)
+        if (
+            producer is not None
+            and producer.op_type == "Constant"
+            and producer.graph is graph
+            and not value.is_used()
+        ):
+            graph.remove(producer, safe=False)  # its only output is unused

@@ -19,18 +19,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-import numpy as np
-
 import ir
 from rewriter import rules
 from rewriter._errors import RewriteError
-from rewriter.engine import _trace
+from rewriter.engine import _fingerprint, _trace
 from rewriter.engine._applicability import applicability
 from rewriter.engine._builder import Builder, Runnable
 from rewriter.engine._calibration import Calibration
@@ -45,7 +42,7 @@ from rewriter.engine._runtime import KernelAvailability
 from rewriter.engine._shape_facts import infer_facts
 from rewriter.engine._trace import SkipEntry, StopReason, Trace, TraceEntry
 from rewriter.engine._why_not import WhyNot, why_not
-from rewriter.engine._worklist import Worklist, downstream
+from rewriter.engine._worklist import Worklist
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +178,9 @@ class _Run:
         if budget is None:
             budget = 1000 + 10 * _trace.count_nodes(self.model)
         passes = self._declared_passes()
-        worklist = Worklist(n for g in self.model.graphs() for n in ir.topological_order(g))
+        worklist = Worklist(
+            (n for g in self.model.graphs() for n in ir.topological_order(g)), index
+        )
         fingerprints: set[str] = set()
         stop = StopReason.SATURATED
         # Which passes (and whether rules) changed the model, per round: named when the
@@ -218,7 +217,7 @@ class _Run:
             if not changed:
                 break
             changers = round_changers
-            fingerprint = _fingerprint(self.model)
+            fingerprint = _fingerprint.fingerprint(self.model)
             if fingerprint in fingerprints:
                 stop = StopReason.OSCILLATION
                 self.warnings.append(
@@ -227,7 +226,7 @@ class _Run:
                 )
                 break
             fingerprints.add(fingerprint)
-            worklist.extend(downstream(changed_nodes, index))
+            worklist.revisit(changed_nodes)
             if iteration == self.options.max_iterations - 1:
                 stop = StopReason.ITERATION_LIMIT
                 self.warnings.append(
@@ -302,19 +301,22 @@ class _Run:
         return declared
 
     def _drain(self, worklist: Worklist, index: RuleIndex, budget: int) -> StopReason:
-        match_time: dict[str, float] = collections.defaultdict(float)
+        # Seconds per rule, keyed by its load order: the loop adds to it on every attempt, so
+        # the rules are named once, at the end.
+        match_time: dict[int, float] = collections.defaultdict(float)
         try:
             return self._drain_timed(worklist, index, budget, match_time)
         finally:
-            for name, seconds in match_time.items():
-                self.timings[f"match {name}"] += seconds
+            names = {rule.order: rule.name for rule in self.manager.rules}
+            for order, seconds in match_time.items():
+                self.timings[f"match {names[order]}"] += seconds
 
     def _drain_timed(
         self,
         worklist: Worklist,
         index: RuleIndex,
         budget: int,
-        match_time: dict[str, float],
+        match_time: dict[int, float],
     ) -> StopReason:
         matcher = self.matcher
         progress = self.options.progress
@@ -331,7 +333,7 @@ class _Run:
             for rule in index.candidates(node):
                 t0 = perf_counter()
                 result = matcher.match(rule, node, explain=False)
-                match_time[rule.name] += perf_counter() - t0
+                match_time[rule.order] += perf_counter() - t0
                 if not isinstance(result, Match):
                     continue
                 if self._excluded(result):
@@ -394,11 +396,7 @@ class _Run:
                 assumed=() if self.options.exact else rule.rule.assumes,
             )
         )
-        worklist.extend(applied.created)
-        worklist.extend(applied.neighbours)
-        worklist.extend(
-            downstream([*applied.created, *applied.neighbours, *applied.lost_uses], index)
-        )
+        worklist.revisit([*applied.created, *applied.neighbours, *applied.lost_uses])
         return True
 
     def _record_pass(self, result: PassResult) -> None:
@@ -462,49 +460,3 @@ def _site_label(match: Match) -> str:
     if graph.owner is None:
         return label
     return f"{label} in {graph.name or _trace.graph_label(graph)}"
-
-
-def _fingerprint(model: ir.Model) -> str:
-    """A digest of everything a round of rules and passes can change.
-
-    Op types, domains and the wiring of every node, its attributes, the graph outputs and
-    the initializers' dtypes, shapes and contents: a round that changes only an attribute or
-    a constant is progress, not oscillation.
-    """
-    digest = hashlib.sha256()
-    for graph in model.graphs():
-        for node in graph:
-            digest.update(f"{node.domain}.{node.op_type}(".encode())
-            for value in node.inputs:
-                digest.update(b"|" + (value.name.encode() if value is not None else b"-"))
-            digest.update(b")->")
-            for value in node.outputs:
-                digest.update(value.name.encode() + b"|")
-            for attr in node.attributes.values():
-                digest.update(repr(attr).encode())
-        for value in graph.outputs:
-            digest.update(b"out:" + value.name.encode())
-        for name, value in graph.initializers.items():
-            digest.update(b"init:" + name.encode())
-            tensor = value.const_value
-            if tensor is not None:
-                digest.update(_tensor_digest(tensor))
-    return digest.hexdigest()
-
-
-def _tensor_digest(tensor: ir.Tensor) -> bytes:
-    """dtype, shape and contents of a small tensor; dtype and shape only of a big or external one.
-
-    A pass never rewrites the contents of a big weight in place (it makes a new tensor under
-    a new name), so reading gigabytes of weights each round would buy nothing.
-    """
-    head = f"{tensor.dtype.onnx_name}{tuple(tensor.shape)}".encode()
-    if tensor.is_external or tensor.size > _FINGERPRINT_ELEMENTS:
-        return head
-    try:
-        return head + np.ascontiguousarray(tensor.numpy()).tobytes()
-    except ir.IRError:
-        return head
-
-
-_FINGERPRINT_ELEMENTS = 1 << 16

@@ -145,6 +145,23 @@ def test_insert_before_and_after_keep_the_rest_in_order() -> None:
     ir.verify(graph)
 
 
+def test_graph_output_membership_follows_every_output_change() -> None:
+    graph, _x, relu, neg = _chain()
+    a, y = relu.outputs[0], neg.outputs[0]
+    graph.add_output(y)  # y fills two slots
+    graph.set_output(0, a)
+    assert a.is_graph_output()
+    assert y.is_graph_output()
+    graph.remove_output(1)
+    assert not y.is_graph_output()
+    assert graph.is_output(a)
+    assert not graph.is_output(y)
+    graph.set_output(0, y)
+    assert y.is_graph_output()
+    assert not a.is_graph_output()
+    assert graph.outputs == (y,)
+
+
 def test_remove_refuses_a_node_whose_output_is_used() -> None:
     graph, _, relu, neg = _chain()
     with pytest.raises(ValueError, match="still used by"):

@@ -79,6 +79,50 @@ def test_undo_restores_the_model_exactly() -> None:
     ir.verify(model.graph)
 
 
+def test_undo_restores_which_values_are_graph_outputs() -> None:
+    # The graph answers `is_graph_output` from a count of output slots: undo recounts them.
+    model = _model()
+    graph = model.graph
+    y, z = graph.outputs
+    t = graph.nodes[0].outputs[0]
+    with ir.Journal(model) as journal:
+        graph.set_output(1, t)
+        graph.add_output(t)
+        graph.remove_output(0)
+        assert t.is_graph_output()
+        assert not y.is_graph_output()
+        assert not z.is_graph_output()
+        journal.undo()
+    assert graph.outputs == (y, z)
+    assert y.is_graph_output()
+    assert z.is_graph_output()
+    assert not t.is_graph_output()
+    assert graph.is_output(z)
+    assert not graph.is_output(t)
+    graph.remove_output(1)  # the recount is right: z leaves, y stays
+    assert not z.is_graph_output()
+    assert y.is_graph_output()
+
+
+def test_undo_restores_which_values_are_graph_inputs() -> None:
+    # The graph answers `is_graph_input` from a set of its inputs: undo makes it again.
+    model = _model()
+    graph = model.graph
+    x, c = graph.inputs
+    extra = ir.Value("extra", ir.TensorType(ir.DataType.FLOAT, (2,)))
+    with ir.Journal(model) as journal:
+        graph.add_input(extra)
+        graph.remove_input(extra)
+        graph.add_input(extra)
+        assert extra.is_graph_input()
+        journal.undo()
+    assert graph.inputs == (x, c)
+    assert x.is_graph_input()
+    assert not extra.is_graph_input()
+    graph.add_input(extra)  # not refused as an input already there
+    assert extra.is_graph_input()
+
+
 def test_a_closed_journal_records_nothing_more() -> None:
     model = _model()
     with ir.Journal(model) as journal:
