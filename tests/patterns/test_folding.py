@@ -678,6 +678,145 @@ CASES = [
         True,
     ),
     (
+        # absent bounds are open on their side: Clip(Clip(x, , 4), 1, 7) -> Clip(x, 1, 4)
+        "fuse_successive_clip",
+        _model(
+            "t = Clip (x, , hi1)\n y = Clip (t, lo2, hi2)",
+            inits="float hi1 = {4}, float lo2 = {1}, float hi2 = {7}",
+        ),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_successive_clip",
+        _model(
+            "t = Clip (x, , hi1)\n y = Clip (t, lo2, hi2)",
+            inputs="int32[N, 4] x",
+            outputs="int32[N, 4] y",
+            inits="int32 hi1 = {4}, int32 lo2 = {1}, int32 hi2 = {7}",
+        ),
+        ["Clip"],
+        True,
+    ),
+    (
+        # [-2, 1] then [2, 3]: every element becomes 2, which no single clamp to [2, 1] gives
+        "fuse_successive_clip",
+        _model(
+            "t = Clip (x, lo1, hi1)\n y = Clip (t, lo2, hi2)",
+            inits="float lo1 = {-2}, float hi1 = {1}, float lo2 = {2}, float hi2 = {3}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_unbounded_clip",
+        _model("t = Clip (x)\n y = Abs (t)", inputs="int32[N, 4] x", outputs="int32[N, 4] y"),
+        ["Abs"],
+        True,
+    ),
+    (
+        # a float Clip without bounds still clamps the infinities to the largest finite value
+        "eliminate_unbounded_clip",
+        _model("t = Clip (x)\n y = Abs (t)"),
+        None,
+        False,
+    ),
+    (
+        "fuse_clip_then_relu",
+        _model("t = Clip (x, , hi)\n y = Relu (t)", inits="float hi = {6}"),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_clip_then_relu",
+        _model(
+            "t = Clip (x, lo, hi)\n y = Relu (t)",
+            inputs="float[N, 4] x, float lo",
+            inits="float hi = {6}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "fuse_relu_then_clip",
+        _model("t = Relu (x)\n y = Clip (t, lo)", inits="float lo = {-3}"),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_successive_min",
+        _model(
+            "t = Min (x, a, b)\n y = Min (t, c)",
+            inits="float[4] a = {2, 5, 8, 0}, float[1] b = {4}, float[4] c = {3, 1, -6, 9}",
+        ),
+        ["Min"],
+        True,
+    ),
+    (
+        "fold_min_constants",
+        _model(
+            "y = Min (x, a, b)",
+            inputs="int32[N, 4] x",
+            outputs="int32[N, 4] y",
+            inits="int32[4] a = {2, 5, 8, 0}, int32[1] b = {4}",
+        ),
+        ["Min"],
+        True,
+    ),
+    (
+        "fold_min_constants",
+        _model(
+            "y = Min (x, a, z)",
+            inputs="float[N, 4] x, float[4] z",
+            inits="float[4] a = {2, 5, 8, 0}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "fold_max_constants",
+        _model("y = Max (x, a, b)", inits="float[4] a = {2, 5, 8, 0}, float b = {4}"),
+        ["Max"],
+        True,
+    ),
+    (
+        "fold_max_constants",
+        _model("y = Max (x, a)", inits="float[4] a = {2, 5, 8, 0}"),
+        None,
+        False,
+    ),
+    (
+        # Min(X, 10) -> Max(., 8) -> Min(., 5): one clamp to [5, 5]
+        "fuse_clip_then_min",
+        _model(
+            "t = Clip (x, lo, hi)\n y = Min (t, c)",
+            inits="float lo = {8}, float hi = {10}, float c = {5}",
+        ),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_clip_then_min",
+        _model(
+            "t = Clip (x, lo, hi)\n y = Min (t, c)",
+            inits="float lo = {8}, float hi = {10}, float[4] c = {5, 6, 7, 8}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "fuse_clip_then_max",
+        _model("t = Clip (x, , hi)\n y = Max (t, c)", inits="float hi = {10}, float c = {12}"),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_clip_then_max",
+        _model("t = Clip (x, , hi)\n y = Max (t, c)", inits="float hi = {10}, float c = {NaN}"),
+        None,
+        False,
+    ),
+    (
         "eliminate_full_scatter_nd",
         _model(
             "i = Constant <value = int64[2, 1] {0, 1}> ()\n y = ScatterND (x, i, u)",

@@ -280,3 +280,46 @@ def where(ctx: EvalContext, cond: Any, a: Any, b: Any) -> Any:
     if c is UNKNOWN or x is UNKNOWN or y is UNKNOWN:
         return UNKNOWN
     return np.where(c, x, y)
+
+
+def _operands(args: tuple[Any, ...]) -> list[Any]:
+    """The arrays of `args`, a variadic binding (`xs...`, a tuple) counting as its items."""
+    items: list[Any] = []
+    for arg in args:
+        if isinstance(arg, tuple):
+            items.extend(arg)
+        else:
+            items.append(arg)
+    return [_array(item) for item in items]
+
+
+def _elementwise_fold(fn: Callable[[Any, Any], Any], name: str, summary: str) -> Builtin:
+    def fold(ctx: EvalContext, x: Any, *more: Any) -> Any:
+        arrays = _operands((x, *more))
+        if not arrays or any(a is UNKNOWN for a in arrays):
+            return UNKNOWN
+        result = arrays[0]
+        for array in arrays[1:]:
+            try:
+                result = fn(result, array)
+            except ValueError as exc:  # shapes that do not broadcast
+                raise EvalError(f"`{name}`: {exc}") from exc
+        return result
+
+    fold.__doc__ = f"`{name}(a, b, ...)`, elementwise with broadcasting, as ONNX's op does."
+    return builtin(name, summary)(fold)
+
+
+# ONNX's Min and Max propagate NaN, as numpy's minimum and maximum do.
+elementwise_minimum = _elementwise_fold(
+    np.minimum,
+    "minimum",
+    "elementwise smallest of the arguments, broadcast as ONNX's Min (a variadic binding `xs` "
+    "counts as its items)",
+)
+elementwise_maximum = _elementwise_fold(
+    np.maximum,
+    "maximum",
+    "elementwise largest of the arguments, broadcast as ONNX's Max (a variadic binding `xs` "
+    "counts as its items)",
+)

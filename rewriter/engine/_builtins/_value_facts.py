@@ -22,10 +22,16 @@ def _value_arg(value: Any, fn: str) -> ir.Value | None:
     raise EvalError(f"`{fn}` expects a value bound by the match, got {type(value).__name__}")
 
 
-@builtin("is_const", "every argument is a constant (none is not)")
+@builtin(
+    "is_const",
+    "every argument is a constant (none is not; a variadic binding `xs`: each of its items)",
+)
 def is_const(ctx: EvalContext, v: Any, *more: Any) -> bool:
-    """True when every argument is a constant."""
-    return all(isinstance(item, ir.Value) and _facts.is_const(item) for item in (v, *more))
+    """True when every argument (every item of a variadic binding) is a constant."""
+    items: list[Any] = []
+    for arg in (v, *more):
+        items.extend(arg if isinstance(arg, tuple) else (arg,))
+    return all(isinstance(item, ir.Value) and _facts.is_const(item) for item in items)
 
 
 @builtin("value", "a constant's contents as a tensor")
