@@ -3,7 +3,7 @@
 * `ai.onnx.converters.tensorflow.ExtractImagePatches` (tf2onnx's custom op): NHWC input,
   `ksizes`/`strides`/`rates` of the form [1, a, b, 1], padding VALID or SAME;
 * onnxruntime's contrib ops the shipped rules match: Gelu, FastGelu, BiasGelu,
-  SkipLayerNormalization (float or float16, as onnxruntime's CPU kernels need).
+  SkipLayerNormalization (float or float16, as onnxruntime's CPU kernels need), FusedMatMul.
 """
 
 from __future__ import annotations
@@ -115,3 +115,83 @@ def ms_skip_layer_normalization(lb: LineBuild) -> None:
     specs = [TensorSpec(dtype, shape), TensorSpec(ir.DataType.FLOAT, stats)]
     specs += [TensorSpec(ir.DataType.FLOAT, stats), TensorSpec(dtype, shape)]
     lb.output_specs = specs[: max(lb.output_count, 1)]
+
+
+def _fused_matmul_perm(rank: int, batch: int, trans: int) -> list[int]:
+    """The permutation FusedMatMul applies to an operand (its schema's transBatch / trans)."""
+    if batch:
+        return [*range(1, rank), 0] if trans else [*range(1, rank - 1), 0, rank - 1]
+    return [*range(rank - 2), rank - 1, rank - 2] if trans else list(range(rank))
+
+
+def _unpermute(shape: Shape, perm: list[int]) -> Shape:
+    """The shape whose Transpose by `perm` is `shape`."""
+    out = [0] * len(shape)
+    for i, p in enumerate(perm):
+        out[p] = shape[i]
+    return tuple(out)
+
+
+def _flag(lb: LineBuild, name: str, allowed: bool) -> int:
+    value = lb.attr(name, lambda key: lb.choices.integer(key, 0, 1) if allowed else 0)
+    return int(value or 0)
+
+
+@recipe("FusedMatMul", domain=MS_DOMAIN)
+def ms_fused_matmul(lb: LineBuild) -> None:
+    """FusedMatMul: alpha * op(A) @ op(B), op the permutation of each operand's flags.
+
+    A and B have rank 2 to 4, one rank when a batch flag is set (onnxruntime's kernel
+    requires it).
+    """
+    a, b = lb.slots[0], lb.slots[1]
+    known = a.resolved or b.resolved
+    dtype = known.dtype if known is not None else _float_dtype(lb)
+    if a.shape is None and b.shape is None:
+        lb.set(a, dtype, lb.draw_shape(a, 2, 4))
+    anchor = a if a.shape is not None else b
+    assert anchor.shape is not None, "one operand was just decided"
+    rank = len(anchor.shape)
+    if rank < 2:
+        raise RecipeError("FusedMatMul needs operands of rank 2 or more")
+    ta, tb = _flag(lb, "transA", True), _flag(lb, "transB", True)
+    other = b if anchor is a else a
+    same_rank = other.shape is None or len(other.shape) == rank
+    tba = _flag(lb, "transBatchA", rank >= 3 and same_rank)
+    tbb = _flag(lb, "transBatchB", rank >= 3 and same_rank)
+    lb.attr("alpha", lambda key: float(lb.choices.pick(key, (1.0, 0.5, -2.0, 0.125))))
+    if (tba or tbb) and not (rank >= 3 and same_rank):
+        raise RecipeError("FusedMatMul's batch flags need operands of one rank, 3 or more")
+    flags = {id(a): (tba, ta), id(b): (tbb, tb)}
+    effective = _permute(anchor.shape, _fused_matmul_perm(rank, *flags[id(anchor)]))
+    if other.shape is None:
+        size = lb.choices.integer(lb.key("free_dim"), 1, 4)
+        if anchor is a:  # A' [..., M, K]: B' [..., K, N]
+            wanted = (*effective[:-2], effective[-1], size)
+        else:  # B' [..., K, N]: A' [..., M, K]
+            wanted = (*effective[:-2], size, effective[-2])
+        lb.set(other, dtype, _unpermute(wanted, _fused_matmul_perm(rank, *flags[id(other)])))
+    assert a.shape is not None, "A is decided"
+    assert b.shape is not None, "B is decided"
+    a_eff = _permute(a.shape, _fused_matmul_perm(len(a.shape), tba, ta))
+    b_eff = _permute(b.shape, _fused_matmul_perm(len(b.shape), tbb, tb))
+    if a_eff[-1] != b_eff[-2]:
+        raise RecipeError("FusedMatMul operands do not multiply")
+    batch = _broadcast(a_eff[:-2], b_eff[:-2])
+    lb.output_specs = [TensorSpec(dtype, (*batch, a_eff[-2], b_eff[-1]))]
+
+
+def _permute(shape: Shape, perm: list[int]) -> Shape:
+    return tuple(shape[p] for p in perm)
+
+
+def _broadcast(left: Shape, right: Shape) -> Shape:
+    width = max(len(left), len(right))
+    padded_left = (1,) * (width - len(left)) + tuple(left)
+    padded_right = (1,) * (width - len(right)) + tuple(right)
+    out = []
+    for x, y in zip(padded_left, padded_right, strict=True):
+        if x != y and 1 not in (x, y):
+            raise RecipeError("FusedMatMul batch dims do not broadcast")
+        out.append(y if x == 1 else x)
+    return tuple(out)

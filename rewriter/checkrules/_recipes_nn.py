@@ -1,7 +1,8 @@
 """Recipes for neural-network ops.
 
-Conv, ConvTranspose, the pools, BatchNormalization, Gemm, MatMul, LayerNormalization,
-RMSNormalization, Attention, Softmax, the reductions and Einsum (explicit equations).
+Conv, ConvInteger, ConvTranspose, the pools, BatchNormalization, Gemm, MatMul,
+LayerNormalization, RMSNormalization, Attention, Softmax, the reductions and Einsum (explicit
+equations).
 
 Shapes are small (dims of 1 to 4, a batch of 1 or 2) but cover what folding rules are
 sensitive to: groups (including depthwise), strides, dilations, padding modes, transposed
@@ -174,6 +175,29 @@ def _zero_points(
     seed = lb.choices.integer(("seed", key), 0, 2**16)
     low, high = (0, 255) if dtype == ir.DataType.UINT8 else (-128, 127)
     return np.random.default_rng(seed).integers(low, high + 1, shape).astype(np_dtype)
+
+
+@recipe("ConvInteger")
+def conv_integer(lb: LineBuild) -> None:
+    """Integer Conv: x, w (u)int8 (every pair runs on onnxruntime's CPU), the result int32.
+
+    The zero points are optional: x's a scalar, w's a scalar or one per output channel.
+    """
+    x, w = lb.slots[0], lb.slots[1]
+    types = (ir.DataType.UINT8, ir.DataType.INT8)
+    known = x.resolved.dtype if x.resolved is not None else None
+    if known is not None and known not in types:
+        raise RecipeError(f"ConvInteger takes uint8 or int8 inputs, not {known.onnx_name}")
+    x_type = known or lb.choices.pick(lb.key("x_type"), types)
+    w_type = lb.choices.pick(lb.key("w_type"), types)
+    out_channels = _conv_layout(lb, x, w, (x_type, w_type))
+    x_zero, w_zero = lb.present(2), lb.present(3)
+    if x_zero is not None:
+        lb.set(x_zero, x_type, (), values=_zero_points(lb, x_zero.key, x_type, ()))
+    if w_zero is not None:
+        per_channel = lb.choices.chance(lb.key("per_channel"), 50)
+        shape: Shape = (out_channels,) if per_channel else ()
+        lb.set(w_zero, w_type, shape, values=_zero_points(lb, w_zero.key, w_type, shape))
 
 
 @recipe("ConvTranspose")

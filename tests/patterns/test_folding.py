@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import numpy as np
 import onnx
 import pytest
 
 import ir
 import rewriter
-from tests.helpers import assert_same_outputs, model_from_text, op_types
+from tests.helpers import assert_same_outputs, model_from_text, op_types, session
 
 FOLDING = rewriter.library_path() / "folding"
 
@@ -817,6 +818,166 @@ CASES = [
         False,
     ),
     (
+        # [3, 6, 9] -> [3, 2, 27] -> 0 copies the 3: [3, 3, 2, 9]
+        "compose_reshapes_to_static_shape",
+        _model(
+            "t = Reshape (x, s1)\n y = Reshape (t, s2)",
+            inputs="float[3, 6, 9] x",
+            outputs="float[3, 3, 2, 9] y",
+            inits="int64[3] s1 = {3, 2, -1}, int64[4] s2 = {0, 3, 2, -1}",
+        ),
+        ["Reshape"],
+        True,
+    ),
+    (
+        # the middle value is also an output: both Reshapes stay
+        "compose_reshapes_to_static_shape",
+        _model(
+            "t = Reshape (x, s1)\n y = Reshape (t, s2)",
+            inputs="float[3, 6, 9] x",
+            outputs="float[3, 3, 2, 9] y, float[3, 2, 27] t",
+            inits="int64[3] s1 = {3, 2, -1}, int64[4] s2 = {0, 3, 2, -1}",
+        ),
+        None,
+        False,
+    ),
+    (
+        # a dynamic batch N copied through both: [N, 6, 9] -> [N, 54] -> [N, 2, 27]
+        "compose_reshapes_to_symbolic_shape",
+        _model(
+            "t = Reshape (x, s1)\n y = Reshape (t, s2)",
+            inputs="float[N, 6, 9] x",
+            outputs="float[N, 2, 27] y",
+            inits="int64[2] s1 = {0, -1}, int64[3] s2 = {0, 2, 27}",
+        ),
+        ["Reshape"],
+        True,
+    ),
+    (
+        # the middle value is also an output: both Reshapes stay
+        "compose_reshapes_to_symbolic_shape",
+        _model(
+            "t = Reshape (x, s1)\n y = Reshape (t, s2)",
+            inputs="float[N, 6, 9] x",
+            outputs="float[N, 2, 27] y, float[N, 54] t",
+            inits="int64[2] s1 = {0, -1}, int64[3] s2 = {0, 2, 27}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_expand_before_add",
+        _model(
+            "e = Expand (x, s)\n y = Add (z, e)",
+            inputs="float[3, 4] x, float[4, 3, 4] z",
+            outputs="float[4, 3, 4] y",
+            inits="int64[3] s = {4, 3, 4}",
+        ),
+        ["Add"],
+        True,
+    ),
+    (
+        # the Expand makes y bigger than x and z together
+        "eliminate_expand_before_add",
+        _model(
+            "e = Expand (x, s)\n y = Add (z, e)",
+            inputs="float[3, 4] x, float[3, 4] z",
+            outputs="float[2, 3, 4] y",
+            inits="int64[3] s = {2, 3, 4}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_expand_before_mul",
+        _model(
+            "e = Expand (x, s)\n y = Mul (e, z)",
+            inputs="float[3, 1] x, float[1, 4] z",
+            outputs="float[3, 4] y",
+            inits="int64[2] s = {3, 4}",
+        ),
+        ["Mul"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_sub_first",
+        _model(
+            "e = Expand (x, s)\n y = Sub (e, z)",
+            inputs="float[3] x, float[4, 1] z",
+            outputs="float[4, 3] y",
+            inits="int64[2] s = {4, 3}",
+        ),
+        ["Sub"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_sub_second",
+        _model(
+            "e = Expand (x, s)\n y = Sub (z, e)",
+            inputs="float[3] x, float[4, 3] z",
+            outputs="float[4, 3] y",
+            inits="int64[2] s = {4, 3}",
+        ),
+        ["Sub"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_div_first",
+        _model(
+            "e = Expand (x, s)\n y = Div (e, z)",
+            inputs="float[4, 3] x, float[3] z",
+            outputs="float[4, 3] y",
+            inits="int64[2] s = {4, 3}",
+        ),
+        ["Div"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_div_second",
+        _model(
+            "e = Expand (x, s)\n y = Div (z, e)",
+            inputs="float[3, 4] x, float[4, 3, 4] z",
+            outputs="float[4, 3, 4] y",
+            inits="int64[3] s = {4, 3, 4}",
+        ),
+        ["Div"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_pow_first",
+        _model(
+            "e = Expand (x, s)\n y = Pow (e, z)",
+            inputs="float[1, 3] x, float[2, 1] z",
+            outputs="float[2, 3] y",
+            inits="int64[2] s = {2, 3}",
+        ),
+        ["Pow"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_pow_second",
+        _model(
+            "e = Expand (x, s)\n y = Pow (z, e)",
+            inputs="float[1, 3] x, float[2, 1] z",
+            outputs="float[2, 3] y",
+            inits="int64[2] s = {2, 3}",
+        ),
+        ["Pow"],
+        True,
+    ),
+    (
+        # x [1, 3] and z [1, 1]: without the Expand the result would be [1, 3], not [2, 3]
+        "eliminate_expand_before_pow_second",
+        _model(
+            "e = Expand (x, s)\n y = Pow (z, e)",
+            inputs="float[1, 3] x, float[1, 1] z",
+            outputs="float[2, 3] y",
+            inits="int64[2] s = {2, 3}",
+        ),
+        None,
+        False,
+    ),
+    (
         "eliminate_full_scatter_nd",
         _model(
             "i = Constant <value = int64[2, 1] {0, 1}> ()\n y = ScatterND (x, i, u)",
@@ -1615,3 +1776,25 @@ def test_every_folding_rule_has_a_case() -> None:
     covered = {case[0] for case in CASES}
     missing = {r.name for r in _library().rules} - covered - {"remove_zero_bias_from_qlinear_conv"}
     assert not missing, f"folding rules without a test: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("size", [1, 4])
+def test_expand_of_a_symbolic_dim_is_covered_by_the_other_operand(size: int) -> None:
+    # x [N] expands to [3, 4], so N is 1 or 4; z has the result's shape, which covers either
+    model = _model(
+        "e = Expand (x, s)\n y = Mul (e, z)",
+        inputs="float[N] x, float[3, 4] z",
+        outputs="float[3, 4] y",
+        inits="int64[2] s = {3, 4}",
+    )
+    result = _apply_one("eliminate_expand_before_mul", model)
+    assert op_types(result.proto) == ["Mul"]
+    ir.verify(result.model)
+    rng = np.random.default_rng(0)
+    feeds = {
+        "x": rng.standard_normal(size).astype(np.float32),
+        "z": rng.standard_normal((3, 4)).astype(np.float32),
+    }
+    expected = session(model).run(None, feeds)
+    actual = session(result.proto).run(None, feeds)
+    np.testing.assert_array_equal(actual[0], expected[0])

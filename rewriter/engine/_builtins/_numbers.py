@@ -170,6 +170,27 @@ def setdiff(ctx: EvalContext, a: Any, b: Any) -> Any:
     return _plain_list(np.setdiff1d(left, right))
 
 
+@builtin(
+    "fused_matmul_perm",
+    "the permutation onnxruntime's FusedMatMul applies to an operand of rank r for its "
+    "flags transBatch and trans",
+)
+def fused_matmul_perm(ctx: EvalContext, rank: Any, batch: Any, trans: Any) -> Any:
+    """The permutation of one of FusedMatMul's operands for its flags.
+
+    `[0, ..., r-1]`, the last two swapped (trans), the first moved before the last (batch),
+    or the first moved last (both), as onnxruntime's com.microsoft.FusedMatMul defines them.
+    """
+    if any(v is UNKNOWN or v is None for v in (rank, batch, trans)):
+        return UNKNOWN
+    r = int(rank)
+    if r < 2:
+        raise EvalError(f"`fused_matmul_perm`: rank {r} has no matrix dims")
+    if int(batch):
+        return [*range(1, r), 0] if int(trans) else [*range(1, r - 1), 0, r - 1]
+    return [*range(r - 2), r - 1, r - 2] if int(trans) else list(range(r))
+
+
 def _plain_list(array: np.ndarray[Any, Any]) -> list[Any]:
     return [int(v) if array.dtype.kind in "iub" else float(v) for v in array.tolist()]
 
@@ -228,6 +249,39 @@ def reshape_dims(ctx: EvalContext, target: Any, source: Any) -> Any:
     return dims
 
 
+@builtin(
+    "broadcast_shape",
+    "the shape numpy broadcasting gives two shapes (ints and symbols); unknown when a pair "
+    "of dims cannot be decided",
+)
+def broadcast_shape(ctx: EvalContext, a: Any, b: Any) -> Any:
+    """Multidirectional broadcasting of two shapes, dim by dim from the right.
+
+    A pair of dims gives the other one when one is 1, the dim when both are equal (ints or
+    the same symbol); anything else (an unknown dim, two different symbols, a symbol beside
+    an int other than 1) is not decided here, and the result is unknown.
+    """
+    if a is UNKNOWN or b is UNKNOWN or a is None or b is None:
+        return UNKNOWN
+    left, right = list(a), list(b)
+    width = max(len(left), len(right))
+    left = [1] * (width - len(left)) + left
+    right = [1] * (width - len(right)) + right
+    out: list[Any] = []
+    for x, y in zip(left, right, strict=True):
+        if x is None or y is None or x is UNKNOWN or y is UNKNOWN:
+            return UNKNOWN
+        if _is_int(x) and x == 1:
+            out.append(y)
+        elif (_is_int(y) and y == 1) or x == y:
+            out.append(x)
+        elif _is_int(x) and _is_int(y):
+            raise EvalError(f"`broadcast_shape`: dims {x} and {y} do not broadcast")
+        else:
+            return UNKNOWN
+    return out
+
+
 # elementwise math ----------------------------------------------------------------------------
 
 
@@ -249,6 +303,11 @@ def _erf(x: Any) -> Any:
     return out.astype(np.asarray(x).dtype if np.asarray(x).dtype.kind == "f" else np.float64)
 
 
+def _reciprocal(x: Any) -> Any:
+    """1 / x, keeping a float dtype (integers give float64)."""
+    return np.asarray(1, dtype=x.dtype if x.dtype.kind == "f" else np.float64) / x
+
+
 sqrt = _elementwise(np.sqrt, "sqrt", "square root, elementwise")
 exp = _elementwise(np.exp, "exp", "e ** x, elementwise")
 log = _elementwise(np.log, "log", "natural logarithm, elementwise")
@@ -262,6 +321,9 @@ isfinite = _elementwise(
 isnan = _elementwise(np.isnan, "isnan", "true where an element is NaN, elementwise")
 tanh = _elementwise(np.tanh, "tanh", "hyperbolic tangent, elementwise")
 erf = _elementwise(_erf, "erf", "error function, elementwise")
+reciprocal = _elementwise(
+    _reciprocal, "reciprocal", "1 / x, elementwise; floats keep their dtype, integers give double"
+)
 
 
 @builtin("clip", "clip to [lo, hi]; a missing bound is open", keywords=("lo", "hi"))

@@ -220,3 +220,27 @@ def pad(ctx: EvalContext, x: Any, pads: Any, value: Any = 0) -> Any:
     half = len(p) // 2
     widths = list(zip(p[:half], p[half:], strict=False))
     return np.pad(found, widths, constant_values=value)
+
+
+@builtin(
+    "spread_pads",
+    "Pad's pads for `axes` as pads of every axis of a rank-r input (the others 0)",
+)
+def spread_pads(ctx: EvalContext, pads: Any, axes: Any, rank: Any) -> Any:
+    """`[b1, ..., bn, e1, ..., en]` for axes `a1..an` -> `[B1, ..., Br, E1, ..., Er]`."""
+    found = _array(pads)
+    listed = _array(axes)
+    if found is UNKNOWN or listed is UNKNOWN or rank is UNKNOWN:
+        return UNKNOWN
+    r = int(rank)
+    p = [int(v) for v in found.reshape(-1)]
+    a = [int(v) for v in listed.reshape(-1)]
+    if len(p) != 2 * len(a):
+        raise EvalError(f"`spread_pads`: {len(p)} pads for {len(a)} axes")
+    full = [0] * (2 * r)
+    for i, axis in enumerate(a):
+        if not -r <= axis < r:
+            raise EvalError(f"`spread_pads`: axis {axis} out of range for rank {r}")
+        full[axis % r] = p[i]
+        full[axis % r + r] = p[i + len(a)]
+    return np.asarray(full, dtype=np.int64)
