@@ -195,3 +195,49 @@ def _broadcast(left: Shape, right: Shape) -> Shape:
             raise RecipeError("FusedMatMul batch dims do not broadcast")
         out.append(y if x == 1 else x)
     return tuple(out)
+
+
+@recipe("MultiHeadAttention", domain=MS_DOMAIN)
+def ms_multi_head_attention(lb: LineBuild) -> None:
+    """MultiHeadAttention on separate 3-D query, key and value, with an optional packed bias.
+
+    Query [B, S, hidden], key [B, L, hidden], value [B, L, v_hidden] (num_heads dividing
+    both), bias [2 * hidden + v_hidden]; the other optional inputs are not built.
+    """
+    query, key, value = lb.slots[0], lb.present(1), lb.present(2)
+    if key is None or value is None:
+        raise RecipeError("MultiHeadAttention is built with a separate key and value")
+    if any(lb.present(i) is not None for i in range(4, len(lb.slots))):
+        raise RecipeError("MultiHeadAttention is built without masks or past key and value")
+    known = query.resolved or key.resolved or value.resolved
+    dtype = known.dtype if known is not None else ir.DataType.FLOAT
+    heads = int(lb.attr("num_heads", lambda k: lb.choices.integer(k, 1, 2), omit_percent=0))
+    if heads < 1:
+        raise RecipeError("MultiHeadAttention needs num_heads >= 1")
+    size = lb.choices.integer(lb.key("head_size"), 1, 3)
+    batch = lb.choices.integer(lb.key("batch"), 1, 2)
+    seq = lb.choices.integer(lb.key("seq"), 1, 3)
+    kv_seq = lb.choices.integer(lb.key("kv_seq"), 1, 3)
+    shapes = {
+        id(query): (batch, seq, heads * size),
+        id(key): (batch, kv_seq, heads * size),
+        id(value): (batch, kv_seq, heads * size),
+    }
+    for slot in (query, key, value):
+        if slot.shape is None:
+            lb.set(slot, dtype, shapes[id(slot)])
+    assert query.shape is not None, "query is decided"
+    assert key.shape is not None, "key is decided"
+    assert value.shape is not None, "value is decided"
+    if len(query.shape) != 3 or len(key.shape) != 3 or len(value.shape) != 3:
+        raise RecipeError("MultiHeadAttention is built on 3-D query, key and value")
+    hidden, v_hidden = query.shape[2], value.shape[2]
+    if hidden % heads or v_hidden % heads or key.shape[2] != hidden:
+        raise RecipeError("MultiHeadAttention's hidden sizes do not split into num_heads")
+    lb.attr("scale", lambda k: float(lb.choices.pick(k, (0.0, 0.5, 0.125, 2.0))))
+    bias = lb.present(3)
+    if bias is not None:
+        lb.set(bias, dtype, (2 * hidden + v_hidden,))
+    lb.output_specs = [TensorSpec(dtype, (query.shape[0], query.shape[1], v_hidden))][
+        : max(lb.output_count, 1)
+    ]

@@ -978,6 +978,85 @@ CASES = [
         False,
     ),
     (
+        # (the Concat is left unread: the dead-code pass, not run here, removes it)
+        "slice_of_concat_first",
+        _model(
+            "c = Concat <axis = 1> (x, z)\n t = Slice (c, s, e, a)\n y = Relu (t)",
+            inputs="float[N, 4] x, float[N, 3] z",
+            inits="int64[1] s = {0}, int64[1] e = {4}, int64[1] a = {-1}",
+        ),
+        ["Relu", "Concat"],
+        True,
+    ),
+    (
+        # one element short of x
+        "slice_of_concat_first",
+        _model(
+            "c = Concat <axis = 1> (x, z)\n y = Slice (c, s, e, a)",
+            inputs="float[N, 4] x, float[N, 3] z",
+            outputs="float[N, 3] y",
+            inits="int64[1] s = {0}, int64[1] e = {3}, int64[1] a = {-1}",
+        ),
+        None,
+        False,
+    ),
+    (
+        # the Concat stays for its other reader
+        "slice_of_concat_second",
+        _model(
+            "c = Concat <axis = 0> (z, x)\n t = Slice (c, s, e, a)\n y = Abs (t)\n w = Relu (c)",
+            inputs="float[4, 4] x, float[3, 4] z",
+            outputs="float[4, 4] y, float[7, 4] w",
+            inits="int64[1] s = {3}, int64[1] e = {100}, int64[1] a = {0}",
+        ),
+        ["Abs", "Concat", "Relu"],
+        True,
+    ),
+    (
+        # every other row: no input of the Concat
+        "slice_of_concat_second",
+        _model(
+            "c = Concat <axis = 0> (z, x)\n y = Slice (c, s, e, a, st)",
+            inputs="float[4, 4] x, float[3, 4] z",
+            outputs="float[2, 4] y",
+            inits="int64[1] s = {3}, int64[1] e = {100}, int64[1] a = {0}, int64[1] st = {2}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "slice_before_cos",
+        _model(
+            "u = Cos (x)\n y = Slice (u, s, e, a)",
+            inputs="float[N, 8] x",
+            inits="int64[1] s = {0}, int64[1] e = {4}, int64[1] a = {1}",
+        ),
+        ["Slice", "Cos"],
+        True,
+    ),
+    (
+        # the cosine is also an output: slicing before it would compute it twice
+        "slice_before_cos",
+        _model(
+            "u = Cos (x)\n y = Slice (u, s, e, a)",
+            inputs="float[N, 8] x",
+            outputs="float[N, 4] y, float[N, 8] u",
+            inits="int64[1] s = {0}, int64[1] e = {4}, int64[1] a = {1}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "slice_before_sin",
+        _model(
+            "u = Sin (x)\n y = Slice (u, s, e, a)",
+            inputs="float[N, 8] x",
+            inits="int64[1] s = {4}, int64[1] e = {8}, int64[1] a = {1}",
+        ),
+        ["Slice", "Sin"],
+        True,
+    ),
+    (
         "eliminate_full_scatter_nd",
         _model(
             "i = Constant <value = int64[2, 1] {0, 1}> ()\n y = ScatterND (x, i, u)",

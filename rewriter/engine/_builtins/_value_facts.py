@@ -68,6 +68,29 @@ def readers(ctx: EvalContext, v: Any) -> Any:
 
 
 @builtin(
+    "leads_to",
+    "a chain of at most `depth` nodes, each the only reader of the value before it, leads "
+    "from v to a node of op type `op`",
+)
+def leads_to(ctx: EvalContext, v: Any, op: Any, depth: Any) -> Any:
+    """`leads_to(m, "Softmax", 3)`: m -> Div -> Add -> Softmax, each the value's one reader."""
+    val = _value_arg(v, "leads_to")
+    if val is None or not isinstance(op, str) or depth is UNKNOWN:
+        return False
+    current = val
+    for _ in range(int(depth)):
+        if _facts.count_uses(current) != 1 or not current.uses:
+            return False
+        node = current.uses[0].node
+        if node.op_type == op:
+            return True
+        if not node.outputs or node.outputs[0] is None:
+            return False
+        current = node.outputs[0]
+    return False
+
+
+@builtin(
     "repeats_halves",
     "v's last axis is two equal halves by construction: Concat(f, f) on that axis, then only "
     "elementwise ops, one-element constants and Unsqueeze elsewhere (rotary cos/sin tables)",
