@@ -489,10 +489,27 @@ def attention(lb: LineBuild) -> None:
     batch, heads = choices.integer(lb.key("b"), 1, 2), choices.integer(lb.key("h"), 1, 3)
     seq, keys = choices.integer(lb.key("s"), 1, 4), choices.integer(lb.key("l"), 1, 4)
     depth, value_depth = choices.integer(lb.key("d"), 1, 4), choices.integer(lb.key("dv"), 1, 4)
+    # Operands an earlier line made (a Concat of past and present keys) fix their dims.
+    for slot in (q, k, v):
+        if slot.shape is not None and len(slot.shape) != 4:
+            raise RecipeError(f"Attention is generated on 4-D operands, not {slot.shape}")
+    if k.shape is not None:
+        batch, heads, keys, depth = k.shape
+    if v.shape is not None:
+        batch, heads, keys, value_depth = v.shape
+    if q.shape is not None:
+        batch, _, seq, depth = q.shape
     dtype = lb.dtype_for(0)
-    lb.set(q, dtype, (batch, heads, seq, depth))
-    lb.set(k, dtype, (batch, heads, keys, depth))
-    lb.set(v, dtype, (batch, heads, keys, value_depth))
+    wanted = {
+        id(q): (batch, heads, seq, depth),
+        id(k): (batch, heads, keys, depth),
+        id(v): (batch, heads, keys, value_depth),
+    }
+    for slot in (q, k, v):
+        if slot.shape is None:
+            lb.set(slot, dtype, wanted[id(slot)])
+        elif tuple(slot.shape) != wanted[id(slot)] and slot is not q:
+            raise RecipeError("Attention's K and V made by earlier lines do not agree")
     lb.attr("scale", lambda key: float(choices.pick(key, (0.5, 0.125, 2.0, 1e-3))), omit_percent=50)
     lb.attr("is_causal", lambda key: choices.pick(key, (0, 1)), omit_percent=50)
     mask = lb.present(3)

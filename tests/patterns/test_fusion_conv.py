@@ -730,3 +730,44 @@ def test_splat_weights_near_misses():
         }"""
     )
     assert not fired(rewrite(col, CONV))
+
+
+# -- a constant added to a Conv's input ----------------------------------------------------------
+
+AFFINE = FUSION / "conv_affine.rw"
+
+
+def _add_then_conv(conv_attrs: str = "", c: float = 3.0) -> object:
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 3, 8, 8] x) => (float[N, 4, 6, 6] y) {{
+            t = Add (x, c)
+            y = Conv <kernel_shape = [3, 3]{conv_attrs}> (t, w, b)
+        }}""",
+        w=((4, 3, 3, 3), -1.0, 1.0),
+        b=((4,), -1.0, 1.0),
+        c=np.float32(c),
+    )
+
+
+@pytest.mark.parametrize("conv_attrs", ["", ", pads = [0, 0, 0, 0]", ', auto_pad = "VALID"'])
+def test_add_before_an_unpadded_conv_goes_into_its_bias(conv_attrs):
+    model = _add_then_conv(conv_attrs)
+    result = rewrite(model, AFFINE)
+    check_fired(model, result, {"fold_add_into_conv_input": 1}, ["Conv"])
+    assert result.trace.entries[0].assumed
+
+
+def test_add_before_a_padded_conv_stays():
+    # the padded border sees 0, not x + c
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 3, 8, 8] x) => (float[N, 4, 8, 8] y) {
+            t = Add (x, c)
+            y = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (t, w, b)
+        }""",
+        w=((4, 3, 3, 3), -1.0, 1.0),
+        b=((4,), -1.0, 1.0),
+        c=np.float32(3.0),
+    )
+    assert not fired(rewrite(model, AFFINE))

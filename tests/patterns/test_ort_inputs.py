@@ -15,6 +15,7 @@ from tests.patterns.fusion_helpers import ORT_RULES, build, check_fired, fired, 
 MHA_INPUTS = ORT_RULES / "mha_inputs.rw"
 SKIP_BIAS = ORT_RULES / "skip_norm_bias.rw"
 GELU = ORT_RULES / "gelu.rw"
+FAST_GELU_FORMS = ORT_RULES / "fast_gelu_forms.rw"
 HEADER = '<ir_version: 8, opset_import: ["" : 18, "com.microsoft" : 1]>'
 QKV = "float[B, S, 16] q, float[B, S, 16] k, float[B, S, 16] v"
 
@@ -160,3 +161,38 @@ def test_bias_gelu_takes_a_bias_input(bias_shape):
         check_fired(model, result, {"ort_gelu_from_onnx_gelu": 1, "ort_bias_gelu": 1}, ["BiasGelu"])
     else:  # a 2-D bias: BiasGelu takes a 1-D one only
         check_fired(model, result, {"ort_gelu_from_onnx_gelu": 1}, ["Add", "Gelu"])
+
+
+# -- FastGelu with the 0.5 on the bracket ---------------------------------------------------
+
+
+def _tanh_gelu(half: float) -> object:
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : 18, "com.microsoft" : 1]>
+        g (float[4, 10] x) => (float[4, 10] y) {{
+            three = Constant <value = int64 {{3}}> ()
+            x3 = Pow (x, three)
+            k = Constant <value = float {{0.044715}}> ()
+            s = Mul (k, x3)
+            a = Add (x, s)
+            r = Constant <value = float {{0.7978845608}}> ()
+            v = Mul (r, a)
+            th = Tanh (v)
+            one = Constant <value = float {{1.0}}> ()
+            h = Add (th, one)
+            half = Constant <value = float {{{half}}}> ()
+            t = Mul (half, h)
+            y = Mul (x, t)
+        }}"""
+    )
+
+
+def test_fast_gelu_with_the_half_on_the_bracket():
+    model = _tanh_gelu(0.5)
+    result = rewrite(model, FAST_GELU_FORMS)
+    check_fired(model, result, {"ort_fast_gelu_half_h": 1}, ["FastGelu"])
+
+
+def test_fast_gelu_with_the_half_on_the_bracket_near_miss():
+    # 0.49 times the bracket is no GELU
+    assert not fired(rewrite(_tanh_gelu(0.49), FAST_GELU_FORMS))

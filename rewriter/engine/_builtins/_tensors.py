@@ -244,3 +244,16 @@ def spread_pads(ctx: EvalContext, pads: Any, axes: Any, rank: Any) -> Any:
         full[axis % r] = p[i]
         full[axis % r + r] = p[i + len(a)]
     return np.asarray(full, dtype=np.int64)
+
+
+@builtin(
+    "reduce_sum",
+    "the sum of a constant over `axes` (all of them without), those axes dropped",
+    keywords=("axes",),
+)
+def reduce_sum(ctx: EvalContext, x: Any, axes: Any = None) -> Any:
+    """`reduce_sum(w, [1, 2, 3])`: numpy.sum in the constant's own dtype."""
+    found = _array(x)
+    if found is UNKNOWN:
+        return UNKNOWN
+    return np.asarray(np.sum(found, axis=_axes(axes)), dtype=found.dtype)
