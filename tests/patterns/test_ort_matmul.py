@@ -119,6 +119,18 @@ def test_matmul_then_transpose():
     check_fired(model, rewrite(model, MATMUL), {"fuse_matmul_then_transpose": 1}, ["FusedMatMul"])
 
 
+def test_fused_matmul_then_transpose():
+    # (0.5 A B)^T = 0.5 B^T A^T, alpha kept
+    model = _model(
+        "m = com.microsoft.FusedMatMul <alpha = 0.5> (a, b)\n y = Transpose <perm = [1, 0]> (m)",
+        "float[3, 4] a, float[4, 5] b",
+        "float[5, 3]",
+    )
+    result = rewrite(model, MATMUL)
+    check_fired(model, result, {"fuse_fused_matmul_then_transpose": 1}, ["FusedMatMul"])
+    assert _flags(result) == {"transA", "transB"}
+
+
 @pytest.mark.parametrize(
     ("body", "inputs", "output"),
     [
@@ -139,6 +151,13 @@ def test_matmul_then_transpose():
             "int32[4, 3] a, int32[4, 5] b",
             "int32[3, 5]",
             id="int32 (no FusedMatMul kernel)",
+        ),
+        pytest.param(
+            "m = com.microsoft.FusedMatMul <transBatchA = 1> (a, b)\n"
+            "y = Transpose <perm = [0, 2, 1]> (m)",
+            "float[3, 2, 4] a, float[2, 4, 5] b",
+            "float[2, 5, 3]",
+            id="a transposed product with a batch flag",
         ),
         pytest.param(
             "m = MatMul (a, b)\n y = Mul (m, c)",
