@@ -282,6 +282,49 @@ def broadcast_shape(ctx: EvalContext, a: Any, b: Any) -> Any:
     return out
 
 
+@builtin(
+    "conv_pads",
+    "the explicit pads [b1, ..., e1, ...] of a Conv-like node: its `pads` for NOTSET, 0 for "
+    "VALID, what SAME_UPPER / SAME_LOWER pad for input and weight shapes with static spatial "
+    "dims; unknown where those are not static",
+)
+def conv_pads(
+    ctx: EvalContext,
+    x_shape: Any,
+    w_shape: Any,
+    auto_pad: Any,
+    pads: Any = None,
+    strides: Any = None,
+    dilations: Any = None,
+) -> Any:
+    """The padding ONNX's Conv applies, for every value of `auto_pad`."""
+    if x_shape is UNKNOWN or w_shape is UNKNOWN:
+        return UNKNOWN
+    spatial = len(list(x_shape)) - 2
+    if spatial < 1:
+        raise EvalError("`conv_pads`: the input has no spatial dims")
+    mode = auto_pad or "NOTSET"
+    if mode == "NOTSET":
+        return [int(p) for p in pads] if pads is not None else [0] * (2 * spatial)
+    if mode == "VALID":
+        return [0] * (2 * spatial)
+    sizes = list(x_shape)[2:]
+    kernel = list(w_shape)[2:]
+    if not all(_is_int(d) for d in [*sizes, *kernel]):
+        return UNKNOWN
+    stride = [int(v) for v in strides] if strides is not None else [1] * spatial
+    dilation = [int(v) for v in dilations] if dilations is not None else [1] * spatial
+    begins, ends = [], []
+    for size, k, st, dil in zip(sizes, kernel, stride, dilation, strict=True):
+        out = -(-int(size) // st)
+        total = max((out - 1) * st + (int(k) - 1) * dil + 1 - int(size), 0)
+        small = total // 2
+        begin, end = (small, total - small) if mode == "SAME_UPPER" else (total - small, small)
+        begins.append(begin)
+        ends.append(end)
+    return begins + ends
+
+
 # elementwise math ----------------------------------------------------------------------------
 
 
