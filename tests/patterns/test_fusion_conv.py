@@ -470,9 +470,7 @@ def test_fold_pad_into_conv(opset):
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
 def test_fold_pad_into_conv_with_auto_pad(auto_pad):
     # the Conv's own padding is made explicit for the padded input's static dims first
-    model = _pad_conv(
-        [0, 0, 1, 2, 0, 0, 3, 0], conv_pads="", auto_pad=f'auto_pad = "{auto_pad}", '
-    )
+    model = _pad_conv([0, 0, 1, 2, 0, 0, 3, 0], conv_pads="", auto_pad=f'auto_pad = "{auto_pad}", ')
     result = rewrite(model, CONV)
     check_fired(model, result, {"fold_pad_into_conv": 1}, ["Conv"])
     attrs = {a.name: a for a in result.proto.graph.node[0].attribute}
