@@ -161,14 +161,14 @@ def find_sources(src: str | None, rev: str, workdir: Path) -> tuple[Path, str]:
     if src:
         path = Path(src).expanduser().resolve()
         if (path / TESTS_UNDER).is_dir() and not _is_git_dir(path):
-            return path, f"checkout {path}"
+            return path, "a checkout"  # no machine path: the label goes into the report
         git_dir = path / ".git" if (path / ".git").is_dir() else path
         if _is_git_dir(git_dir):
             try:
                 folder = _export(git_dir, rev, workdir)
             except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
                 raise LookupError(f"--onnxscript-src {src}: {exc}") from exc
-            return folder, f"{rev} ({folder.name[4:]}) of {git_dir}"
+            return folder, f"{rev} ({folder.name[4:]}) of a git directory"
         raise LookupError(f"--onnxscript-src {src}: neither a checkout nor a git directory")
     version = importlib.metadata.version("onnxscript")
     clone = workdir / f"clone-v{version}"
@@ -836,7 +836,8 @@ def results_section(text: str, argv: list[str]) -> str:
             f"    {command}",
             "",
             f"(a checkout of https://github.com/microsoft/onnxscript, or its git directory, "
-            f"as `--onnxscript-src`). Run {when} at commit {commit}.",
+            f"as `--onnxscript-src`). Run {when} at commit {commit}; the machine is shared "
+            "(2 cores).",
             "",
             text.rstrip(),
             "",
