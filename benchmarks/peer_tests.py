@@ -2,7 +2,10 @@
 
 `--suite ort-fusion` runs onnxruntime's own transformer-fusion tests against its transformers
 optimizer (`peer_ort_fusion.py` says how; it needs `--ort-source` or `$ORT_SOURCE`, else it
-is skipped). The rest of this text is about onnxoptimizer's suite.
+is skipped). `--suite onnxscript` runs the models onnxscript's rewriter tests rewrite
+(`peer_onnxscript.py` says how, and takes the options that follow; `--suite onnxscript
+--help` lists them); it is not part of `all`. The rest of this text is about onnxoptimizer's
+suite.
 
 onnxoptimizer's `onnxoptimizer/test/optimizer_test.py` builds about 500 small models with
 onnx.helper, one or more per test, each to exercise one of its passes. This script runs that
@@ -34,6 +37,7 @@ into `benchmarks/.cache/onnxoptimizer/`.
     python benchmarks/peer_tests.py --json out.json          # every model's figures
     python benchmarks/peer_tests.py --suite ort-fusion --ort-source ~/onnxruntime \\
         --torch-python ~/torchvenv/bin/python --ort-markdown benchmarks/results/peer_ort_fusion.md
+    python benchmarks/peer_tests.py --suite onnxscript --onnxscript-src ~/onnxscript
 
 Exit code 1 when some model ends with more nodes here than with an exact onnxoptimizer
 result, or when a result of this project computes something else.
@@ -466,12 +470,20 @@ def to_json(rows: list[Row]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: harvest, measure, report (each suite in turn)."""
+    chooser = argparse.ArgumentParser(add_help=False)
+    chooser.add_argument("--suite")
+    chosen, rest = chooser.parse_known_args(argv)
+    if chosen.suite == "onnxscript":  # its own script, its own options
+        import peer_onnxscript
+
+        return peer_onnxscript.main(rest)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--suite",
-        choices=("all", "onnxoptimizer", "ort-fusion"),
+        choices=("all", "onnxoptimizer", "ort-fusion", "onnxscript"),
         default="all",
-        help="which peer's tests (default: all; a suite whose sources are missing is skipped)",
+        help="which peer's tests (default: all but onnxscript; a suite whose sources are "
+        "missing is skipped)",
     )
     parser.add_argument("--test-file", help=f"onnxoptimizer's {TEST_PATH}")
     parser.add_argument("--only", nargs="+", metavar="GLOB", help="tests whose name matches")

@@ -66,6 +66,8 @@ ATTENTION_MD = RESULTS_DIR / "attention_exports.md"
 TRANSPOSES_MD = RESULTS_DIR / "transposes.md"
 ORT_FUSION_MD = RESULTS_DIR / "peer_ort_fusion.md"
 WHEEL_MODELS_MD = RESULTS_DIR / "wheel_models.md"
+# Written by peer_onnxscript.py --markdown (run_all.py passes it), spliced in too.
+PEER_ONNXSCRIPT_MD = RESULTS_DIR / "onnxscript_tests.md"
 
 OURS = "rewrite"
 TOOLS = (OURS, "onnxscript", "onnxsim", "onnxslim", "onnxoptimizer", "ort")
@@ -1393,7 +1395,7 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
     if QUANTIZATION_MD.exists() and md_path.resolve() == RESULTS_MD.resolve():
         lines += [QUANTIZATION_MD.read_text().rstrip(), ""]
     lines += _counts_section(data, tools)
-    for extra in (ATTENTION_MD, TRANSPOSES_MD, ORT_FUSION_MD, WHEEL_MODELS_MD):
+    for extra in (ATTENTION_MD, TRANSPOSES_MD, ORT_FUSION_MD, WHEEL_MODELS_MD, PEER_ONNXSCRIPT_MD):
         if extra.exists() and md_path.resolve() == RESULTS_MD.resolve():
             lines += [extra.read_text().rstrip(), ""]
     wins = peer_wins(data)

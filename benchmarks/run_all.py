@@ -59,6 +59,13 @@ BENCHMARKS: dict[str, tuple[list[str], str]] = {
         "--ort-source, or skipped): at least the fused ops of onnxruntime's optimizer where "
         "its result is exact, standard Attention at opset 23",
     ),
+    "peer_onnxscript": (
+        ["--markdown", "benchmarks/results/onnxscript_tests.md"],
+        "onnxscript's own rule tests: no result that computes something else, none refused "
+        "where onnxruntime runs the original, at most its node count wherever its rewrite is "
+        "exact (without --onnxscript-src it clones the installed onnxscript's release tag, "
+        "or is skipped)",
+    ),
     "run": ([], "the corpus against onnxscript, onnxsim, onnxslim, onnxoptimizer, onnxruntime"),
 }
 

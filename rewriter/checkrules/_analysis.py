@@ -374,6 +374,7 @@ def _allowed(schema: Any, type_str: str) -> set[ir.DataType]:
 
 
 INTEGER_DTYPES = (ir.DataType.INT32, ir.DataType.INT64)
+_QUANTIZED_DTYPES = (ir.DataType.UINT8, ir.DataType.INT8)
 _CLASS_DTYPES = (*INTEGER_DTYPES, ir.DataType.BOOL)
 
 
@@ -418,11 +419,14 @@ def _base_dtypes(
 
     A base dtype that some op of the rule refuses (an integer tensor for Softmax) only gives
     attempts that do not type-check. Lines whose op takes none of the preferred dtypes (a
-    quantized op) do not narrow the choice.
+    quantized op) do not narrow the choice, unless every line takes 8-bit integers and no
+    preferred dtype in common: then those are the base dtypes.
     """
     allowed = set(PREFERRED_DTYPES)
+    every: set[str] | None = None  # the data types every line's op takes, preferred or not
     for line in lines:
         accepted: set[ir.DataType] = set()
+        strings: set[str] = set()
         for ref in line.ops:
             domain = ir.schemas.normalize_domain(ref.domain)
             schema = ir.schemas.find_schema(
@@ -430,8 +434,17 @@ def _base_dtypes(
             )
             if schema is None or not schema.inputs:
                 accepted = set(PREFERRED_DTYPES)
+                strings = {f"tensor({d.onnx_name})" for d in PREFERRED_DTYPES}
                 break
             accepted |= _allowed(schema, _data_type_var(schema))
+            strings |= _allowed_strings(schema, _data_type_var(schema))
+        every = strings if every is None else every & strings
         if accepted & allowed:
             allowed &= accepted
+    common = every or set()
+    quantized = [d for d in _QUANTIZED_DTYPES if f"tensor({d.onnx_name})" in common]
+    if quantized and not any(f"tensor({d.onnx_name})" in common for d in PREFERRED_DTYPES):
+        # Every line takes 8-bit integers and no preferred dtype in common (a Pad before a
+        # ConvInteger): those are the data.
+        return tuple(quantized)
     return tuple(d for d in PREFERRED_DTYPES if d in allowed)

@@ -85,10 +85,15 @@ class _Build:
         self.nodes: list[Any] = []
         self.custom_types: dict[str, TensorSpec] = {}
         self.const_vars: dict[str, None] = {}
+        self.variadic_of: dict[str, str] = {}  # item slot key -> its variadic binding's name
 
     # free variables ------------------------------------------------------------------------
     def wants_const(self, var: str) -> bool:
-        """Constant or graph input for a free variable (the rule's needs decide the odds)."""
+        """Constant or graph input for a free variable (the rule's needs decide the odds).
+
+        An item of a variadic binding (`cs_0` of `cs...`) follows what is asked of `cs`.
+        """
+        var = self.variadic_of.get(var, var)
         forced = self.choices.overrides.get(("const", var))
         if forced is not None:
             return bool(forced)
@@ -194,6 +199,7 @@ class _Build:
             room = min(room, arity.max_inputs - start)
         count = self.choices.integer(("extra", name), 0, max(room, 0))
         self.var_names[name] = tuple(f"{name}_{j}" for j in range(count))
+        self.variadic_of.update({f"{name}_{j}": name for j in range(count)})
         return [Slot(start + j, f"{name}_{j}") for j in range(count)]
 
     def _attributes(self, line: rules.NodePattern) -> tuple[dict[str, Any], dict[str, Hashable]]:

@@ -3,7 +3,7 @@
 * `ai.onnx.converters.tensorflow.ExtractImagePatches` (tf2onnx's custom op): NHWC input,
   `ksizes`/`strides`/`rates` of the form [1, a, b, 1], padding VALID or SAME;
 * onnxruntime's contrib ops the shipped rules match: Gelu, FastGelu, BiasGelu,
-  SkipLayerNormalization (float or float16, as onnxruntime's CPU kernels need).
+  SkipLayerNormalization (float or float16, as onnxruntime's CPU kernels need), FusedMatMul.
 """
 
 from __future__ import annotations
@@ -115,3 +115,129 @@ def ms_skip_layer_normalization(lb: LineBuild) -> None:
     specs = [TensorSpec(dtype, shape), TensorSpec(ir.DataType.FLOAT, stats)]
     specs += [TensorSpec(ir.DataType.FLOAT, stats), TensorSpec(dtype, shape)]
     lb.output_specs = specs[: max(lb.output_count, 1)]
+
+
+def _fused_matmul_perm(rank: int, batch: int, trans: int) -> list[int]:
+    """The permutation FusedMatMul applies to an operand (its schema's transBatch / trans)."""
+    if batch:
+        return [*range(1, rank), 0] if trans else [*range(1, rank - 1), 0, rank - 1]
+    return [*range(rank - 2), rank - 1, rank - 2] if trans else list(range(rank))
+
+
+def _unpermute(shape: Shape, perm: list[int]) -> Shape:
+    """The shape whose Transpose by `perm` is `shape`."""
+    out = [0] * len(shape)
+    for i, p in enumerate(perm):
+        out[p] = shape[i]
+    return tuple(out)
+
+
+def _flag(lb: LineBuild, name: str, allowed: bool) -> int:
+    value = lb.attr(name, lambda key: lb.choices.integer(key, 0, 1) if allowed else 0)
+    return int(value or 0)
+
+
+@recipe("FusedMatMul", domain=MS_DOMAIN)
+def ms_fused_matmul(lb: LineBuild) -> None:
+    """FusedMatMul: alpha * op(A) @ op(B), op the permutation of each operand's flags.
+
+    A and B have rank 2 to 4, one rank when a batch flag is set (onnxruntime's kernel
+    requires it).
+    """
+    a, b = lb.slots[0], lb.slots[1]
+    known = a.resolved or b.resolved
+    dtype = known.dtype if known is not None else _float_dtype(lb)
+    if a.shape is None and b.shape is None:
+        lb.set(a, dtype, lb.draw_shape(a, 2, 4))
+    anchor = a if a.shape is not None else b
+    assert anchor.shape is not None, "one operand was just decided"
+    rank = len(anchor.shape)
+    if rank < 2:
+        raise RecipeError("FusedMatMul needs operands of rank 2 or more")
+    ta, tb = _flag(lb, "transA", True), _flag(lb, "transB", True)
+    other = b if anchor is a else a
+    same_rank = other.shape is None or len(other.shape) == rank
+    tba = _flag(lb, "transBatchA", rank >= 3 and same_rank)
+    tbb = _flag(lb, "transBatchB", rank >= 3 and same_rank)
+    lb.attr("alpha", lambda key: float(lb.choices.pick(key, (1.0, 0.5, -2.0, 0.125))))
+    if (tba or tbb) and not (rank >= 3 and same_rank):
+        raise RecipeError("FusedMatMul's batch flags need operands of one rank, 3 or more")
+    flags = {id(a): (tba, ta), id(b): (tbb, tb)}
+    effective = _permute(anchor.shape, _fused_matmul_perm(rank, *flags[id(anchor)]))
+    if other.shape is None:
+        size = lb.choices.integer(lb.key("free_dim"), 1, 4)
+        if anchor is a:  # A' [..., M, K]: B' [..., K, N]
+            wanted = (*effective[:-2], effective[-1], size)
+        else:  # B' [..., K, N]: A' [..., M, K]
+            wanted = (*effective[:-2], size, effective[-2])
+        lb.set(other, dtype, _unpermute(wanted, _fused_matmul_perm(rank, *flags[id(other)])))
+    assert a.shape is not None, "A is decided"
+    assert b.shape is not None, "B is decided"
+    a_eff = _permute(a.shape, _fused_matmul_perm(len(a.shape), tba, ta))
+    b_eff = _permute(b.shape, _fused_matmul_perm(len(b.shape), tbb, tb))
+    if a_eff[-1] != b_eff[-2]:
+        raise RecipeError("FusedMatMul operands do not multiply")
+    batch = _broadcast(a_eff[:-2], b_eff[:-2])
+    lb.output_specs = [TensorSpec(dtype, (*batch, a_eff[-2], b_eff[-1]))]
+
+
+def _permute(shape: Shape, perm: list[int]) -> Shape:
+    return tuple(shape[p] for p in perm)
+
+
+def _broadcast(left: Shape, right: Shape) -> Shape:
+    width = max(len(left), len(right))
+    padded_left = (1,) * (width - len(left)) + tuple(left)
+    padded_right = (1,) * (width - len(right)) + tuple(right)
+    out = []
+    for x, y in zip(padded_left, padded_right, strict=True):
+        if x != y and 1 not in (x, y):
+            raise RecipeError("FusedMatMul batch dims do not broadcast")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+@recipe("MultiHeadAttention", domain=MS_DOMAIN)
+def ms_multi_head_attention(lb: LineBuild) -> None:
+    """MultiHeadAttention on separate 3-D query, key and value, with an optional packed bias.
+
+    Query [B, S, hidden], key [B, L, hidden], value [B, L, v_hidden] (num_heads dividing
+    both), bias [2 * hidden + v_hidden]; the other optional inputs are not built.
+    """
+    query, key, value = lb.slots[0], lb.present(1), lb.present(2)
+    if key is None or value is None:
+        raise RecipeError("MultiHeadAttention is built with a separate key and value")
+    if any(lb.present(i) is not None for i in range(4, len(lb.slots))):
+        raise RecipeError("MultiHeadAttention is built without masks or past key and value")
+    known = query.resolved or key.resolved or value.resolved
+    dtype = known.dtype if known is not None else ir.DataType.FLOAT
+    heads = int(lb.attr("num_heads", lambda k: lb.choices.integer(k, 1, 2), omit_percent=0))
+    if heads < 1:
+        raise RecipeError("MultiHeadAttention needs num_heads >= 1")
+    size = lb.choices.integer(lb.key("head_size"), 1, 3)
+    batch = lb.choices.integer(lb.key("batch"), 1, 2)
+    seq = lb.choices.integer(lb.key("seq"), 1, 3)
+    kv_seq = lb.choices.integer(lb.key("kv_seq"), 1, 3)
+    shapes = {
+        id(query): (batch, seq, heads * size),
+        id(key): (batch, kv_seq, heads * size),
+        id(value): (batch, kv_seq, heads * size),
+    }
+    for slot in (query, key, value):
+        if slot.shape is None:
+            lb.set(slot, dtype, shapes[id(slot)])
+    assert query.shape is not None, "query is decided"
+    assert key.shape is not None, "key is decided"
+    assert value.shape is not None, "value is decided"
+    if len(query.shape) != 3 or len(key.shape) != 3 or len(value.shape) != 3:
+        raise RecipeError("MultiHeadAttention is built on 3-D query, key and value")
+    hidden, v_hidden = query.shape[2], value.shape[2]
+    if hidden % heads or v_hidden % heads or key.shape[2] != hidden:
+        raise RecipeError("MultiHeadAttention's hidden sizes do not split into num_heads")
+    lb.attr("scale", lambda k: float(lb.choices.pick(k, (0.0, 0.5, 0.125, 2.0))))
+    bias = lb.present(3)
+    if bias is not None:
+        lb.set(bias, dtype, (2 * hidden + v_hidden,))
+    lb.output_specs = [TensorSpec(dtype, (query.shape[0], query.shape[1], v_hidden))][
+        : max(lb.output_count, 1)
+    ]

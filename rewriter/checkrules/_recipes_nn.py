@@ -1,7 +1,8 @@
 """Recipes for neural-network ops.
 
-Conv, ConvTranspose, the pools, BatchNormalization, Gemm, MatMul, LayerNormalization,
-RMSNormalization, Attention, Softmax, the reductions and Einsum (explicit equations).
+Conv, ConvInteger, ConvTranspose, the pools, BatchNormalization, Gemm, MatMul,
+LayerNormalization, RMSNormalization, Attention, Softmax, the reductions and Einsum (explicit
+equations).
 
 Shapes are small (dims of 1 to 4, a batch of 1 or 2) but cover what folding rules are
 sensitive to: groups (including depthwise), strides, dilations, padding modes, transposed
@@ -174,6 +175,29 @@ def _zero_points(
     seed = lb.choices.integer(("seed", key), 0, 2**16)
     low, high = (0, 255) if dtype == ir.DataType.UINT8 else (-128, 127)
     return np.random.default_rng(seed).integers(low, high + 1, shape).astype(np_dtype)
+
+
+@recipe("ConvInteger")
+def conv_integer(lb: LineBuild) -> None:
+    """Integer Conv: x, w (u)int8 (every pair runs on onnxruntime's CPU), the result int32.
+
+    The zero points are optional: x's a scalar, w's a scalar or one per output channel.
+    """
+    x, w = lb.slots[0], lb.slots[1]
+    types = (ir.DataType.UINT8, ir.DataType.INT8)
+    known = x.resolved.dtype if x.resolved is not None else None
+    if known is not None and known not in types:
+        raise RecipeError(f"ConvInteger takes uint8 or int8 inputs, not {known.onnx_name}")
+    x_type = known or lb.choices.pick(lb.key("x_type"), types)
+    w_type = lb.choices.pick(lb.key("w_type"), types)
+    out_channels = _conv_layout(lb, x, w, (x_type, w_type))
+    x_zero, w_zero = lb.present(2), lb.present(3)
+    if x_zero is not None:
+        lb.set(x_zero, x_type, (), values=_zero_points(lb, x_zero.key, x_type, ()))
+    if w_zero is not None:
+        per_channel = lb.choices.chance(lb.key("per_channel"), 50)
+        shape: Shape = (out_channels,) if per_channel else ()
+        lb.set(w_zero, w_type, shape, values=_zero_points(lb, w_zero.key, w_type, shape))
 
 
 @recipe("ConvTranspose")
@@ -465,10 +489,27 @@ def attention(lb: LineBuild) -> None:
     batch, heads = choices.integer(lb.key("b"), 1, 2), choices.integer(lb.key("h"), 1, 3)
     seq, keys = choices.integer(lb.key("s"), 1, 4), choices.integer(lb.key("l"), 1, 4)
     depth, value_depth = choices.integer(lb.key("d"), 1, 4), choices.integer(lb.key("dv"), 1, 4)
+    # Operands an earlier line made (a Concat of past and present keys) fix their dims.
+    for slot in (q, k, v):
+        if slot.shape is not None and len(slot.shape) != 4:
+            raise RecipeError(f"Attention is generated on 4-D operands, not {slot.shape}")
+    if k.shape is not None:
+        batch, heads, keys, depth = k.shape
+    if v.shape is not None:
+        batch, heads, keys, value_depth = v.shape
+    if q.shape is not None:
+        batch, _, seq, depth = q.shape
     dtype = lb.dtype_for(0)
-    lb.set(q, dtype, (batch, heads, seq, depth))
-    lb.set(k, dtype, (batch, heads, keys, depth))
-    lb.set(v, dtype, (batch, heads, keys, value_depth))
+    wanted = {
+        id(q): (batch, heads, seq, depth),
+        id(k): (batch, heads, keys, depth),
+        id(v): (batch, heads, keys, value_depth),
+    }
+    for slot in (q, k, v):
+        if slot.shape is None:
+            lb.set(slot, dtype, wanted[id(slot)])
+        elif tuple(slot.shape) != wanted[id(slot)] and slot is not q:
+            raise RecipeError("Attention's K and V made by earlier lines do not agree")
     lb.attr("scale", lambda key: float(choices.pick(key, (0.5, 0.125, 2.0, 1e-3))), omit_percent=50)
     lb.attr("is_causal", lambda key: choices.pick(key, (0, 1)), omit_percent=50)
     mask = lb.present(3)

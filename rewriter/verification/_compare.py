@@ -261,7 +261,8 @@ def _inexact_comparison(
     a_nan = np.isnan(a)
     e_inf = np.isinf(e)
     a_inf = np.isinf(a)
-    nonfinite_bad = (e_nan != a_nan) | ((e_inf | a_inf) & ~(e_nan | a_nan) & (e != a))
+    # An array even for 0-d outputs (numpy gives a scalar there, which cannot be assigned to).
+    nonfinite_bad = np.asarray((e_nan != a_nan) | ((e_inf | a_inf) & ~(e_nan | a_nan) & (e != a)))
     if extreme_inputs:
         # Inputs near the largest magnitude: reordered arithmetic overflows elsewhere, as in
         # the accuracy comparison (see the module docstring).

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import numpy as np
 import onnx
 import pytest
 
 import ir
 import rewriter
-from tests.helpers import assert_same_outputs, model_from_text, op_types
+from tests.helpers import assert_same_outputs, model_from_text, op_types, session
 
 FOLDING = rewriter.library_path() / "folding"
 
@@ -675,6 +676,384 @@ CASES = [
             "a = Constant <value = float {-2}> ()\n b = Constant <value = float {1}> ()\n c = Constant <value = float {-1}> ()\n d = Constant <value = float {3}> ()\n t = Clip (x, a, b)\n y = Clip (t, c, d)"
         ),
         ["Clip"],
+        True,
+    ),
+    (
+        # absent bounds are open on their side: Clip(Clip(x, , 4), 1, 7) -> Clip(x, 1, 4)
+        "fuse_successive_clip",
+        _model(
+            "t = Clip (x, , hi1)\n y = Clip (t, lo2, hi2)",
+            inits="float hi1 = {4}, float lo2 = {1}, float hi2 = {7}",
+        ),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_successive_clip",
+        _model(
+            "t = Clip (x, , hi1)\n y = Clip (t, lo2, hi2)",
+            inputs="int32[N, 4] x",
+            outputs="int32[N, 4] y",
+            inits="int32 hi1 = {4}, int32 lo2 = {1}, int32 hi2 = {7}",
+        ),
+        ["Clip"],
+        True,
+    ),
+    (
+        # [-2, 1] then [2, 3]: every element becomes 2, which no single clamp to [2, 1] gives
+        "fuse_successive_clip",
+        _model(
+            "t = Clip (x, lo1, hi1)\n y = Clip (t, lo2, hi2)",
+            inits="float lo1 = {-2}, float hi1 = {1}, float lo2 = {2}, float hi2 = {3}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_unbounded_clip",
+        _model("t = Clip (x)\n y = Abs (t)", inputs="int32[N, 4] x", outputs="int32[N, 4] y"),
+        ["Abs"],
+        True,
+    ),
+    (
+        # a float Clip without bounds still clamps the infinities to the largest finite value
+        "eliminate_unbounded_clip",
+        _model("t = Clip (x)\n y = Abs (t)"),
+        None,
+        False,
+    ),
+    (
+        "fuse_clip_then_relu",
+        _model("t = Clip (x, , hi)\n y = Relu (t)", inits="float hi = {6}"),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_clip_then_relu",
+        _model(
+            "t = Clip (x, lo, hi)\n y = Relu (t)",
+            inputs="float[N, 4] x, float lo",
+            inits="float hi = {6}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "fuse_relu_then_clip",
+        _model("t = Relu (x)\n y = Clip (t, lo)", inits="float lo = {-3}"),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_successive_min",
+        _model(
+            "t = Min (x, a, b)\n y = Min (t, c)",
+            inits="float[4] a = {2, 5, 8, 0}, float[1] b = {4}, float[4] c = {3, 1, -6, 9}",
+        ),
+        ["Min"],
+        True,
+    ),
+    (
+        "fold_min_constants",
+        _model(
+            "y = Min (x, a, b)",
+            inputs="int32[N, 4] x",
+            outputs="int32[N, 4] y",
+            inits="int32[4] a = {2, 5, 8, 0}, int32[1] b = {4}",
+        ),
+        ["Min"],
+        True,
+    ),
+    (
+        "fold_min_constants",
+        _model(
+            "y = Min (x, a, z)",
+            inputs="float[N, 4] x, float[4] z",
+            inits="float[4] a = {2, 5, 8, 0}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "fold_max_constants",
+        _model("y = Max (x, a, b)", inits="float[4] a = {2, 5, 8, 0}, float b = {4}"),
+        ["Max"],
+        True,
+    ),
+    (
+        "fold_max_constants",
+        _model("y = Max (x, a)", inits="float[4] a = {2, 5, 8, 0}"),
+        None,
+        False,
+    ),
+    (
+        # Min(X, 10) -> Max(., 8) -> Min(., 5): one clamp to [5, 5]
+        "fuse_clip_then_min",
+        _model(
+            "t = Clip (x, lo, hi)\n y = Min (t, c)",
+            inits="float lo = {8}, float hi = {10}, float c = {5}",
+        ),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_clip_then_min",
+        _model(
+            "t = Clip (x, lo, hi)\n y = Min (t, c)",
+            inits="float lo = {8}, float hi = {10}, float[4] c = {5, 6, 7, 8}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "fuse_clip_then_max",
+        _model("t = Clip (x, , hi)\n y = Max (t, c)", inits="float hi = {10}, float c = {12}"),
+        ["Clip"],
+        True,
+    ),
+    (
+        "fuse_clip_then_max",
+        _model("t = Clip (x, , hi)\n y = Max (t, c)", inits="float hi = {10}, float c = {NaN}"),
+        None,
+        False,
+    ),
+    (
+        # [3, 6, 9] -> [3, 2, 27] -> 0 copies the 3: [3, 3, 2, 9]
+        "compose_reshapes_to_static_shape",
+        _model(
+            "t = Reshape (x, s1)\n y = Reshape (t, s2)",
+            inputs="float[3, 6, 9] x",
+            outputs="float[3, 3, 2, 9] y",
+            inits="int64[3] s1 = {3, 2, -1}, int64[4] s2 = {0, 3, 2, -1}",
+        ),
+        ["Reshape"],
+        True,
+    ),
+    (
+        # the middle value is also an output: both Reshapes stay
+        "compose_reshapes_to_static_shape",
+        _model(
+            "t = Reshape (x, s1)\n y = Reshape (t, s2)",
+            inputs="float[3, 6, 9] x",
+            outputs="float[3, 3, 2, 9] y, float[3, 2, 27] t",
+            inits="int64[3] s1 = {3, 2, -1}, int64[4] s2 = {0, 3, 2, -1}",
+        ),
+        None,
+        False,
+    ),
+    (
+        # a dynamic batch N copied through both: [N, 6, 9] -> [N, 54] -> [N, 2, 27]
+        "compose_reshapes_to_symbolic_shape",
+        _model(
+            "t = Reshape (x, s1)\n y = Reshape (t, s2)",
+            inputs="float[N, 6, 9] x",
+            outputs="float[N, 2, 27] y",
+            inits="int64[2] s1 = {0, -1}, int64[3] s2 = {0, 2, 27}",
+        ),
+        ["Reshape"],
+        True,
+    ),
+    (
+        # the middle value is also an output: both Reshapes stay
+        "compose_reshapes_to_symbolic_shape",
+        _model(
+            "t = Reshape (x, s1)\n y = Reshape (t, s2)",
+            inputs="float[N, 6, 9] x",
+            outputs="float[N, 2, 27] y, float[N, 54] t",
+            inits="int64[2] s1 = {0, -1}, int64[3] s2 = {0, 2, 27}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_expand_before_add",
+        _model(
+            "e = Expand (x, s)\n y = Add (z, e)",
+            inputs="float[3, 4] x, float[4, 3, 4] z",
+            outputs="float[4, 3, 4] y",
+            inits="int64[3] s = {4, 3, 4}",
+        ),
+        ["Add"],
+        True,
+    ),
+    (
+        # the Expand makes y bigger than x and z together
+        "eliminate_expand_before_add",
+        _model(
+            "e = Expand (x, s)\n y = Add (z, e)",
+            inputs="float[3, 4] x, float[3, 4] z",
+            outputs="float[2, 3, 4] y",
+            inits="int64[3] s = {2, 3, 4}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "eliminate_expand_before_mul",
+        _model(
+            "e = Expand (x, s)\n y = Mul (e, z)",
+            inputs="float[3, 1] x, float[1, 4] z",
+            outputs="float[3, 4] y",
+            inits="int64[2] s = {3, 4}",
+        ),
+        ["Mul"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_sub_first",
+        _model(
+            "e = Expand (x, s)\n y = Sub (e, z)",
+            inputs="float[3] x, float[4, 1] z",
+            outputs="float[4, 3] y",
+            inits="int64[2] s = {4, 3}",
+        ),
+        ["Sub"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_sub_second",
+        _model(
+            "e = Expand (x, s)\n y = Sub (z, e)",
+            inputs="float[3] x, float[4, 3] z",
+            outputs="float[4, 3] y",
+            inits="int64[2] s = {4, 3}",
+        ),
+        ["Sub"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_div_first",
+        _model(
+            "e = Expand (x, s)\n y = Div (e, z)",
+            inputs="float[4, 3] x, float[3] z",
+            outputs="float[4, 3] y",
+            inits="int64[2] s = {4, 3}",
+        ),
+        ["Div"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_div_second",
+        _model(
+            "e = Expand (x, s)\n y = Div (z, e)",
+            inputs="float[3, 4] x, float[4, 3, 4] z",
+            outputs="float[4, 3, 4] y",
+            inits="int64[3] s = {4, 3, 4}",
+        ),
+        ["Div"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_pow_first",
+        _model(
+            "e = Expand (x, s)\n y = Pow (e, z)",
+            inputs="float[1, 3] x, float[2, 1] z",
+            outputs="float[2, 3] y",
+            inits="int64[2] s = {2, 3}",
+        ),
+        ["Pow"],
+        True,
+    ),
+    (
+        "eliminate_expand_before_pow_second",
+        _model(
+            "e = Expand (x, s)\n y = Pow (z, e)",
+            inputs="float[1, 3] x, float[2, 1] z",
+            outputs="float[2, 3] y",
+            inits="int64[2] s = {2, 3}",
+        ),
+        ["Pow"],
+        True,
+    ),
+    (
+        # x [1, 3] and z [1, 1]: without the Expand the result would be [1, 3], not [2, 3]
+        "eliminate_expand_before_pow_second",
+        _model(
+            "e = Expand (x, s)\n y = Pow (z, e)",
+            inputs="float[1, 3] x, float[1, 1] z",
+            outputs="float[2, 3] y",
+            inits="int64[2] s = {2, 3}",
+        ),
+        None,
+        False,
+    ),
+    (
+        # (the Concat is left unread: the dead-code pass, not run here, removes it)
+        "slice_of_concat_first",
+        _model(
+            "c = Concat <axis = 1> (x, z)\n t = Slice (c, s, e, a)\n y = Relu (t)",
+            inputs="float[N, 4] x, float[N, 3] z",
+            inits="int64[1] s = {0}, int64[1] e = {4}, int64[1] a = {-1}",
+        ),
+        ["Relu", "Concat"],
+        True,
+    ),
+    (
+        # one element short of x
+        "slice_of_concat_first",
+        _model(
+            "c = Concat <axis = 1> (x, z)\n y = Slice (c, s, e, a)",
+            inputs="float[N, 4] x, float[N, 3] z",
+            outputs="float[N, 3] y",
+            inits="int64[1] s = {0}, int64[1] e = {3}, int64[1] a = {-1}",
+        ),
+        None,
+        False,
+    ),
+    (
+        # the Concat stays for its other reader
+        "slice_of_concat_second",
+        _model(
+            "c = Concat <axis = 0> (z, x)\n t = Slice (c, s, e, a)\n y = Abs (t)\n w = Relu (c)",
+            inputs="float[4, 4] x, float[3, 4] z",
+            outputs="float[4, 4] y, float[7, 4] w",
+            inits="int64[1] s = {3}, int64[1] e = {100}, int64[1] a = {0}",
+        ),
+        ["Abs", "Concat", "Relu"],
+        True,
+    ),
+    (
+        # every other row: no input of the Concat
+        "slice_of_concat_second",
+        _model(
+            "c = Concat <axis = 0> (z, x)\n y = Slice (c, s, e, a, st)",
+            inputs="float[4, 4] x, float[3, 4] z",
+            outputs="float[2, 4] y",
+            inits="int64[1] s = {3}, int64[1] e = {100}, int64[1] a = {0}, int64[1] st = {2}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "slice_before_cos",
+        _model(
+            "u = Cos (x)\n y = Slice (u, s, e, a)",
+            inputs="float[N, 8] x",
+            inits="int64[1] s = {0}, int64[1] e = {4}, int64[1] a = {1}",
+        ),
+        ["Slice", "Cos"],
+        True,
+    ),
+    (
+        # the cosine is also an output: slicing before it would compute it twice
+        "slice_before_cos",
+        _model(
+            "u = Cos (x)\n y = Slice (u, s, e, a)",
+            inputs="float[N, 8] x",
+            outputs="float[N, 4] y, float[N, 8] u",
+            inits="int64[1] s = {0}, int64[1] e = {4}, int64[1] a = {1}",
+        ),
+        None,
+        False,
+    ),
+    (
+        "slice_before_sin",
+        _model(
+            "u = Sin (x)\n y = Slice (u, s, e, a)",
+            inputs="float[N, 8] x",
+            inits="int64[1] s = {4}, int64[1] e = {8}, int64[1] a = {1}",
+        ),
+        ["Slice", "Sin"],
         True,
     ),
     (
@@ -1476,3 +1855,25 @@ def test_every_folding_rule_has_a_case() -> None:
     covered = {case[0] for case in CASES}
     missing = {r.name for r in _library().rules} - covered - {"remove_zero_bias_from_qlinear_conv"}
     assert not missing, f"folding rules without a test: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("size", [1, 4])
+def test_expand_of_a_symbolic_dim_is_covered_by_the_other_operand(size: int) -> None:
+    # x [N] expands to [3, 4], so N is 1 or 4; z has the result's shape, which covers either
+    model = _model(
+        "e = Expand (x, s)\n y = Mul (e, z)",
+        inputs="float[N] x, float[3, 4] z",
+        outputs="float[3, 4] y",
+        inits="int64[2] s = {3, 4}",
+    )
+    result = _apply_one("eliminate_expand_before_mul", model)
+    assert op_types(result.proto) == ["Mul"]
+    ir.verify(result.model)
+    rng = np.random.default_rng(0)
+    feeds = {
+        "x": rng.standard_normal(size).astype(np.float32),
+        "z": rng.standard_normal((3, 4)).astype(np.float32),
+    }
+    expected = session(model).run(None, feeds)
+    actual = session(result.proto).run(None, feeds)
+    np.testing.assert_array_equal(actual[0], expected[0])

@@ -317,6 +317,22 @@ def test_fuse_hard_swish_from_relu6(scaling, k):
     check_fired(model, rewrite(model, HARD), {"fuse_hard_swish_from_relu6": 1}, ["HardSwish"])
 
 
+def test_fuse_hard_swish_alpha_one_float_step_from_a_sixth():
+    # 0.16666666 is 1/6 printed with 8 digits (onnxscript's tests write it so)
+    model = _model(
+        "h = HardSigmoid <alpha = 0.16666666, beta = 0.5> (x)\n            y = Mul (h, x)"
+    )
+    check_fired(model, rewrite(model, HARD), {"fuse_hard_swish": 1}, ["HardSwish"])
+
+
+def test_fuse_hard_swish_near_miss_alpha_further_from_a_sixth():
+    # 0.1666666 is four float32 steps below 1/6: another function
+    model = _model(
+        "h = HardSigmoid <alpha = 0.1666666, beta = 0.5> (x)\n            y = Mul (h, x)"
+    )
+    assert not fired(rewrite(model, HARD))
+
+
 def test_fuse_hard_swish_near_misses():
     # the default alpha (0.2) is not HardSwish's 1/6
     model = _model("h = HardSigmoid (x)\n            y = Mul (h, x)")

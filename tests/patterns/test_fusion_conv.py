@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx.helper
 import pytest
 
@@ -441,7 +442,7 @@ def _pad_conv(
     w = 8 + pads[3] + pads[7]
     out_h = h + (2 if "pads" in conv_pads else 0) - 2
     out_w = w - 2
-    if auto_pad:
+    if "SAME" in auto_pad:
         out_h, out_w = h, w
     if opset >= 11:
         pad_line = f"""pv = Constant <value = int64[8] {{{", ".join(map(str, pads))}}}> ()
@@ -466,6 +467,16 @@ def test_fold_pad_into_conv(opset):
     check_fired(model, rewrite(model, CONV), {"fold_pad_into_conv": 1}, ["Conv"])
 
 
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+def test_fold_pad_into_conv_with_auto_pad(auto_pad):
+    # the Conv's own padding is made explicit for the padded input's static dims first
+    model = _pad_conv([0, 0, 1, 2, 0, 0, 3, 0], conv_pads="", auto_pad=f'auto_pad = "{auto_pad}", ')
+    result = rewrite(model, CONV)
+    check_fired(model, result, {"fold_pad_into_conv": 1}, ["Conv"])
+    attrs = {a.name: a for a in result.proto.graph.node[0].attribute}
+    assert attrs["auto_pad"].s == b"NOTSET"
+
+
 @pytest.mark.parametrize("conv_pads", ["", "pads = [1, 0, 1, 0], "])
 def test_fold_pad_attribute_into_conv(conv_pads):
     # with the Conv's own pads the two lists add elementwise (a list + list bug concatenated them)
@@ -479,11 +490,6 @@ def test_fold_pad_attribute_into_conv(conv_pads):
         {"pads": [0, 1, 1, 1, 0, 0, 1, 1]},  # pads the channel axis
         {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "value": 1.0},  # pads with ones
         {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "mode": "reflect"},
-        {
-            "pads": [0, 0, 1, 1, 0, 0, 1, 1],
-            "conv_pads": "",
-            "auto_pad": 'auto_pad = "SAME_UPPER", ',
-        },
         {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "opset": 10, "value": 2.0, "conv_pads": ""},
     ],
 )
@@ -502,6 +508,77 @@ def test_fold_pad_into_conv_near_miss_negative_pads():
         w=((6, 4, 3, 3), -1.0, 1.0),
     )
     assert not fired(rewrite(model, CONV))
+
+
+def _pad_axes_conv(pads: list[int], axes: list[int]) -> object:
+    """Pad (opset 18, with `axes`) of a [N, 4, 8, 8] input, then a 3x3 Conv."""
+    full = [0] * 8
+    for i, axis in enumerate(axes):
+        full[axis % 4] = pads[i]
+        full[axis % 4 + 4] = pads[i + len(axes)]
+    h = 8 + full[2] + full[6] - 2
+    w = 8 + full[3] + full[7] - 2
+    channels = 4 + full[1] + full[5]
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : 18]>
+        g (float[N, 4, 8, 8] x) => (float[N, 6, {h}, {w}] y) {{
+            pv = Constant <value = int64[{len(pads)}] {{{", ".join(map(str, pads))}}}> ()
+            ax = Constant <value = int64[{len(axes)}] {{{", ".join(map(str, axes))}}}> ()
+            p = Pad (x, pv, , ax)
+            y = Conv <kernel_shape = [3, 3]> (p, w)
+        }}""",
+        w=((6, channels, 3, 3), -1.0, 1.0),
+    )
+
+
+@pytest.mark.parametrize(
+    ("pads", "axes"), [([1, 2, 3, 0], [-2, 3]), ([0, 2, 2, 0, 2, 2], [1, -2, -1])]
+)
+def test_fold_pad_with_axes_into_conv(pads, axes):
+    model = _pad_axes_conv(pads, axes)
+    check_fired(model, rewrite(model, CONV), {"fold_pad_into_conv": 1}, ["Conv"])
+
+
+def test_fold_pad_with_axes_into_conv_near_miss_channel_axis():
+    # axis 1 is the channels: Conv cannot pad them
+    assert not fired(rewrite(_pad_axes_conv([1, 1], [1]), CONV))
+
+
+def _pad_conv_integer(pad_value: str, zero_point: str) -> object:
+    """Pad of a uint8 [N, 3, 6, 6] input by `pad_value` (a name, or "" for the default 0),
+    then ConvInteger with `zero_point` as its x_zero_point ("" for none)."""
+    pad_inputs = f"x, pv, {pad_value}" if pad_value else "x, pv"
+    conv_inputs = f"p, w, {zero_point}" if zero_point else "p, w"
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : 18]>
+        g (uint8[N, 3, 6, 6] x) => (int32[N, 2, 8, 10] y) {{
+            pv = Constant <value = int64[8] {{0, 0, 1, 2, 0, 0, 2, 3}}> ()
+            cv = Constant <value = uint8 {{7}}> ()
+            zero = Constant <value = uint8 {{0}}> ()
+            xz = Constant <value = uint8 {{7}}> ()
+            p = Pad ({pad_inputs})
+            y = ConvInteger <kernel_shape = [3, 3], pads = [1, 1, 0, 0]> ({conv_inputs})
+        }}""",
+        w=np.arange(54, dtype=np.uint8).reshape(2, 3, 3, 3) % 11,
+    )
+
+
+@pytest.mark.parametrize(("pad_value", "zero_point"), [("", ""), ("zero", ""), ("cv", "xz")])
+def test_fold_pad_into_conv_integer(pad_value, zero_point):
+    # ConvInteger pads with its x_zero_point: a Pad of that value (0 without one) goes in
+    model = _pad_conv_integer(pad_value, zero_point)
+    check_fired(
+        model, rewrite(model, CONV), {"fold_pad_into_conv_integer": 1}, None, rtol=0, atol=0
+    )
+    assert [
+        n.op_type for n in rewrite(model, CONV).proto.graph.node if n.op_type != "Constant"
+    ] == ["ConvInteger"]
+
+
+@pytest.mark.parametrize(("pad_value", "zero_point"), [("cv", ""), ("zero", "xz")])
+def test_fold_pad_into_conv_integer_near_miss_other_value(pad_value, zero_point):
+    # the Pad writes another value than the zero point ConvInteger pads with
+    assert not fired(rewrite(_pad_conv_integer(pad_value, zero_point), CONV))
 
 
 # -- MatMul + Add -> Gemm --------------------------------------------------------------------------
@@ -658,3 +735,44 @@ def test_splat_weights_near_misses():
         }"""
     )
     assert not fired(rewrite(col, CONV))
+
+
+# -- a constant added to a Conv's input ----------------------------------------------------------
+
+AFFINE = FUSION / "conv_affine.rw"
+
+
+def _add_then_conv(conv_attrs: str = "", c: float = 3.0) -> object:
+    return build(
+        f"""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 3, 8, 8] x) => (float[N, 4, 6, 6] y) {{
+            t = Add (x, c)
+            y = Conv <kernel_shape = [3, 3]{conv_attrs}> (t, w, b)
+        }}""",
+        w=((4, 3, 3, 3), -1.0, 1.0),
+        b=((4,), -1.0, 1.0),
+        c=np.float32(c),
+    )
+
+
+@pytest.mark.parametrize("conv_attrs", ["", ", pads = [0, 0, 0, 0]", ', auto_pad = "VALID"'])
+def test_add_before_an_unpadded_conv_goes_into_its_bias(conv_attrs):
+    model = _add_then_conv(conv_attrs)
+    result = rewrite(model, AFFINE)
+    check_fired(model, result, {"fold_add_into_conv_input": 1}, ["Conv"])
+    assert result.trace.entries[0].assumed
+
+
+def test_add_before_a_padded_conv_stays():
+    # the padded border sees 0, not x + c
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[N, 3, 8, 8] x) => (float[N, 4, 8, 8] y) {
+            t = Add (x, c)
+            y = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (t, w, b)
+        }""",
+        w=((4, 3, 3, 3), -1.0, 1.0),
+        b=((4,), -1.0, 1.0),
+        c=np.float32(3.0),
+    )
+    assert not fired(rewrite(model, AFFINE))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.patterns.fusion_helpers import FUSION, build, check_fired, fired, rewrite
+from tests.patterns.fusion_helpers import FUSION, LIBRARY, build, check_fired, fired, rewrite
 
 LN = FUSION / "layer_norm.rw"
 RMS = FUSION / "rms_norm.rw"
@@ -248,3 +248,58 @@ def test_fuse_rms_normalization_without_scale():
 )
 def test_fuse_rms_normalization_near_misses(kwargs):
     assert not fired(rewrite(rms_norm_model(**kwargs), RMS))
+
+
+def _rms_with(x_type: str, body_in: str, body_out: str, scale: str) -> object:
+    """x -> [body_in] -> RMS core over the last axis -> [body_out] -> * scale (a graph input)."""
+    return build(
+        f"""<ir_version: 10, opset_import: ["" : 23]>
+        g ({x_type}[2, 4, 16] x, {x_type}[16] g) => ({x_type}[2, 4, 16] y) {{
+            {body_in}
+            two = Constant <value = float {{2.0}}> ()
+            sq = Pow (xf, two)
+            ax = Constant <value = int64[1] {{-1}}> ()
+            ms = ReduceMean (sq, ax)
+            eps = Constant <value = float {{1e-6}}> ()
+            me = Add (ms, eps)
+            rt = Sqrt (me)
+            inv = Reciprocal (rt)
+            n = Mul (xf, inv)
+            {body_out}
+            y = {scale}
+        }}"""
+    )
+
+
+@pytest.mark.parametrize("scale", ["Mul (r, g)", "Mul (g, r)"])
+def test_rms_norm_with_a_scale_input(scale):
+    # the scale is a graph input, in either operand order: it becomes the op's scale input
+    model = _rms_with("float", "xf = Identity (x)", "r = Identity (n)", scale)
+    result = rewrite(model, LIBRARY / "folding", RMS)
+    assert fired(result)["absorb_scale_input_into_rms_normalization"] == 1
+    check_fired(model, result, dict(fired(result)), ["RMSNormalization"])
+
+
+def test_rms_norm_computed_in_float_between_casts():
+    # LLaMA's hidden.to(float32): one RMSNormalization of the float16 input, stash_type float
+    model = _rms_with("float16", "xf = Cast <to = 1> (x)", "r = Cast <to = 10> (n)", "Mul (r, g)")
+    result = rewrite(model, LIBRARY / "folding", RMS)
+    counts = fired(result)
+    assert counts["fuse_rms_normalization_in_float"] == 1
+    check_fired(model, result, dict(counts), ["RMSNormalization"], rtol=1e-3, atol=1e-3)
+    stash = next(a.i for a in result.proto.graph.node[0].attribute if a.name == "stash_type")
+    assert stash == 1
+
+
+def test_rms_norm_between_casts_to_another_type_near_miss():
+    # the result is cast to float16 from a float32 input: no cast back to the input's type
+    model = build(
+        """<ir_version: 10, opset_import: ["" : 23]>
+        g (float[2, 4, 16] x) => (float16[2, 4, 16] y) {
+            s = Constant <value = float[16] {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}> ()
+            xf = Cast <to = 1> (x)
+            n = RMSNormalization <axis = -1> (xf, s)
+            y = Cast <to = 10> (n)
+        }"""
+    )
+    assert "fuse_rms_normalization_in_float" not in fired(rewrite(model, RMS))

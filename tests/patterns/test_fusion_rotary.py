@@ -49,14 +49,28 @@ def _run(model):
     return rewrite(model, LIBRARY / "folding", FUSION, options=WITH_PASSES)
 
 
-@pytest.mark.parametrize("table_batch", ["1", "B"])
-def test_rotate_half_becomes_rotary_embedding(table_batch):
+@pytest.mark.parametrize(
+    ("table_batch", "rule"),
+    [("1", "fuse_rotary_embedding"), ("B", "fuse_rotary_embedding_batched_tables")],
+)
+def test_rotate_half_becomes_rotary_embedding(table_batch, rule):
     model = build(_rotary(table_batch=table_batch))
     result = _run(model)
-    assert fired(result)["fuse_rotary_embedding"] == 1
+    assert fired(result)[rule] == 1
     assert "RotaryEmbedding" in [n.op_type for n in result.proto.graph.node]
     assert not {"Neg", "Split"} & {n.op_type for n in result.proto.graph.node}
     check_fired(model, result, dict(fired(result)), None, rtol=1e-5, atol=1e-5)
+
+
+def test_tables_with_the_batch_of_q_take_no_expand_and_no_concat():
+    # q [1, 4, S, 16], tables [1, S, 16] from freqs [1, S, 8]: RotaryEmbedding reads
+    # Cos(freqs) and Sin(freqs) themselves, the halves' Concat and every Slice gone
+    model = build(_rotary(batch="1", table_batch="1"))
+    result = _run(model)
+    assert fired(result)["fuse_rotary_embedding_batched_tables"] == 1
+    ops = [n.op_type for n in result.proto.graph.node]
+    assert sorted(ops) == ["Cos", "RotaryEmbedding", "Sin"]
+    check_fired(model, result, dict(fired(result)), ops, rtol=1e-5, atol=1e-5)
 
 
 def test_tables_whose_halves_differ_are_left_alone():

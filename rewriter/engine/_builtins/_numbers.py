@@ -170,6 +170,27 @@ def setdiff(ctx: EvalContext, a: Any, b: Any) -> Any:
     return _plain_list(np.setdiff1d(left, right))
 
 
+@builtin(
+    "fused_matmul_perm",
+    "the permutation onnxruntime's FusedMatMul applies to an operand of rank r for its "
+    "flags transBatch and trans",
+)
+def fused_matmul_perm(ctx: EvalContext, rank: Any, batch: Any, trans: Any) -> Any:
+    """The permutation of one of FusedMatMul's operands for its flags.
+
+    `[0, ..., r-1]`, the last two swapped (trans), the first moved before the last (batch),
+    or the first moved last (both), as onnxruntime's com.microsoft.FusedMatMul defines them.
+    """
+    if any(v is UNKNOWN or v is None for v in (rank, batch, trans)):
+        return UNKNOWN
+    r = int(rank)
+    if r < 2:
+        raise EvalError(f"`fused_matmul_perm`: rank {r} has no matrix dims")
+    if int(batch):
+        return [*range(1, r), 0] if int(trans) else [*range(1, r - 1), 0, r - 1]
+    return [*range(r - 2), r - 1, r - 2] if int(trans) else list(range(r))
+
+
 def _plain_list(array: np.ndarray[Any, Any]) -> list[Any]:
     return [int(v) if array.dtype.kind in "iub" else float(v) for v in array.tolist()]
 
@@ -228,6 +249,82 @@ def reshape_dims(ctx: EvalContext, target: Any, source: Any) -> Any:
     return dims
 
 
+@builtin(
+    "broadcast_shape",
+    "the shape numpy broadcasting gives two shapes (ints and symbols); unknown when a pair "
+    "of dims cannot be decided",
+)
+def broadcast_shape(ctx: EvalContext, a: Any, b: Any) -> Any:
+    """Multidirectional broadcasting of two shapes, dim by dim from the right.
+
+    A pair of dims gives the other one when one is 1, the dim when both are equal (ints or
+    the same symbol); anything else (an unknown dim, two different symbols, a symbol beside
+    an int other than 1) is not decided here, and the result is unknown.
+    """
+    if a is UNKNOWN or b is UNKNOWN or a is None or b is None:
+        return UNKNOWN
+    left, right = list(a), list(b)
+    width = max(len(left), len(right))
+    left = [1] * (width - len(left)) + left
+    right = [1] * (width - len(right)) + right
+    out: list[Any] = []
+    for x, y in zip(left, right, strict=True):
+        if x is None or y is None or x is UNKNOWN or y is UNKNOWN:
+            return UNKNOWN
+        if _is_int(x) and x == 1:
+            out.append(y)
+        elif (_is_int(y) and y == 1) or x == y:
+            out.append(x)
+        elif _is_int(x) and _is_int(y):
+            raise EvalError(f"`broadcast_shape`: dims {x} and {y} do not broadcast")
+        else:
+            return UNKNOWN
+    return out
+
+
+@builtin(
+    "conv_pads",
+    "the explicit pads [b1, ..., e1, ...] of a Conv-like node: its `pads` for NOTSET, 0 for "
+    "VALID, what SAME_UPPER / SAME_LOWER pad for input and weight shapes with static spatial "
+    "dims; unknown where those are not static",
+)
+def conv_pads(
+    ctx: EvalContext,
+    x_shape: Any,
+    w_shape: Any,
+    auto_pad: Any,
+    pads: Any = None,
+    strides: Any = None,
+    dilations: Any = None,
+) -> Any:
+    """The padding ONNX's Conv applies, for every value of `auto_pad`."""
+    if x_shape is UNKNOWN or w_shape is UNKNOWN:
+        return UNKNOWN
+    spatial = len(list(x_shape)) - 2
+    if spatial < 1:
+        raise EvalError("`conv_pads`: the input has no spatial dims")
+    mode = auto_pad or "NOTSET"
+    if mode == "NOTSET":
+        return [int(p) for p in pads] if pads is not None else [0] * (2 * spatial)
+    if mode == "VALID":
+        return [0] * (2 * spatial)
+    sizes = list(x_shape)[2:]
+    kernel = list(w_shape)[2:]
+    if not all(_is_int(d) for d in [*sizes, *kernel]):
+        return UNKNOWN
+    stride = [int(v) for v in strides] if strides is not None else [1] * spatial
+    dilation = [int(v) for v in dilations] if dilations is not None else [1] * spatial
+    begins, ends = [], []
+    for size, k, st, dil in zip(sizes, kernel, stride, dilation, strict=True):
+        out = -(-int(size) // st)
+        total = max((out - 1) * st + (int(k) - 1) * dil + 1 - int(size), 0)
+        small = total // 2
+        begin, end = (small, total - small) if mode == "SAME_UPPER" else (total - small, small)
+        begins.append(begin)
+        ends.append(end)
+    return begins + ends
+
+
 # elementwise math ----------------------------------------------------------------------------
 
 
@@ -249,6 +346,11 @@ def _erf(x: Any) -> Any:
     return out.astype(np.asarray(x).dtype if np.asarray(x).dtype.kind == "f" else np.float64)
 
 
+def _reciprocal(x: Any) -> Any:
+    """1 / x, keeping a float dtype (integers give float64)."""
+    return np.asarray(1, dtype=x.dtype if x.dtype.kind == "f" else np.float64) / x
+
+
 sqrt = _elementwise(np.sqrt, "sqrt", "square root, elementwise")
 exp = _elementwise(np.exp, "exp", "e ** x, elementwise")
 log = _elementwise(np.log, "log", "natural logarithm, elementwise")
@@ -262,6 +364,9 @@ isfinite = _elementwise(
 isnan = _elementwise(np.isnan, "isnan", "true where an element is NaN, elementwise")
 tanh = _elementwise(np.tanh, "tanh", "hyperbolic tangent, elementwise")
 erf = _elementwise(_erf, "erf", "error function, elementwise")
+reciprocal = _elementwise(
+    _reciprocal, "reciprocal", "1 / x, elementwise; floats keep their dtype, integers give double"
+)
 
 
 @builtin("clip", "clip to [lo, hi]; a missing bound is open", keywords=("lo", "hi"))
@@ -280,3 +385,46 @@ def where(ctx: EvalContext, cond: Any, a: Any, b: Any) -> Any:
     if c is UNKNOWN or x is UNKNOWN or y is UNKNOWN:
         return UNKNOWN
     return np.where(c, x, y)
+
+
+def _operands(args: tuple[Any, ...]) -> list[Any]:
+    """The arrays of `args`, a variadic binding (`xs...`, a tuple) counting as its items."""
+    items: list[Any] = []
+    for arg in args:
+        if isinstance(arg, tuple):
+            items.extend(arg)
+        else:
+            items.append(arg)
+    return [_array(item) for item in items]
+
+
+def _elementwise_fold(fn: Callable[[Any, Any], Any], name: str, summary: str) -> Builtin:
+    def fold(ctx: EvalContext, x: Any, *more: Any) -> Any:
+        arrays = _operands((x, *more))
+        if not arrays or any(a is UNKNOWN for a in arrays):
+            return UNKNOWN
+        result = arrays[0]
+        for array in arrays[1:]:
+            try:
+                result = fn(result, array)
+            except ValueError as exc:  # shapes that do not broadcast
+                raise EvalError(f"`{name}`: {exc}") from exc
+        return result
+
+    fold.__doc__ = f"`{name}(a, b, ...)`, elementwise with broadcasting, as ONNX's op does."
+    return builtin(name, summary)(fold)
+
+
+# ONNX's Min and Max propagate NaN, as numpy's minimum and maximum do.
+elementwise_minimum = _elementwise_fold(
+    np.minimum,
+    "minimum",
+    "elementwise smallest of the arguments, broadcast as ONNX's Min (a variadic binding `xs` "
+    "counts as its items)",
+)
+elementwise_maximum = _elementwise_fold(
+    np.maximum,
+    "maximum",
+    "elementwise largest of the arguments, broadcast as ONNX's Max (a variadic binding `xs` "
+    "counts as its items)",
+)

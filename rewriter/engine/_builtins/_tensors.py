@@ -220,3 +220,40 @@ def pad(ctx: EvalContext, x: Any, pads: Any, value: Any = 0) -> Any:
     half = len(p) // 2
     widths = list(zip(p[:half], p[half:], strict=False))
     return np.pad(found, widths, constant_values=value)
+
+
+@builtin(
+    "spread_pads",
+    "Pad's pads for `axes` as pads of every axis of a rank-r input (the others 0)",
+)
+def spread_pads(ctx: EvalContext, pads: Any, axes: Any, rank: Any) -> Any:
+    """`[b1, ..., bn, e1, ..., en]` for axes `a1..an` -> `[B1, ..., Br, E1, ..., Er]`."""
+    found = _array(pads)
+    listed = _array(axes)
+    if found is UNKNOWN or listed is UNKNOWN or rank is UNKNOWN:
+        return UNKNOWN
+    r = int(rank)
+    p = [int(v) for v in found.reshape(-1)]
+    a = [int(v) for v in listed.reshape(-1)]
+    if len(p) != 2 * len(a):
+        raise EvalError(f"`spread_pads`: {len(p)} pads for {len(a)} axes")
+    full = [0] * (2 * r)
+    for i, axis in enumerate(a):
+        if not -r <= axis < r:
+            raise EvalError(f"`spread_pads`: axis {axis} out of range for rank {r}")
+        full[axis % r] = p[i]
+        full[axis % r + r] = p[i + len(a)]
+    return np.asarray(full, dtype=np.int64)
+
+
+@builtin(
+    "reduce_sum",
+    "the sum of a constant over `axes` (all of them without), those axes dropped",
+    keywords=("axes",),
+)
+def reduce_sum(ctx: EvalContext, x: Any, axes: Any = None) -> Any:
+    """`reduce_sum(w, [1, 2, 3])`: numpy.sum in the constant's own dtype."""
+    found = _array(x)
+    if found is UNKNOWN:
+        return UNKNOWN
+    return np.asarray(np.sum(found, axis=_axes(axes)), dtype=found.dtype)

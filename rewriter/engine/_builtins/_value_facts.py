@@ -22,10 +22,16 @@ def _value_arg(value: Any, fn: str) -> ir.Value | None:
     raise EvalError(f"`{fn}` expects a value bound by the match, got {type(value).__name__}")
 
 
-@builtin("is_const", "every argument is a constant (none is not)")
+@builtin(
+    "is_const",
+    "every argument is a constant (none is not; a variadic binding `xs`: each of its items)",
+)
 def is_const(ctx: EvalContext, v: Any, *more: Any) -> bool:
-    """True when every argument is a constant."""
-    return all(isinstance(item, ir.Value) and _facts.is_const(item) for item in (v, *more))
+    """True when every argument (every item of a variadic binding) is a constant."""
+    items: list[Any] = []
+    for arg in (v, *more):
+        items.extend(arg if isinstance(arg, tuple) else (arg,))
+    return all(isinstance(item, ir.Value) and _facts.is_const(item) for item in items)
 
 
 @builtin("value", "a constant's contents as a tensor")
@@ -59,6 +65,29 @@ def readers(ctx: EvalContext, v: Any) -> Any:
     if val is None:
         return []
     return sorted(use.node.op_type for use in val.uses)
+
+
+@builtin(
+    "leads_to",
+    "a chain of at most `depth` nodes, each the only reader of the value before it, leads "
+    "from v to a node of op type `op`",
+)
+def leads_to(ctx: EvalContext, v: Any, op: Any, depth: Any) -> Any:
+    """`leads_to(m, "Softmax", 3)`: m -> Div -> Add -> Softmax, each the value's one reader."""
+    val = _value_arg(v, "leads_to")
+    if val is None or not isinstance(op, str) or depth is UNKNOWN:
+        return False
+    current = val
+    for _ in range(int(depth)):
+        if _facts.count_uses(current) != 1 or not current.uses:
+            return False
+        node = current.uses[0].node
+        if node.op_type == op:
+            return True
+        if not node.outputs or node.outputs[0] is None:
+            return False
+        current = node.outputs[0]
+    return False
 
 
 @builtin(
