@@ -274,3 +274,13 @@ def expression_text(expr: ast.Expr, *, abbreviate_lists: bool = False) -> str:
         return open_ + ", ".join(render(depth) for render in renderers) + close
 
     return ExprPrinter(group).expr(expr, 0)
+
+
+def attribute_value_text(expr: ast.Expr) -> str:
+    """`expr` on one line as an attribute's value inside `<...>`.
+
+    `==`, `??`, `if` and looser are parenthesized there, as the formatter prints them
+    (`<axis = (1 if a else 2)>`).
+    """
+    text = expression_text(expr)
+    return f"({text})" if level(expr) < COALESCE else text

@@ -17,7 +17,7 @@ from rewriter.rules._pattern import (
     NodePattern,
     OutputPattern,
 )
-from rewriter.rules._print import expression_text, format_const
+from rewriter.rules._print import attribute_value_text, expression_text, format_const
 from rewriter.rules._rewrite import Alias, CopyAttrs, Let, MatchedOp, NewNode, Rewrite, RollLoop
 from rewriter.rules._rule import Rule
 
@@ -103,7 +103,7 @@ def _statement(stmt: Let | NewNode | Alias) -> str:
             if entry.node_var != copied:
                 attrs.append(f"...{entry.node_var}")
         else:
-            attrs.append(f"{entry.name} = {expression_text(entry.value)}")
+            attrs.append(f"{entry.name} = {attribute_value_text(entry.value)}")
     listed = (
         f" <{', '.join(attrs)}>" if attrs else (" <>" if not str(stmt.op)[:1].isupper() else "")
     )

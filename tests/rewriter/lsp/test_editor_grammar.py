@@ -111,7 +111,7 @@ def _op_refs(rule: dsl.Rule):
         yield from pattern.op.alternatives
     if isinstance(rule.rewrite, dsl.RewriteBlock):
         for stmt in rule.rewrite.stmts:
-            if isinstance(stmt, dsl.NodeStmt):
+            if isinstance(stmt, dsl.NodeStmt) and not isinstance(stmt.op, dsl.NodeCopy):
                 yield stmt.op
 
 
