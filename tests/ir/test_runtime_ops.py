@@ -177,3 +177,48 @@ def test_a_conversion_onnxruntime_would_refuse_is_refused_naming_the_op():
         "which it runs in the default domain only from opset 1 to 9, and onnx has no op of the "
         "same meaning at opset 10"
     )
+
+
+def _skip_norm_without_import(domain: str = "com.microsoft") -> onnx.ModelProto:
+    """x + x -> a SkipLayerNormalization of `domain` that the model does not import."""
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("Add", ["x", "x"], ["a"]),
+            onnx.helper.make_node(
+                "SkipLayerNormalization", ["a", "x", "s", "b"], ["z"], domain=domain
+            ),
+        ],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3, 8])],
+        [onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [2, 3, 8])],
+        [
+            onnx.numpy_helper.from_array(np.linspace(0.5, 2, 8, dtype=np.float32), "s"),
+            onnx.numpy_helper.from_array(np.linspace(-1, 1, 8, dtype=np.float32), "b"),
+        ],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 14)])
+
+
+def test_a_runtime_domain_used_without_an_import_is_imported_as_onnxruntime_reads_it(
+    tmp_path, caplog
+):
+    path = tmp_path / "no_import.onnx"
+    onnx.save(_skip_norm_without_import(), path)
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float32)}
+    expected = ort.InferenceSession(str(path)).run(None, feeds)[0]  # onnxruntime runs it
+    model = ir.load(path)
+    assert model.opset_imports == {"": 14, "com.microsoft": 1}
+    assert "does not import; imported at version 1" in caplog.text
+    converted = ir.convert_version(model, 23)
+    out = tmp_path / "converted.onnx"
+    ir.save(converted, out)
+    onnx.checker.check_model(onnx.load(out))
+    got = ort.InferenceSession(str(out)).run(None, feeds)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_an_unknown_domain_used_without_an_import_is_still_refused(tmp_path):
+    path = tmp_path / "unknown_domain.onnx"
+    onnx.save(_skip_norm_without_import("my.ops"), path)
+    with pytest.raises(ir.ModelLoadError, match=r"uses domain 'my\.ops', which the model does not"):
+        ir.load(path)
