@@ -56,6 +56,8 @@ class Counterexample:
 
     `inputs` holds the arrays it could read (inputs too large to read are left out and named
     in `reason`); `index`, `original` and `rewritten` are empty for a shape difference.
+    `model` is the solver's model itself, for reading other terms of the query (a rule's
+    symbolic attributes and computed constants) when the counterexample is replayed.
     """
 
     output: int
@@ -66,6 +68,7 @@ class Counterexample:
     original: object = None
     rewritten: object = None
     seconds: float = 0.0
+    model: z3.ModelRef | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -177,7 +180,9 @@ class _Query:
                 unread.append(name)
         if unread:
             reason += f" (inputs not read: {', '.join(unread)})"
-        return Counterexample(output, reason, dims, arrays, seconds=self.elapsed(), **found)
+        return Counterexample(
+            output, reason, dims, arrays, seconds=self.elapsed(), model=model, **found
+        )
 
 
 def _check_output(

@@ -15,7 +15,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 import ir
-from rewriter.prove._common import Attributes, Inputs, OpError, Semantics, present
+from rewriter.prove._common import (
+    Attributes,
+    Inputs,
+    NotModelledError,
+    OpError,
+    Semantics,
+    present,
+)
 from rewriter.prove._dtypes import UnsupportedTypeError
 from rewriter.prove._elementwise import ELEMENTWISE
 from rewriter.prove._indexing import INDEXING
@@ -27,6 +34,14 @@ _STANDARD = ("", "ai.onnx")
 
 class UnsupportedOpError(ValueError):
     """An op (or a use of one) outside what the prover models; the message says why."""
+
+
+class IllFormedOpError(UnsupportedOpError):
+    """An op applied to inputs or attributes it does not accept (onnxruntime refuses it).
+
+    A rule instantiated at ranks, types or attribute values its ops do not take is no model
+    at all: the prover skips that instance rather than calling the rule unsupported.
+    """
 
 
 def _identity(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
@@ -89,8 +104,8 @@ def apply_op(
     attribute may be a z3 floating-point term.
 
     Raises:
-        UnsupportedOpError: the op, a type, or this use of the op is not modelled, or the op
-            does not accept these inputs (the message says which).
+        IllFormedOpError: the op does not accept these inputs or attributes.
+        UnsupportedOpError: the op, a type, or this use of the op is not modelled.
     """
     if domain not in _STANDARD:
         raise UnsupportedOpError(f"op `{domain}.{op_type}` is outside the default domain")
@@ -99,7 +114,9 @@ def apply_op(
         raise UnsupportedOpError(f"op `{op_type}` is not modelled")
     try:
         return semantics(attributes, inputs)
-    except (OpError, UnsupportedTypeError) as exc:
+    except OpError as exc:
+        raise IllFormedOpError(f"{op_type}: {exc}") from exc
+    except (NotModelledError, UnsupportedTypeError) as exc:
         raise UnsupportedOpError(f"{op_type}: {exc}") from exc
 
 

@@ -1,0 +1,404 @@
+"""Proving rules: every instance of a rule up to the bounds, one status per rule.
+
+`prove_rule` enumerates the rule's instances (`_instance`: ranks up to `max_rank`, the dtypes
+the schemas allow, integer attributes and axes, optional inputs present and absent) and asks
+`equivalent` about each. The rule is
+
+* `proved` when every instance is (the result says which ranks, dtypes and opsets that
+  covered);
+* `refuted` when some instance has a counterexample that onnxruntime confirms: the match and
+  the rewrite, built as models with the counterexample's values, give different outputs (or
+  onnxruntime refuses the rewrite);
+* `unsupported` otherwise, with the reason: an op, a built-in or a form the prover does not
+  model, a solver that could not decide within the time, a counterexample that rests on an
+  op the prover treats as an unknown function and does not replay, or one that does not
+  replay at all (a prover bug, said so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import multiprocessing
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from rewriter import rules
+from rewriter.prove._choices import Choice, Chooser
+from rewriter.prove._instance import (
+    ImpossibleInstanceError,
+    Instance,
+    Settings,
+    build_instance,
+)
+from rewriter.prove._plan import RulePlan, UnsupportedRuleError, plan
+from rewriter.prove._query import Counterexample, Proved, Unknown, equivalent
+from rewriter.prove._replay import Replay, replay
+
+logger = logging.getLogger(__name__)
+
+
+class ProofStatus(enum.Enum):
+    """What the prover says of a rule."""
+
+    PROVED = "proved"
+    REFUTED = "refuted"
+    UNSUPPORTED = "unsupported"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProveOptions:
+    """How hard to try.
+
+    `timeout` bounds each rule (seconds, all its instances together), `max_rank` the ranks
+    of inputs that admit any rank, `max_instances` the instances tried per rule;
+    `signed_zeros` makes +0 and -0 different results (by default they are equal, as
+    verification compares); `replay` runs counterexamples on onnxruntime.
+    """
+
+    timeout: float = 60.0
+    max_rank: int = 3
+    max_instances: int = 400
+    signed_zeros: bool = False
+    replay: bool = True
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {self.timeout}")
+        if not 0 <= self.max_rank <= 6:
+            raise ValueError(f"max_rank must be between 0 and 6, got {self.max_rank}")
+        if self.max_instances < 1:
+            raise ValueError(f"max_instances must be at least 1, got {self.max_instances}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RuleCounterexample:
+    """A replayed counterexample: the instance, the values, and what differs.
+
+    `inputs` are the graph inputs' values, `constants` the model's constants (matched
+    constants, literals, constants the rewrite computes), `attributes` the open attributes'
+    values, all as nested lists; `original` and `rewritten` the outputs onnxruntime gave at
+    `index` of `output`.
+    """
+
+    instance: str
+    output: str
+    index: tuple[int, ...]
+    original: object
+    rewritten: object
+    inputs: Mapping[str, object]
+    constants: Mapping[str, object]
+    attributes: Mapping[str, object]
+    dtypes: Mapping[str, str]
+    detail: str
+
+    def as_json(self) -> dict[str, object]:
+        """A JSON-ready dict (NaN and infinities as strings)."""
+        return {
+            "instance": self.instance,
+            "output": self.output,
+            "index": list(self.index),
+            "original": _json_number(self.original),
+            "rewritten": _json_number(self.rewritten),
+            "inputs": {k: _json_number(v) for k, v in self.inputs.items()},
+            "constants": {k: _json_number(v) for k, v in self.constants.items()},
+            "attributes": {k: _json_number(v) for k, v in self.attributes.items()},
+            "dtypes": dict(self.dtypes),
+            "detail": self.detail,
+        }
+
+
+def _json_number(value: object) -> object:
+    if isinstance(value, list | tuple):
+        return [_json_number(v) for v in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, np.generic):
+        return _json_number(value.item())
+    return value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RuleProof:
+    """One rule's status, where it is written, why, and what the proof covered."""
+
+    name: str
+    file: str
+    line: int
+    status: ProofStatus
+    reason: str = ""
+    coverage: str = ""
+    counterexample: RuleCounterexample | None = None
+    instances: int = 0
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, object]:
+        """`{"name", "file", "line", "status", "counterexample", "reason", ...}`."""
+        return {
+            "name": self.name,
+            "file": self.file,
+            "line": self.line,
+            "status": self.status.value,
+            "counterexample": None
+            if self.counterexample is None
+            else self.counterexample.as_json(),
+            "reason": self.reason,
+            "coverage": self.coverage,
+            "instances": self.instances,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def prove_rule(rule: rules.Rule, options: ProveOptions | None = None) -> RuleProof:
+    """Prove one rule (see the module docstring)."""
+    options = options or ProveOptions()
+    start = time.perf_counter()
+
+    def result(status: ProofStatus, **fields: Any) -> RuleProof:
+        return RuleProof(
+            rule.name,
+            rule.span.path,
+            rule.span.line,
+            status,
+            seconds=time.perf_counter() - start,
+            **fields,
+        )
+
+    try:
+        rule_plan = plan(rule)
+    except UnsupportedRuleError as exc:
+        return result(ProofStatus.UNSUPPORTED, reason=str(exc))
+    return _Prover(rule_plan, options, start).run(result)
+
+
+class _Prover:
+    """The enumeration of one rule's instances and the verdict over them."""
+
+    def __init__(self, rule_plan: RulePlan, options: ProveOptions, start: float) -> None:
+        self.plan = rule_plan
+        self.options = options
+        self.start = start
+        self.settings = Settings(max_rank=options.max_rank)
+        self.proved: list[tuple[Choice, ...]] = []
+        self.unknown: list[tuple[str, tuple[Choice, ...]]] = []
+        self.artefacts: list[str] = []
+        self.impossible = 0
+        self.runs = 0
+
+    def remaining(self) -> float:
+        return self.options.timeout - (time.perf_counter() - self.start)
+
+    def run(self, result: Callable[..., RuleProof]) -> RuleProof:
+        script: list[int] | None = []
+        complete = True
+        while script is not None:
+            if self.runs >= self.options.max_instances or self.remaining() <= 0:
+                complete = False
+                break
+            chooser = Chooser(script)
+            self.runs += 1
+            try:
+                instance = build_instance(self.plan, chooser, self.settings)
+            except ImpossibleInstanceError:
+                self.impossible += 1
+                script = chooser.next_script()
+                continue
+            except UnsupportedRuleError as exc:
+                return result(ProofStatus.UNSUPPORTED, reason=str(exc), instances=len(self.proved))
+            choices = tuple(chooser.made)
+            refuted = self._check(instance, choices)
+            if self.artefacts:
+                break
+            if refuted is not None:
+                return result(
+                    ProofStatus.REFUTED,
+                    reason=refuted.detail,
+                    counterexample=refuted,
+                    instances=len(self.proved),
+                    coverage=_describe(choices),
+                )
+            script = chooser.next_script()
+        return self._verdict(result, complete)
+
+    def _check(self, instance: Instance, choices: tuple[Choice, ...]) -> RuleCounterexample | None:
+        timeout = max(min(self.remaining(), self.options.timeout), 0.5)
+        verdict = equivalent(
+            list(instance.lhs),
+            list(instance.rhs),
+            inputs=instance.inputs,
+            assumptions=list(instance.assumptions),
+            timeout=timeout,
+            signed_zeros=self.options.signed_zeros,
+        )
+        if isinstance(verdict, Proved):
+            self.proved.append(choices)
+            return None
+        if isinstance(verdict, Unknown):
+            self.unknown.append((verdict.reason, choices))
+            return None
+        assert isinstance(verdict, Counterexample), "a verdict is one of three"
+        if not self.options.replay:
+            return _counterexample(instance, verdict, choices, None)
+        replayed = replay(instance, verdict, signed_zeros=self.options.signed_zeros)
+        if replayed.confirmed:
+            return _counterexample(instance, verdict, choices, replayed)
+        if instance.opaque:
+            ops = ", ".join(f"`{op}`" for op in instance.opaque)
+            self.artefacts.append(
+                f"the proof needs what {ops} compute{'s' if len(instance.opaque) == 1 else ''} "
+                f"(an unknown function here): a counterexample at {_describe(choices)} does "
+                f"not replay ({replayed.detail})"
+            )
+        else:
+            self.artefacts.append(
+                f"prover bug: a counterexample at {_describe(choices)} does not replay on "
+                f"onnxruntime ({replayed.detail}; the solver said: {verdict.reason})"
+            )
+            logger.warning("rule `%s`: %s", self.plan.rule.name, self.artefacts[-1])
+        return None
+
+    def _verdict(self, result: Callable[..., RuleProof], complete: bool) -> RuleProof:
+        instances = len(self.proved)
+        if self.artefacts:
+            return result(ProofStatus.UNSUPPORTED, reason=self.artefacts[0], instances=instances)
+        if self.unknown:
+            reason, choices = self.unknown[0]
+            return result(
+                ProofStatus.UNSUPPORTED,
+                reason=f"the solver could not decide {len(self.unknown)} instance(s) "
+                f"({reason}; first at {_describe(choices)})",
+                instances=instances,
+            )
+        if not self.proved:
+            why = "the time ran out" if not complete else "no combination satisfies its conditions"
+            return result(
+                ProofStatus.UNSUPPORTED,
+                reason=f"no instance to prove up to rank {self.settings.max_rank}: {why}",
+            )
+        coverage = _coverage(self.proved, self.settings.max_rank)
+        if not complete:
+            limit = (
+                f"the first {instances} instances (time limit)"
+                if self.remaining() <= 0
+                else f"the first {instances} instances (instance limit)"
+            )
+            coverage = f"{coverage}; {limit}"
+        return result(ProofStatus.PROVED, coverage=coverage, instances=instances)
+
+
+def _counterexample(
+    instance: Instance,
+    found: Counterexample,
+    choices: tuple[Choice, ...],
+    replayed: Replay | None,
+) -> RuleCounterexample:
+    leaves = replayed.leaves if replayed is not None else dict(found.inputs)
+    kinds = {leaf.name: leaf.kind for leaf in instance.leaves}
+    inputs = {n: np.asarray(v).tolist() for n, v in leaves.items() if kinds.get(n) == "input"}
+    constants = {
+        n: np.asarray(v).tolist() for n, v in leaves.items() if kinds.get(n, "input") != "input"
+    }
+    dtypes = {leaf.name: leaf.tensor.dtype.onnx_name for leaf in instance.leaves}
+    output = instance.outputs[found.output]
+    detail = found.reason if replayed is None else f"{found.reason}; {replayed.detail}"
+    return RuleCounterexample(
+        instance=_describe(choices),
+        output=output,
+        index=tuple(found.index),
+        original=_plain(replayed.original if replayed is not None else found.original),
+        rewritten=_plain(replayed.rewritten if replayed is not None else found.rewritten),
+        inputs=inputs,
+        constants=constants,
+        attributes=dict(replayed.attributes) if replayed is not None else {},
+        dtypes=dtypes,
+        detail=detail,
+    )
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _describe(choices: Sequence[Choice]) -> str:
+    """The choices of one instance, as text."""
+    if not choices:
+        return "the only instance"
+    return ", ".join(f"{c.label} = {c.answer}" for c in choices)
+
+
+def _coverage(proved: Sequence[tuple[Choice, ...]], max_rank: int) -> str:
+    """What the proved instances covered: ranks, dtypes, opsets, and how many."""
+    ranks: set[int] = set()
+    dtypes: dict[str, None] = {}
+    opsets: set[str] = set()
+    for choices in proved:
+        for choice in choices:
+            if choice.label.startswith("rank of"):
+                ranks.add(int(choice.answer))
+            elif choice.label.startswith("dtype of"):
+                dtypes[choice.answer] = None
+            elif choice.label == "opset":
+                opsets.add(choice.answer)
+    parts = []
+    if ranks:
+        parts.append(f"ranks {min(ranks)}-{max(ranks)}" if len(ranks) > 1 else f"rank {min(ranks)}")
+    if dtypes:
+        parts.append("dtypes " + ", ".join(dtypes))
+    if opsets:
+        parts.append("opsets " + ", ".join(sorted(opsets, key=int)))
+    parts.append(f"{len(proved)} instance{'s' if len(proved) != 1 else ''}")
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Many rules
+
+
+def prove_rules(
+    ruleset: rules.RuleSet | Sequence[rules.Rule],
+    options: ProveOptions | None = None,
+    *,
+    names: Sequence[str] = (),
+    jobs: int = 1,
+    progress: Callable[[RuleProof], None] | None = None,
+) -> list[RuleProof]:
+    """Prove every rule (or those called `names`), in load order, in `jobs` processes.
+
+    The results do not depend on `jobs`: each rule is proved on its own.
+
+    Raises:
+        ValueError: a name no rule has, or `jobs` below 1.
+    """
+    options = options or ProveOptions()
+    all_rules = list(ruleset.rules if isinstance(ruleset, rules.RuleSet) else ruleset)
+    known = {rule.name for rule in all_rules}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"no rule named {', '.join(unknown)}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    selected = [rule for rule in all_rules if not names or rule.name in names]
+    results: list[RuleProof] = []
+    if jobs == 1 or len(selected) <= 1:
+        for rule in selected:
+            results.append(prove_rule(rule, options))
+            if progress is not None:
+                progress(results[-1])
+        return results
+    # Spawned, never forked: a parent that ran onnxruntime holds thread pools whose locks a
+    # forked child can deadlock on.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = [pool.submit(prove_rule, rule, options) for rule in selected]
+        for future in futures:
+            results.append(future.result())
+            if progress is not None:
+                progress(results[-1])
+    return results
