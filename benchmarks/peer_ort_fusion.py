@@ -54,7 +54,7 @@ import onnx.numpy_helper
 import onnxruntime as ort
 
 import rewriter
-from rewriter.verification import VerifyError
+from rewriter.verification import InputOptions, RuntimeOptions, VerifyError, VerifyOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS_PATH = "onnxruntime/test/python/transformers"
@@ -318,21 +318,18 @@ def _consistent_dims(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def _verdict_of(
-    original: onnx.ModelProto, result: onnx.ModelProto, examples: int, **options: Any
+    original: onnx.ModelProto,
+    result: onnx.ModelProto,
+    examples: int,
+    ranges: dict[str, tuple[float, float]] | None = None,
 ) -> tuple[bool | None, str]:
     """(outputs equal, why not); None when they cannot be compared."""
-    dims = _consistent_dims(original)
+    inputs = InputOptions(examples, 0, ranges=ranges or {}, dims=_consistent_dims(original))
+    options = VerifyOptions(
+        inputs, runtime=RuntimeOptions(ort_enable_all=False), save_counterexample=False
+    )
     try:
-        verdict = rewriter.verify(
-            original,
-            result,
-            examples=examples,
-            seed=0,
-            save_counterexample=False,
-            ort_enable_all=False,
-            **({"dims": dims} if dims else {}),
-            **options,
-        )
+        verdict = rewriter.verify(original, result, options)
     except VerifyError as exc:
         return None, str(exc).splitlines()[0][:200]
     if verdict.ok:
@@ -354,7 +351,7 @@ def _checked(original: onnx.ModelProto, result: onnx.ModelProto, examples: int) 
     if outcome.equal is not None and wide:
         # Also after a failure: a wrong mask (0 and 1 only) says more than rounding does.
         ranges = dict.fromkeys(wide, WIDE_INTEGERS)
-        equal, note = _verdict_of(original, result, examples, input_ranges=ranges)
+        equal, note = _verdict_of(original, result, examples, ranges)
         if equal is False:
             outcome.equal = False
             low, high = WIDE_INTEGERS

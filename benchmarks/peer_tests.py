@@ -63,7 +63,7 @@ import onnxoptimizer
 import peer_ort_fusion
 
 import rewriter
-from rewriter.verification import VerifyError
+from rewriter.verification import InputOptions, RuntimeOptions, VerifyError, VerifyOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "benchmarks" / ".cache" / "onnxoptimizer"
@@ -217,10 +217,11 @@ def _checked(original: onnx.ModelProto, result: onnx.ModelProto, examples: int) 
         verdict = rewriter.verify(
             original,
             result,
-            examples=examples,
-            seed=0,
-            save_counterexample=False,
-            ort_enable_all=False,
+            VerifyOptions(
+                inputs=InputOptions(examples=examples, seed=0),
+                runtime=RuntimeOptions(ort_enable_all=False),
+                save_counterexample=False,
+            ),
         )
     except VerifyError as exc:
         outcome.note = str(exc).splitlines()[0][:160]

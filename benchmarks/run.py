@@ -1393,12 +1393,7 @@ def write_report(data: dict[str, Any], md_path: Path, res_dir: Path) -> None:
     if QUANTIZATION_MD.exists() and md_path.resolve() == RESULTS_MD.resolve():
         lines += [QUANTIZATION_MD.read_text().rstrip(), ""]
     lines += _counts_section(data, tools)
-# Written by attention_exports.py, transposes.py, peer_tests.py --ort-markdown (run_all.py)
-# and wheel_models.py, spliced in too.
-ATTENTION_MD = RESULTS_DIR / "attention_exports.md"
-TRANSPOSES_MD = RESULTS_DIR / "transposes.md"
-ORT_FUSION_MD = RESULTS_DIR / "peer_ort_fusion.md"
-WHEEL_MODELS_MD = RESULTS_DIR / "wheel_models.md"
+    for extra in (ATTENTION_MD, TRANSPOSES_MD, ORT_FUSION_MD, WHEEL_MODELS_MD):
         if extra.exists() and md_path.resolve() == RESULTS_MD.resolve():
             lines += [extra.read_text().rstrip(), ""]
     wins = peer_wins(data)

@@ -22,7 +22,7 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
-from rewriter.verification import check_equivalence
+from rewriter.verification import InputOptions, VerifyOptions, check_equivalence
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
@@ -44,7 +44,11 @@ def timed(original: Path, rewritten: Path, examples: int, repeats: int) -> tuple
     for seed in range(repeats):
         start = time.perf_counter()
         result = check_equivalence(
-            original, rewritten, examples=examples, seed=seed, save_counterexample=False
+            original,
+            rewritten,
+            VerifyOptions(
+                inputs=InputOptions(examples=examples, seed=seed), save_counterexample=False
+            ),
         )
         times.append(time.perf_counter() - start)
         assert result.ok, result.render_table()

@@ -6,7 +6,8 @@
 The package is layered, each layer importing only the ones before it:
 `rewriter.dsl` (the rule language) -> `rewriter.engine` (matching, building, the pass
 manager) -> `rewriter.loops`, `rewriter.verification` (clients of the engine) ->
-`rewriter.api` -> `rewriter.checkrules`, `rewriter.report` -> `rewriter.cli`.
+`rewriter.quantize` (calibration, presets, budgets, speed checks) -> `rewriter.api` ->
+`rewriter.checkrules`, `rewriter.report` -> `rewriter.cli`.
 
 The names below are imported when first used (PEP 562): `import rewriter.cli` (the `rewrite`
 command) stays cheap, so the command can answer Ctrl-C while onnx and numpy are still loading.
@@ -43,12 +44,13 @@ if TYPE_CHECKING:
         TraceEntry,
         WhyNot,
     )
-    from rewriter.verification import verify
+    from rewriter.verification import InputOptions, VerifyOptions, verify
 
 # Public name -> the module that defines it.
 _EXPORTS = {
     "AccuracyBudget": "rewriter.api",
     "Diagnostic": "rewriter._errors",
+    "InputOptions": "rewriter.verification",
     "PassManager": "rewriter.engine",
     "RewriteError": "rewriter._errors",
     "RewriteOptions": "rewriter.api",
@@ -61,6 +63,7 @@ _EXPORTS = {
     "StopReason": "rewriter.engine",
     "Trace": "rewriter.engine",
     "TraceEntry": "rewriter.engine",
+    "VerifyOptions": "rewriter.verification",
     "WhyNot": "rewriter.engine",
     "library_path": "rewriter.api",
     "load_rules": "rewriter.api",
@@ -83,6 +86,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AccuracyBudget",
     "Diagnostic",
+    "InputOptions",
     "PassManager",
     "RewriteError",
     "RewriteOptions",
@@ -95,6 +99,7 @@ __all__ = [
     "StopReason",
     "Trace",
     "TraceEntry",
+    "VerifyOptions",
     "WhyNot",
     "library_path",
     "load_rules",

@@ -15,6 +15,7 @@ The order, lowest first (a module may import its own package and the layers befo
     rewriter.loops            clients of the engine: loop passes,
     rewriter.verification       running models to compare them,
     rewriter.prove              SMT semantics of ops and equivalence queries
+    rewriter.quantize         calibration, presets, accuracy budgets, speed checks (runs models)
     rewriter.api              the Python API (assembles the engine and the loop passes)
     rewriter.checkrules       clients of the API: rule checking,
     rewriter.report             HTML reports,
@@ -23,8 +24,8 @@ The order, lowest first (a module may import its own package and the layers befo
     rewriter.cli              the command line
     rewriter                  the package facade (`rewriter/__init__.py`)
 
-onnxruntime may be imported only where models are run (verification, rule checking, and
-constant folding, which computes what onnxruntime computes).
+onnxruntime may be imported only where models are run (verification, quantization, rule
+checking, and constant folding, which computes what onnxruntime computes).
 
 No module imports another package's private module (a name starting with `_`): a package's
 surface is its `__init__`. A module may import the private modules of its own package and of
@@ -47,12 +48,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rewriter.rules",),
     ("rewriter.dsl", "rewriter.engine"),
     ("rewriter.loops", "rewriter.verification", "rewriter.prove"),
+    ("rewriter.quantize",),
     ("rewriter.api",),
     ("rewriter.checkrules", "rewriter.report", "rewriter.surgery", "rewriter.lsp"),
     ("rewriter.cli",),
     ("rewriter",),
 )
-RUNS_MODELS = ("rewriter.verification", "rewriter.checkrules", "rewriter.engine._runtime")
+RUNS_MODELS = (
+    "rewriter.verification",
+    "rewriter.quantize",
+    "rewriter.checkrules",
+    "rewriter.engine._runtime",
+)
 
 
 def _module_name(path: Path) -> str:

@@ -1,9 +1,9 @@
 """The Python API that `rewriter` re-exports: `rewrite(model, rules, options)`, rule loading.
 
-`rewrite` runs the whole job on a model (see `RewriteOptions` for what it can be told; with
-an `AccuracyBudget` it measures the approximate rewrites and keeps those the model can
-afford, `_budget`, running the measurements serially, on local processes or on Ray,
-`_sensitivity`);
+`rewrite` runs the whole job on a model (see `RewriteOptions` for what it can be told:
+approximate rules run after the exact rules' fixed point, `_stages`; with a quantization
+preset, an `AccuracyBudget` or a speed check the approximate rewrites are measured before
+they are kept, `_precision`, by `rewriter.quantize`);
 `load_rules`, the one rule loader, reads rule files and folders (or gives the shipped
 library) against the standard vocabulary (the engine's built-ins and every standard pass);
 `pass_manager` gives an engine pass manager with that vocabulary.
@@ -11,7 +11,6 @@ library) against the standard vocabulary (the engine's built-ins and every stand
 
 from __future__ import annotations
 
-from rewriter.api._budget_types import AccuracyBudget, BudgetResult, BudgetStep, SiteResult
 from rewriter.api._budgeted import rewrite
 from rewriter.api._flops import node_flops
 from rewriter.api._library import (
@@ -25,6 +24,7 @@ from rewriter.api._library import (
 )
 from rewriter.api._models import as_model, freeze_inputs_with_initializers, set_input_shapes
 from rewriter.api._options import RewriteOptions
+from rewriter.api._precision import preset_rule_paths
 from rewriter.api._profile import Profile, profile
 from rewriter.api._rewrite import PhaseClock, RewriteResult
 from rewriter.api._stats import collect as collect_stats
@@ -35,6 +35,15 @@ from rewriter.api._vocabulary import (
     check_files,
     pass_manager,
 )
+from rewriter.quantize import (
+    AccuracyBudget,
+    BudgetResult,
+    BudgetStep,
+    CalibrationSamples,
+    SiteResult,
+    SpeedCheck,
+    SpeedResult,
+)
 
 __all__ = [
     "OPT_IN_FOLDERS",
@@ -43,12 +52,15 @@ __all__ = [
     "AccuracyBudget",
     "BudgetResult",
     "BudgetStep",
+    "CalibrationSamples",
     "PhaseClock",
     "Profile",
     "RewriteOptions",
     "RewriteResult",
     "RulesLike",
     "SiteResult",
+    "SpeedCheck",
+    "SpeedResult",
     "as_model",
     "check_files",
     "collect_stats",
@@ -61,6 +73,7 @@ __all__ = [
     "load_rules",
     "node_flops",
     "pass_manager",
+    "preset_rule_paths",
     "profile",
     "rewrite",
     "rule_files",

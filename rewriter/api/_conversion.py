@@ -10,12 +10,10 @@ onnx cannot make is.
 from __future__ import annotations
 
 import ir
-from rewriter.engine import KernelAvailability, dtype_of
+from rewriter.engine import Runnable, dtype_of
 
 
-def convert_keeping_runnable(
-    model: ir.Model, target: int, available: KernelAvailability | None
-) -> ir.Model:
+def convert_keeping_runnable(model: ir.Model, target: int, available: Runnable | None) -> ir.Model:
     """`model` converted to default-domain opset `target` (see `ir.convert_version`).
 
     With `available` (onnxruntime's kernels), a conversion after which some node has no kernel,
@@ -42,7 +40,7 @@ def convert_keeping_runnable(
     )
 
 
-def _first_without_kernel(model: ir.Model, available: KernelAvailability) -> ir.Node | None:
+def _first_without_kernel(model: ir.Model, available: Runnable) -> ir.Node | None:
     """The first node (nested graphs included) onnxruntime has no kernel for, or None."""
     opsets = dict(model.opset_imports)
     for node in model.graph.all_nodes():

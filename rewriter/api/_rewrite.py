@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 import ir
 from rewriter._errors import RewriteError
-from rewriter.api._budget_types import BudgetResult
 from rewriter.api._conversion import convert_keeping_runnable
 from rewriter.api._library import RulesLike, load_rules
 from rewriter.api._models import (
@@ -31,14 +30,14 @@ from rewriter.api._models import (
     set_input_shapes,
 )
 from rewriter.api._options import RewriteOptions
-from rewriter.api._vocabulary import pass_manager
+from rewriter.api._stages import run_fixed_point
 from rewriter.engine import KernelAvailability, Trace, one_line, op_histogram
 from rewriter.rules import RuleSet
 
 if TYPE_CHECKING:
     import onnx
 
-    from rewriter.api._budget_types import BudgetResult
+    from rewriter.quantize import BudgetResult, SpeedResult
 
 
 class PhaseClock:
@@ -82,6 +81,10 @@ class RewriteResult:
     ruleset: RuleSet
     # What the accuracy budget measured and decided (`RewriteOptions.budget`), else None.
     budget: BudgetResult | None = None
+    # What the speed check measured (`RewriteOptions.quantize`, `speed_check`), else None.
+    speed: SpeedResult | None = None
+    # What the caller should know about a preset's choices (one line each).
+    notes: tuple[str, ...] = ()
 
     @property
     def proto(self) -> onnx.ModelProto:
@@ -110,6 +113,10 @@ class RewriteResult:
         }
         if self.budget is not None:
             payload["budget"] = self.budget.to_json()
+        if self.speed is not None:
+            payload["speed"] = self.speed.to_json()
+        if self.notes:
+            payload["notes"] = list(self.notes)
         return payload
 
 
@@ -138,11 +145,40 @@ def rewrite(
     """
     options = options or RewriteOptions()
     clock = PhaseClock()
+    ruleset = _loaded(rules, options, clock)
+    prepared = prepare(model, options, clock)
+    ir_model, trace = _run(prepared.model, ruleset, options, clock)
+    return finish(prepared, ir_model, trace, ruleset, options, clock)
+
+
+def _loaded(rules: RulesLike, options: RewriteOptions, clock: PhaseClock) -> RuleSet:
     if isinstance(rules, RuleSet):
-        ruleset = rules  # loaded by the caller, who can time that itself
-    else:
-        with clock.phase("load_rules"):
-            ruleset = load_rules(rules, allow_python=options.allow_python, params=options.params)
+        return rules  # loaded by the caller, who can time that itself
+    with clock.phase("load_rules"):
+        return load_rules(rules, allow_python=options.allow_python, params=options.params)
+
+
+@dataclasses.dataclass
+class Prepared:
+    """A model loaded and set up as the options ask, before any rule runs."""
+
+    given: str | os.PathLike[str] | ir.Model | onnx.ModelProto
+    model: ir.Model
+    before: dict[str, int]
+    added: list[str]
+    start: float
+
+
+def prepare(
+    model: str | os.PathLike[str] | ir.Model | onnx.ModelProto,
+    options: RewriteOptions,
+    clock: PhaseClock,
+) -> Prepared:
+    """Load the model, fix input shapes, add opset imports, freeze initializer inputs.
+
+    Raises:
+        RewriteError: a model that cannot be read.
+    """
     with clock.phase("load_model"):
         ir_model = as_model(model, copy=options.copy)
     start = time.perf_counter()
@@ -152,15 +188,31 @@ def rewrite(
     added = add_opsets(ir_model, options.add_opsets)
     if options.freeze_initializer_inputs or 0 < ir_model.ir_version < 4:
         freeze_inputs_with_initializers(ir_model)
-    ir_model, trace = _run(ir_model, ruleset, options, clock)
+    return Prepared(model, ir_model, before, added, start)
+
+
+def finish(
+    prepared: Prepared,
+    ir_model: ir.Model,
+    trace: Trace,
+    ruleset: RuleSet,
+    options: RewriteOptions,
+    clock: PhaseClock,
+) -> RewriteResult:
+    """Check the rewritten model and make the result.
+
+    Raises:
+        RewriteError: (an internal error) onnx's checker refuses the result, not the input.
+    """
     raise_ir_version_for_initializers(ir_model)
     with clock.phase("check"):
         problem = _checker_problem(ir_model)
     if problem is not None:
-        _report_checker_failure(problem, model, options, trace)
-    drop_unused_opsets(ir_model, added)
+        _report_checker_failure(problem, prepared.given, options, trace)
+    drop_unused_opsets(ir_model, prepared.added)
     after = op_histogram(ir_model)
-    return RewriteResult(ir_model, trace, before, after, _timings(clock, start), ruleset)
+    timings = _timings(clock, prepared.start)
+    return RewriteResult(ir_model, trace, prepared.before, after, timings, ruleset)
 
 
 _PHASES = ("load_rules", "load_model", "convert", "rewrite", "check")
@@ -176,22 +228,28 @@ def _timings(clock: PhaseClock, start: float) -> dict[str, float]:
 def _run(
     ir_model: ir.Model, ruleset: RuleSet, options: RewriteOptions, clock: PhaseClock
 ) -> tuple[ir.Model, Trace]:
-    """One run of the pass manager, with the opset conversions `target_opset` asks for."""
-    manager = pass_manager(ruleset, options.run_options())
+    """One run of the rules (staged when some approximate), with the opset conversions.
+
+    Up to `target_opset` before the rules; down after rules that decompose what it lacks.
+    """
+
+    def rules(model: ir.Model) -> Trace:
+        return run_fixed_point(model, ruleset, options, options.calibration_samples)
+
     target = options.target_opset
     current = ir_model.opset_imports.get("", ir_model.opset_imports.get("ai.onnx"))
     if target is None or current is None or target == current:
-        return ir_model, manager.run(ir_model)
+        return ir_model, rules(ir_model)
     kernels = KernelAvailability() if options.keep_runnable else None
     if target > current:
         with clock.phase("convert"):
             ir_model = convert_keeping_runnable(ir_model, target, kernels)
-        return ir_model, Trace.conversion(current, target).followed_by(manager.run(ir_model))
+        return ir_model, Trace.conversion(current, target).followed_by(rules(ir_model))
     # Rules that decompose ops the target lacks run first; then convert and run again.
-    trace = manager.run(ir_model)
+    trace = rules(ir_model)
     with clock.phase("convert"):
         ir_model = convert_keeping_runnable(ir_model, target, kernels)
-    trace = trace.followed_by(Trace.conversion(current, target)).followed_by(manager.run(ir_model))
+    trace = trace.followed_by(Trace.conversion(current, target)).followed_by(rules(ir_model))
     return ir_model, trace
 
 

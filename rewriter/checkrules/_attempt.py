@@ -14,11 +14,11 @@ from collections.abc import Mapping
 import ir
 from rewriter import rules
 from rewriter.checkrules._analysis import RulePlan
-from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance, RejectedError, bindings, build_instance
 from rewriter.checkrules._repair import Repairer
 from rewriter.engine import Calibration, EvalContext, Match, Matcher
+from rewriter.quantize import instance_calibration
 
 MAX_REPAIRS = 4
 

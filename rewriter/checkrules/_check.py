@@ -52,12 +52,12 @@ from rewriter.checkrules._analysis import (
     analyze,
 )
 from rewriter.checkrules._attempt import Accepted, Rejection, attempt
-from rewriter.checkrules._calibrated import instance_calibration
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._line import SIZES
 from rewriter.checkrules._result import Counterexample, RuleReport, Status
 from rewriter.checkrules._sizes import rule_sizes, size_menu
+from rewriter.quantize import instance_calibration
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +235,14 @@ def _rewrite_alone(rule: rules.Rule, ruleset: rules.RuleSet, instance: Instance)
 def _check_instance(
     rule: rules.Rule, ruleset: rules.RuleSet, instance: Instance, examples: int, seed: int
 ) -> _Outcome:
-    from rewriter.verification import VerifyError, check_equivalence
+    from rewriter.verification import (
+        Criterion,
+        InputOptions,
+        RuntimeOptions,
+        VerifyError,
+        VerifyOptions,
+        check_equivalence,
+    )
 
     model_text = _text(instance.proto)
     try:
@@ -256,22 +263,23 @@ def _check_instance(
         return _Outcome(skipped="the engine did not apply the rule: " + "; ".join(rolled))
     rewritten = result.proto
     if rule.approximate is not None:
-        return _check_bound(rule.approximate, model_text, instance.proto, rewritten, seed)
+        narrows = _narrows_floats(result.model)
+        return _check_bound(rule.approximate, model_text, instance.proto, rewritten, seed, narrows)
     rtol, atol = _tolerances(instance.proto)
     try:
-        verdict = check_equivalence(
-            instance.proto,
-            rewritten,
-            examples=examples,
-            seed=seed,
-            rtol=rtol,
-            atol=atol,
-            # A rule that `assumes finite` declares its result may differ at NaN and inf.
-            special_values=not rule.assumes_finite,
-            float_extremes=True,
-            ort_enable_all=False,
+        options = VerifyOptions(
+            InputOptions(
+                examples,
+                seed,
+                # A rule that `assumes finite` declares its result may differ at NaN and inf.
+                special_values=not rule.assumes_finite,
+                float_extremes=True,
+            ),
+            Criterion(rtol=rtol, atol=atol),
+            RuntimeOptions(ort_enable_all=False),
             save_counterexample=False,
         )
+        verdict = check_equivalence(instance.proto, rewritten, options)
     except VerifyError as exc:
         message = str(exc)
         if message.startswith(("original", "the original")):
@@ -293,7 +301,12 @@ _APPROXIMATION_EXAMPLES = 4
 
 
 def _check_bound(
-    bound: rules.Approximation, model_text: str, original: Any, rewritten: Any, seed: int
+    bound: rules.Approximation,
+    model_text: str,
+    original: Any,
+    rewritten: Any,
+    seed: int,
+    narrows: bool = False,
 ) -> _Outcome:
     """An approximate rule's instance: the declared metric must meet the declared bound."""
     from rewriter.verification import Acceptance, VerifyError, measure_approximation
@@ -308,7 +321,9 @@ def _check_bound(
             return _Outcome(skipped=f"the instance cannot be run: {message}")
         return _Outcome(failure=Counterexample(model_text, {}, None, message, _text(rewritten)))
     if Acceptance(bound.metric, bound.bound).met_by(measured.value):
-        return _Outcome(examples=measured.examples)
+        return _narrowing_keeps_numbers(
+            model_text, original, rewritten, seed, measured.examples, narrows
+        )
     message = (
         f"the declared bound `approximate {bound}` does not hold: {bound.metric} is "
         f"{measured.value:.4g} on the worst of {measured.examples} examples"
@@ -317,6 +332,36 @@ def _check_bound(
         model_text, dict(measured.worst_inputs), None, message, _text(rewritten)
     )
     return _Outcome(examples=measured.examples, failure=failure)
+
+
+def _narrows_floats(model: ir.Model) -> bool:
+    """Whether a model casts to float16 or bfloat16 (a narrowing of floats)."""
+    narrow = {int(ir.DataType.FLOAT16), int(ir.DataType.BFLOAT16)}
+    return any(
+        node.op_type == "Cast" and node.attribute("to") in narrow
+        for graph in model.graphs()
+        for node in graph
+    )
+
+
+def _narrowing_keeps_numbers(
+    model_text: str, original: Any, rewritten: Any, seed: int, examples: int, narrows: bool
+) -> _Outcome:
+    """A rule that narrows floats must not turn masking values into NaN or infinities."""
+    from rewriter.verification import VerifyError, find_new_specials
+
+    if not narrows:
+        return _Outcome(examples=examples)
+    try:
+        found = find_new_specials(original, rewritten, seed=seed)
+    except VerifyError as exc:
+        return _Outcome(failure=Counterexample(model_text, {}, None, str(exc), _text(rewritten)))
+    if found is None:
+        return _Outcome(examples=examples)
+    failure = Counterexample(
+        model_text, dict(found.inputs), None, found.describe(), _text(rewritten)
+    )
+    return _Outcome(examples=examples, failure=failure)
 
 
 @contextlib.contextmanager

@@ -35,7 +35,13 @@ def check_pass(
 ) -> RuleReport:
     """Run the pass alone on each model; verify the models it changed."""
     from rewriter.api import RewriteOptions, rewrite
-    from rewriter.verification import VerifyError, check_equivalence
+    from rewriter.verification import (
+        InputOptions,
+        RuntimeOptions,
+        VerifyError,
+        VerifyOptions,
+        check_equivalence,
+    )
 
     start = time.perf_counter()
     location = pass_location(decl)
@@ -53,15 +59,12 @@ def check_pass(
             continue
         changed += 1
         try:
-            verdict = check_equivalence(
-                proto,
-                result.proto,
-                examples=examples,
-                seed=seed + index,
-                float_extremes=True,
-                ort_enable_all=False,
+            options = VerifyOptions(
+                InputOptions(examples, seed + index, float_extremes=True),
+                runtime=RuntimeOptions(ort_enable_all=False),
                 save_counterexample=False,
             )
+            verdict = check_equivalence(proto, result.proto, options)
         except VerifyError:
             continue
         ran += verdict.examples_run

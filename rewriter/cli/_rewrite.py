@@ -22,15 +22,15 @@ from rewriter.api import (
     pass_manager,
     rewrite,
 )
-from rewriter.cli import _files, _status
+from rewriter.cli import _files, _quantize_options, _status
 from rewriter.cli._summary import opset_hint, summary_line
 from rewriter.cli._verify import (
-    accuracy_arguments,
-    comparison_arguments,
     counterexample_target,
+    input_options,
     load_samples,
     print_result,
     refuse_equivalence_options,
+    verify_options,
 )
 from rewriter.dsl import parse_param_value
 from rewriter.engine import (
@@ -44,6 +44,7 @@ from rewriter.rules import LiteralValue, PassUse, RuleSet
 
 if TYPE_CHECKING:
     from rewriter.api import AccuracyBudget, BudgetResult
+    from rewriter.quantize import CalibrationSamples, SpeedCheck
     from rewriter.verification import AccuracyResult, VerifyResult
 
 
@@ -53,14 +54,14 @@ def _budget(args: argparse.Namespace) -> AccuracyBudget | None:
 
     if not args.accept:
         return None
-    inputs = accuracy_arguments(args)
+    inputs = input_options(args)
     return AccuracyBudget(
         tuple(args.accept),
         examples=args.examples,
         seed=args.seed,
-        samples=tuple(inputs["samples"]),  # type: ignore[arg-type]
-        input_ranges=inputs["input_ranges"],  # type: ignore[arg-type]
-        dims=inputs["dims"],  # type: ignore[arg-type]
+        samples=tuple(inputs.samples),
+        input_ranges=inputs.ranges,
+        dims=inputs.dims,
         ort_enable_all=args.ort_enable_all,
         confidence=args.confidence,
         jobs=args.jobs,
@@ -74,12 +75,15 @@ def _rewrite_options(
     progress: ProgressCallback | None = None,
     record_subgraphs: bool = False,
     budget: AccuracyBudget | None = None,
-    calibration: Calibration | None = None,
+    calibration_samples: CalibrationSamples | None = None,
+    speed_check: SpeedCheck | None = None,
 ) -> RewriteOptions:
     """The options of the run the command line asks for."""
     return RewriteOptions(
         budget=budget,
-        calibration=calibration,
+        calibration_samples=calibration_samples,
+        quantize=args.quantize,
+        speed_check=speed_check,
         allow_python=args.allow_python,
         target_opset=args.target_opset,
         add_opsets=_parse_opsets(args.add_opset),
@@ -174,11 +178,12 @@ def run(args: argparse.Namespace) -> int:
         raise RewriteError(f"{out_path} exists; pass --force to overwrite it")
     if not args.in_place and out_path.exists() and os.path.samefile(out_path, source):
         raise RewriteError("the output would overwrite the input; use --in-place to allow that")
+    _quantize_options.check_arguments(args)
     clock = PhaseClock()
     with clock.phase("load_rules"):
         inline = inline_files(args.inline_rules)
         ruleset = load_rules(
-            args.rules,
+            _rule_paths(args),
             allow_python=args.allow_python,
             inline=inline,
             params=param_values(args.param),
@@ -189,11 +194,11 @@ def run(args: argparse.Namespace) -> int:
     unknown = [name for name in args.exclude_rule if ruleset.rule(name) is None]
     if unknown:
         raise RewriteError(f"--exclude-rule: no rule named `{unknown[0]}` is loaded")
-    calibration = None
-    if args.calibration:
-        with clock.phase("calibrate"):
-            calibration = _calibrate(source, args)
     if args.why_not:
+        calibration = None
+        if args.calibration:
+            with clock.phase("calibrate"):
+                calibration = _calibrate(source, args)
         model = _as_rules_see_it(as_model(source), args.target_opset)
         why_not_options = RunOptions(target_opset=args.target_opset, calibration=calibration)
         report = pass_manager(ruleset, why_not_options).why_not(model, args.why_not)
@@ -202,19 +207,27 @@ def run(args: argparse.Namespace) -> int:
     _refuse_unsafe_side_files(args, source, out_path, ruleset)
     counterexample = _counterexample_target(args, source, out_path, ruleset)
     budget = _budget(args)
+    samples = _quantize_options.calibration_samples(args, source) if args.calibration else None
+    lines = _quantize_options.progress_lines(not args.no_progress)
     with _status.rewrite_and_budget_progress(not args.no_progress) as (on_progress, on_budget):
+        measuring = _quantize_options.both(on_budget, lines)
         if budget is not None:
-            budget = dataclasses.replace(budget, progress=on_budget)
+            budget = dataclasses.replace(budget, progress=measuring)
         options = _rewrite_options(
             args,
             progress=on_progress,
             record_subgraphs=bool(args.report),
             budget=budget,
-            calibration=calibration,
+            calibration_samples=samples,
+            speed_check=_quantize_options.speed_check(args, measuring),
         )
         result = rewrite(source, ruleset, options)
     for warning in (*result.trace.warnings, *_rolled_back(result)):
         print(f"rewrite: warning: {warning}", file=sys.stderr)
+    for note in result.notes:
+        print(f"rewrite: note: {note}", file=out)
+    if result.speed is not None:
+        print(result.speed.summary(), file=out)
     if args.explain:
         print(result.trace.explain(), file=out)
     exit_code = 0
@@ -251,10 +264,30 @@ def run(args: argparse.Namespace) -> int:
     return exit_code
 
 
+def _rule_paths(args: argparse.Namespace) -> list[str] | None:
+    """`--rules`, and with `--quantize` the preset's rule files after them (or the library)."""
+    if not args.quantize:
+        given: list[str] | None = args.rules
+        return given
+    from rewriter.api import preset_rule_paths
+
+    return [
+        str(path)
+        for path in preset_rule_paths(
+            args.rules,
+            args.quantize,
+            calibrated=bool(args.calibration),
+            speed_check=not args.no_speed_check,
+            runtime_ops=any(item.startswith("com.microsoft=") for item in args.add_opset),
+        )
+    ]
+
+
 def _calibrate(source: Path, args: argparse.Namespace) -> Calibration:
-    """Statistics of the input model's values on the `--calibration` samples."""
+    """Statistics of the input model's values on the `--calibration` samples (`--why-not`)."""
     path = args.calibration
-    from rewriter.verification import VerifyError, collect_calibration
+    from rewriter.quantize import collect_calibration
+    from rewriter.verification import VerifyError
 
     given = Path(path)
     files = sorted(given.glob("*.npz")) if given.is_dir() else [given]
@@ -443,18 +476,9 @@ def _verify_and_bisect(
     """
     from rewriter.verification import check_equivalence, find_first_bad
 
-    options = comparison_arguments(args)
     with _status.verify_progress(not args.no_progress, args.examples) as on_progress:
-        verdict = check_equivalence(
-            source,
-            result.model,
-            examples=args.examples,
-            seed=args.seed,
-            counterexample_path=counterexample,
-            save_counterexample=counterexample is not None,
-            progress=on_progress,
-            **options,  # type: ignore[arg-type]
-        )
+        options = verify_options(args, counterexample=counterexample, progress=on_progress)
+        verdict = check_equivalence(source, result.model, options)
     print(verdict.render_table(), file=out)
     if verdict.ok:
         return verdict

@@ -38,6 +38,7 @@ def summary_line(result: RewriteResult, destination: str, hint: str = "") -> str
     stopped = _STOPPED.get(result.trace.stop_reason)
     if stopped:
         parts.append(stopped)
+    parts.extend(_speed(result))
     changes = "; ".join(parts) if parts else "nothing to rewrite"
     line = f"{result.nodes_before} -> {result.nodes_after} nodes: {changes}; wrote {destination}"
     return f"{line}\n{hint}" if hint else line
@@ -173,6 +174,21 @@ def _changes(entries: Sequence[TraceEntry]) -> list[str]:
     if passes:
         listed = ", ".join(f"{name} {count}" for name, count in passes.items())
         parts.append(f"built-in passes: {listed}")
+    return parts
+
+
+def _speed(result: RewriteResult) -> list[str]:
+    """`0.62x the float model's latency`, and what the speed check kept float."""
+    from rewriter.quantize import kept_float_reason
+
+    speed = result.speed
+    if speed is None:
+        return []
+    parts = [f"{speed.ratio:.2f}x the float model's latency"]
+    for group in speed.groups:
+        if group.kept_float:
+            layers = _plural(len(group.layers), "layer")
+            parts.append(f"{kept_float_reason(group.rule, group.slower_by)} ({layers})")
     return parts
 
 

@@ -5,7 +5,7 @@ verdict. With `--accept METRIC>=VALUE` (repeatable) the models are measured inst
 (`check_accuracy`: snr, cosine, max_rel, ... per output and over all outputs) and judged by
 that budget; exit 1 then means outside the budget. The comparison options (criterion,
 inputs, special values, optimization levels) are shared with `rewrite MODEL --verify`
-(`add_comparison_options`, `comparison_arguments`). `--counterexample` may not name either
+(`add_comparison_options`, `verify_options`). `--counterexample` may not name either
 model or their external data files. Exit
 codes: 0 the models agree, 1 they disagree (the shrunk counterexample is saved and its path
 printed), 2 bad usage or a model that cannot be loaded or compared (one line on stderr, from
@@ -18,14 +18,28 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 import ir
 from rewriter._errors import RewriteError
 from rewriter.cli import _files, _status
 
 if TYPE_CHECKING:
-    from rewriter.verification import AccuracyResult, VerifyResult
+    import numpy as np
+    import numpy.typing as npt
+
+    from rewriter.verification import (
+        AccuracyResult,
+        InputOptions,
+        RuntimeOptions,
+        VerifyOptions,
+        VerifyProgress,
+        VerifyResult,
+    )
+
+    Array = npt.NDArray[np.generic]
+
+_V = TypeVar("_V")
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
@@ -63,25 +77,61 @@ def refuse_equivalence_options(args: argparse.Namespace) -> None:
         )
 
 
-def accuracy_arguments(args: argparse.Namespace) -> dict[str, object]:
-    """The keyword arguments of `check_accuracy` that the comparison options give.
+def input_options(args: argparse.Namespace) -> InputOptions:
+    """The inputs the comparison options ask for (`--examples`, `--seed`, `--inputs`, ...).
 
     Raises:
         VerifyError: an input, shape or dim given twice, or an unreadable `--inputs` file.
     """
-    return {
-        "input_ranges": _once("--input", args.input_ranges),
-        "input_shapes": _once("--input-shape", args.input_shapes),
-        "dims": _once("--dim", args.dims),
-        "samples": load_samples(args.samples),
-        "ort_enable_all": args.ort_enable_all,
-    }
+    from rewriter.verification import InputOptions
+
+    return InputOptions(
+        examples=args.examples,
+        seed=args.seed,
+        samples=tuple(load_samples(args.samples)),
+        ranges=_once("--input", args.input_ranges),
+        shapes=_once("--input-shape", args.input_shapes),
+        dims=_once("--dim", args.dims),
+        special_values=args.special_values,
+    )
 
 
-def _once(option: str, pairs: list[tuple[str, object]]) -> dict[str, object]:
+def runtime_options(args: argparse.Namespace) -> RuntimeOptions:
+    """How the models run (`--no-ort-enable-all`)."""
+    from rewriter.verification import RuntimeOptions
+
+    return RuntimeOptions(ort_enable_all=args.ort_enable_all)
+
+
+def verify_options(
+    args: argparse.Namespace,
+    *,
+    counterexample: Path | None,
+    progress: VerifyProgress | None = None,
+) -> VerifyOptions:
+    """The equivalence check the comparison options ask for.
+
+    The counterexample goes to `counterexample` (kept in memory when None).
+
+    Raises:
+        VerifyError: an input, shape or dim given twice, or an unreadable `--inputs` file.
+    """
+    from rewriter.verification import Criterion, VerifyOptions
+
+    return VerifyOptions(
+        input_options(args),
+        Criterion(args.compare, args.factor, args.rtol, args.atol),
+        runtime_options(args),
+        counterexample_path=counterexample,
+        save_counterexample=counterexample is not None,
+        progress=progress,
+    )
+
+
+def _once(option: str, pairs: list[tuple[str, _V]]) -> dict[str, _V]:
     from rewriter.verification import VerifyError
 
-    found: dict[str, object] = {}
+    found: dict[str, _V] = {}
     for name, value in pairs:
         if name in found:
             raise VerifyError(f"{option} {name} given twice")
@@ -89,7 +139,7 @@ def _once(option: str, pairs: list[tuple[str, object]]) -> dict[str, object]:
     return found
 
 
-def load_samples(paths: list[str], option: str = "--inputs") -> list[dict[str, object]]:
+def load_samples(paths: list[str], option: str = "--inputs") -> list[dict[str, Array]]:
     """The `--inputs` (or `--calibration`) files' arrays (never unpickled), one mapping per file."""
     import zipfile
 
@@ -97,7 +147,7 @@ def load_samples(paths: list[str], option: str = "--inputs") -> list[dict[str, o
 
     from rewriter.verification import VerifyError
 
-    samples = []
+    samples: list[dict[str, Array]] = []
     for path in paths:
         try:
             with np.load(path, allow_pickle=False) as data:
@@ -107,26 +157,6 @@ def load_samples(paths: list[str], option: str = "--inputs") -> list[dict[str, o
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
             raise VerifyError(f"{option} {path}: not a readable .npz file ({exc})") from None
     return samples
-
-
-def comparison_arguments(args: argparse.Namespace) -> dict[str, object]:
-    """The keyword arguments of `check_equivalence` that the comparison options give.
-
-    Raises:
-        VerifyError: an input, shape or dim given twice, or an unreadable `--inputs` file.
-    """
-    return {
-        "compare": args.compare,
-        "factor": args.factor,
-        "rtol": args.rtol,
-        "atol": args.atol,
-        "input_ranges": _once("--input", args.input_ranges),
-        "input_shapes": _once("--input-shape", args.input_shapes),
-        "dims": _once("--dim", args.dims),
-        "samples": load_samples(args.samples),
-        "special_values": args.special_values,
-        "ort_enable_all": args.ort_enable_all,
-    }
 
 
 def counterexample_target(
@@ -189,12 +219,7 @@ def _run_accuracy(args: argparse.Namespace) -> int:
 
         candidate = load_pipeline(Path(args.rewritten))
     result = check_accuracy(
-        args.original,
-        candidate,
-        args.accept,
-        examples=args.examples,
-        seed=args.seed,
-        **accuracy_arguments(args),  # type: ignore[arg-type]
+        args.original, candidate, args.accept, input_options(args), runtime_options(args)
     )
     print_result(result)
     return EXIT_OK if result.ok else EXIT_MISMATCH
@@ -216,7 +241,6 @@ def run(args: argparse.Namespace) -> int:
         protected={original: "the original model", rewritten: "the rewritten model"},
         models=[original, rewritten],
     )
-    options = comparison_arguments(args)
     if args.examples == 0 and not args.samples:
         raise RewriteError("--examples 0 checks nothing without --inputs")
     candidate: str | ir.Model = args.rewritten
@@ -225,15 +249,8 @@ def run(args: argparse.Namespace) -> int:
 
         candidate = load_pipeline(rewritten)  # the stages chained into one model
     with _status.verify_progress(True, args.examples) as on_progress:
-        result = check_equivalence(
-            args.original,
-            candidate,
-            examples=args.examples,
-            seed=args.seed,
-            counterexample_path=target,
-            progress=on_progress,
-            **options,  # type: ignore[arg-type]
-        )
+        options = verify_options(args, counterexample=target, progress=on_progress)
+        result = check_equivalence(args.original, candidate, options)
     print_result(result)
     if result.ok:
         return EXIT_OK

@@ -9,7 +9,7 @@ the `PassManager` drives rules and built-in passes to a fixed point and records 
 from __future__ import annotations
 
 from rewriter.engine._applicability import applicability
-from rewriter.engine._builder import Builder
+from rewriter.engine._builder import Builder, Runnable
 from rewriter.engine._builtins import BUILTINS, Builtin, signatures
 from rewriter.engine._calibration import (
     CALIBRATION_METHODS,
@@ -38,14 +38,9 @@ from rewriter.engine._kinds import (
     REWRITE,
     rewrite_kind,
 )
-from rewriter.engine._manager import (
-    BlockRules,
-    PassManager,
-    ProgressCallback,
-    RunOptions,
-    pipeline,
-)
+from rewriter.engine._manager import BlockRules, PassManager, pipeline
 from rewriter.engine._matcher import Match, Matcher, MatchFailure
+from rewriter.engine._options import ProgressCallback, RunOptions
 from rewriter.engine._pass import (
     NO_CONTEXT,
     PassChange,
@@ -136,6 +131,7 @@ __all__ = [
     "RewriteDeclinedError",
     "RewriteRejectedError",
     "RunOptions",
+    "Runnable",
     "SkipEntry",
     "SnapshotNode",
     "StopReason",

@@ -1,11 +1,13 @@
 """Calibration statistics: what a model's values held on sample inputs, by value name.
 
 Quantizing an activation needs its range; the rules read it through the built-ins
-`calibrated_range(x, method)` and `awq_scale(x, w, ...)`. The statistics are gathered before
-rewriting by running the original model on the user's samples (`rewriter.verification.
-collect_calibration`, `--calibration FILE.npz`) and travel to the rules in
-`RunOptions.calibration`. Loading rules never computes them, and without them a rule that asks
-gets `unknown` (its `where` line fails, so it does not fire).
+`calibrated_range(x, method)` and `awq_scale(x, w, ...)`. The statistics are gathered by
+running a model on the user's samples (`rewriter.quantize.collect_calibration`,
+`--calibration FILE.npz`: the float model the approximate rules see, in a staged run) and
+travel to the rules in `RunOptions.calibration`. The statistics' type lives here, beside the
+built-ins that read it (the engine cannot import the quantize package, a client of it).
+Loading rules never computes them, and without them a rule that asks gets `unknown` (its
+`where` line fails, so it does not fire).
 
 Rewrites rename the values they redefine `NAME/RULE` (the builder's naming), and an exact
 rewrite computes the same value: `lookup` strips trailing `/RULE` segments naming loaded rules

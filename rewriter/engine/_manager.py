@@ -10,7 +10,7 @@ for bisection is reached (REPLAY_LIMIT). Stopping early always leaves a valid mo
 
 `RunOptions.excluded_sites` names rule applications not to make, by rule and anchor
 (`TraceEntry.site`): such a match is skipped with the caller's reason and the node's next
-candidate rule is tried. It is how the accuracy budget (`rewriter.api._budget`) leaves the
+candidate rule is tried. It is how the accuracy budget (`rewriter.quantize`) leaves the
 most sensitive approximate rewrites out; it is an option of one run, never shared state.
 """
 
@@ -36,10 +36,12 @@ from rewriter.engine._builder import Builder, Runnable
 from rewriter.engine._calibration import Calibration
 from rewriter.engine._compile import CompiledRule
 from rewriter.engine._matcher import Match, Matcher
+from rewriter.engine._options import RunOptions
 from rewriter.engine._pass import PassContext, PassDefinition, PassResult, run_checked
 from rewriter.engine._passes import BUILTIN_PASSES
 from rewriter.engine._pending import RewriteDeclinedError, RewriteRejectedError
 from rewriter.engine._rule_index import RuleIndex, compile_rules
+from rewriter.engine._runtime import KernelAvailability
 from rewriter.engine._shape_facts import infer_facts
 from rewriter.engine._trace import SkipEntry, StopReason, Trace, TraceEntry
 from rewriter.engine._why_not import WhyNot, why_not
@@ -47,7 +49,6 @@ from rewriter.engine._worklist import Worklist, downstream
 
 logger = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[int, int], None]
 
 Applicability = Callable[[CompiledRule], "str | None"]
 """Why a compiled rule cannot apply to the model being rewritten (None when it can)."""
@@ -83,36 +84,6 @@ class BlockRules(Protocol):
         ...
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RunOptions:
-    """Options of one run of the pass manager (all optional)."""
-
-    max_rewrites: int | None = None
-    max_iterations: int = 8
-    infer_shapes: bool = True
-    replay_limit: int | None = None
-    exclude_rules: frozenset[str] = frozenset()
-    progress: ProgressCallback | None = None
-    target_opset: int | None = None
-    record_subgraphs: bool = False
-    # Whether a runtime can run a node (None: not known); a rewrite whose new nodes it cannot
-    # run, where it could run the matched ones, is declined. None here: no such check.
-    runnable: Runnable | None = None
-    # Rule applications not to make, keyed by (rule name, anchor site as `site_of` names
-    # it), each with the reason the trace records for it. The accuracy budget keeps layers
-    # in float this way; the rule still fires everywhere else.
-    excluded_sites: Mapping[tuple[str, str], str] = dataclasses.field(default_factory=dict)
-    # Statistics of the model's values on calibration samples, for the rules that quantize
-    # activations (`calibrated_range`, `awq_scale`); None: such rules do not fire.
-    calibration: Calibration | None = None
-    # Apply only what is exact on every input: rules that `assume` something apply where the
-    # model proves it (`assumes nonempty` on static positive shapes), never otherwise.
-    exact: bool = False
-    # The passes to run between rounds of rules, in order (`DEFAULT_PIPELINE` for a standard
-    # run), then the ones the rule files declare (see `pipeline`).
-    pipeline: tuple[rules.PassUse, ...] = ()
-
-
 class PassManager:
     """Runs a rule set on models.
 
@@ -131,6 +102,11 @@ class PassManager:
     ) -> None:
         self.ruleset = ruleset
         self.options = options or RunOptions()
+        # Asked whether onnxruntime runs a node a rewrite or a pass would create; its answers
+        # are kept for the manager's life (they depend on the node's kind only).
+        self.runnable: Runnable | None = None
+        if self.options.keep_runnable:
+            self.runnable = KernelAvailability()
         self.rules = compile_rules(ruleset)
         self.passes = passes
         self.block_rules = block_rules
@@ -189,14 +165,10 @@ class _Run:
             calibration=_renamed_by(manager.options.calibration, manager.ruleset),
         )
         self.builder = Builder(
-            model,
-            self.matcher,
-            self.names,
-            manager.options.runnable,
-            exact=manager.options.exact,
+            model, self.matcher, self.names, manager.runnable, exact=manager.options.exact
         )
         self.timings: dict[str, float] = collections.defaultdict(float)
-        self.pass_context = PassContext(runnable=manager.options.runnable)
+        self.pass_context = PassContext(runnable=manager.runnable)
 
     def execute(self) -> Trace:
         start = time.perf_counter()
@@ -315,7 +287,7 @@ class _Run:
     def _declared_passes(self) -> list[tuple[PassDefinition[Any], object]]:
         """The passes this run applies: its pipeline, then the ones rule files declare."""
         declared: list[tuple[PassDefinition[Any], object]] = []
-        for use in pipeline(self.options.pipeline, self.manager.ruleset.passes):
+        for use in pipeline(self.options.passes, self.manager.ruleset.passes):
             where = f"{use.span}: " if use.span.line else ""
             definition = self.manager.passes.get(use.name)
             if definition is None:

@@ -58,6 +58,30 @@ def _verification(verification: Verification | None) -> Html:
     return section("verification", "Verification", body)
 
 
+def _speed(result: RewriteResult) -> Html:
+    """The speed check: the latency against float, and the groups kept float and why."""
+    speed = result.speed
+    if speed is None and not result.notes:
+        return Html("")
+    parts = [f"<p>{esc(note)}</p>" for note in result.notes]
+    if speed is not None:
+        from rewriter.quantize import kept_float_reason
+
+        parts.insert(0, f'<p class="ok">{esc(speed.summary())}</p>')
+        rows = "".join(
+            f"<tr><td>{esc(g.rule)}</td><td>{len(g.layers)}</td><td>{g.approximate_ms:.3f}</td>"
+            f"<td>{g.float_ms:.3f}</td><td>"
+            f"{esc(kept_float_reason(g.rule, g.slower_by) if g.kept_float else 'kept quantized')}"
+            "</td></tr>"
+            for g in speed.groups
+        )
+        parts.append(
+            "<table><tr><th>rule</th><th>layers</th><th>approximate (ms)</th>"
+            f"<th>float (ms)</th><th>verdict</th></tr>{rows}</table>"
+        )
+    return section("speed", "Precision: speed check and forms", "".join(parts))
+
+
 def _budget(budget: BudgetResult | None) -> Html:
     """The accuracy budget: the sensitivity plot and the per-site table (see `_budget`)."""
     if budget is None:
@@ -67,7 +91,8 @@ def _budget(budget: BudgetResult | None) -> Html:
     metric = budget.metric
     intro = (
         f'<p class="{"ok" if budget.ok else "bad"}">{esc(budget.summary())}</p>'
-        f'<p class="meta">{budget.evaluations} rewrites measured {esc(budget.runner)}; '
+        f'<p class="meta">{budget.evaluations} measurements of one switchable model '
+        f"{esc(budget.runner)}; "
         "sensitivity: the whole model's metric with only that site approximate (lower "
         "snr or cosine, higher max_rel: more sensitive); the most sensitive are kept in "
         "float until the model meets the budget, then the result is checked on independent "
@@ -296,6 +321,7 @@ def render_rewrite_report(
     summary = _summary(result, _source_stats(source), collect(result.model), verification)
     details = [
         _rule_sections.rules_applied(result, options),
+        _speed(result),
         _budget(result.budget),
         _verification(verification),
         _rule_sections.passes(result),

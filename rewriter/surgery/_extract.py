@@ -81,7 +81,7 @@ def verify_extracted(
     generates them; `input_shapes` as given to `extract`). Outputs are named
     `extracted/NAME` in the table.
     """
-    from rewriter.verification import check_equivalence
+    from rewriter.verification import InputOptions, VerifyOptions, check_equivalence
 
     source = as_model(original)
     if input_shapes:
@@ -99,14 +99,10 @@ def verify_extracted(
     except ir.GraftError as exc:
         raise RewriteError(f"cannot chain the extracted model after the original: {exc}") from None
     chained = _renamed_outputs(chained, cut_outputs)
-    return check_equivalence(
-        reference,
-        chained,
-        examples=examples,
-        seed=seed,
-        save_counterexample=False,
-        progress=progress,
+    options = VerifyOptions(
+        InputOptions(examples, seed), save_counterexample=False, progress=progress
     )
+    return check_equivalence(reference, chained, options)
 
 
 def _renamed_outputs(model: ir.Model, names: Sequence[str]) -> ir.Model:

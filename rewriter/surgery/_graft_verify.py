@@ -24,8 +24,7 @@ from rewriter._errors import RewriteError
 from rewriter.surgery._extract import extract
 
 if TYPE_CHECKING:
-    from rewriter.verification import VerifyResult
-    from rewriter.verification._check import VerifyProgress
+    from rewriter.verification import VerifyProgress, VerifyResult
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -71,17 +70,16 @@ def verify_grafted(
     Raises:
         RewriteError: one A value feeds two inputs of B (B's part cannot be cut apart).
     """
-    from rewriter.verification import check_equivalence
+    from rewriter.verification import InputOptions, VerifyOptions, check_equivalence
 
     def check(reference: ir.Model, candidate: ir.Model, tag: str) -> VerifyResult:
         inputs, outputs = _shared_names(reference, candidate, tag)
         return check_equivalence(
             _renamed(reference, inputs, outputs),
             _renamed(candidate, inputs, outputs),
-            examples=examples,
-            seed=seed,
-            save_counterexample=False,
-            progress=progress,
+            VerifyOptions(
+                InputOptions(examples, seed), save_counterexample=False, progress=progress
+            ),
         )
 
     if len(set(plan.feeds)) != len(plan.feeds):

@@ -13,14 +13,16 @@ rewrite trace to the first rewrite that breaks agreement on such a counterexampl
 `check_accuracy(original, rewritten, ["snr>=35"])` measures instead of judging equivalence:
 metrics per output and over all outputs (`_accuracy`, `_metrics`), the verdict against the
 budget. `verify` is `check_equivalence`, or `check_accuracy` when given `accept=`; the
-`rewriter` package re-exports it as `rewriter.verify(original, rewritten, examples=...,
-seed=..., accept=...)`.
+`rewriter` package re-exports it as `rewriter.verify(original, rewritten, options,
+accept=...)`. What a check is told comes in small frozen values (`_options`): `InputOptions`
+(which inputs), `RuntimeOptions` (how models run), `Criterion` (how outputs are judged),
+gathered in `VerifyOptions`.
 
 onnxruntime, hypothesis and `onnx.reference` are imported only when a check runs.
 
 Wiring `rewrite MODEL --verify` (the engine replays its trace; names here are the caller's):
 
-    result = check_equivalence(input_path, rewritten_model, examples=20, seed=0)
+    result = check_equivalence(input_path, rewritten_model, VerifyOptions(InputOptions(20, 0)))
     if not result.ok:
         k = find_first_bad(len(trace), replay_first, input_path, result.counterexample)
         # k is None (final model agrees: flaky criterion?), 0 (the untouched model already
@@ -30,13 +32,15 @@ Wiring `rewrite MODEL --verify` (the engine replays its trace; names here are th
 
 from __future__ import annotations
 
-from typing import Any, overload
+from collections.abc import Sequence
+from typing import overload
 
 from rewriter.verification._accuracy import (
     AccuracyData,
     acceptances,
     accuracy_data,
     check_accuracy,
+    metric_with_bound,
     pessimistic_bound,
     score,
 )
@@ -48,17 +52,13 @@ from rewriter.verification._accuracy_result import (
 )
 from rewriter.verification._approximation import (
     ApproximationResult,
+    NewSpecials,
+    find_new_specials,
     measure_approximation,
     plain_samples,
 )
 from rewriter.verification._bisect import find_first_bad, load_failure
-from rewriter.verification._calibration import collect_calibration
-from rewriter.verification._check import (
-    VerifyProgress,
-    check_equivalence,
-    check_on_inputs,
-    run_model,
-)
+from rewriter.verification._check import check_equivalence, check_on_inputs, run_model
 from rewriter.verification._compare import (
     DEFAULT_FACTOR,
     FLOOR_ULPS,
@@ -73,16 +73,28 @@ from rewriter.verification._counterexample import (
     save_counterexample,
 )
 from rewriter.verification._errors import VerifyError
+from rewriter.verification._inputs import analyze_inputs, split_samples
 from rewriter.verification._kernels import KERNELS, extract_image_patches
 from rewriter.verification._metrics import METRICS, Acceptance, measure, parse_acceptance
+from rewriter.verification._options import (
+    InputOptions,
+    RuntimeOptions,
+    VerifyOptions,
+    VerifyProgress,
+)
 from rewriter.verification._oracle import OracleModel, oracle_model
 from rewriter.verification._result import OutputStats, VerifyResult
-from rewriter.verification._source import ModelSource
+from rewriter.verification._runner import RunError, Session, open_session
+from rewriter.verification._source import LoadedModel, ModelSource, load_model
 
 
 @overload
 def verify(
-    original: ModelSource, rewritten: ModelSource, *, accept: None = None, **options: Any
+    original: ModelSource,
+    rewritten: ModelSource,
+    options: VerifyOptions | None = None,
+    *,
+    accept: None = None,
 ) -> VerifyResult: ...
 
 
@@ -90,26 +102,37 @@ def verify(
 def verify(
     original: ModelSource,
     rewritten: ModelSource,
+    options: VerifyOptions | None = None,
     *,
-    accept: list[str | Acceptance] | tuple[str | Acceptance, ...],
-    **options: Any,
+    accept: Sequence[str | Acceptance],
 ) -> AccuracyResult: ...
 
 
 def verify(
     original: ModelSource,
     rewritten: ModelSource,
+    options: VerifyOptions | None = None,
     *,
-    accept: list[str | Acceptance] | tuple[str | Acceptance, ...] | None = None,
-    **options: Any,
+    accept: Sequence[str | Acceptance] | None = None,
 ) -> VerifyResult | AccuracyResult:
-    """`check_equivalence(original, rewritten, **options)`, or `check_accuracy` with `accept`.
+    """`check_equivalence(original, rewritten, options)`, or `check_accuracy` with `accept`.
 
-    `accept` is a budget such as `["snr>=35"]`: the result is then an `AccuracyResult`.
+    `accept` is a budget such as `["snr>=35"]`: the result is then an `AccuracyResult`,
+    measured on `options.inputs` and run as `options.runtime` says.
+
+    Raises:
+        ValueError: `accept` with a criterion or a counterexample path in `options` (they
+            belong to the equivalence check).
     """
+    options = options or VerifyOptions()
     if accept is None:
-        return check_equivalence(original, rewritten, **options)
-    return check_accuracy(original, rewritten, accept, **options)
+        return check_equivalence(original, rewritten, options)
+    if options.criterion != Criterion() or options.counterexample_path is not None:
+        raise ValueError(
+            "a criterion or counterexample path applies to the equivalence check; with "
+            "accept the models are measured against the budget instead"
+        )
+    return check_accuracy(original, rewritten, accept, options.inputs, options.runtime)
 
 
 __all__ = [
@@ -123,30 +146,41 @@ __all__ = [
     "AccuracyResult",
     "ApproximationResult",
     "Criterion",
+    "InputOptions",
+    "LoadedModel",
     "MetricRow",
     "ModelSource",
+    "NewSpecials",
     "OracleModel",
     "OutputStats",
+    "RunError",
+    "RuntimeOptions",
+    "Session",
     "Tolerance",
     "VerifyError",
+    "VerifyOptions",
     "VerifyProgress",
     "VerifyResult",
     "acceptances",
     "accuracy_data",
     "accuracy_floor",
+    "analyze_inputs",
     "check_accuracy",
     "check_equivalence",
     "check_on_inputs",
-    "collect_calibration",
     "default_counterexample_path",
     "default_tolerance",
     "extract_image_patches",
     "find_first_bad",
+    "find_new_specials",
     "format_metric",
     "load_counterexample",
     "load_failure",
+    "load_model",
     "measure",
     "measure_approximation",
+    "metric_with_bound",
+    "open_session",
     "oracle_model",
     "parse_acceptance",
     "pessimistic_bound",
@@ -154,5 +188,6 @@ __all__ = [
     "run_model",
     "save_counterexample",
     "score",
+    "split_samples",
     "verify",
 ]

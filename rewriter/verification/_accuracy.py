@@ -51,7 +51,14 @@ from rewriter.verification._inputs import (
     split_samples,
     suggested_sizes,
 )
-from rewriter.verification._metrics import METRICS, Acceptance, measure, parse_acceptance
+from rewriter.verification._metrics import (
+    METRICS,
+    Acceptance,
+    measure,
+    parse_acceptance,
+    resampled,
+)
+from rewriter.verification._options import InputOptions, RuntimeOptions
 from rewriter.verification._runner import (
     DISABLED,
     ENABLED,
@@ -175,30 +182,24 @@ def _measured_outputs(model: ir.Model) -> tuple[tuple[str, ...], tuple[str, ...]
 
 def accuracy_data(
     original: ModelSource,
-    *,
-    examples: int = 20,
-    seed: int = 0,
-    samples: Sequence[Mapping[str, Array]] | None = None,
-    input_ranges: Mapping[str, tuple[float, float]] | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    dims: Mapping[str, int] | None = None,
+    inputs: InputOptions | None = None,
     providers: Sequence[str] | None = None,
 ) -> AccuracyData:
     """The inputs (samples, then `examples` generated with `seed`) and the original's outputs.
 
+    Generated inputs hold plain values (no NaN or infinities whatever `special_values`
+    says): a measurement judges the typical error, not the edge cases.
+
     Raises:
         VerifyError: bad samples, ranges, shapes or dims; the original fails on a given
             sample, on every generated input, or cannot be run.
-        ValueError: `examples` below 0, or 0 without samples.
     """
-    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
-        raise ValueError(f"examples must be an int >= 0, got {examples!r}")
-    if not examples and not samples:
-        raise ValueError("examples=0 measures nothing without samples")
+    inputs = inputs or InputOptions()
+    examples, seed, samples = inputs.examples, inputs.seed, inputs.samples
     loaded = load_model(original, "original")
     session = open_session(loaded, providers)
-    specs = analyze_inputs(loaded.model, loaded.model, input_ranges, input_shapes)
-    fixed = bound_dims(specs, input_shapes, dims)
+    specs = analyze_inputs(loaded.model, loaded.model, inputs.ranges, inputs.shapes)
+    fixed = bound_dims(specs, inputs.shapes, inputs.dims)
     outputs, skipped = _measured_outputs(loaded.model)
     feeds: list[dict[str, Array]] = []
     reference: list[dict[str, Array]] = []
@@ -214,7 +215,7 @@ def accuracy_data(
         reference.append({name: np.asarray(result[name]) for name in outputs})
         return True
 
-    given = split_samples(samples or (), specs)
+    given = split_samples(samples, specs)
     for index, sample in enumerate(given):
         keep(sample, f"given sample {index + 1}")
     described = [f"{len(given)} given sample{'s' * (len(given) != 1)}"] if given else []
@@ -263,10 +264,13 @@ def _level_rows(
     confidence: float | None = None,
 ) -> list[MetricRow]:
     rows = []
+    total_nans = 0
     for name in data.outputs:
         ref = [r[name] for r in data.reference]
         act = [np.asarray(a[name]) for a in actual]
-        rows.append(MetricRow(name, level, _values(metrics, ref, act), _shape(ref)))
+        nans = _new_nans(ref, act)
+        total_nans += nans
+        rows.append(MetricRow(name, level, _values(metrics, ref, act), _shape(ref), new_nans=nans))
     ref_all = [r[name] for r in data.reference for name in data.outputs]
     act_all = [np.asarray(a[name]) for a in actual for name in data.outputs]
     bounds: tuple[tuple[str, float], ...] = ()
@@ -279,8 +283,21 @@ def _level_rows(
             (metric, pessimistic_bound(metric, *per_input, confidence=confidence))
             for metric in bounded
         )
-    rows.append(MetricRow(ALL_OUTPUTS, level, _values(metrics, ref_all, act_all), bounds=bounds))
+    values = _values(metrics, ref_all, act_all)
+    rows.append(MetricRow(ALL_OUTPUTS, level, values, bounds=bounds, new_nans=total_nans))
     return rows
+
+
+def _new_nans(reference: Sequence[Array], actual: Sequence[Array]) -> int:
+    """Elements NaN in `actual` where `reference` is not (floats of matching shapes)."""
+    count = 0
+    for ref, act in zip(reference, actual, strict=True):
+        ref_array, act_array = np.asarray(ref), np.asarray(act)
+        if act_array.dtype.kind != "f" or ref_array.shape != act_array.shape:
+            continue
+        reference_nan = np.isnan(ref_array) if ref_array.dtype.kind == "f" else False
+        count += int(np.count_nonzero(np.isnan(act_array) & ~reference_nan))
+    return count
 
 
 _RESAMPLES = 200
@@ -305,26 +322,42 @@ def pessimistic_bound(
     Raises:
         ValueError: an unknown metric, or a confidence outside (0, 1).
     """
+    return metric_with_bound(
+        metric, reference, actual, confidence=confidence, resamples=resamples, seed=seed
+    )[1]
+
+
+def metric_with_bound(
+    metric: str,
+    reference: Sequence[Sequence[Array]],
+    actual: Sequence[Sequence[Array]],
+    *,
+    confidence: float = 0.9,
+    resamples: int = _RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """The metric over all inputs and its `pessimistic_bound`, from one pass over the outputs.
+
+    Raises:
+        ValueError: an unknown metric, or a confidence outside (0, 1).
+    """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
-    point = measure(metric, _flatten(reference), _flatten(actual))
     count = len(reference)
-    if count < 2:
-        return point
     rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(resamples):
-        picks = rng.integers(0, count, count)
-        chosen_ref = [a for i in picks for a in reference[i]]
-        chosen_act = [a for i in picks for a in actual[i]]
-        values.append(measure(metric, chosen_ref, chosen_act))
-    finite = np.asarray(values, dtype=np.float64)
+    every = np.arange(count)[None, :]
+    if count < 2:
+        point = float(resampled(metric, reference, actual, every)[0])
+        return point, point
+    picks = np.stack([rng.integers(0, count, count) for _ in range(resamples)])
+    values = resampled(metric, reference, actual, np.concatenate([every, picks]))
+    point = float(values[0])
     good_high = METRICS[metric] == ">="
     # The quantile of the bad side: np.quantile handles +-inf (an exact resample is inf dB).
     quantile = 1.0 - confidence if good_high else confidence
     with np.errstate(invalid="ignore"):
-        bound = float(np.quantile(finite, quantile, method="lower" if good_high else "higher"))
-    return min(bound, point) if good_high else max(bound, point)
+        bound = float(np.quantile(values[1:], quantile, method="lower" if good_high else "higher"))
+    return point, (min(bound, point) if good_high else max(bound, point))
 
 
 def _flatten(per_input: Sequence[Sequence[Array]]) -> list[Array]:
@@ -451,36 +484,23 @@ def check_accuracy(
     original: ModelSource,
     rewritten: ModelSource,
     accept: Sequence[str | Acceptance],
-    *,
-    examples: int = 20,
-    seed: int = 0,
-    samples: Sequence[Mapping[str, Array]] | None = None,
-    input_ranges: Mapping[str, tuple[float, float]] | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    dims: Mapping[str, int] | None = None,
-    ort_enable_all: bool = True,
-    providers: Sequence[str] | None = None,
+    inputs: InputOptions | None = None,
+    runtime: RuntimeOptions | None = None,
 ) -> AccuracyResult:
     """Measure `rewritten` against `original` and judge it by the budget `accept`.
 
     `accept` holds `"snr>=35"`-style strings or `Acceptance` values; the verdict (`ok`) is
-    that every one holds over all outputs at every optimization level. Inputs: `samples`,
-    then `examples` plain generated ones (`seed`); see the module docstring.
+    that every one holds over all outputs at every optimization level. Inputs: the
+    samples, then `examples` plain generated ones (`seed`); see the module docstring.
 
     Raises:
         VerifyError: the models cannot be compared (signatures, unknown ops, inputs the
             original refuses).
-        ValueError: a malformed acceptance, or `examples` out of range.
+        ValueError: a malformed acceptance.
     """
     wanted = acceptances(accept)
-    data = accuracy_data(
-        original,
-        examples=examples,
-        seed=seed,
-        samples=samples,
-        input_ranges=input_ranges,
-        input_shapes=input_shapes,
-        dims=dims,
-        providers=providers,
+    runtime = runtime or RuntimeOptions()
+    data = accuracy_data(original, inputs, runtime.providers)
+    return score(
+        rewritten, data, wanted, ort_enable_all=runtime.ort_enable_all, providers=runtime.providers
     )
-    return score(rewritten, data, wanted, ort_enable_all=ort_enable_all, providers=providers)

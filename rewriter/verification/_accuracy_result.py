@@ -62,6 +62,16 @@ class MetricRow:
     note: str = ""
     # Pessimistic bootstrap bounds of the budget's metrics, when asked for (`score`).
     bounds: tuple[tuple[str, float], ...] = ()
+    # Elements that are NaN where the original's are not: a failure whatever the budget.
+    new_nans: int = 0
+
+    @property
+    def nan_text(self) -> str:
+        """`NaN in 512 elements where the original has none`, or ''."""
+        if not self.new_nans:
+            return ""
+        count = f"{self.new_nans} element{'s' * (self.new_nans != 1)}"
+        return f"NaN in {count} where the original has none"
 
     def value(self, metric: str) -> float:
         """The value of `metric` in this row (KeyError when it was not measured)."""
@@ -104,6 +114,16 @@ class AccuracyResult:
         for row in rows:
             if row.output != ALL_OUTPUTS:
                 continue
+            if row.new_nans:
+                level = "" if row.level == "ORT_DISABLE_ALL" else f" with {row.level}"
+                outputs = [
+                    r.output
+                    for r in rows
+                    if r.level == row.level and r.output != ALL_OUTPUTS and r.new_nans
+                ]
+                named = ", ".join(f"`{name}`" for name in outputs) or "the outputs"
+                failing.append(f"{row.nan_text} ({named}{level})")
+                failing_level = failing_level or row.level
             for acceptance in accept:
                 value = row.value(acceptance.metric)
                 if not acceptance.met_by(value):
@@ -147,10 +167,10 @@ class AccuracyResult:
         """The table's rows as text cells; the last is "ok", "FAIL" or "-" (not judged)."""
         rows: list[tuple[str, ...]] = []
         for row in self.rows:
-            status = "-"
+            status = "NaN" if row.new_nans else "-"
             if row.output == ALL_OUTPUTS:
                 met = all(a.met_by(row.value(a.metric)) for a in self.accept)
-                status = "ok" if met else "FAIL"
+                status = "ok" if met and not row.new_nans else "FAIL"
             rows.append(
                 (
                     row.output,
@@ -169,6 +189,11 @@ class AccuracyResult:
     def notes(self) -> tuple[str, ...]:
         """Lines under the table: failures of a run, what else the reader should know."""
         lines = [f"{LEVEL_LABELS.get(r.level, r.level)}: {r.note}" for r in self.rows if r.note]
+        lines.extend(
+            f"{LEVEL_LABELS.get(r.level, r.level)}: output `{r.output}`: {r.nan_text}"
+            for r in self.rows
+            if r.new_nans and r.output != ALL_OUTPUTS
+        )
         if not self.ok and not lines:
             lines.append(
                 "the budget is judged on the (all outputs) rows; per-output rows are for reading"
@@ -214,7 +239,7 @@ class AccuracyResult:
         for index, column in enumerate(self.table_header[:-1]):
             table.add_column(column, justify="right" if index in self.numeric_columns else "left")
         table.add_column(self.table_header[-1])
-        styles = {"ok": "green", "FAIL": "bold red", "-": "dim"}
+        styles = {"ok": "green", "FAIL": "bold red", "NaN": "bold red", "-": "dim"}
         for row in self.table_rows():
             table.add_row(*row[:-1], f"[{styles[row[-1]]}]{row[-1]}[/]")
         return table
@@ -239,6 +264,7 @@ class AccuracyResult:
                     "shape": list(r.shape),
                     **{metric: _finite(value) for metric, value in r.values},
                     "note": r.note,
+                    "new_nans": r.new_nans,
                 }
                 for r in self.rows
             ],

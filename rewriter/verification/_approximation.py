@@ -5,6 +5,10 @@ values (normally distributed floats, in-range integers and indices: no NaN, infi
 dtype extremes, which no quantization is meant to keep) and gives the worst value of the
 metric over the examples, with that example's inputs. check-rules holds a rule's
 `approximate` bound to it.
+
+`find_new_specials(original, rewritten)` looks where plain values do not: on masking inputs
+(a fully masked row of the dtype's lowest value, a `(1 - mask) * lowest` mask) a rule that
+narrows floats must not give NaN or infinities where the original gives numbers.
 """
 
 from __future__ import annotations
@@ -77,6 +81,88 @@ def measure_approximation(
     return ApproximationResult(metric, worst[0], max(1, examples), worst[1])
 
 
+@dataclasses.dataclass(frozen=True)
+class NewSpecials:
+    """NaN or infinities in the rewritten model's output where the original's is finite."""
+
+    case: str
+    output: str
+    count: int
+    inputs: Mapping[str, Array]
+
+    def describe(self) -> str:
+        """`NaN or infinity where the original is finite, on a fully masked row: ...`."""
+        elements = f"{self.count} element{'s' * (self.count != 1)}"
+        return (
+            f"NaN or infinity where the original is finite, on {self.case}: {elements} of "
+            f"output `{self.output}`"
+        )
+
+
+def _masking_cases(base: Mapping[str, Array], seed: int) -> list[tuple[str, dict[str, Array]]]:
+    """Inputs that expose a narrowing that turns masking values into NaN.
+
+    Attention masks hold the most negative finite value of the dtype (torch.finfo(dtype).min):
+    as whole rows of scores (a fully masked row: every key masked) and as `(1 - mask) * lowest`
+    (a 0/1 mask times that value). Each float input in turn takes those values, the others
+    keep their plain ones.
+    """
+    rng = np.random.default_rng(seed)
+    floats = [name for name, array in base.items() if array.dtype.kind == "f" and array.size]
+    cases: list[tuple[str, dict[str, Array]]] = []
+    for name in floats:
+        array = base[name]
+        lowest = np.finfo(array.dtype).min
+        if array.ndim >= 1:
+            rows = array.copy().reshape(-1, array.shape[-1])
+            rows[::2] = lowest
+            cases.append(("a fully masked row", {**base, name: rows.reshape(array.shape)}))
+        masked = np.where(rng.random(array.shape) < 0.5, 0, lowest).astype(array.dtype)
+        cases.append(("a mask of 0 and the lowest value", {**base, name: masked}))
+    for mask in floats:
+        for big in floats:
+            if mask == big or base[mask].shape != base[big].shape:
+                continue
+            zero_one = (rng.random(base[mask].shape) < 0.5).astype(base[mask].dtype)
+            lowest_big = np.full_like(base[big], np.finfo(base[big].dtype).min)
+            feeds = {**base, mask: zero_one, big: lowest_big}
+            cases.append(("a `(1 - mask) * lowest` mask", feeds))
+    return cases
+
+
+def find_new_specials(
+    original: ModelSource, rewritten: ModelSource, *, seed: int = 0
+) -> NewSpecials | None:
+    """The first masking input on which the rewritten model loses numbers the original has.
+
+    That is NaN or infinity where the original gives a finite number (None: on no input). For
+    rules that narrow floats (float16): a value beyond the narrow type's range must not
+    become an infinity that turns into NaN downstream (`_masking_cases`).
+
+    Raises:
+        VerifyError: an input type cannot be generated.
+    """
+    first = load_model(original, "original")
+    second = load_model(rewritten, "rewritten")
+    base = _plain_feeds(first.model, second.model, 1, seed)[0]
+    for case, feeds in _masking_cases(base, seed):
+        try:
+            reference = run_model(first.model, feeds)
+        except VerifyError:
+            continue  # the original refuses these inputs: nothing to compare
+        actual = run_model(second.model, feeds)
+        for name, ref in reference.items():
+            got = actual.get(name)
+            if not isinstance(ref, np.ndarray) or not isinstance(got, np.ndarray):
+                continue
+            if ref.dtype.kind != "f" or ref.shape != got.shape:
+                continue
+            bad = int(np.count_nonzero(np.isfinite(ref) & ~np.isfinite(got)))
+            if bad:
+                return NewSpecials(case, name, bad, feeds)
+    return None
+
+
 def plain_samples(model: ModelSource, count: int, seed: int = 0) -> list[dict[str, Array]]:
     """`count` input sets of plain values for `model` (as measure_approximation draws them).
 
@@ -105,4 +191,10 @@ def _arrays(outputs: Mapping[str, object]) -> list[Array]:
     return [np.asarray(value) for value in outputs.values() if isinstance(value, np.ndarray)]
 
 
-__all__ = ["ApproximationResult", "measure_approximation", "plain_samples"]
+__all__ = [
+    "ApproximationResult",
+    "NewSpecials",
+    "find_new_specials",
+    "measure_approximation",
+    "plain_samples",
+]

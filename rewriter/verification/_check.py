@@ -34,10 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +61,11 @@ from rewriter.verification._inputs import (
 )
 from rewriter.verification._judge import Oracle, Reference, judge_outputs
 from rewriter.verification._model_sizes import ModelSizes, model_sizes
+from rewriter.verification._options import (
+    RuntimeOptions,
+    VerifyOptions,
+    VerifyProgress,
+)
 from rewriter.verification._result import OutputStats, VerifyResult
 from rewriter.verification._runner import (
     DISABLED,
@@ -371,10 +375,6 @@ class _MismatchFoundError(Exception):
         super().__init__(outcome.reason())
         self.example = example
         self.outcome = outcome
-
-
-VerifyProgress = Callable[[int, int], None]
-"""Called as `progress(examples run, shrinking runs among them)`."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -697,81 +697,24 @@ def _output_stats(
     )
 
 
-def _validate(examples: int, seed: int, samples: bool) -> None:
-    low = 0 if samples else 1
-    if isinstance(examples, bool) or not isinstance(examples, int) or examples < low:
-        need = "an int >= 0 (with samples)" if samples else "a positive int"
-        raise ValueError(f"examples must be {need}, got {examples!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-
-
-def _criterion(compare: str, factor: float, rtol: float | None, atol: float | None) -> Criterion:
-    return Criterion(compare=compare, factor=factor, rtol=rtol, atol=atol)
-
-
 def check_equivalence(
     original: ModelSource,
     rewritten: ModelSource,
-    *,
-    examples: int = 20,
-    seed: int = 0,
-    compare: str = "accuracy",
-    factor: float = 8.0,
-    rtol: float | None = None,
-    atol: float | None = None,
-    input_ranges: Mapping[str, tuple[float, float]] | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    dims: Mapping[str, int] | None = None,
-    samples: Sequence[Mapping[str, Array]] | None = None,
-    special_values: bool = True,
-    float_extremes: bool = False,
-    ort_enable_all: bool = True,
-    providers: Sequence[str] | None = None,
-    counterexample_path: str | os.PathLike[str] | None = None,
-    save_counterexample: bool = True,
-    progress: VerifyProgress | None = None,
+    options: VerifyOptions | None = None,
 ) -> VerifyResult:
     """Check on generated inputs that `rewritten` computes what `original` computes.
 
-    Both models run with onnxruntime (graph optimizations disabled; CPU unless `providers`
-    says otherwise), or with `onnx.reference` plus the project's kernels for ops onnxruntime
-    does not know. Inputs follow `rewriter.verification._inputs`; float outputs are judged by
-    accuracy against a float64 evaluation of the original (`rewriter.verification._compare`).
+    Both models run with onnxruntime (graph optimizations disabled; CPU unless the options'
+    providers say otherwise), or with `onnx.reference` plus the project's kernels for ops
+    onnxruntime does not know. Inputs follow `rewriter.verification._inputs`; float outputs
+    are judged by accuracy against a float64 evaluation of the original
+    (`rewriter.verification._compare`), or as `options.criterion` says.
 
     Args:
         original: the reference model (a path, an `onnx.ModelProto` or an `ir.Model`).
         rewritten: the model under test, with the same input and output names.
-        examples: how many examples hypothesis generates (shrinking runs come on top); 0
-            with `samples` runs the samples only.
-        seed: hypothesis seed; the same seed gives the same examples.
-        compare: "accuracy" (float outputs at most `factor` times less accurate than the
-            original's against the float64 oracle) or "direct" (within `rtol`/`atol` of the
-            original's outputs).
-        factor: how many times the original's error (against the oracle) the rewritten
-            model may have.
-        rtol: relative tolerance for outputs compared directly (default: per dtype).
-        atol: absolute tolerance for outputs compared directly (default: per dtype).
-        input_ranges: `{input name: (lo, hi)}` closed ranges that override the generated
-            values of those inputs.
-        input_shapes: `{input name: dims}`: that input's shape, and through its symbolic dims
-            the size of those dims in every input.
-        dims: `{symbol: size}`: a symbolic dim's size in every input.
-        samples: the caller's own inputs, checked before the generated ones: mappings from
-            input name to array, each one sample or several stacked along a new first axis.
-        special_values: draw NaN, infinities and dtype extremes in some examples.
-        float_extremes: with `special_values`, also draw the float dtypes' largest
-            magnitudes (check-rules does; in a whole model a fold that scales weights
-            overflows elsewhere and a later Clip hides the infinity, see `_inputs`).
-        ort_enable_all: also run the rewritten model with onnxruntime's graph optimizations
-            (`ORT_ENABLE_ALL`) and judge it the same way.
-        providers: onnxruntime execution providers (default: CPU).
-        counterexample_path: where to save the counterexample (`.npz`); default
-            `<rewritten stem>.counterexample.npz` beside the rewritten model, or a temporary
-            folder for in-memory models.
-        save_counterexample: False to keep the counterexample in memory only.
-        progress: called as `progress(runs, shrink_runs)` after each example the two models
-            ran (shrinking runs are counted apart: they follow a disagreement).
+        options: the inputs, criterion, runtime and counterexample file (`VerifyOptions`;
+            default: 20 generated examples, seed 0, accuracy within 8x the original's error).
 
     Returns:
         A `VerifyResult`; `ok` is False when the models disagree (that is not an error).
@@ -780,37 +723,37 @@ def check_equivalence(
         VerifyError: the models cannot be compared (different signatures, an op neither
             runtime can run, inputs the original model always rejects, bad input ranges,
             shapes, dims or samples).
-        ValueError: `compare`, `factor`, `rtol`, `atol` or `examples` out of range.
         ir.ModelLoadError: a model file cannot be read.
     """
-    _validate(examples, seed, bool(samples))
-    criterion = _criterion(compare, factor, rtol, atol)
+    options = options or VerifyOptions()
+    inputs = options.inputs
     loaded_original = load_model(original, "original")
     loaded_rewritten = load_model(rewritten, "rewritten")
     _check_signatures(loaded_original, loaded_rewritten)
     specs = analyze_inputs(
         loaded_original.model,
         loaded_rewritten.model,
-        input_ranges,
-        input_shapes,
-        float_extremes=float_extremes,
+        inputs.ranges,
+        inputs.shapes,
+        float_extremes=inputs.float_extremes,
     )
-    fixed = bound_dims(specs, input_shapes, dims)
-    given = split_samples(samples or (), specs)
+    fixed = bound_dims(specs, inputs.shapes, inputs.dims)
+    given = split_samples(inputs.samples, specs)
     pair = Pair(
         loaded_original,
         loaded_rewritten,
-        criterion=criterion,
-        providers=providers,
-        ort_enable_all=ort_enable_all,
+        criterion=options.criterion,
+        providers=options.runtime.providers,
+        ort_enable_all=options.runtime.ort_enable_all,
     )
+    examples, seed = inputs.examples, inputs.seed
     found_sizes = _search_sizes(pair, specs, fixed) if examples else None
     search = _Search(
         pair,
         specs,
-        special_values=special_values,
+        special_values=inputs.special_values,
         sizes=_size_ranges(specs, fixed, found_sizes),
-        progress=progress,
+        progress=options.progress,
     )
     found: _Found | None = None
     for index, sample in enumerate(given):
@@ -823,17 +766,7 @@ def check_equivalence(
     if found is None and examples:
         drawn_seconds = time.perf_counter() - drawn_start
         found = search.run_sizes(_mentioned_sizes(pair, specs), drawn_seconds)
-    return _result(
-        pair,
-        search,
-        specs,
-        found,
-        seed,
-        counterexample_path,
-        save_counterexample,
-        found_sizes,
-        fixed,
-    )
+    return _result(pair, search, specs, found, options, found_sizes, fixed)
 
 
 def _generated(
@@ -869,9 +802,7 @@ def _result(
     search: _Search,
     specs: tuple[InputSpec, ...],
     found: _Found | None,
-    seed: int,
-    counterexample_path: str | os.PathLike[str] | None,
-    save_counterexample: bool,
+    options: VerifyOptions,
     found_sizes: FoundSizes | None,
     fixed: Mapping[DimKey, int],
 ) -> VerifyResult:
@@ -881,8 +812,8 @@ def _result(
     if found is not None:
         final = found.outcome
         counterexample = _frozen_inputs(found.inputs)
-        if save_counterexample:
-            target = counterexample_path or _counterexample.default_counterexample_path(
+        if options.save_counterexample:
+            target = options.counterexample_path or _counterexample.default_counterexample_path(
                 pair.rewritten.path
             )
             path = _counterexample.save_counterexample(target, found.inputs)
@@ -911,7 +842,7 @@ def _result(
         counterexample_path=path,
         original_runtime=pair.original_session.runtime,
         rewritten_runtime=pair.rewritten_session.runtime,
-        seed=seed,
+        seed=options.inputs.seed,
         examples_rejected=search.rejected,
         shrink_runs=search.shrink_runs,
         message="" if found is None else found.outcome.reason(),
@@ -954,26 +885,26 @@ def check_on_inputs(
     original: ModelSource,
     rewritten: ModelSource,
     inputs: Mapping[str, Array],
-    *,
-    compare: str = "accuracy",
-    factor: float = 8.0,
-    rtol: float | None = None,
-    atol: float | None = None,
-    ort_enable_all: bool = False,
-    providers: Sequence[str] | None = None,
+    criterion: Criterion | None = None,
+    runtime: RuntimeOptions | None = None,
 ) -> VerifyResult:
     """Compare the two models on one given input set (e.g. a saved counterexample).
+
+    `criterion` judges float outputs as in `check_equivalence`; `runtime` says how the
+    models run (by default without the `ORT_ENABLE_ALL` run: one input set replays a
+    disagreement, it does not search for one).
 
     Raises:
         VerifyError: as `check_equivalence`, or the original model fails on `inputs`.
     """
-    criterion = _criterion(compare, factor, rtol, atol)
+    criterion = criterion or Criterion()
+    runtime = runtime or RuntimeOptions(ort_enable_all=False)
     pair = Pair(
         load_model(original, "original"),
         load_model(rewritten, "rewritten"),
         criterion=criterion,
-        providers=providers,
-        ort_enable_all=ort_enable_all,
+        providers=runtime.providers,
+        ort_enable_all=runtime.ort_enable_all,
     )
     feeds = dict(inputs)
     try:

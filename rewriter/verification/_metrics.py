@@ -84,6 +84,110 @@ def measure(metric: str, reference: Sequence[np.ndarray], actual: Sequence[np.nd
     return float(np.dot(ref, act)) / norms
 
 
+# Parts of one input that `resampled` adds up (or takes the largest of) over the inputs drawn:
+# the metrics are functions of these sums, so a bootstrap resample costs no pass over the data.
+_SUMMED = {
+    "snr": ("signal", "noise"),
+    "cosine": ("dot", "ref_norm", "act_norm", "nonzero"),
+    "top1": ("agree", "rows"),
+}
+_LARGEST = {"max_abs": ("error",), "max_rel": ("error", "scale")}
+
+
+def _parts(metric: str, reference: np.ndarray, actual: np.ndarray) -> list[float]:
+    """The parts of one input (one pair of arrays) that `measure` combines, see `resampled`."""
+    if metric == "top1":
+        agree = _top1([reference], [actual])
+        rows = (
+            0
+            if reference.ndim == 0 or reference.shape[-1] == 0
+            else reference.size // reference.shape[-1]
+        )
+        return [agree * rows, float(rows)]
+    ref = np.asarray(reference, dtype=np.float64).ravel()
+    act = np.asarray(actual, dtype=np.float64).ravel()
+    finite = np.isfinite(ref)
+    ref, act = ref[finite], act[finite]
+    error = ref - act
+    if metric == "max_abs":
+        return [float(np.max(np.abs(error), initial=0.0))]
+    if metric == "max_rel":
+        return [float(np.max(np.abs(error), initial=0.0)), float(np.max(np.abs(ref), initial=0.0))]
+    if metric == "snr":
+        return [float(np.dot(ref, ref)), float(np.dot(error, error))]
+    nonzero = float(ref.any() or act.any())
+    return [float(np.dot(ref, act)), float(np.dot(ref, ref)), float(np.dot(act, act)), nonzero]
+
+
+def _from_parts(metric: str, parts: np.ndarray) -> np.ndarray:
+    """The metric from combined parts (one row per resample)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if metric == "snr":
+            signal, noise = parts[:, 0], parts[:, 1]
+            value = 10.0 * np.log10(signal / noise)
+            value = np.where(signal > 0.0, value, -np.inf)
+            return np.where(noise == 0.0, np.inf, value)
+        if metric == "cosine":
+            norms = np.sqrt(parts[:, 1]) * np.sqrt(parts[:, 2])
+            zero = np.where(parts[:, 3] > 0, 0.0, 1.0)
+            return np.where(norms == 0.0, zero, parts[:, 0] / norms)
+        if metric == "top1":
+            return np.where(parts[:, 1] > 0, parts[:, 0] / parts[:, 1], 1.0)
+        if metric == "max_abs":
+            return parts[:, 0]
+        largest, scale = parts[:, 0], parts[:, 1]
+        value = np.where(scale > 0.0, largest / scale, np.inf)
+        return np.where(largest == 0.0, 0.0, value)
+
+
+def resampled(
+    metric: str,
+    reference: Sequence[Sequence[np.ndarray]],
+    actual: Sequence[Sequence[np.ndarray]],
+    picks: np.ndarray,
+) -> np.ndarray:
+    """`measure` over the inputs each row of `picks` draws (with repeats), for every row.
+
+    `reference[i]` / `actual[i]` are the outputs on input i; `picks` is [resamples, n] of
+    input indices. Equal to measuring each resample's concatenated outputs (sums and maxima
+    over the drawn inputs), without passing over the arrays again.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown accuracy metric {metric!r} (known: {', '.join(METRICS)})")
+    count = len(reference)
+    width = len(_SUMMED.get(metric, _LARGEST.get(metric, ())))
+    parts = np.zeros((count, width))
+    special = np.zeros(count, dtype=bool)
+    for index, (refs, acts) in enumerate(zip(reference, actual, strict=True)):
+        for ref, act in zip(refs, acts, strict=True):
+            if np.shape(ref) != np.shape(act):
+                raise ValueError(f"shapes differ: {np.shape(ref)} and {np.shape(act)}")
+            found = np.asarray(_parts(metric, np.asarray(ref), np.asarray(act)))
+            if metric in _LARGEST:
+                parts[index] = np.maximum(parts[index], found)
+            else:
+                parts[index] += found
+            if metric != "top1":
+                special[index] |= _special_mismatch(
+                    np.asarray(ref, dtype=np.float64).ravel(),
+                    np.asarray(act, dtype=np.float64).ravel(),
+                )
+    # An input whose specials differ makes every resample that draws it the worst value;
+    # its parts (NaN) must not reach the others' sums.
+    parts[~np.isfinite(parts).all(axis=1) | special] = 0.0
+    counts = np.stack([np.bincount(row, minlength=count) for row in picks])
+    if metric in _LARGEST:
+        drawn = counts[:, :, None] > 0
+        combined = np.where(drawn, parts[None, :, :], -np.inf).max(axis=1)
+        combined = np.maximum(combined, 0.0)
+    else:
+        combined = counts @ parts
+    values = _from_parts(metric, combined)
+    if metric != "top1":
+        values = np.where(counts @ special.astype(np.int64) > 0, _WORST[metric], values)
+    return values
+
+
 def _top1(reference: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> float:
     agree = total = 0
     for ref, act in zip(reference, actual, strict=True):

@@ -68,6 +68,7 @@ import rewriter
 from rewriter._errors import describe_error
 from rewriter.api._stats import collect
 from rewriter.cli import _main as cli
+from rewriter.verification import Criterion
 from tests.ir import _ort
 from tests.robustness import instances, random_graphs
 
@@ -1135,7 +1136,9 @@ def _as_accurate(
     from rewriter.verification import VerifyError, check_on_inputs
 
     try:
-        return check_on_inputs(original, rewritten, feeds, compare="accuracy").ok
+        return check_on_inputs(
+            original, rewritten, feeds, criterion=Criterion(compare="accuracy")
+        ).ok
     except (VerifyError, ValueError, RuntimeError):
         return False
 

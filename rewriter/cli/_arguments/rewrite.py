@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from rewriter.cli._arguments import non_negative_int, opset_version, positive_int
+from rewriter.cli._arguments import non_negative_int, opset_version, positive_int, quantize
 from rewriter.cli._arguments.comparison import add_comparison_options
 
 
@@ -63,8 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         type=positive_int,
         metavar="N",
-        help="with --accept: measure the approximate rewrites on N processes (default: every "
-        "core; 1: in this process)",
+        help="with --accept: measure on N processes (default 1: in this process, one "
+        "onnxruntime session)",
     )
     parser.add_argument(
         "--confidence",
@@ -165,6 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write a self-contained HTML report: rules that fired with before/after "
         "pictures, op counts, timings, verification",
     )
+    quantize.add_arguments(parser)
 
 
 def _confidence(text: str) -> float:

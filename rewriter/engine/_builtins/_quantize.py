@@ -27,6 +27,8 @@ _RANGES = {
     "int16": (-32768, 32767),
     "uint16": (0, 65535),
 }
+# numpy dtypes (ml_dtypes) of the low-bit integers ONNX has.
+_LOW_BIT = ("int4", "uint4")
 # AWQ's scale search: exponents of the activation magnitude tried (0 is round to nearest).
 _AWQ_EXPONENTS = tuple(i / 20 for i in range(20))
 
@@ -189,6 +191,41 @@ def quantize(
 
 
 @builtin(
+    "pack_nbits",
+    "signed low-bit levels of a [K, N] weight packed as onnxruntime's MatMulNBits takes them: "
+    "[N, K / block_size, block_size * bits / 8] uint8, offset by 2^(bits - 1), low bits first",
+)
+def pack_nbits(ctx: EvalContext, levels: Any, bits: Any, block_size: Any) -> Any:
+    """`pack_nbits(quantize(w, s, "int4", axis = 0, block_size = 32), 4, 32)`.
+
+    The weight's columns become rows, K is padded to whole blocks with the zero point (the
+    padding dequantizes to 0), each level is stored unsigned (plus 2^(bits-1),
+    MatMulNBits' default zero point) and two 4-bit levels share a byte, the first in the low
+    half.
+    """
+    found = numeric(levels)
+    if found is UNKNOWN:
+        return UNKNOWN
+    array = np.asarray(found)
+    width, block = int(bits), int(block_size)
+    if width != 4:
+        raise EvalError(f"`pack_nbits` packs 4-bit levels, got bits = {width}")
+    if array.ndim != 2 or (array.dtype.kind not in "iu" and array.dtype.name not in _LOW_BIT):
+        raise EvalError(f"`pack_nbits` takes a 2-D integer weight, got {array.dtype} {array.shape}")
+    if block < 16 or block & (block - 1):
+        raise EvalError(f"block_size must be a power of 2 of at least 16, got {block}")
+    offset = 1 << (width - 1)
+    unsigned = (array.astype(np.int64) + offset).T  # [N, K]
+    if unsigned.min(initial=0) < 0 or unsigned.max(initial=0) >= 1 << width:
+        raise EvalError(f"`pack_nbits` levels must be signed {width}-bit values")
+    count = -(-unsigned.shape[1] // block)
+    padding = count * block - unsigned.shape[1]
+    padded = np.pad(unsigned, [(0, 0), (0, padding)], constant_values=offset)
+    pairs = padded.reshape(unsigned.shape[0], count, block // 2, 2)
+    return (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
+
+
+@builtin(
     "round_to",
     "a constant converted to a narrower float dtype as Cast does: rounded to nearest even, "
     "small values to subnormals or zero",
@@ -231,6 +268,21 @@ def range_scale(ctx: EvalContext, bounds: Any, dtype: Any) -> Any:
     qmin, qmax = _RANGES[_dtype_name(dtype)]
     width = high - low
     return np.float32(width / (qmax - qmin) if width > 0 else 1.0)
+
+
+@builtin(
+    "constant_range",
+    "the [low, high] range of a constant's values, widened to hold 0 (a quantized range must)",
+)
+def constant_range(ctx: EvalContext, x: Any) -> Any:
+    """[min(x, 0), max(x, 0)] of a constant, as floats."""
+    array = _float_array(x, "constant_range")
+    if array is UNKNOWN:
+        return UNKNOWN
+    finite = array[np.isfinite(array)]
+    low = min(float(np.min(finite, initial=0.0)), 0.0)
+    high = max(float(np.max(finite, initial=0.0)), 0.0)
+    return [low, high]
 
 
 @builtin(

@@ -11,7 +11,7 @@ import pytest
 
 import ir
 from rewriter.api import AccuracyBudget, RewriteOptions, rewrite
-from rewriter.verification import check_accuracy, measure, pessimistic_bound
+from rewriter.verification import InputOptions, check_accuracy, measure, pessimistic_bound
 from tests.budget_models import FP16_RULE, LEAKY_RULE, ROUNDED_RULE, outlier_mlp
 from tests.helpers import assert_same_outputs
 
@@ -93,7 +93,9 @@ def test_greedy_keeps_the_outlier_layer_float_and_quantizes_the_rest(files):
     # The final check ran on other inputs than tuning (seed + 1) and agrees with a fresh one.
     assert budget.final.seed == 1
     assert budget.final.ok
-    again = check_accuracy(model, result.model, ["snr>=30"], examples=8, seed=1)
+    again = check_accuracy(
+        model, result.model, ["snr>=30"], inputs=InputOptions(examples=8, seed=1)
+    )
     assert again.overall("snr") == pytest.approx(budget.final.overall("snr"))
     payload = result.to_json()["budget"]
     assert payload["sites"][0]["kept"] == "float"

@@ -66,3 +66,59 @@ def test_command_exit_code_follows_the_bound(
     path.write_text(RULE.format(bound=90))
     assert main(["check-rules", str(path), "--jobs", "1"]) == 1
     assert "the declared bound `approximate snr >= 90` does not hold" in capsys.readouterr().out
+
+
+def _unsaturated(op: str, second: str = "") -> str:
+    """A float16 rule without saturation, as float16.rw was: `op` between two Casts."""
+    extra = f", {second}" if second else ""
+    return f"""\
+rule float16_{op.lower()}_unsaturated approximate snr >= 45 {{{{
+  match {{{{
+    y = {op} <...> (x{extra}) as n
+  }}}}
+  where {{{{
+    dtype(x) == "float"
+  }}}}
+  rewrite {{{{
+    x16 = Cast <to = "float16"> (x)
+    y16 = {op} <...n> (x16{extra})
+    y = Cast <to = "float"> (y16)
+  }}}}
+}}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("rule", "case"),
+    [
+        (_unsaturated("Transpose"), "a fully masked row"),
+        (_unsaturated("Reshape", "shape"), "a mask of 0 and the lowest value"),
+    ],
+)
+def test_a_narrowing_that_turns_masks_into_infinities_fails(
+    tmp_path: Path, rule: str, case: str
+) -> None:
+    # Plain inputs meet the bound; float32's lowest value (a mask) casts to float16's -inf, a
+    # value the original never has (and 0 * -inf or a row of -inf gives NaN downstream).
+    path = tmp_path / "rule.rw"
+    path.write_text(rule.format())
+    (report,) = check_rules(load_rules(path), CheckOptions(seed=0, instances=2))
+    assert report.status is Status.FAILED
+    assert report.detail.startswith(f"NaN or infinity where the original is finite, on {case}: ")
+    assert report.counterexample is not None
+    assert report.counterexample.inputs
+
+
+def test_the_shipped_float16_rules_keep_masks_finite() -> None:
+    import dataclasses
+
+    from rewriter.api import library_path
+
+    ruleset = load_rules(library_path() / "quantize" / "float16_sensitive.rw")
+    wanted = {"float16_softmax", "float16_mul", "float16_transpose", "float16_reshape"}
+    chosen = tuple(rule for rule in ruleset.rules if rule.name in wanted)
+    reports = check_rules(
+        dataclasses.replace(ruleset, rules=chosen), CheckOptions(seed=0, instances=2)
+    )
+    assert {r.name for r in reports} == wanted
+    assert all(r.status is Status.VERIFIED for r in reports), [r.detail for r in reports]

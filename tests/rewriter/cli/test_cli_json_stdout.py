@@ -75,6 +75,8 @@ def test_check_rules_writes_its_json_to_stdout(tmp_path, capsys, monkeypatch):
             "1",
             "--examples",
             "2",
+            "--passes",
+            "none",
         ]
     )
     captured = capsys.readouterr()

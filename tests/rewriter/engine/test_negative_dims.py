@@ -9,6 +9,7 @@ import onnx.helper as oh
 import ir
 import rewriter
 from rewriter.engine import shape_of
+from rewriter.verification import InputOptions, VerifyOptions
 from tests.helpers import session
 
 
@@ -47,5 +48,9 @@ def test_shape_and_size_of_a_negative_dim_are_not_folded():
 
 def test_verification_draws_sizes_for_a_negative_dim():
     original = _model()
-    check = rewriter.verify(original, rewriter.rewrite(original).model, examples=3, seed=0)
+    check = rewriter.verify(
+        original,
+        rewriter.rewrite(original).model,
+        VerifyOptions(inputs=InputOptions(examples=3, seed=0)),
+    )
     assert check.ok, check.render_table()

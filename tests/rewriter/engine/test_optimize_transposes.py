@@ -8,6 +8,7 @@ import onnx.helper
 import pytest
 
 import rewriter
+from rewriter.verification import VerifyOptions
 from tests.helpers import assert_same_outputs, model_from_text, op_types, run_rules
 
 NHWC_TO_NCHW = "[0, 3, 1, 2]"
@@ -161,7 +162,7 @@ def test_without_the_kernel_check_the_float64_conv_is_written_and_verification_f
     options = rewriter.RewriteOptions(keep_runnable=False)
     rewritten = run_rules(model, "pass optimize_transposes\n", tmp_path, options).proto
     assert op_types(rewritten) == ["Conv"]
-    result = check_equivalence(model, rewritten, save_counterexample=False)
+    result = check_equivalence(model, rewritten, VerifyOptions(save_counterexample=False))
     assert not result.ok
     assert "onnxruntime cannot load it, although it runs the original" in result.message
     assert "Conv" in result.message

@@ -78,7 +78,7 @@ def test_a_pass_that_breaks_the_model_is_undone_and_reported(name: str, reason: 
     before = ir.to_onnx(model).SerializeToString()
     manager = engine.PassManager(
         rules.RuleSet(()),
-        engine.RunOptions(pipeline=(rules.PassUse(name),)),
+        engine.RunOptions(passes=(rules.PassUse(name),)),
         passes={**engine.BUILTIN_PASSES, **PLANTED},
     )
     trace = manager.run(model)

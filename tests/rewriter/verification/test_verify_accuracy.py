@@ -11,7 +11,10 @@ import pytest
 import ir
 from rewriter.verification import (
     Criterion,
+    InputOptions,
+    RuntimeOptions,
     VerifyError,
+    VerifyOptions,
     accuracy_floor,
     check_equivalence,
     find_first_bad,
@@ -199,7 +202,9 @@ def _chain(order: str) -> onnx.ModelProto:
 def test_a_constant_fold_that_only_changes_rounding_passes_on_every_seed():
     for seed in range(5):
         result = check_equivalence(
-            _chain("chain"), _chain("folded"), examples=10, seed=seed, save_counterexample=False
+            _chain("chain"),
+            _chain("folded"),
+            VerifyOptions(inputs=InputOptions(examples=10, seed=seed), save_counterexample=False),
         )
         assert result.ok, result.render_table()
 
@@ -208,12 +213,11 @@ def test_direct_comparison_stays_available():
     result = check_equivalence(
         models.unary("Identity"),
         models.times(1.001),
-        examples=10,
-        compare="direct",
-        rtol=1e-2,
-        atol=1e-3,
-        special_values=False,
-        save_counterexample=False,
+        VerifyOptions(
+            inputs=InputOptions(examples=10, special_values=False),
+            criterion=Criterion(compare="direct", rtol=1e-2, atol=1e-3),
+            save_counterexample=False,
+        ),
     )
     assert result.ok, result.render_table()
     assert result.compare == "direct"
@@ -221,7 +225,9 @@ def test_direct_comparison_stays_available():
 
 def test_the_table_shows_errors_against_the_oracle_and_their_ratio():
     result = check_equivalence(
-        models.unary("Identity"), models.times(1.001), examples=10, save_counterexample=False
+        models.unary("Identity"),
+        models.times(1.001),
+        VerifyOptions(inputs=InputOptions(examples=10), save_counterexample=False),
     )
     assert not result.ok
     table = result.render_table()
@@ -258,45 +264,66 @@ def _long_conv() -> onnx.ModelProto:
 
 def test_sizes_are_searched_when_the_usual_ones_fail():
     model = _long_conv()
-    result = check_equivalence(model, model, examples=5, save_counterexample=False)
+    result = check_equivalence(
+        model, model, VerifyOptions(inputs=InputOptions(examples=5), save_counterexample=False)
+    )
     assert result.ok
     assert any("sizes found by search" in line and "`L` 40" in line for line in result.inputs)
 
 
 def test_dim_option_fixes_a_symbolic_size():
     model = _long_conv()
-    result = check_equivalence(model, model, examples=3, dims={"L": 50})
+    result = check_equivalence(
+        model, model, VerifyOptions(inputs=InputOptions(examples=3, dims={"L": 50}))
+    )
     assert result.ok
     assert any("50" in line for line in result.inputs)
 
 
 def test_input_shape_option_fixes_an_input():
     model = _long_conv()
-    result = check_equivalence(model, model, examples=3, input_shapes={"x": (1, 1, 64)})
+    result = check_equivalence(
+        model, model, VerifyOptions(inputs=InputOptions(examples=3, shapes={"x": (1, 1, 64)}))
+    )
     assert result.ok
 
 
 def test_a_size_too_small_names_the_options_that_help():
     model = _long_conv()
     with pytest.raises(VerifyError, match=r"--input-shape x=D1xD2.*--dim SYMBOL=N.*--inputs"):
-        check_equivalence(model, model, examples=3, dims={"L": 5})
+        check_equivalence(
+            model, model, VerifyOptions(inputs=InputOptions(examples=3, dims={"L": 5}))
+        )
 
 
 def test_unknown_dim_and_shape_names_are_errors():
     model = _long_conv()
     with pytest.raises(VerifyError, match="no input has that symbolic dim"):
-        check_equivalence(model, model, examples=3, dims={"T": 50})
+        check_equivalence(
+            model, model, VerifyOptions(inputs=InputOptions(examples=3, dims={"T": 50}))
+        )
     with pytest.raises(VerifyError, match="has rank 3"):
-        check_equivalence(model, model, examples=3, input_shapes={"x": (1, 64)})
+        check_equivalence(
+            model, model, VerifyOptions(inputs=InputOptions(examples=3, shapes={"x": (1, 64)}))
+        )
 
 
 def test_samples_are_checked_first_and_stacked_samples_split():
     relu, absolute = models.unary("Relu"), models.unary("Abs")
     positive = {"x": np.abs(np.random.default_rng(0).standard_normal((3, 2, 4))).astype("f")}
-    assert check_equivalence(relu, absolute, examples=0, samples=[positive]).examples_run == 3
+    assert (
+        check_equivalence(
+            relu, absolute, VerifyOptions(inputs=InputOptions(examples=0, samples=[positive]))
+        ).examples_run
+        == 3
+    )
     negative = {"x": -np.ones((2, 4), dtype=np.float32)}
     result = check_equivalence(
-        relu, absolute, examples=0, samples=[negative], save_counterexample=False
+        relu,
+        absolute,
+        VerifyOptions(
+            inputs=InputOptions(examples=0, samples=[negative]), save_counterexample=False
+        ),
     )
     assert not result.ok
     assert result.counterexample is not None
@@ -344,7 +371,12 @@ def test_a_textbook_layer_norm_on_ill_conditioned_inputs_is_not_a_bug():
     scale = np.array([1e4, 1, 0, -2, -1, -3, -3, -3], np.float32)
     sample = {"x": x, "scale": scale}
     result = check_equivalence(
-        _layer_norm(False), _layer_norm(True), examples=0, samples=[sample], ort_enable_all=False
+        _layer_norm(False),
+        _layer_norm(True),
+        VerifyOptions(
+            inputs=InputOptions(examples=0, samples=[sample]),
+            runtime=RuntimeOptions(ort_enable_all=False),
+        ),
     )
     assert result.ok, result.render_table()
     wrong = _layer_norm(True)
@@ -352,6 +384,8 @@ def test_a_textbook_layer_norm_on_ill_conditioned_inputs_is_not_a_bug():
         if node.output[0] == "eps":
             node.attribute[0].t.float_data[0] = 2.5e5  # 1% of the variance: std 0.5% off
     result = check_equivalence(
-        _layer_norm(False), wrong, examples=0, samples=[sample], save_counterexample=False
+        _layer_norm(False),
+        wrong,
+        VerifyOptions(inputs=InputOptions(examples=0, samples=[sample]), save_counterexample=False),
     )
     assert not result.ok

@@ -7,7 +7,13 @@ import onnx.parser
 import pytest
 
 import ir
-from rewriter.verification import VerifyError, check_equivalence, find_first_bad, load_failure
+from rewriter.verification import (
+    VerifyError,
+    VerifyOptions,
+    check_equivalence,
+    find_first_bad,
+    load_failure,
+)
 from tests.rewriter.verification import _models as models
 
 X = {"x": np.array([[1.0, -2.0, 3.0, 0.5]], dtype=np.float32)}
@@ -96,7 +102,7 @@ def test_negative_step_count_is_rejected():
 def test_bisects_on_a_shrunk_counterexample():
     """The intended use: verify, then bisect the trace on the counterexample it found."""
     steps = [models.unary("Relu"), models.unary("Relu"), models.unary("Abs"), models.unary("Abs")]
-    result = check_equivalence(steps[0], steps[-1], save_counterexample=False)
+    result = check_equivalence(steps[0], steps[-1], VerifyOptions(save_counterexample=False))
     assert not result.ok
     first = find_first_bad(3, lambda k: steps[k], steps[0], result.counterexample)
     assert first == 2

@@ -15,7 +15,9 @@ from rewriter.api import rewrite
 from rewriter.verification import (
     ALL_OUTPUTS,
     AccuracyResult,
+    InputOptions,
     VerifyError,
+    VerifyOptions,
     VerifyResult,
     accuracy_data,
     check_accuracy,
@@ -45,14 +47,14 @@ def _outputs(model, feeds):
 
 def test_snr_and_cosine_are_those_of_the_outputs_on_the_same_inputs(models):
     original, rounded = models
-    data = accuracy_data(original, examples=6, seed=3)
+    data = accuracy_data(original, inputs=InputOptions(examples=6, seed=3))
     assert len(data) == 6
     assert data.outputs == ("y",)
     expected = np.concatenate([r["y"].ravel() for r in data.reference]).astype(np.float64)
     actual = np.concatenate([a.ravel() for a in _outputs(rounded, data.feeds)]).astype(np.float64)
     snr = 10 * math.log10(np.sum(expected**2) / np.sum((expected - actual) ** 2))
     cosine = expected @ actual / (np.linalg.norm(expected) * np.linalg.norm(actual))
-    result = check_accuracy(original, rounded, ["snr>=10"], examples=6, seed=3)
+    result = check_accuracy(original, rounded, ["snr>=10"], inputs=InputOptions(examples=6, seed=3))
     assert isinstance(result, AccuracyResult)
     assert result.ok
     assert result.overall("snr") == pytest.approx(snr, rel=1e-6)
@@ -65,7 +67,12 @@ def test_snr_and_cosine_are_those_of_the_outputs_on_the_same_inputs(models):
 
 def test_a_budget_the_model_misses_fails_and_names_the_metric(models):
     original, rounded = models
-    result = rewriter.verify(original, rounded, accept=["snr>=60", "cosine>=0.5"], examples=4)
+    result = rewriter.verify(
+        original,
+        rounded,
+        VerifyOptions(inputs=InputOptions(examples=4)),
+        accept=["snr>=60", "cosine>=0.5"],
+    )
     assert isinstance(result, AccuracyResult)
     assert not result.ok
     assert result.failing[0].startswith("snr>=60 (")
@@ -78,14 +85,19 @@ def test_a_budget_the_model_misses_fails_and_names_the_metric(models):
 
 def test_verify_without_accept_still_checks_equivalence(models):
     original, _ = models
-    assert isinstance(rewriter.verify(original, original, examples=2), VerifyResult)
+    assert isinstance(
+        rewriter.verify(original, original, VerifyOptions(inputs=InputOptions(examples=2))),
+        VerifyResult,
+    )
 
 
 def test_samples_only_and_top1(models):
     original, rounded = models
     rng = np.random.default_rng(0)
     stacked = {"x": rng.standard_normal((5, 3, 16)).astype(np.float32)}
-    result = check_accuracy(original, rounded, ["top1>=0.5"], examples=0, samples=[stacked])
+    result = check_accuracy(
+        original, rounded, ["top1>=0.5"], inputs=InputOptions(examples=0, samples=[stacked])
+    )
     assert result.examples_run == 5
     assert 0.5 <= result.overall("top1") <= 1.0
     assert "top1" in result.metrics
@@ -96,8 +108,8 @@ def test_fp16_weights_are_far_more_accurate_than_rounded_ones(models, tmp_path):
     rules = tmp_path / "fp16.rw"
     rules.write_text(FP16_RULE)
     half = rewrite(original, [str(rules)]).model
-    coarse = check_accuracy(original, rounded, ["snr>=0"], examples=4)
-    fine = check_accuracy(original, half, ["snr>=0"], examples=4)
+    coarse = check_accuracy(original, rounded, ["snr>=0"], inputs=InputOptions(examples=4))
+    fine = check_accuracy(original, half, ["snr>=0"], inputs=InputOptions(examples=4))
     assert fine.overall("snr") > coarse.overall("snr") + 20
 
 
@@ -112,9 +124,9 @@ def test_malformed_budgets_and_models_are_clear_errors(models, tmp_path):
     renamed = ir.from_onnx(outlier_mlp())
     renamed.graph.outputs[0].name = "z"
     with pytest.raises(VerifyError, match="the rewritten model has no output `y`"):
-        check_accuracy(original, renamed, ["snr>=1"], examples=1)
+        check_accuracy(original, renamed, ["snr>=1"], inputs=InputOptions(examples=1))
     narrow = ir.from_onnx(outlier_mlp(widths=(16, 4)))
-    result = check_accuracy(original, narrow, ["snr>=1"], examples=1)
+    result = check_accuracy(original, narrow, ["snr>=1"], inputs=InputOptions(examples=1))
     assert not result.ok
     assert "output `y` has shape (" in result.notes()[0]
 
@@ -133,3 +145,49 @@ def test_malformed_budgets_and_models_are_clear_errors(models, tmp_path):
 )
 def test_metrics_are_written_for_people(metric, value, text):
     assert format_metric(metric, value) == text
+
+
+def _scaled(op: str) -> onnx.ModelProto:
+    """y = x * 0 (original) or y = (x * 0) / 0 (NaN everywhere): a model that loses numbers."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Mul", ["x", "zero"], ["z"])]
+    nodes.append(helper.make_node(op, ["z", "zero"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [numpy_helper.from_array(np.array(0.0, np.float32), "zero")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_nan_where_the_original_has_none_fails_in_words():
+
+    result = check_accuracy(
+        _scaled("Add"), _scaled("Div"), ["max_abs<=1"], inputs=InputOptions(examples=2)
+    )
+    assert not result.ok
+    assert result.failing[0] == "NaN in 24 elements where the original has none (`y`)"
+    assert "off: output `y`: NaN in 24 elements where the original has none" in result.notes()
+    assert [row[-1] for row in result.table_rows()][:2] == ["NaN", "FAIL"]
+
+
+def test_bootstrap_resamples_measure_what_concatenation_measures():
+    from rewriter.verification import measure
+    from rewriter.verification._metrics import resampled
+
+    rng = np.random.default_rng(0)
+    reference = [[rng.standard_normal((4, 8)), rng.standard_normal(3)] for _ in range(6)]
+    actual = [[r[0] + 0.1 * rng.standard_normal((4, 8)), r[1] * 1.01] for r in reference]
+    actual[2][0][0, 0] = np.nan  # input 2: every resample that draws it is the worst value
+    picks = rng.integers(0, 6, (40, 6))
+    for metric in ("snr", "cosine", "max_abs", "max_rel", "top1"):
+        slow = [
+            measure(
+                metric, [a for i in row for a in reference[i]], [a for i in row for a in actual[i]]
+            )
+            for row in picks
+        ]
+        np.testing.assert_allclose(resampled(metric, reference, actual, picks), slow, rtol=1e-9)

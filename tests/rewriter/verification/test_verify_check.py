@@ -15,7 +15,10 @@ import pytest
 import ir
 import rewriter.verification
 from rewriter.verification import (
+    Criterion,
+    InputOptions,
     VerifyError,
+    VerifyOptions,
     VerifyResult,
     check_equivalence,
     check_on_inputs,
@@ -57,7 +60,11 @@ def equivalent_pairs(tmp_path_factory):
 )
 def test_equivalent_pairs_pass_on_every_seed(equivalent_pairs, pair, seed):
     original, rewritten = equivalent_pairs[pair]
-    result = check_equivalence(original, rewritten, seed=seed, save_counterexample=False)
+    result = check_equivalence(
+        original,
+        rewritten,
+        VerifyOptions(inputs=InputOptions(seed=seed), save_counterexample=False),
+    )
     assert result.ok, result.render_table()
     assert result.examples_run == 20
     assert result.counterexample is None
@@ -106,7 +113,9 @@ PLANTED = {
 def test_planted_wrong_rewrites_are_caught_and_named(name, tmp_path):
     make_original, make_rewritten = PLANTED[name]
     path = tmp_path / "ce.npz"
-    result = check_equivalence(make_original(), make_rewritten(), counterexample_path=str(path))
+    result = check_equivalence(
+        make_original(), make_rewritten(), VerifyOptions(counterexample_path=str(path))
+    )
     assert not result.ok
     assert result.mismatched_outputs == ("y",)
     assert "output `y`" in result.message
@@ -127,7 +136,9 @@ def test_planted_wrong_rewrites_are_caught_and_named(name, tmp_path):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_relu_to_abs_is_caught_on_every_seed(seed):
     result = check_equivalence(
-        models.unary("Relu"), models.unary("Abs"), seed=seed, save_counterexample=False
+        models.unary("Relu"),
+        models.unary("Abs"),
+        VerifyOptions(inputs=InputOptions(seed=seed), save_counterexample=False),
     )
     assert not result.ok
     assert np.any(result.counterexample["x"] < 0)
@@ -139,7 +150,7 @@ def test_a_bug_only_special_elements_trigger_is_shrunk_to_a_few_elements():
         "(float[N, M] x) => (float[N, M] y)",
         "lo = Constant<value = float {-100.0}>()\n y = Max(x, lo)",
     )
-    result = check_equivalence(original, clipped, save_counterexample=False)
+    result = check_equivalence(original, clipped, VerifyOptions(save_counterexample=False))
     assert not result.ok
     assert result.shrink_runs > 0
     x = result.counterexample["x"]
@@ -161,15 +172,25 @@ def test_whole_models_draw_no_float_extremes_unless_asked():
         "(float[N] x) => (float[N] y)",
         constants + " a = Mul(x, two)\n b = Mul(a, half)\n d = Sub(b, x)\n y = Clip(d, lo, hi)",
     )
-    assert check_equivalence(original, doubled, examples=40, save_counterexample=False).ok
+    assert check_equivalence(
+        original,
+        doubled,
+        VerifyOptions(inputs=InputOptions(examples=40), save_counterexample=False),
+    ).ok
     extremes = check_equivalence(
-        original, doubled, examples=40, float_extremes=True, save_counterexample=False
+        original,
+        doubled,
+        VerifyOptions(
+            inputs=InputOptions(examples=40, float_extremes=True), save_counterexample=False
+        ),
     )
     assert not extremes.ok
 
 
 def test_softmax_axis_counterexample_keeps_just_enough_elements():
-    result = check_equivalence(models.softmax(1), models.softmax(0), save_counterexample=False)
+    result = check_equivalence(
+        models.softmax(1), models.softmax(0), VerifyOptions(save_counterexample=False)
+    )
     assert result.counterexample["x"].shape in ((1, 2), (2, 1))
 
 
@@ -177,7 +198,7 @@ def test_only_the_wrong_output_is_named():
     body = "a = Relu(x)\n b = Relu(x)"
     original = models.parse("(float[N] x) => (float[N] a, float[N] b)", body)
     rewritten = models.parse("(float[N] x) => (float[N] a, float[N] b)", "a = Relu(x)\n b = Abs(x)")
-    result = check_equivalence(original, rewritten, save_counterexample=False)
+    result = check_equivalence(original, rewritten, VerifyOptions(save_counterexample=False))
     assert result.mismatched_outputs == ("b",)
     stats = {o.name: o for o in result.outputs}
     assert stats["a"].ok
@@ -193,7 +214,7 @@ def test_rewritten_model_that_raises_is_a_mismatch():
         "(float[N] x) => (float[N] y)",
         "shape = Constant<value = int64[1] {5}>()\n y = Reshape(x, shape)",
     )
-    result = check_equivalence(original, broken, save_counterexample=False)
+    result = check_equivalence(original, broken, VerifyOptions(save_counterexample=False))
     assert not result.ok
     assert "the rewritten model failed" in result.message
     assert result.counterexample is not None
@@ -205,7 +226,7 @@ def test_original_model_failing_on_every_input_is_an_error():
         "shape = Constant<value = int64[2] {7, 7}>()\n y = Reshape(x, shape)",
     )
     with pytest.raises(VerifyError, match="failed on every generated input"):
-        check_equivalence(broken, broken, examples=5)
+        check_equivalence(broken, broken, VerifyOptions(inputs=InputOptions(examples=5)))
 
 
 def test_inputs_the_original_rejects_are_skipped_not_failed():
@@ -214,7 +235,7 @@ def test_inputs_the_original_rejects_are_skipped_not_failed():
         "(float[N] x) => (float[A, B] y)",
         "shape = Constant<value = int64[2] {2, -1}>()\n y = Reshape(x, shape)",
     )
-    result = check_equivalence(model, model, examples=20)
+    result = check_equivalence(model, model, VerifyOptions(inputs=InputOptions(examples=20)))
     assert result.ok
     assert result.examples_rejected > 0
 
@@ -242,7 +263,9 @@ def test_accepts_paths_protos_and_ir_models(tmp_path):
     onnx.save(models.unary("Relu"), str(path))
     lifted = ir.load(str(path))
     for original in (str(path), path, models.unary("Relu"), lifted):
-        assert check_equivalence(original, lifted, examples=3).ok
+        assert check_equivalence(
+            original, lifted, VerifyOptions(inputs=InputOptions(examples=3))
+        ).ok
 
 
 def test_rejects_other_objects():
@@ -251,12 +274,17 @@ def test_rejects_other_objects():
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "error"),
-    [({"examples": 0}, ValueError), ({"rtol": -1.0}, ValueError), ({"seed": "1"}, TypeError)],
+    ("make", "error"),
+    [
+        (lambda: InputOptions(examples=0), ValueError),
+        (lambda: InputOptions(examples=-1, samples=({"x": np.zeros(1)},)), ValueError),
+        (lambda: Criterion(rtol=-1.0), ValueError),
+        (lambda: InputOptions(seed="1"), TypeError),
+    ],
 )
-def test_bad_arguments_raise_programmer_errors(kwargs, error):
+def test_bad_options_raise_programmer_errors(make, error):
     with pytest.raises(error):
-        check_equivalence(models.unary("Relu"), models.unary("Relu"), **kwargs)
+        make()
 
 
 def test_default_counterexample_path_is_beside_the_rewritten_file(tmp_path):
@@ -280,10 +308,14 @@ def test_in_memory_counterexample_goes_to_a_temporary_folder():
 
 def test_same_seed_same_result():
     first = check_equivalence(
-        models.softmax(1), models.softmax(0), seed=7, save_counterexample=False
+        models.softmax(1),
+        models.softmax(0),
+        VerifyOptions(inputs=InputOptions(seed=7), save_counterexample=False),
     )
     second = check_equivalence(
-        models.softmax(1), models.softmax(0), seed=7, save_counterexample=False
+        models.softmax(1),
+        models.softmax(0),
+        VerifyOptions(inputs=InputOptions(seed=7), save_counterexample=False),
     )
     assert first.examples_run == second.examples_run
     np.testing.assert_array_equal(first.counterexample["x"], second.counterexample["x"])
@@ -291,12 +323,16 @@ def test_same_seed_same_result():
 
 def test_active_hypothesis_profile_does_not_change_the_example_count():
     # tests/conftest.py loads a profile with max_examples=50; examples= wins.
-    result = check_equivalence(models.unary("Relu"), models.unary("Relu"), examples=7)
+    result = check_equivalence(
+        models.unary("Relu"), models.unary("Relu"), VerifyOptions(inputs=InputOptions(examples=7))
+    )
     assert result.examples_run == 7
 
 
 def test_results_are_frozen():
-    result = check_equivalence(models.unary("Relu"), models.unary("Abs"), save_counterexample=False)
+    result = check_equivalence(
+        models.unary("Relu"), models.unary("Abs"), VerifyOptions(save_counterexample=False)
+    )
     assert isinstance(result, VerifyResult)
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.ok = True  # type: ignore[misc]
@@ -307,7 +343,9 @@ def test_results_are_frozen():
 
 
 def test_table_lists_every_output_and_the_verdict():
-    result = check_equivalence(models.matmul_add(), models.gemm(), examples=5)
+    result = check_equivalence(
+        models.matmul_add(), models.gemm(), VerifyOptions(inputs=InputOptions(examples=5))
+    )
     table = result.render_table()
     assert table.splitlines()[0].split()[:3] == ["output", "dtype", "shape"]
     assert "equivalent (5 examples; seed 0; accuracy: <= 8x the original's error" in table
@@ -317,10 +355,18 @@ def test_table_lists_every_output_and_the_verdict():
 
 
 def test_verify_is_check_equivalence_unless_given_a_budget():
-    result = rewriter.verify(models.unary("Relu"), models.unary("Relu"), examples=2, seed=1)  # type: ignore[operator]
+    result = rewriter.verify(
+        models.unary("Relu"),
+        models.unary("Relu"),
+        VerifyOptions(inputs=InputOptions(examples=2, seed=1)),
+    )  # type: ignore[operator]
     assert isinstance(result, VerifyResult)
     assert result.ok
-    same = check_equivalence(models.unary("Relu"), models.unary("Relu"), examples=2, seed=1)
+    same = check_equivalence(
+        models.unary("Relu"),
+        models.unary("Relu"),
+        VerifyOptions(inputs=InputOptions(examples=2, seed=1)),
+    )
     assert result.to_json() == same.to_json()
     measured = rewriter.verify(models.unary("Relu"), models.unary("Relu"), accept=["snr>=90"])  # type: ignore[operator]
     assert measured.ok

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 import ir
-from rewriter.verification import VerifyError, check_equivalence
+from rewriter.verification import InputOptions, VerifyError, VerifyOptions, check_equivalence
 from rewriter.verification._inputs import analyze_inputs, example_strategy, materialize
 from tests.rewriter.verification import _models as models
 
@@ -55,7 +55,7 @@ def test_consistent_dims_mean_no_rejected_examples():
         "(float[N, K] a, float[K, M] b) => (float[N, M] y)",
         "y = MatMul(a, b)",
     )
-    result = check_equivalence(model, model, examples=30)
+    result = check_equivalence(model, model, VerifyOptions(inputs=InputOptions(examples=30)))
     assert result.ok
     assert result.examples_rejected == 0
     assert result.examples_run == 30
@@ -100,7 +100,7 @@ def test_unknown_rank_gets_a_small_shape():
         onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
         opset_imports=[onnx.helper.make_opsetid("", 17)],
     )
-    assert check_equivalence(model, model, examples=10).ok
+    assert check_equivalence(model, model, VerifyOptions(inputs=InputOptions(examples=10))).ok
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ def test_gather_indices_stay_in_range_through_add_and_cast(offset):
 
 def test_embedding_model_never_fails_on_an_out_of_range_index():
     model = models.embedding(offset=3, vocab=5)
-    result = check_equivalence(model, model, examples=40)
+    result = check_equivalence(model, model, VerifyOptions(inputs=InputOptions(examples=40)))
     assert result.ok
     assert result.examples_rejected == 0
 
@@ -170,7 +170,12 @@ def test_gather_over_a_symbolic_axis_uses_the_sampled_size():
         assert feeds["ids"].min() >= 0
 
     in_range()
-    assert check_equivalence(model, model, examples=30).examples_rejected == 0
+    assert (
+        check_equivalence(
+            model, model, VerifyOptions(inputs=InputOptions(examples=30))
+        ).examples_rejected
+        == 0
+    )
 
 
 def test_gather_axis_attribute_is_respected():
@@ -346,7 +351,7 @@ def _draws_int_max(specs) -> bool:
 )
 def test_other_dtypes_run(dtype):
     model = models.parse(f"({dtype}[N, 3] x) => ({dtype}[N, 3] y)", "y = Identity(x)")
-    result = check_equivalence(model, model, examples=10)
+    result = check_equivalence(model, model, VerifyOptions(inputs=InputOptions(examples=10)))
     assert result.ok, result.render_table()
 
 
@@ -354,7 +359,9 @@ def test_other_dtypes_run(dtype):
 def test_relu_to_abs_is_caught_in_every_float_type(dtype):
     relu = models.parse(f"({dtype}[N, 3] x) => ({dtype}[N, 3] y)", "y = Relu(x)")
     absolute = models.parse(f"({dtype}[N, 3] x) => ({dtype}[N, 3] y)", "y = Abs(x)")
-    result = check_equivalence(relu, absolute, examples=10, save_counterexample=False)
+    result = check_equivalence(
+        relu, absolute, VerifyOptions(inputs=InputOptions(examples=10), save_counterexample=False)
+    )
     assert not result.ok
     assert result.counterexample["x"].dtype.name == {"double": "float64"}.get(dtype, dtype)
 

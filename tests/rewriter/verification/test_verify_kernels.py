@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rewriter.verification import VerifyError, check_equivalence, extract_image_patches, run_model
+from rewriter.verification import (
+    InputOptions,
+    VerifyError,
+    VerifyOptions,
+    check_equivalence,
+    extract_image_patches,
+    run_model,
+)
 from tests.rewriter.verification import _models as models
 
 MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "models")
@@ -136,7 +143,7 @@ def test_custom_op_without_its_opset_import_still_runs():
 
 def test_verify_reports_which_runtime_ran_each_model():
     model = models.extract_image_patches((2, 2), (1, 1), (1, 1), "SAME")
-    result = check_equivalence(model, model, examples=5)
+    result = check_equivalence(model, model, VerifyOptions(inputs=InputOptions(examples=5)))
     assert result.ok
     assert result.original_runtime == "onnx.reference"
     assert result.rewritten_runtime == "onnx.reference"
@@ -163,7 +170,9 @@ def _patchify(channel_order: str) -> onnx.ModelProto:
 
 def test_a_correct_decomposition_of_the_custom_op_verifies():
     original = models.extract_image_patches((2, 2), (2, 2), (1, 1), "VALID", shape=("N", 4, 6, 2))
-    result = check_equivalence(original, _patchify("tf"), special_values=True)
+    result = check_equivalence(
+        original, _patchify("tf"), VerifyOptions(inputs=InputOptions(special_values=True))
+    )
     assert result.ok, result.render_table()
     assert result.original_runtime == "onnx.reference"
     assert result.rewritten_runtime == "onnxruntime"
@@ -171,7 +180,7 @@ def test_a_correct_decomposition_of_the_custom_op_verifies():
 
 def test_a_wrong_channel_order_in_a_decomposition_is_caught():
     original = models.extract_image_patches((2, 2), (2, 2), (1, 1), "VALID", shape=("N", 4, 6, 2))
-    result = check_equivalence(original, _patchify("cij"), save_counterexample=False)
+    result = check_equivalence(original, _patchify("cij"), VerifyOptions(save_counterexample=False))
     assert not result.ok
     assert result.mismatched_outputs == ("y",)
 
@@ -204,7 +213,7 @@ def test_an_ill_typed_model_is_not_handed_to_the_lenient_evaluator():
     with pytest.raises(VerifyError, match="onnxruntime cannot load the model"):
         check_equivalence(broken, model)
     # as the rewritten model of an original onnxruntime runs: a failure
-    result = check_equivalence(model, broken, save_counterexample=False)
+    result = check_equivalence(model, broken, VerifyOptions(save_counterexample=False))
     assert not result.ok
     assert "onnxruntime cannot load it, although it runs the original" in result.message
 
@@ -247,7 +256,9 @@ def test_a_rewrite_that_leaves_onnxruntime_behind_fails():
     """
     original = _patchify("tf")
     custom = models.extract_image_patches((2, 2), (2, 2), (1, 1), "VALID", shape=("N", 4, 6, 2))
-    result = check_equivalence(original, custom, examples=5, save_counterexample=False)
+    result = check_equivalence(
+        original, custom, VerifyOptions(inputs=InputOptions(examples=5), save_counterexample=False)
+    )
     assert not result.ok
     assert result.original_runtime == "onnxruntime"
     assert result.rewritten_runtime == "nothing (onnxruntime cannot load it)"

@@ -7,7 +7,7 @@ import os
 import onnx
 import pytest
 
-from rewriter.verification import check_equivalence, find_first_bad
+from rewriter.verification import InputOptions, VerifyOptions, check_equivalence, find_first_bad
 from tests.rewriter.verification import _models as models
 
 MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "models")
@@ -27,7 +27,9 @@ def test_exported_model_matches_its_onnxruntime_optimized_version(name, tmp_path
     path = _path(name)
     optimized = models.ort_optimized(onnx.load(path), tmp_path)
     assert len(optimized.graph.node) < len(onnx.load(path).graph.node)
-    result = check_equivalence(path, optimized, examples=10, save_counterexample=False)
+    result = check_equivalence(
+        path, optimized, VerifyOptions(inputs=InputOptions(examples=10), save_counterexample=False)
+    )
     assert result.ok, result.render_table()
     assert result.examples_rejected == 0  # ids stay inside the embedding tables
 
@@ -61,7 +63,7 @@ def test_wrong_gelu_in_bert_is_caught_and_bisected_to_its_rewrite():
     assert n_steps == 6
     bad_step = 4
     final = _apply_prefix(original, n_steps, bad_step)
-    result = check_equivalence(original, final, save_counterexample=False)
+    result = check_equivalence(original, final, VerifyOptions(save_counterexample=False))
     assert not result.ok
     assert set(result.mismatched_outputs) == {"last_hidden_state", "pooler_output"}
     assert result.examples_rejected == 0

@@ -18,7 +18,7 @@ import ir
 import rewriter
 from rewriter.api import load_rules
 from rewriter.cli import main
-from rewriter.verification import check_equivalence
+from rewriter.verification import InputOptions, VerifyOptions, check_equivalence
 
 RULES = Path(__file__).resolve().parents[1] / "checkrules" / "rules" / "size_dependent.rw"
 TABLE = 128
@@ -70,7 +70,9 @@ def rewritten_by(rule: str) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("rule", ["wrong_slice_prefix", "wrong_slice_prefix_checked"])
 def test_a_slice_rule_right_only_up_to_8_positions_is_caught(rule: str) -> None:
-    result = check_equivalence(position_model(), rewritten_by(rule), save_counterexample=False)
+    result = check_equivalence(
+        position_model(), rewritten_by(rule), VerifyOptions(save_counterexample=False)
+    )
     assert not result.ok
     assert result.mismatched_outputs == ("first",)
     assert result.counterexample is not None
@@ -83,7 +85,9 @@ def test_a_slice_rule_right_only_up_to_8_positions_is_caught(rule: str) -> None:
 def test_sizes_the_caller_fixes_are_never_changed() -> None:
     """At a fixed length of 6 the two models agree, and no other length is tried."""
     result = check_equivalence(
-        position_model(), rewritten_by("wrong_slice_prefix"), dims={"seq": 6}
+        position_model(),
+        rewritten_by("wrong_slice_prefix"),
+        VerifyOptions(inputs=InputOptions(dims={"seq": 6})),
     )
     assert result.ok
     assert not [note for note in result.notes() if note.startswith("at the sizes")]
@@ -92,7 +96,7 @@ def test_sizes_the_caller_fixes_are_never_changed() -> None:
 def test_sizes_the_original_refuses_are_outside_its_domain() -> None:
     """Twice the table's length is refused by the original: reported, not a failure."""
     model = position_model()
-    result = check_equivalence(model, model, save_counterexample=False)
+    result = check_equivalence(model, model, VerifyOptions(save_counterexample=False))
     assert result.ok
     assert result.examples_rejected == 0
     sizes = [note for note in result.notes() if note.startswith("at the sizes")]

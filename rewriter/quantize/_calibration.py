@@ -13,6 +13,7 @@ sample, or several stacked along a new first axis.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -27,12 +28,47 @@ from rewriter.engine import (
     dtype_of,
     is_const,
 )
-from rewriter.verification._errors import VerifyError
-from rewriter.verification._inputs import analyze_inputs, split_samples
-from rewriter.verification._runner import RunError, open_session
-from rewriter.verification._source import ModelSource, load_model
+from rewriter.verification import (
+    ModelSource,
+    RunError,
+    VerifyError,
+    analyze_inputs,
+    load_model,
+    open_session,
+    split_samples,
+)
 
 Array = np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationSamples:
+    """Samples to gather calibration statistics from, on the model the approximate rules see.
+
+    A staged run (`RewriteOptions.calibration_samples`) runs the float model it has made (the exact
+    rules' fixed point) on them, so every value the approximate rules meet has statistics.
+
+    Attributes:
+        samples: input sets, `{input name: array}` (several stacked along a new first axis
+            count as several).
+        method: how ranges come from the statistics when a rule names no method ("minmax",
+            "percentile" or "entropy").
+        percentile: the percentile of the "percentile" method.
+    """
+
+    samples: tuple[Mapping[str, object], ...]
+    method: str = "minmax"
+    percentile: float = 99.999
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "samples", tuple(self.samples))
+        if not self.samples:
+            raise ValueError("calibration needs at least one sample")
+        if self.method not in CALIBRATION_METHODS:
+            known = ", ".join(CALIBRATION_METHODS)
+            raise ValueError(f"unknown calibration method {self.method!r} (known: {known})")
+        if not 0.0 < self.percentile <= 100.0:
+            raise ValueError(f"a percentile is in (0, 100], got {self.percentile}")
 
 
 def collect_calibration(

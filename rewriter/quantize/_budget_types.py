@@ -46,10 +46,11 @@ class AccuracyBudget:
             bootstrap bound of each metric over the tuning inputs does, at this confidence
             (`verification.pessimistic_bound`): a choice that barely meets it on these
             inputs would miss it on others about half the time. None: the measured value.
-        jobs: processes for the candidate measurements (None: the cores this process may
-            use; 1: in this process). They are spawned, so a script that rewrites with
-            jobs > 1 runs its work under `if __name__ == "__main__":`, as multiprocessing
-            requires.
+        jobs: processes for the measurements (None or 1: this process, one onnxruntime
+            session; each measurement is a run of one switchable model, so more processes
+            pay off only for large models and many tuning inputs). They are spawned, so a
+            script that rewrites with jobs > 1 runs its work under
+            `if __name__ == "__main__":`, as multiprocessing requires.
         ray_address: run the measurements on the Ray cluster at this address instead
             (`"auto"`, `"ray://host:10001"`, `"host:6379"`); Ray must be installed.
         providers: onnxruntime execution providers (default: CPU).
@@ -161,7 +162,8 @@ class BudgetResult:
         steps: the greedy steps measured, by number of sites left out.
         met: the chosen model meets the budget on the tuning inputs.
         final: the chosen model measured on independent inputs (its verdict is the run's).
-        evaluations: rewrites measured besides the first run.
+        evaluations: measurements of the switchable model (choices of float and
+            approximate layers) while tuning.
         runner: where they ran (`serially`, `on 2 local processes`, `on Ray at ...`).
         notes: what else the reader should know.
     """

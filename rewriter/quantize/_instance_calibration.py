@@ -45,7 +45,8 @@ def instance_calibration(rule: rules.Rule, proto: Any) -> Calibration | None:
     """Statistics of the instance's values on plain inputs, for a rule that reads them."""
     if not reads_calibration(rule):
         return None
-    from rewriter.verification import VerifyError, collect_calibration, plain_samples
+    from rewriter.quantize._calibration import collect_calibration
+    from rewriter.verification import VerifyError, plain_samples
 
     try:
         return collect_calibration(proto, plain_samples(proto, _SAMPLES, _SEED))

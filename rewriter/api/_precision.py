@@ -1,0 +1,515 @@
+"""Runs that measure their approximate rewrites: presets, accuracy budgets, speed checks.
+
+`rewrite(model, rules, RewriteOptions(quantize="int8"))` (or with a `budget`, or a
+`speed_check`) is a staged run (`_stages`) whose approximate stage is measured before it is
+kept:
+
+1. the exact rules (default: the shipped library) run to their fixed point: the float model
+   F, its nodes given unique names (`rewriter.quantize.name_every_node`); calibration samples
+   are run on F;
+2. the approximate rules run on a copy of F (variant 0); with a budget (or a preset that
+   offers another form) again with those sites left out, so milder rules show where they
+   would take their place (variant 1, ...); the rewrites are grouped into layers
+   (`rewriter.quantize.find_layers`);
+3. onnxruntime's optimized model tells which layers it fused into its kernels; a layer that
+   it did not fuse takes its runtime-op option when there is one (int4: MatMulNBits);
+4. the accuracy budget chooses each layer's option on one switchable model
+   (`rewriter.quantize.tune`), then the speed check puts back in float the groups of layers
+   that run slower than float (`rewriter.quantize.check_speed`);
+5. the chosen model is built from F (`rewriter.quantize.materialize`), the exact rules run on
+   it once more, and the budget's independent check judges it.
+
+Nothing here measures or decides by itself: `rewriter.quantize` does; this module sequences
+the stages, which need the pass manager of this layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import ir
+from rewriter._errors import RewriteError
+from rewriter.api._conversion import convert_keeping_runnable
+from rewriter.api._library import RulesLike, default_library_files, library_path, load_rules
+from rewriter.api._options import RewriteOptions
+from rewriter.api._rewrite import PhaseClock, RewriteResult, finish, prepare
+from rewriter.api._stages import SplitRules, renamed_by_every_rule, split_rules, statistics_on
+from rewriter.api._vocabulary import pass_manager
+from rewriter.engine import KernelAvailability, RunOptions, SkipEntry, Trace, TraceEntry
+from rewriter.quantize import (
+    AccuracyBudget,
+    Decision,
+    Layers,
+    SpeedCheck,
+    SpeedResult,
+    budget_inputs,
+    check_speed,
+    find_layers,
+    fusion_misses,
+    kept_float_reason,
+    materialize,
+    name_every_node,
+    preset,
+    tune,
+)
+from rewriter.quantize import finish as finish_budget
+from rewriter.rules import RuleSet
+from rewriter.verification import VerifyError, plain_samples
+
+if TYPE_CHECKING:
+    import onnx
+
+# Rounds of "leave out every approximate site found so far; do other rules take the nodes?"
+_DISCOVERY_ROUNDS = 4
+# The ops of onnxruntime's own domain that a preset may write when the model imports it.
+_RUNTIME_DOMAIN = "com.microsoft"
+
+
+def is_measured(options: RewriteOptions) -> bool:
+    """Whether a run goes through this module (a preset, a budget or a speed check)."""
+    speed = options.speed_check is not None and options.speed_check.enabled
+    return options.quantize is not None or options.budget is not None or speed
+
+
+@dataclasses.dataclass
+class _Run:
+    """What the stages share: the rules, the options as they apply, the clock."""
+
+    ruleset: RuleSet
+    split: SplitRules
+    options: RewriteOptions
+    run: RunOptions
+    clock: PhaseClock
+    notes: list[str]
+
+    def exact(self, model: ir.Model) -> Trace:
+        return pass_manager(self.split.exact, dataclasses.replace(self.run, calibration=None)).run(
+            model
+        )
+
+    def approximate(
+        self, model: ir.Model, statistics: Any, excluded: Mapping[tuple[str, str], str]
+    ) -> Trace:
+        # The approximate rules alone: the passes run in the exact stages around them.
+        run = dataclasses.replace(
+            self.run,
+            calibration=statistics,
+            excluded_sites={**self.run.excluded_sites, **excluded},
+            passes=(),
+        )
+        return pass_manager(self.split.approximate, run).run(model)
+
+
+def _preset_rules(
+    rules: RulesLike, options: RewriteOptions, clock: PhaseClock
+) -> tuple[RuleSet, RewriteOptions, list[str], int | None]:
+    """The rule set, options, notes and least opset of a run: a preset adds its files."""
+    if options.quantize is None:
+        if isinstance(rules, RuleSet):
+            return rules, options, [], None
+        with clock.phase("load_rules"):
+            ruleset = load_rules(rules, allow_python=options.allow_python, params=options.params)
+        return ruleset, options, [], None
+    speed = options.speed_check is None or options.speed_check.enabled
+    chosen = preset(
+        options.quantize,
+        calibrated=options.calibration is not None or options.calibration_samples is not None,
+        speed_check=speed,
+        runtime_ops=_RUNTIME_DOMAIN in options.add_opsets,
+    )
+    if isinstance(rules, RuleSet):
+        ruleset = rules  # loaded by the caller from `preset_rule_paths`
+    else:
+        paths = _with_preset_files(rules, chosen.files)
+        with clock.phase("load_rules"):
+            ruleset = load_rules(paths, allow_python=options.allow_python, params=options.params)
+    adjusted = dataclasses.replace(
+        options, exclude_rules=frozenset(options.exclude_rules) | chosen.excluded_rules
+    )
+    return ruleset, adjusted, list(chosen.notes), chosen.min_opset
+
+
+def _with_preset_files(rules: RulesLike, files: Sequence[str]) -> list[str | os.PathLike[str]]:
+    base: list[str | os.PathLike[str]]
+    if rules is None:
+        base = [*default_library_files()]
+    elif isinstance(rules, str | os.PathLike):
+        base = [rules]
+    elif isinstance(rules, RuleSet):
+        raise TypeError("a loaded RuleSet cannot be extended with a preset's files")
+    else:
+        base = list(rules)
+    return [*base, *(library_path() / "quantize" / name for name in files)]
+
+
+def preset_rule_paths(
+    rules: RulesLike,
+    quantize: str,
+    *,
+    calibrated: bool,
+    speed_check: bool = True,
+    runtime_ops: bool = False,
+) -> list[str | os.PathLike[str]]:
+    """The rule files a preset run loads: `rules` (None: the shipped library), then its own.
+
+    For callers that load the rules themselves and pass the RuleSet.
+    """
+    chosen = preset(
+        quantize, calibrated=calibrated, speed_check=speed_check, runtime_ops=runtime_ops
+    )
+    return _with_preset_files(rules, chosen.files)
+
+
+def rewrite_measured(
+    model: str | os.PathLike[str] | ir.Model | onnx.ModelProto,
+    rules: RulesLike,
+    options: RewriteOptions,
+) -> RewriteResult:
+    """A preset, an accuracy budget or a speed check: see the module docstring.
+
+    Raises:
+        RewriteError: bad rules or model; calibration samples or budget inputs the model
+            cannot run; models that cannot be measured.
+    """
+    clock = PhaseClock()
+    ruleset, options, notes, least_opset = _preset_rules(rules, options, clock)
+    split = split_rules(ruleset)
+    prepared = prepare(model, options, clock)
+    source = _source_snapshot(prepared.model, model, options.budget)
+    check = _speed_check(options)
+    # The float original as given, the speed check's yardstick (stage 1 changes the model).
+    original = bytes(ir.to_onnx(prepared.model).SerializeToString()) if check else b""
+    float_model, before = _float_model(prepared.model, ruleset, split, options, least_opset, clock)
+    if split is None:
+        result = finish(prepared, float_model, before, ruleset, options, clock)
+        return _without_approximate(result, source, options, notes)
+    run = _Run(ruleset, split, options, options, clock, notes)
+    name_every_node(float_model)
+    with clock.phase("calibrate"):
+        statistics = _statistics(float_model, options, ruleset)
+    with clock.phase("rewrite"):
+        variants = _variants(run, float_model, statistics)
+        layers = find_layers(float_model, [(m, t) for m, t in variants])
+    notes.extend(layers.notes)
+    choice: dict[int, int | None] = {layer.index: 0 for layer in layers}
+    models = [m for m, _ in variants]
+    with clock.phase("fusion"):
+        layers, fusion_notes = _prefer_fused(run, float_model, models, layers, choice)
+    notes.extend(fusion_notes)
+    decision: Decision | None = None
+    final_data = None
+    budget_notes: list[str] = []
+    if options.budget is not None and len(layers):
+        with clock.phase("budget"):
+            decision, final_data, budget_notes = _tune(float_model, models, layers, source, options)
+        choice = decision.choice
+    speed: SpeedResult | None = None
+    if check is not None and any(option is not None for option in choice.values()):
+        with clock.phase("speed"):
+            choice, speed = _check_speed(run, original, float_model, models, layers, choice, check)
+    built = materialize(float_model, models, layers, choice)
+    with clock.phase("rewrite"):
+        cleanup = run.exact(built.model)
+    trace = _trace(before, variants[0][1], layers, choice, decision, speed, options, cleanup)
+    result = finish(prepared, built.model, trace, ruleset, options, clock)
+    budget_result = None
+    if options.budget is not None:
+        if final_data is None:
+            final_data = _budget_data(source, options)[1]
+        with clock.phase("budget"):
+            budget_result = finish_budget(
+                decision,
+                final_data,
+                budget_notes,
+                result.model,
+                choice,
+                options.budget,
+                speed.slower if speed is not None else None,
+            )
+    timings = {
+        **result.timings,
+        **{k: v for k, v in clock.seconds.items() if k not in result.timings},
+    }
+    return dataclasses.replace(
+        result, budget=budget_result, speed=speed, notes=tuple(notes), timings=timings
+    )
+
+
+def _without_approximate(
+    result: RewriteResult, source: Any, options: RewriteOptions, notes: list[str]
+) -> RewriteResult:
+    """A measured run whose rules approximate nothing: the budget still checks the result."""
+    budget = None
+    if options.budget is not None:
+        final_data = _budget_data(source, options)[1]
+        budget = finish_budget(None, final_data, [], result.model, {}, options.budget)
+    return dataclasses.replace(result, budget=budget, notes=tuple(notes))
+
+
+def _source_snapshot(prepared: ir.Model, given: Any, budget: AccuracyBudget | None) -> Any:
+    """The original as the budget's reference runs it (a path, or a copy taken now)."""
+    if budget is None:
+        return None
+    if isinstance(given, str | os.PathLike) and budget.ray_address is None:
+        return os.fspath(given)
+    return ir.to_onnx(prepared)
+
+
+def _float_model(
+    model: ir.Model,
+    ruleset: RuleSet,
+    split: SplitRules | None,
+    options: RewriteOptions,
+    least_opset: int | None,
+    clock: PhaseClock,
+) -> tuple[ir.Model, Trace]:
+    """Stage 1: the model converted up to the target opset, the exact rules to their fixed point.
+
+    Without a target, a preset's least opset is the target when the model's is older.
+    """
+    exact = split.exact if split is not None else ruleset
+    run = dataclasses.replace(options, calibration=None)
+    target = options.target_opset
+    current = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    if target is None and least_opset is not None and current is not None and current < least_opset:
+        target = least_opset
+    trace = Trace((), (), _saturated())
+    if target is not None and current is not None and target != current:
+        if target < current:
+            raise RewriteError(
+                "--target-opset lower than the model's opset cannot be combined with "
+                "--quantize, --accept or a speed check (convert the model down first)"
+            )
+        kernels = KernelAvailability() if options.keep_runnable else None
+        with clock.phase("convert"):
+            model = convert_keeping_runnable(model, target, kernels)
+        trace = Trace.conversion(current, target)
+    with clock.phase("rewrite"):
+        trace = trace.followed_by(pass_manager(exact, run).run(model))
+    return model, trace
+
+
+def _saturated() -> Any:
+    from rewriter.engine import StopReason
+
+    return StopReason.SATURATED
+
+
+def _statistics(model: ir.Model, options: RewriteOptions, ruleset: RuleSet) -> Any:
+    try:
+        found = statistics_on(model, options.calibration, options.calibration_samples)
+    except VerifyError as exc:
+        raise RewriteError(f"calibration: {exc}") from exc
+    return renamed_by_every_rule(found, ruleset)
+
+
+def _copy(model: ir.Model) -> ir.Model:
+    return ir.from_onnx(ir.to_onnx(model), base_dir=model.base_dir)
+
+
+def _variants(run: _Run, float_model: ir.Model, statistics: Any) -> list[tuple[ir.Model, Trace]]:
+    """Variant 0 (every approximate site), and the sites that take left-out ones' places."""
+    first = _copy(float_model)
+    variants = [(first, run.approximate(first, statistics, {}))]
+    if not _wants_alternatives(run.options):
+        return variants
+    excluded: dict[tuple[str, str], str] = {}
+    for _ in range(_DISCOVERY_ROUNDS):
+        reason = "left out to find what takes its place"
+        excluded.update(dict.fromkeys(variants[-1][1].approximate_sites(), reason))
+        model = _copy(float_model)
+        trace = run.approximate(model, statistics, excluded)
+        if not trace.approximate_sites():
+            break
+        variants.append((model, trace))
+    return variants
+
+
+def _wants_alternatives(options: RewriteOptions) -> bool:
+    """Whether other rules' rewrites in place of left-out ones are wanted.
+
+    They are when the budget may leave layers out, or a runtime form may replace an unfused one.
+    """
+    runtime = options.quantize is not None and _RUNTIME_DOMAIN in options.add_opsets
+    return options.budget is not None or runtime
+
+
+def _prefer_fused(
+    run: _Run,
+    float_model: ir.Model,
+    models: Sequence[ir.Model],
+    layers: Layers,
+    choice: Mapping[int, int | None],
+) -> tuple[Layers, list[str]]:
+    """Layers onnxruntime does not fuse take their runtime-op option first; notes say which.
+
+    Judged on the model as it would be written (after the exact rules' clean-up: merging two
+    identical DequantizeLinear nodes, say, can keep onnxruntime from fusing either).
+    """
+    options = run.options
+    if options.quantize is None or not len(layers):
+        return layers, []
+    built = materialize(float_model, models, layers, choice)
+    run.exact(built.model)
+    misses = fusion_misses(built.model, built.node_layers)
+    if not misses:
+        return layers, []
+    notes = []
+    reordered = []
+    moved = 0
+    for layer in layers:
+        if layer.index not in misses:
+            reordered.append(layer)
+            continue
+        runtime = [
+            i
+            for i, option in enumerate(layer.options)
+            if _writes_runtime_ops(models[option.variant], option.nodes)
+        ]
+        if runtime:
+            first = runtime[0]
+            options_first = (
+                layer.options[first],
+                *(o for i, o in enumerate(layer.options) if i != first),
+            )
+            reordered.append(dataclasses.replace(layer, options=options_first))
+            moved += 1
+        else:
+            reordered.append(layer)
+    unfused = len(misses) - moved
+    if moved:
+        notes.append(
+            f"{moved} layer{'s' * (moved != 1)} written as onnxruntime's own ops "
+            f"({_RUNTIME_DOMAIN}): onnxruntime does not fuse the standard form there"
+        )
+    if unfused:
+        ops = ", ".join(sorted(set(misses.values())))
+        notes.append(
+            f"{unfused} layer{'s' * (unfused != 1)} written in standard ONNX that onnxruntime "
+            f"does not fuse into its quantized kernels (unfused {ops})"
+            + (
+                f"; import {_RUNTIME_DOMAIN} (--add-opset {_RUNTIME_DOMAIN}=1) to write its own "
+                "op instead"
+                if options.quantize == "int4" and _RUNTIME_DOMAIN not in options.add_opsets
+                else ""
+            )
+        )
+    return Layers(tuple(reordered), layers.unplaced, layers.notes), notes
+
+
+def _writes_runtime_ops(model: ir.Model, names: Sequence[str]) -> bool:
+    wanted = set(names)
+    return any(
+        node.name in wanted and node.domain == _RUNTIME_DOMAIN
+        for graph in model.graphs()
+        for node in graph
+    )
+
+
+def _budget_data(source: Any, options: RewriteOptions) -> Any:
+    budget = options.budget
+    assert budget is not None
+    try:
+        return budget_inputs(source, budget, options.input_shapes)
+    except VerifyError as exc:
+        raise RewriteError(f"accuracy budget: {exc}") from exc
+
+
+def _tune(
+    float_model: ir.Model,
+    models: Sequence[ir.Model],
+    layers: Layers,
+    source: Any,
+    options: RewriteOptions,
+) -> tuple[Decision, Any, list[str]]:
+    budget = options.budget
+    assert budget is not None
+    tuning, final_data, notes = _budget_data(source, options)
+    switchable = materialize(float_model, models, layers, switchable=True).model
+    decision = tune(ir.to_onnx(switchable).SerializeToString(), layers, tuning, budget)
+    return decision, final_data, notes
+
+
+def _speed_check(options: RewriteOptions) -> SpeedCheck | None:
+    check = options.speed_check
+    if check is None:
+        return SpeedCheck() if options.quantize is not None else None
+    return check if check.enabled else None
+
+
+def _speed_feeds(model: ir.Model, options: RewriteOptions, check: SpeedCheck) -> dict[str, Any]:
+    """The inputs to time on: the check's, the calibration's, the budget's, or plain ones."""
+    import numpy as np
+
+    samples: Sequence[Mapping[str, Any]] = check.samples
+    if not samples and options.calibration_samples is not None:
+        samples = options.calibration_samples.samples
+    if not samples and options.budget is not None:
+        samples = options.budget.samples
+    if not samples:
+        samples = plain_samples(model, 1)
+    return {name: np.asarray(value) for name, value in samples[0].items()}
+
+
+def _check_speed(
+    run: _Run,
+    original: bytes,
+    float_model: ir.Model,
+    models: Sequence[ir.Model],
+    layers: Layers,
+    choice: Mapping[int, int | None],
+    check: SpeedCheck,
+) -> tuple[dict[int, int | None], SpeedResult]:
+    feeds = _speed_feeds(float_model, run.options, check)
+    inputs = {value.name for value in float_model.graph.inputs}
+    feeds = {name: value for name, value in feeds.items() if name in inputs}
+
+    def build(chosen: Mapping[int, int | None]) -> bytes:
+        built = materialize(float_model, models, layers, chosen).model
+        run.exact(built)
+        return bytes(ir.to_onnx(built).SerializeToString())
+
+    return check_speed(layers, choice, build, feeds, check, original)
+
+
+def _trace(
+    before: Trace,
+    approximate: Trace,
+    layers: Layers,
+    choice: Mapping[int, int | None],
+    decision: Decision | None,
+    speed: SpeedResult | None,
+    options: RewriteOptions,
+    cleanup: Trace,
+) -> Trace:
+    """Stage 1, the chosen layers' rewrites, a skip per layer kept float, the clean-up."""
+    entries: list[TraceEntry] = []
+    skips: list[SkipEntry] = list(approximate.skips)
+    slower = speed.slower if speed is not None else {}
+    left_out = set(decision.ranked[: decision.kept]) if decision is not None else set()
+    count = len(decision.ranked) if decision is not None else 0
+    for layer in layers:
+        picked = choice.get(layer.index)
+        if picked is not None:
+            entries.extend(layer.options[picked].entries)
+            continue
+        primary = layer.options[0]
+        first = primary.entries[0]
+        if layer.index in slower:
+            reason = kept_float_reason(primary.rule, slower[layer.index])
+        elif (layer.index, 0) in left_out and decision is not None:
+            rank = decision.ranked.index((layer.index, 0)) + 1
+            budget = options.budget
+            assert budget is not None
+            reason = (
+                f"left out by the accuracy budget (sensitive site {rank} of {count}): "
+                f"{decision.reason((layer.index, 0), budget.accept)}"
+            )
+        else:
+            reason = "kept float"
+        skips.append(SkipEntry(first.rule, first.location, reason, first.anchor))
+    middle = Trace(tuple(entries), tuple(skips), approximate.stop_reason, approximate.warnings)
+    return before.followed_by(middle).followed_by(cleanup)

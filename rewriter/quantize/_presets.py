@@ -1,0 +1,93 @@
+"""Presets: one command per intent (`rewrite MODEL --quantize int8|int4|float16`).
+
+A preset names the rule files of `patterns/quantize/` it applies (after the default library
+has reached its fixed point), the rules of those files it leaves out, and the opset it needs.
+Which rules depend on what the caller gives:
+
+* int8: MatMul and Gemm with constant weights get dynamic int8 with per-channel weight
+  scales (onnxruntime fuses them into DynamicQuantizeMatMul / MatMulIntegerToFloat);
+  embeddings are stored int8. Conv gets static int8 in QDQ form from calibration samples
+  (fused into QLinearConv); without samples it is tried as dynamic int8 (ConvInteger), which
+  the speed check keeps only where it is faster, and without the speed check Conv stays float.
+* int4: MatMul with a constant weight gets 4-bit blocked weights as DequantizeLinear +
+  MatMul (opset 21; onnxruntime fuses it into MatMulNBits), activation-aware with samples.
+  Where onnxruntime does not fuse that form and the model imports `com.microsoft`
+  (`--add-opset com.microsoft=1`), `com.microsoft.MatMulNBits` is written instead.
+* float16: the ops of float16.rw in float16 between Casts, inputs and outputs float32.
+
+The rule files stay in `patterns/quantize/` (they are the language's); this module only
+chooses among them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+PRESETS = ("int8", "int4", "float16")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Preset:
+    """What one preset applies.
+
+    Attributes:
+        name: `int8`, `int4` or `float16`.
+        files: rule files, relative to the library's `quantize/` folder.
+        excluded_rules: rules of those files the preset does not apply.
+        min_opset: the default-domain opset its forms need (the model is converted up).
+        notes: what the caller should know about the choice (one line each).
+    """
+
+    name: str
+    files: tuple[str, ...]
+    excluded_rules: frozenset[str] = frozenset()
+    min_opset: int | None = None
+    notes: tuple[str, ...] = ()
+
+
+_INT8_DYNAMIC_ONLY = frozenset(
+    {"quantize_matmul_int8_static", "quantize_gemm_int8_static", "quantize_gather_int8_static"}
+)
+_INT8_STATIC_CONV = frozenset({"quantize_conv_int8_static", "quantize_conv_relu_int8_static"})
+
+
+def preset(name: str, *, calibrated: bool, speed_check: bool, runtime_ops: bool = False) -> Preset:
+    """The preset `name` for a run with or without calibration samples and speed check.
+
+    `runtime_ops`: the model imports `com.microsoft`, so onnxruntime's own ops may be written.
+
+    Raises:
+        ValueError: an unknown preset name.
+    """
+    if name == "int8":
+        return _int8(calibrated=calibrated, speed_check=speed_check)
+    if name == "int4":
+        files: tuple[str, ...] = ("int4_weight_only.rw",)
+        if runtime_ops:
+            files += ("int4_matmul_nbits.rw",)
+        return Preset("int4", files, frozenset(), 21)
+    if name == "float16":
+        return Preset("float16", ("float16.rw",), frozenset(), 11)
+    raise ValueError(f"unknown quantization preset {name!r} (known: {', '.join(PRESETS)})")
+
+
+def _int8(*, calibrated: bool, speed_check: bool) -> Preset:
+    files = ("int8_dynamic.rw", "int8_static.rw")
+    excluded = set(_INT8_DYNAMIC_ONLY)
+    notes: list[str] = []
+    if calibrated:
+        excluded.add("quantize_conv_int8_dynamic")
+    else:
+        excluded |= _INT8_STATIC_CONV
+        if speed_check:
+            notes.append(
+                "Conv without calibration samples: tried as dynamic int8 (ConvInteger), kept "
+                "only where the speed check finds it faster; give --calibration for static int8"
+            )
+        else:
+            excluded.add("quantize_conv_int8_dynamic")
+            notes.append(
+                "Conv left float: no calibration samples for static int8 (--calibration), and "
+                "dynamic int8 (ConvInteger) is slower than float on onnxruntime's CPU provider"
+            )
+    return Preset("int8", files, frozenset(excluded), 13, tuple(notes))

@@ -1,0 +1,120 @@
+"""Small models for the quantization preset tests, built with onnx.helper.
+
+`cnn_bn`: two Conv + BatchNormalization + Relu blocks, a global pool and a Gemm head (the
+BatchNorms must fold into the Convs before the Convs are quantized). `masked_attention`: one
+attention step whose additive mask is written as transformers writes it,
+`(1 - mask) * finfo(float32).min`, before a Softmax (float16 must keep it finite).
+`shared_weight_mlp`: two MatMuls that read one weight (onnxruntime does not fuse a 4-bit
+DequantizeLinear that two MatMuls read).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def cnn_bn(seed: int = 0) -> onnx.ModelProto:
+    """x [N, 3, 16, 16] -> y [N, 10]."""
+    rng = np.random.default_rng(seed)
+    nodes, weights = [], []
+    current, channels = "x", 3
+    for block, width in enumerate((16, 32)):
+        w = (rng.standard_normal((width, channels, 3, 3)) * np.sqrt(2 / (9 * channels))).astype(
+            np.float32
+        )
+        weights += [
+            numpy_helper.from_array(w, f"w{block}"),
+            numpy_helper.from_array(
+                (1 + 0.1 * rng.standard_normal(width)).astype(np.float32), f"g{block}"
+            ),
+            numpy_helper.from_array(
+                (0.1 * rng.standard_normal(width)).astype(np.float32), f"b{block}"
+            ),
+            numpy_helper.from_array(
+                (0.1 * rng.standard_normal(width)).astype(np.float32), f"m{block}"
+            ),
+            numpy_helper.from_array((1 + rng.random(width)).astype(np.float32), f"v{block}"),
+        ]
+        nodes += [
+            helper.make_node(
+                "Conv", [current, f"w{block}"], [f"c{block}"], f"conv{block}", pads=[1, 1, 1, 1]
+            ),
+            helper.make_node(
+                "BatchNormalization",
+                [f"c{block}", f"g{block}", f"b{block}", f"m{block}", f"v{block}"],
+                [f"n{block}"],
+                f"bn{block}",
+            ),
+            helper.make_node("Relu", [f"n{block}"], [f"r{block}"], f"relu{block}"),
+        ]
+        current, channels = f"r{block}", width
+    head = (rng.standard_normal((10, channels)) / np.sqrt(channels)).astype(np.float32)
+    weights += [
+        numpy_helper.from_array(head, "head"),
+        numpy_helper.from_array(np.zeros(10, np.float32), "hb"),
+    ]
+    nodes += [
+        helper.make_node("GlobalAveragePool", [current], ["pool"], "pool"),
+        helper.make_node("Flatten", ["pool"], ["flat"], "flatten"),
+        helper.make_node("Gemm", ["flat", "head", "hb"], ["y"], "gemm", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cnn_bn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
+        weights,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def masked_attention(seed: int = 0) -> onnx.ModelProto:
+    """x [B, S, 8], mask [B, S] (1 keep, 0 pad) -> y [B, S, 8]."""
+    rng = np.random.default_rng(seed)
+    wq = (rng.standard_normal((8, 8)) / np.sqrt(8)).astype(np.float32)
+    lowest = np.array(np.finfo(np.float32).min, np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "wq"], ["q"], "query"),
+        helper.make_node("Transpose", ["x"], ["kt"], "keys", perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"], "scores"),
+        helper.make_node("Unsqueeze", ["mask", "axis1"], ["mask3"], "mask3"),
+        helper.make_node("Sub", ["one", "mask3"], ["inverted"], "invert"),
+        helper.make_node("Mul", ["inverted", "lowest"], ["additive"], "additive"),
+        helper.make_node("Add", ["scores", "additive"], ["masked"], "masked"),
+        helper.make_node("Softmax", ["masked"], ["weights"], "softmax", axis=-1),
+        helper.make_node("MatMul", ["weights", "x"], ["y"], "mix"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "masked_attention",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "S", 8]),
+            helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["B", "S"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "S", 8])],
+        [
+            numpy_helper.from_array(wq, "wq"),
+            numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+            numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+            numpy_helper.from_array(lowest, "lowest"),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def shared_weight_mlp(seed: int = 0) -> onnx.ModelProto:
+    """a [N, 64], b [N, 64] -> (a @ W, b @ W), one W of [64, 64]."""
+    w = np.random.default_rng(seed).standard_normal((64, 64)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["a", "w"], ["ya"], "left"),
+            helper.make_node("MatMul", ["b", "w"], ["yb"], "right"),
+        ],
+        "shared_weight",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 64]) for n in ("a", "b")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 64]) for n in ("ya", "yb")],
+        [numpy_helper.from_array(w, "w")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])

@@ -1,0 +1,176 @@
+"""`rewrite(..., RewriteOptions(quantize=...))`: the presets' forms, on small built models."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import ir
+import rewriter
+from rewriter.api import CalibrationSamples, RewriteOptions, SpeedCheck, library_path, rewrite
+from tests.quantize_models import cnn_bn, masked_attention, shared_weight_mlp
+
+OFF = SpeedCheck(enabled=False)
+
+
+def _optimized_ops(model: ir.Model, tmp_path: Path) -> collections.Counter[str]:
+    """The ops of onnxruntime's ORT_ENABLE_ALL model (fused kernels by name)."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(
+        ir.to_onnx(model).SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    optimized = onnx.load(tmp_path / "optimized.onnx")
+    return collections.Counter(node.op_type for node in optimized.graph.node)
+
+
+def _samples(count: int, shape: tuple[int, ...], seed: int) -> tuple[dict[str, np.ndarray], ...]:
+    rng = np.random.default_rng(seed)
+    return tuple({"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(count))
+
+
+def _snr(reference: np.ndarray, actual: np.ndarray) -> float:
+    return float(10 * np.log10(np.sum(reference**2) / np.sum((reference - actual) ** 2)))
+
+
+def test_int8_folds_batchnorm_then_writes_qdq_convs_that_onnxruntime_fuses(tmp_path):
+    calibration = CalibrationSamples(_samples(4, (2, 3, 16, 16), 1))
+    options = RewriteOptions(quantize="int8", calibration_samples=calibration, speed_check=OFF)
+    result = rewrite(cnn_bn(), options=options)
+    ops = collections.Counter(node.op_type for node in result.model.graph)
+    assert ops["BatchNormalization"] == 0
+    assert ops["Conv"] == 2
+    assert ops["QuantizeLinear"] >= 2
+    assert result.model.opset_imports[""] == 13
+    optimized = _optimized_ops(result.model, tmp_path)
+    assert optimized["QLinearConv"] == 2
+    assert optimized["Conv"] == 0
+    x = _samples(1, (2, 3, 16, 16), 2)[0]["x"]
+    float_out = ort.InferenceSession(cnn_bn().SerializeToString()).run(None, {"x": x})[0]
+    int8_out = ort.InferenceSession(result.proto.SerializeToString()).run(None, {"x": x})[0]
+    assert _snr(float_out, int8_out) > 25
+
+
+def test_int8_without_samples_and_speed_check_leaves_conv_float_and_says_why():
+    result = rewrite(cnn_bn(), options=RewriteOptions(quantize="int8", speed_check=OFF))
+    ops = collections.Counter(node.op_type for node in result.model.graph)
+    assert ops["ConvInteger"] == 0
+    assert ops["Conv"] == 2
+    assert ops["MatMulInteger"] == 1  # the Gemm head: dynamic int8
+    assert any(note.startswith("Conv left float: no calibration samples") for note in result.notes)
+
+
+def test_the_rules_route_folds_batchnorm_before_the_approximate_rules_run():
+    rules = [str(library_path()), str(library_path() / "quantize" / "int8_dynamic.rw")]
+    result = rewrite(cnn_bn(), rules)
+    ops = collections.Counter(node.op_type for node in result.model.graph)
+    assert ops["BatchNormalization"] == 0
+    assert ops["ConvInteger"] == 2
+
+
+def test_int4_writes_matmulnbits_where_onnxruntime_does_not_fuse_the_standard_form(tmp_path):
+    plain = rewrite(shared_weight_mlp(), options=RewriteOptions(quantize="int4", speed_check=OFF))
+    assert [node.op_type for node in plain.model.graph] == ["DequantizeLinear", "MatMul", "MatMul"]
+    assert "does not fuse into its quantized kernels" in plain.notes[0]
+    assert "--add-opset com.microsoft=1" in plain.notes[0]
+    options = RewriteOptions(quantize="int4", speed_check=OFF, add_opsets={"com.microsoft": 1})
+    runtime = rewrite(shared_weight_mlp(), options=options)
+    assert [(n.domain, n.op_type) for n in runtime.model.graph] == [
+        ("com.microsoft", "MatMulNBits")
+    ] * 2
+    assert "written as onnxruntime's own ops" in runtime.notes[0]
+    rng = np.random.default_rng(0)
+    feeds = {name: rng.standard_normal((3, 64)).astype(np.float32) for name in ("a", "b")}
+    original = ort.InferenceSession(shared_weight_mlp().SerializeToString()).run(None, feeds)
+    standard = ort.InferenceSession(plain.proto.SerializeToString()).run(None, feeds)
+    nbits = ort.InferenceSession(runtime.proto.SerializeToString()).run(None, feeds)
+    # The same 4-bit weights; MatMulNBits also rounds the activations to int8 (accuracy 4).
+    for reference, first, second in zip(original, standard, nbits, strict=True):
+        assert abs(_snr(reference, first) - _snr(reference, second)) < 3
+        assert _snr(reference, second) > 15
+
+
+def test_int4_standard_form_is_fused_into_matmulnbits(tmp_path):
+    model = shared_weight_mlp()
+    del model.graph.node[1]
+    del model.graph.output[1]
+    del model.graph.input[1]
+    result = rewrite(model, options=RewriteOptions(quantize="int4", speed_check=OFF))
+    assert result.notes == ()
+    assert _optimized_ops(result.model, tmp_path)["MatMulNBits"] == 1
+
+
+@pytest.mark.parametrize("padded_rows", [(0,), (0, 1)])
+def test_float16_keeps_a_finfo_min_mask_and_fully_masked_rows_finite(padded_rows):
+    result = rewrite(
+        masked_attention(), options=RewriteOptions(quantize="float16", speed_check=OFF)
+    )
+    ops = collections.Counter(node.op_type for node in result.model.graph)
+    assert ops["Cast"] >= 2
+    assert ops["MatMul"] == 3  # the MatMuls run in float16
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    mask = np.ones((2, 5), np.float32)
+    mask[:, 3:] = 0
+    for row in padded_rows:
+        mask[row] = 0  # a fully padded sequence: every key of every query masked
+    feeds = {"x": x, "mask": mask}
+    expected = ort.InferenceSession(masked_attention().SerializeToString()).run(None, feeds)[0]
+    actual = ort.InferenceSession(result.proto.SerializeToString()).run(None, feeds)[0]
+    assert np.isfinite(expected).all()
+    assert np.isfinite(actual).all()
+    assert _snr(expected, actual) > 40
+
+
+SLOW_RULE = """\
+# A stand-in for a quantized form slower than float: the same Relu on a tiled copy.
+rule relu_int8_slow approximate snr >= 30 {
+  match {
+    y = Relu (x)
+  }
+  where {
+    rank(x) == 2
+    shape(x)[1] == 32
+    opset() >= 13
+  }
+  rewrite {
+    tiled = Tile (x, cast([1, 4000], "int64"))
+    rectified = Relu (tiled)
+    y = Slice (rectified, cast([0], "int64"), cast([shape(x)[1]], "int64"), cast([1], "int64"))
+  }
+}
+"""
+
+
+def test_the_speed_check_puts_a_slower_layer_back_in_float(tmp_path):
+    rules = tmp_path / "slow.rw"
+    rules.write_text(SLOW_RULE)
+    model = tmp_path / "mlp.onnx"
+    from tests.budget_models import outlier_mlp
+
+    onnx.save(outlier_mlp(), model)
+    check = SpeedCheck(rounds=3, samples=({"x": np.ones((4, 16), np.float32)},))
+    result = rewrite(model, [str(rules)], RewriteOptions(speed_check=check))
+    assert [node.op_type for node in result.model.graph].count("Tile") == 0
+    assert result.speed is not None
+    (group,) = result.speed.groups
+    assert group.kept_float
+    assert group.rule == "relu_int8_slow"
+    assert len(group.layers) == 3
+    assert group.slower_by > 1.0
+    assert "kept float: int8 slower by" in result.speed.summary()
+    skips = [s for s in result.trace.skips if s.rule == "relu_int8_slow"]
+    assert len(skips) == 3
+    assert all(s.reason.startswith("kept float: int8 slower by") for s in skips)
+
+
+def test_an_unknown_preset_is_a_value_error():
+    with pytest.raises(ValueError, match="unknown quantization preset 'int3'"):
+        RewriteOptions(quantize="int3")
+    assert rewriter.RewriteOptions(quantize="int8").quantize == "int8"
