@@ -45,6 +45,14 @@ from __future__ import annotations
 
 from rewriter.prove._dtypes import UnsupportedTypeError, from_python, sort_of, to_python
 from rewriter.prove._evaluate import Concrete, NotConcreteError, concrete
+from rewriter.prove._proof import (
+    ProofStatus,
+    ProveOptions,
+    RuleCounterexample,
+    RuleProof,
+    prove_rule,
+    prove_rules,
+)
 from rewriter.prove._query import (
     Counterexample,
     Proved,
@@ -79,7 +87,11 @@ __all__ = [
     "Index",
     "NodeSpec",
     "NotConcreteError",
+    "ProofStatus",
+    "ProveOptions",
     "Proved",
+    "RuleCounterexample",
+    "RuleProof",
     "SymbolicTensor",
     "Unknown",
     "UnsupportedOpError",
@@ -90,6 +102,8 @@ __all__ = [
     "concrete",
     "constant",
     "equivalent",
+    "prove_rule",
+    "prove_rules",
     "from_python",
     "same_value",
     "scalar_constant",

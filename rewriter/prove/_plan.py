@@ -54,7 +54,7 @@ def plan(rule: rules.Rule) -> RulePlan:
         UnsupportedRuleError: the rule cannot be proved (the message says why).
     """
     if rule.approximate is not None:
-        raise UnsupportedRuleError("approximate rules are out of scope")
+        raise UnsupportedRuleError("approximate rule")
     if isinstance(rule.rewrite, rules.RollLoop):
         raise UnsupportedRuleError("rolling a loop (a Loop op has no semantics here)")
     if rule.rewrite is None:
