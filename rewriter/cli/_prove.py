@@ -144,11 +144,13 @@ def _counterexample_text(proof: RuleProof) -> str:
         ("attribute", found.attributes),
     ):
         for name, value in values.items():
-            dtype = found.dtypes.get(name)
-            typed = f" ({dtype})" if dtype else ""
+            dtype = found.dtypes.get(name, "")
+            shape = found.shapes.get(name)
+            typed = f" ({dtype}{'' if shape is None else ', shape ' + str(list(shape))})"
             lines.append(f"  {title} {name}{typed} = {_compact(value)}")
+    where = f" at {list(found.index)}" if found.index else ""
     lines.append(
-        f"  output {found.output} at {list(found.index)}: the match gives {found.original!r}, "
+        f"  output {found.output}{where}: the match gives {found.original!r}, "
         f"the rewrite {found.rewritten!r}"
     )
     lines.append(f"  {found.detail}")

@@ -83,7 +83,8 @@ class RuleCounterexample:
     `inputs` are the graph inputs' values, `constants` the model's constants (matched
     constants, literals, constants the rewrite computes), `attributes` the open attributes'
     values, all as nested lists; `original` and `rewritten` the outputs onnxruntime gave at
-    `index` of `output`.
+    `index` of `output`; `shapes` the shapes of the inputs and constants (an empty array's
+    list does not say it).
     """
 
     instance: str
@@ -95,6 +96,7 @@ class RuleCounterexample:
     constants: Mapping[str, object]
     attributes: Mapping[str, object]
     dtypes: Mapping[str, str]
+    shapes: Mapping[str, tuple[int, ...]]
     detail: str
 
     def as_json(self) -> dict[str, object]:
@@ -109,6 +111,7 @@ class RuleCounterexample:
             "constants": {k: _json_number(v) for k, v in self.constants.items()},
             "attributes": {k: _json_number(v) for k, v in self.attributes.items()},
             "dtypes": dict(self.dtypes),
+            "shapes": {k: list(v) for k, v in self.shapes.items()},
             "detail": self.detail,
         }
 
@@ -304,6 +307,7 @@ def _counterexample(
         n: np.asarray(v).tolist() for n, v in leaves.items() if kinds.get(n, "input") != "input"
     }
     dtypes = {leaf.name: leaf.tensor.dtype.onnx_name for leaf in instance.leaves}
+    shapes = {n: tuple(int(d) for d in np.shape(v)) for n, v in leaves.items()}
     output = instance.outputs[found.output]
     detail = found.reason if replayed is None else f"{found.reason}; {replayed.detail}"
     return RuleCounterexample(
@@ -316,6 +320,7 @@ def _counterexample(
         constants=constants,
         attributes=dict(replayed.attributes) if replayed is not None else {},
         dtypes=dtypes,
+        shapes=shapes,
         detail=detail,
     )
 
