@@ -33,13 +33,15 @@ def axis_range(rank: int, *, inclusive: bool = False) -> list[object]:
     return list(range(-rank, rank + 1 if inclusive else rank))
 
 
-def axes_lists(rank: int, longest: int = 2) -> list[object]:
+def axes_lists(rank: int, longest: int = 2) -> list[list[int]]:
     """Lists of 1 to `longest` distinct axes of `rank`, each spelled positive or negative."""
-    found: list[object] = []
+    found: list[list[int]] = []
     for length in range(1, min(longest, rank) + 1):
         for picked in itertools.permutations(range(rank), length):
             for signs in itertools.product((False, True), repeat=length):
-                found.append([a - rank if negative else a for a, negative in zip(picked, signs, strict=True)])
+                found.append(
+                    [a - rank if negative else a for a, negative in zip(picked, signs, strict=True)]
+                )
     return found
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import z3
@@ -308,8 +308,10 @@ def _wrap0(value: Value) -> np.ndarray[Any, Any]:
 
 
 def _object_operand(value: Value, tracker: Tracker) -> Value:
-    """A concrete array beside a symbolic one becomes Syms (keeping its dtype for numpy's
-    promotion); numbers stay as they are (Python numbers are weak)."""
+    """A concrete array beside a symbolic one, as Syms; numbers stay as they are.
+
+    The array keeps its dtype for numpy's promotion; Python numbers are weak.
+    """
     if isinstance(value, np.ndarray) and value.dtype != object:
         return as_sym_array(value, tracker)
     return value
@@ -532,7 +534,7 @@ _ARITH: dict[str, Callable[[Any, Any], Any]] = {
 def _concrete_arith(ev: Evaluator, op: str, a: Value, b: Value) -> Value:
     if op == "/" and isinstance(b, int | float) and b == 0:
         raise EvaluationFailedError("division by zero")
-    mode = "raise" if ev.facts.tracker.exact else "ignore"
+    mode: Literal["raise", "ignore"] = "raise" if ev.facts.tracker.exact else "ignore"
     try:
         with np.errstate(all=mode):
             return _ARITH[op](a, b)

@@ -27,7 +27,6 @@ from rewriter.prove._expressions import (
     MatchedNode,
     TensorRef,
     Value,
-    all_of_array,
     choose,
     conjunction,
     disjunction,
@@ -149,7 +148,7 @@ def _numel_of(ev: Evaluator, v: Value) -> Value:
         return int(v.size)
     if isinstance(v, list | tuple):
         return len(v)
-    if isinstance(v, Sym) or isinstance(v, int | float):
+    if isinstance(v, Sym | int | float):
         return 1
     raise EvaluationFailedError(f"`numel` of {type(v).__name__}")
 
@@ -158,7 +157,7 @@ def _is_scalar(ev: Evaluator, args: list[Value], kwargs: dict[str, Value]) -> Va
     (v,) = args
     if isinstance(v, TensorRef):
         count = _numel_of(ev, v)
-        one = count == 1 if isinstance(count, int) else count == 1
+        one = count == 1
         return conjunction([v.const, one])
     if isinstance(v, Sym):
         return True

@@ -143,7 +143,9 @@ class _Builder:
         self.rule = plan.rule
         self.chooser = chooser
         self.settings = settings
-        self.opset = chooser.choose("opset", plan.opsets) if len(plan.opsets) > 1 else plan.opsets[0]
+        self.opset = (
+            chooser.choose("opset", plan.opsets) if len(plan.opsets) > 1 else plan.opsets[0]
+        )
         self.tracker = Tracker()
         self.facts = Facts(self.opset, self.tracker)
         self.env: dict[str, Value] = {}
@@ -205,7 +207,9 @@ class _Builder:
     def _class_label(self, cid: int) -> str:
         assert self.classes is not None, "classes are computed first"
         names = [
-            str(key[1]) for key, c in self.classes.class_of.items() if c == cid and key[0] == "value"
+            str(key[1])
+            for key, c in self.classes.class_of.items()
+            if c == cid and key[0] == "value"
         ]
         return ", ".join(names) if names else "a literal"
 
@@ -345,7 +349,9 @@ class _Builder:
     ) -> TensorRef:
         """A new leaf for a match input (a graph input or a constant of the model)."""
         assert self.classes is not None, "classes are computed first"
-        cid = self.classes.of_value(var) if var is not None else self.classes.of_slot(line, position)
+        cid = (
+            self.classes.of_value(var) if var is not None else self.classes.of_slot(line, position)
+        )
         dtype = self._dtype_of_class(cid)
         slot = (op_type, position)
         reads = var in self.plan.contents_read if var is not None else False
@@ -706,11 +712,8 @@ class _Builder:
         inputs: list[SymbolicTensor | None] = []
         names: list[str] = []
         for position, value in enumerate(raw):
-            stem = (
-                stmt.inputs[position].name
-                if isinstance(stmt.inputs[position], rules.Name)
-                else f"{op.op_type}_in{position}"
-            )
+            given = stmt.inputs[position]
+            stem = given.name if isinstance(given, rules.Name) else f"{op.op_type}_in{position}"
             tensor, name = self._as_input(value, stem, schema, position, raw)
             inputs.append(tensor)
             names.append(name)
@@ -725,7 +728,10 @@ class _Builder:
             outputs = self._apply(op, attributes, inputs, rewrite=True)
         except IllFormedOpError:
             # onnxruntime would refuse the rewrite: outputs no input makes valid
-            outputs = [_refused(env.get(o.name)) for o in stmt.outputs]
+            outputs = [
+                _refused(env.get(o.name) if isinstance(o, rules.OutputVar) else None)
+                for o in stmt.outputs
+            ]
         self.rewrite_nodes.append(
             NodeSpec(op.op_type, op.domain, attributes, tuple(names), tuple(out_names))
         )
@@ -774,7 +780,7 @@ class _Builder:
             return tensor, name
         if is_symbolic(value):
             raise NotTranslatableError("a symbolic list as a node input")
-        if isinstance(value, np.ndarray) and value.ndim > 0 or isinstance(value, np.generic):
+        if (isinstance(value, np.ndarray) and value.ndim > 0) or isinstance(value, np.generic):
             array = np.asarray(value)
         else:
             dtype = literal_dtype(value, schema, position, siblings)

@@ -178,7 +178,9 @@ def _is_fact_use(node: rules.Name, parent: object, tensors: frozenset[str]) -> b
         if isinstance(other, rules.Const) and other.value is None:
             return True
         return isinstance(other, rules.Name) and other.name in tensors
-    return isinstance(parent, rules.BoolOp) or (isinstance(parent, rules.Unary) and parent.op == "not")
+    return isinstance(parent, rules.BoolOp) or (
+        isinstance(parent, rules.Unary) and parent.op == "not"
+    )
 
 
 def _identities(
@@ -201,7 +203,9 @@ def _identities(
     return tuple(pairs)
 
 
-def _bounded(conditions: tuple[rules.Expr, ...], inputs: frozenset[str]) -> frozenset[tuple[str, str]]:
+def _bounded(
+    conditions: tuple[rules.Expr, ...], inputs: frozenset[str]
+) -> frozenset[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     for condition in rules.inline_constraints(conditions):
         for node, _ in rules.walk(condition):
@@ -251,8 +255,11 @@ def _fits(rule: rules.Rule, opset: int, *, attributes: bool) -> bool:
 
 
 def _opsets(rule: rules.Rule) -> tuple[int, ...]:
-    """The opsets to prove at: the newest the rule allows, and, when the match names
-    attributes that only older schemas have (Clip's `min` before 11), the newest of those."""
+    """The opsets to prove at.
+
+    The newest the rule allows, and, when the match names attributes that only older schemas
+    have (Clip's `min` before 11), the newest of those.
+    """
     allowed = [v for v in range(LATEST_OPSET, OLDEST_OPSET - 1, -1) if _allows(rule, v)]
     chosen: list[int] = []
     newest = next((v for v in allowed if _fits(rule, v, attributes=False)), None)

@@ -67,9 +67,7 @@ def replay(instance: Instance, found: Counterexample, *, signed_zeros: bool = Fa
         if name in _symbolic_names(instance)
     }
     original_model = _model(instance, leaves, nodes_before, instance.outputs)
-    rewritten_model = _model(
-        instance, leaves, [*nodes_before, *nodes_after], instance.rewritten
-    )
+    rewritten_model = _model(instance, leaves, [*nodes_before, *nodes_after], instance.rewritten)
     feeds = {
         leaf.name: leaves[leaf.name]
         for leaf in instance.leaves

@@ -259,7 +259,7 @@ def _dummy(value: object) -> Any:
     if isinstance(value, bool | np.bool_):
         return value
     if is_python_number(value):
-        return value if isinstance(value, np.generic) else type(value)(1)
+        return value if isinstance(value, np.generic) else (1.0 if isinstance(value, float) else 1)
     raise NotTranslatableError(f"arithmetic on {type(value).__name__}")
 
 

@@ -133,7 +133,9 @@ def type_classes(
     for line, (node, schema) in enumerate(lines):
         for position, item in enumerate(node.inputs):
             key: Key = (
-                ("value", item.name) if isinstance(item, rules.InputVar) else ("slot", line, position)
+                ("value", item.name)
+                if isinstance(item, rules.InputVar)
+                else ("slot", line, position)
             )
             keys.append(key)
             union.find(key)
