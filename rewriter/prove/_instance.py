@@ -780,7 +780,8 @@ class _Builder:
             return tensor, name
         if is_symbolic(value):
             raise NotTranslatableError("a symbolic list as a node input")
-        if (isinstance(value, np.ndarray) and value.ndim > 0) or isinstance(value, np.generic):
+        if isinstance(value, np.ndarray | np.generic):
+            # as the engine's builder: a numpy value keeps its dtype (`const(v, "int64")`)
             array = np.asarray(value)
         else:
             dtype = literal_dtype(value, schema, position, siblings)

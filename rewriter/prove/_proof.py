@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+import ir
 from rewriter import rules
 from rewriter.prove._choices import Choice, Chooser
 from rewriter.prove._instance import (
@@ -41,6 +42,10 @@ from rewriter.prove._query import Counterexample, Proved, Unknown, equivalent
 from rewriter.prove._replay import Replay, replay
 
 logger = logging.getLogger(__name__)
+
+ROUNDING_ULPS = 4
+"""How far apart, in units in the last place, two results may be and still be one rounded
+differently from the other (a rewrite that rounds once where the match rounds twice)."""
 
 
 class ProofStatus(enum.Enum):
@@ -139,6 +144,7 @@ class RuleProof:
     counterexample: RuleCounterexample | None = None
     instances: int = 0
     seconds: float = 0.0
+    exact: bool = True
 
     def as_json(self) -> dict[str, object]:
         """`{"name", "file", "line", "status", "counterexample", "reason", ...}`."""
@@ -152,6 +158,7 @@ class RuleProof:
             else self.counterexample.as_json(),
             "reason": self.reason,
             "coverage": self.coverage,
+            "exact": self.exact,
             "instances": self.instances,
             "seconds": round(self.seconds, 3),
         }
@@ -190,6 +197,7 @@ class _Prover:
         self.proved: list[tuple[Choice, ...]] = []
         self.unknown: list[tuple[str, tuple[Choice, ...]]] = []
         self.artefacts: list[str] = []
+        self.rounding: list[str] = []  # instances proved only up to ROUNDING_ULPS
         self.impossible = 0
         self.runs = 0
 
@@ -229,27 +237,74 @@ class _Prover:
         return self._verdict(result, complete)
 
     def _check(self, instance: Instance, choices: tuple[Choice, ...]) -> RuleCounterexample | None:
+        verdict = self._query(instance, ulps=0)
+        if isinstance(verdict, Proved):
+            self.proved.append(choices)
+            return None
+        if isinstance(verdict, Unknown):
+            self._undecided(verdict, choices)
+            return None
+        if not self.options.replay:
+            return _counterexample(instance, verdict, choices, None)
+        replayed = replay(instance, verdict, signed_zeros=self.options.signed_zeros)
+        if not replayed.confirmed:
+            self._artefact(instance, verdict, replayed, choices)
+            return None
+        dtype = instance.lhs[verdict.output].dtype
+        apart = _ulps_apart(replayed.original, replayed.rewritten, ir.numpy_dtype(dtype))
+        if apart is None or apart > ROUNDING_ULPS:
+            return _counterexample(instance, verdict, choices, replayed)
+        # Both sides ran and differ in the last places only: the rewrite rounds differently
+        # (one rounding instead of two). Ask again allowing that much, and no more.
+        relaxed = self._query(instance, ulps=ROUNDING_ULPS)
+        if isinstance(relaxed, Proved):
+            self.proved.append(choices)
+            self.rounding.append(
+                f"at {_describe(choices)} the match gives {replayed.original!r}, the rewrite "
+                f"{replayed.rewritten!r} ({apart} ulp{'s' if apart != 1 else ''} apart)"
+            )
+            return None
+        if isinstance(relaxed, Unknown):
+            self._undecided(
+                Unknown(
+                    f"the sides differ by rounding ({replayed.original!r} against "
+                    f"{replayed.rewritten!r}) and whether always within {ROUNDING_ULPS} ulps "
+                    f"is undecided: {relaxed.reason}"
+                ),
+                choices,
+            )
+            return None
+        again = replay(instance, relaxed, signed_zeros=self.options.signed_zeros)
+        if not again.confirmed:
+            self._artefact(instance, relaxed, again, choices)
+            return None
+        return _counterexample(instance, relaxed, choices, again)
+
+    def _query(self, instance: Instance, *, ulps: int) -> Counterexample | Proved | Unknown:
         timeout = max(min(self.remaining(), self.options.timeout), 0.5)
-        verdict = equivalent(
+        return equivalent(
             list(instance.lhs),
             list(instance.rhs),
             inputs=instance.inputs,
             assumptions=list(instance.assumptions),
             timeout=timeout,
             signed_zeros=self.options.signed_zeros,
+            ulps=ulps,
         )
-        if isinstance(verdict, Proved):
-            self.proved.append(choices)
-            return None
-        if isinstance(verdict, Unknown):
+
+    def _undecided(self, verdict: Unknown, choices: tuple[Choice, ...]) -> None:
+        # A query cut short because the rule's time ran out leaves the enumeration incomplete
+        # (said in the coverage); only one the solver gave up on within its time is undecided.
+        if self.remaining() > 0:
             self.unknown.append((verdict.reason, choices))
-            return None
-        assert isinstance(verdict, Counterexample), "a verdict is one of three"
-        if not self.options.replay:
-            return _counterexample(instance, verdict, choices, None)
-        replayed = replay(instance, verdict, signed_zeros=self.options.signed_zeros)
-        if replayed.confirmed:
-            return _counterexample(instance, verdict, choices, replayed)
+
+    def _artefact(
+        self,
+        instance: Instance,
+        verdict: Counterexample,
+        replayed: Replay,
+        choices: tuple[Choice, ...],
+    ) -> None:
         if instance.opaque:
             ops = ", ".join(f"`{op}`" for op in instance.opaque)
             self.artefacts.append(
@@ -263,7 +318,6 @@ class _Prover:
                 f"onnxruntime ({replayed.detail}; the solver said: {verdict.reason})"
             )
             logger.warning("rule `%s`: %s", self.plan.rule.name, self.artefacts[-1])
-        return None
 
     def _verdict(self, result: Callable[..., RuleProof], complete: bool) -> RuleProof:
         instances = len(self.proved)
@@ -278,12 +332,22 @@ class _Prover:
                 instances=instances,
             )
         if not self.proved:
-            why = "the time ran out" if not complete else "no combination satisfies its conditions"
-            return result(
-                ProofStatus.UNSUPPORTED,
-                reason=f"no instance to prove up to rank {self.settings.max_rank}: {why}",
-            )
+            if complete:
+                reason = (
+                    f"no instance to prove up to rank {self.settings.max_rank}: no combination "
+                    "satisfies its conditions"
+                )
+            else:
+                reason = (
+                    f"the solver decided no instance within the time ({self.options.timeout:g} s)"
+                )
+            return result(ProofStatus.UNSUPPORTED, reason=reason)
         coverage = _coverage(self.proved, self.settings.max_rank)
+        if self.rounding:
+            coverage = (
+                f"up to rounding (within {ROUNDING_ULPS} ulps, not bit for bit: "
+                f"{self.rounding[0]}); {coverage}"
+            )
         if not complete:
             limit = (
                 f"the first {instances} instances (time limit)"
@@ -291,7 +355,9 @@ class _Prover:
                 else f"the first {instances} instances (instance limit)"
             )
             coverage = f"{coverage}; {limit}"
-        return result(ProofStatus.PROVED, coverage=coverage, instances=instances)
+        return result(
+            ProofStatus.PROVED, coverage=coverage, instances=instances, exact=not self.rounding
+        )
 
 
 def _counterexample(
@@ -323,6 +389,22 @@ def _counterexample(
         shapes=shapes,
         detail=detail,
     )
+
+
+def _ulps_apart(a: object, b: object, dtype: np.dtype[Any]) -> int | None:
+    """How many floats of `dtype` lie between two finite values (None: not finite floats)."""
+    if dtype.kind != "f" or not isinstance(a, float | np.floating):
+        return None
+    if not isinstance(b, float | np.floating):
+        return None
+    pair = np.array([a, b], dtype=dtype)
+    if not np.all(np.isfinite(pair)):
+        return None
+    bits = pair.view(f"u{dtype.itemsize}").astype(np.int64)
+    sign = np.int64(1) << np.int64(8 * dtype.itemsize - 1)
+    # positions in the ordered set of floats: the magnitude, negated below zero
+    positions = np.where(bits & sign, -(bits & (sign - 1)), bits)
+    return abs(int(positions[0]) - int(positions[1]))
 
 
 def _plain(value: object) -> object:

@@ -17,6 +17,11 @@ Alive2's refinement allows. The equality is the one verification applies (a rewr
 turns -0 into +0, `x + 0 -> x`, passes both), and `signed_zeros` is the bit-exact one short of
 payloads.
 
+`ulps=k` relaxes the equality of finite floats to *within k units in the last place* (the
+distance between their positions in the dtype's ordered set of values), for rewrites that
+round differently on purpose (`x * Reciprocal(d) -> x / d`, one rounding instead of two);
+NaN still matches only NaN and an infinity only itself.
+
 The answer is `Proved`, a `Counterexample` (dims, input arrays, the index and both values,
 read from the solver's model, with dims kept at most `SMALL_DIM` when the solver finds one
 there), or `Unknown` with the solver's reason (a timeout, nonlinear integer arithmetic).
@@ -90,6 +95,24 @@ def same_value(tensor: SymbolicTensor, a: z3.ExprRef, b: z3.ExprRef, signed_zero
     if signed_zeros:
         return a == b  # SMT equality: NaN = NaN, +0 != -0
     return z3.Or(z3.And(z3.fpIsNaN(a), z3.fpIsNaN(b)), z3.fpEQ(a, b))
+
+
+def within_ulps(a: z3.ExprRef, b: z3.ExprRef, ulps: int) -> Any:
+    """Finite floats at most `ulps` apart in their dtype's ordered set of values."""
+    bits_a, bits_b = z3.fpToIEEEBV(a), z3.fpToIEEEBV(b)
+    width = bits_a.size()
+
+    # The position of a float among all floats: magnitude bits, negated for a negative sign;
+    # two's complement with two spare bits holds every difference.
+    def position(bits: z3.BitVecRef) -> z3.BitVecRef:
+        magnitude = z3.ZeroExt(3, z3.Extract(width - 2, 0, bits))
+        return z3.If(z3.Extract(width - 1, width - 1, bits) == 1, -magnitude, magnitude)
+
+    distance = position(bits_a) - position(bits_b)
+    bound = z3.BitVecVal(ulps, width + 2)
+    finite = z3.And(z3.Not(z3.fpIsNaN(a)), z3.Not(z3.fpIsInf(a)))
+    finite = z3.And(finite, z3.Not(z3.fpIsNaN(b)), z3.Not(z3.fpIsInf(b)))
+    return z3.And(finite, distance <= bound, distance >= -bound)
 
 
 def _symbolic_dims(inputs: Mapping[str, SymbolicTensor]) -> dict[str, z3.ArithRef]:
@@ -186,7 +209,12 @@ class _Query:
 
 
 def _check_output(
-    query: _Query, output: int, lhs: SymbolicTensor, rhs: SymbolicTensor, signed_zeros: bool
+    query: _Query,
+    output: int,
+    lhs: SymbolicTensor,
+    rhs: SymbolicTensor,
+    signed_zeros: bool,
+    ulps: int,
 ) -> Counterexample | Unknown | None:
     """None when `rhs` refines `lhs`; else what the solver found."""
     if lhs.rank != rhs.rank or lhs.dtype != rhs.dtype:
@@ -210,7 +238,10 @@ def _check_output(
     premise = [lhs.valid, inside]
     if left.poison is not None:
         premise.append(z3.Not(left.poison))
-    agreed = [same_value(lhs, left.value, right.value, signed_zeros)]
+    same = same_value(lhs, left.value, right.value, signed_zeros)
+    if ulps and kind_of(lhs.dtype).is_float:
+        same = z3.Or(same, within_ulps(left.value, right.value, ulps))
+    agreed = [same]
     if right.poison is not None:
         agreed.append(z3.Not(right.poison))
     found = query.solve(z3.And(*premise, z3.Not(all_of(agreed))))
@@ -254,12 +285,13 @@ def equivalent(
     assumptions: Sequence[z3.BoolRef] = (),
     timeout: float = DEFAULT_TIMEOUT,
     signed_zeros: bool = False,
+    ulps: int = 0,
 ) -> Verdict:
     """Whether each of `rhs` refines the `lhs` output at its position (module docstring).
 
     `inputs` are the symbolic inputs both sides read (their dims are the query's symbols,
     their elements are read back into a counterexample); `timeout` bounds the whole query in
-    seconds.
+    seconds; `ulps` allows finite floats that far apart (module docstring).
 
     Raises:
         ValueError: `lhs` and `rhs` have different numbers of outputs.
@@ -269,7 +301,7 @@ def equivalent(
     query = _Query(inputs, assumptions, timeout)
     for output, (left, right) in enumerate(zip(lhs, rhs, strict=True)):
         try:
-            verdict = _check_output(query, output, left, right, signed_zeros)
+            verdict = _check_output(query, output, left, right, signed_zeros, ulps)
         except TooLargeError as exc:
             return Unknown(str(exc), query.elapsed())
         if verdict is not None:
