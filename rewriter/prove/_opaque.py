@@ -140,14 +140,43 @@ def _reduction(op: str) -> Semantics:
         reduced = {a % x.rank for a in axes} if x.rank else set()
         keep = attributes.get("keepdims", 1) == 1
         shape: list[Dim] = []
+        kept: list[int] = []  # the output positions of the axes not reduced
         for k, dim in enumerate(x.shape):
             if k not in reduced:
+                kept.append(len(shape))
                 shape.append(dim)
             elif keep:
                 shape.append(1)
-        return [_keyed(op, attributes, inputs, x.dtype, shape, z3.BoolVal(True))]
+        return [_reduced(op, x, tuple(sorted(reduced)), tuple(shape), tuple(kept))]
 
     return semantics
+
+
+def _reduced(
+    op: str, x: SymbolicTensor, axes: tuple[int, ...], shape: tuple[Dim, ...], kept: tuple[int, ...]
+) -> SymbolicTensor:
+    """A reduction of `x` over `axes`: a function of the kept axes' indices only.
+
+    How the axes were spelled (an attribute or an input, negative or not) and whether the
+    reduced axes are kept as 1s do not change the values, so a rule that only toggles
+    `keepdims` or moves the axes between attribute and input is proved.
+    """
+    identity = (op, x.key, axes, x.dtype.onnx_name)
+    name = f"{op}#{_digest(identity)}"
+    if kept:
+        function = z3.Function(name, *([z3.IntSort()] * len(kept)), sort_of(x.dtype))
+
+        def at(index: Index) -> Element:
+            return Element(function(*(index[k] for k in kept)))
+
+    else:
+        scalar = z3.Const(name, sort_of(x.dtype))
+
+        def at(index: Index) -> Element:
+            del index
+            return Element(scalar)
+
+    return SymbolicTensor(x.dtype, shape, at, (*identity, len(shape)), x.valid)
 
 
 def _matmul(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:

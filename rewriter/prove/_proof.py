@@ -68,7 +68,7 @@ class ProveOptions:
 
     timeout: float = 60.0
     max_rank: int = 3
-    max_instances: int = 400
+    max_instances: int = 2000
     signed_zeros: bool = False
     replay: bool = True
 

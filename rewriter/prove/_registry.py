@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import z3
 
 import ir
 from rewriter.prove._common import (
@@ -27,7 +28,7 @@ from rewriter.prove._dtypes import UnsupportedTypeError
 from rewriter.prove._elementwise import ELEMENTWISE
 from rewriter.prove._indexing import INDEXING
 from rewriter.prove._opaque import opaque_table
-from rewriter.prove._tensor import SymbolicTensor, constant
+from rewriter.prove._tensor import Element, Index, SymbolicTensor, constant
 
 _STANDARD = ("", "ai.onnx")
 
@@ -50,13 +51,45 @@ def _identity(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
 
 
 def _dropout(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
-    """Inference-mode Dropout (no training flag, or a constant false one): its input."""
+    """Dropout: its input, and an all-true mask, where it does not train.
+
+    With a `training_mode` input that is true and a ratio that is not 0, the outputs are
+    random: poison (unspecified), so only a rule that holds whatever they are is proved.
+    """
     del attributes
     (x,) = present("Dropout", inputs, 1)
+    ratio = inputs[1] if len(inputs) > 1 else None
     training = inputs[2] if len(inputs) > 2 else None
-    if training is not None:
-        raise UnsupportedOpError("Dropout with a training-mode input")
-    return [x]
+    if training is None:
+        random = z3.BoolVal(False)
+    else:
+        if training.rank != 0 or training.dtype != ir.DataType.BOOL:
+            raise OpError("Dropout's training_mode is a bool scalar")
+        if ratio is not None and ratio.rank != 0:
+            raise OpError("Dropout's ratio is a scalar")
+        keeps_all = (
+            z3.BoolVal(False) if ratio is None else z3.fpIsZero(ratio.at(()).value)  # 0.5 default
+        )
+        random = z3.And(training.at(()).value == z3.BoolVal(True), z3.Not(keeps_all))
+
+    def output(index: Index) -> Element:
+        element = x.at(index)
+        poison = random if element.poison is None else z3.Or(random, element.poison)
+        return Element(element.value, poison)
+
+    def mask(index: Index) -> Element:
+        return Element(z3.BoolVal(True), random)
+
+    key = (
+        "Dropout",
+        x.key,
+        None if ratio is None else ratio.key,
+        None if training is None else training.key,
+    )
+    return [
+        SymbolicTensor(x.dtype, x.shape, output, key, x.valid),
+        SymbolicTensor(ir.DataType.BOOL, x.shape, mask, (*key, "mask"), x.valid),
+    ]
 
 
 def _constant(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
