@@ -555,6 +555,20 @@ def _cast(attributes: Attributes, inputs: Sequence[SymbolicTensor | None]) -> li
     return [elementwise(target.dtype, [x], compute, key_of("Cast", attributes, inputs))]
 
 
+def _cast_like(
+    attributes: Attributes, inputs: Sequence[SymbolicTensor | None]
+) -> list[SymbolicTensor]:
+    """CastLike(x, like): Cast of x to like's dtype (like's values and shape do not matter)."""
+    x, like = present("CastLike", inputs, 2)
+    target = kind_of(like.dtype)
+    source = kind_of(x.dtype)
+
+    def compute(values: Values) -> Computed:
+        return cast_value(source, target, values[0])
+
+    return [elementwise(target.dtype, [x], compute, key_of("CastLike", attributes, inputs))]
+
+
 ELEMENTWISE: dict[str, Semantics] = {
     "Add": _binary("Add"),
     "Sub": _binary("Sub"),
@@ -588,5 +602,6 @@ ELEMENTWISE: dict[str, Semantics] = {
     "Clip": _clip,
     "Where": _where,
     "Cast": _cast,
+    "CastLike": _cast_like,
 }
 """The elementwise ops the prover models exactly, by op type (default domain)."""

@@ -305,7 +305,12 @@ class _Prover:
         replayed: Replay,
         choices: tuple[Choice, ...],
     ) -> None:
-        if instance.opaque:
+        if not replayed.ran:
+            self.artefacts.append(
+                f"a counterexample at {_describe(choices)} cannot be replayed on onnxruntime "
+                f"({replayed.detail}; the solver said: {verdict.reason})"
+            )
+        elif instance.opaque:
             ops = ", ".join(f"`{op}`" for op in instance.opaque)
             self.artefacts.append(
                 f"the proof needs what {ops} compute{'s' if len(instance.opaque) == 1 else ''} "

@@ -34,7 +34,8 @@ class Replay:
 
     `confirmed`: the two models differ as the prover said (or the rewrite does not run).
     `leaves` and `attributes` are the concrete values used; `original`/`rewritten` are the
-    outputs' values at the counterexample's index (or the error).
+    outputs' values at the counterexample's index (or the error). `ran` is False when the
+    counterexample could not be turned into runnable models (an input too large to build).
     """
 
     confirmed: bool
@@ -43,6 +44,7 @@ class Replay:
     attributes: Mapping[str, object]
     original: object = None
     rewritten: object = None
+    ran: bool = True
 
 
 class _NotReplayableError(ValueError):
@@ -53,13 +55,13 @@ def replay(instance: Instance, found: Counterexample, *, signed_zeros: bool = Fa
     """Run both sides of `instance` on onnxruntime with the values of `found`."""
     model = found.model
     if model is None:
-        return Replay(False, "not replayed: the counterexample has no model", {}, {})
+        return Replay(False, "not replayed: the counterexample has no model", {}, {}, ran=False)
     try:
         leaves = _leaf_values(instance, found, model)
         nodes_before = [_concrete_node(n, model) for n in instance.pattern_nodes]
         nodes_after = [_concrete_node(n, model) for n in instance.rewrite_nodes]
     except _NotReplayableError as exc:
-        return Replay(False, f"not replayed: {exc}", {}, {})
+        return Replay(False, f"not replayed: {exc}", {}, {}, ran=False)
     attributes = {
         f"{node.op_type}.{name}": value
         for node in [*nodes_before, *nodes_after]
