@@ -7,18 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from rewriter.cli._arguments import positive_int
-
-
-def positive_seconds(text: str) -> float:
-    """An argparse type: a positive number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+from rewriter.cli._arguments import positive_int, positive_seconds
 
 
 def rank_bound(text: str) -> int:

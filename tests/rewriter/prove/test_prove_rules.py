@@ -146,3 +146,15 @@ def test_cli_names_an_unknown_rule(capsys) -> None:
 def test_cli_refuses_bad_values(argument, message, capsys) -> None:
     assert main(["prove", str(RULES / "correct.rw"), *argument]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_check_rules_shows_the_proof_status_beside_its_own(tmp_path, capsys) -> None:
+    out = tmp_path / "checked.json"
+    arguments = ["check-rules", str(RULES / "planted.rw"), "--rule", "swapped_sub", "--jobs", "1"]
+    options = ["--instances", "1", "--examples", "4", "--passes", "none", "--prove"]
+    assert main([*arguments, *options, "--json", str(out)]) == 1
+    (entry,) = json.loads(out.read_text())["rules"]
+    assert entry["status"] == "failed"
+    assert entry["proof"] == "refuted"
+    header = next(line for line in capsys.readouterr().out.splitlines() if "location" in line)
+    assert header.split()[:4] == ["rule", "location", "status", "proof"]
