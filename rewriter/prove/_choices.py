@@ -4,8 +4,9 @@ Instantiating a rule asks questions as it goes (the rank of `x`, the dtype of Mu
 perm of a Transpose, whether an optional input is there), and the options of a later question
 may depend on earlier answers (a perm is a permutation of the rank chosen before). A
 `Chooser` answers each question from a script of earlier answers and records the questions
-it meets; `enumerate_choices` runs the instantiation again and again, depth first, until
-every combination has been tried or a limit is reached. A run that finds its combination
+it meets, and `next_script` gives the script of the next combination: the prover (`_proof`)
+runs the instantiation again and again, depth first, until every combination has been tried
+or a limit is reached. A run that finds its combination
 impossible (a condition that is false, an op that refuses its inputs) stops early, which
 prunes every combination that shares its answers so far.
 """
@@ -13,11 +14,10 @@ prunes every combination that shares its answers so far.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,26 +58,3 @@ class Chooser:
             if self._indices[position] + 1 < self.made[position].options:
                 return [*self._indices[:position], self._indices[position] + 1]
         return None
-
-
-def enumerate_choices(
-    run: Callable[[Chooser], R], *, limit: int
-) -> Iterator[tuple[R, tuple[Choice, ...]]]:
-    """`run` for each combination of its choices (at most `limit` runs), with the choices.
-
-    Exceptions from `run` propagate; the caller turns an impossible combination into a
-    result of its own kind so the enumeration goes on.
-    """
-    script: list[int] | None = []
-    runs = 0
-    while script is not None and runs < limit:
-        chooser = Chooser(script)
-        result = run(chooser)
-        runs += 1
-        yield result, tuple(chooser.made)
-        script = chooser.next_script()
-
-
-def exhausted(run_count: int, limit: int) -> bool:
-    """True when an enumeration stopped at its limit (combinations may remain)."""
-    return run_count >= limit

@@ -3,7 +3,7 @@
 An instance fixes what a proof cannot leave symbolic (every value's rank, each dtype class's
 dtype, the op of a line with alternatives, integer attributes and axes, whether an optional
 input is there, the shapes of constants whose contents the rule reads) by asking a `Chooser`;
-`rewriter.prove._rules` enumerates the answers. Everything else stays symbolic: dims, the
+`rewriter.prove._proof` enumerates the answers. Everything else stays symbolic: dims, the
 elements of inputs and constants, float attributes. The match lines are applied to the inputs
 in order (`apply_op`), the `where` lines become assumptions (`_expressions`), the rewrite's
 statements are applied over the same inputs, and every value the rewrite replaces is compared
