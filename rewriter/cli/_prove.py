@@ -127,8 +127,15 @@ def _short(text: str, limit: int = 160) -> str:
 def _summary(proofs: Sequence[RuleProof], seconds: float, jobs: int) -> str:
     counts = collections.Counter(proof.status.value for proof in proofs)
     parts = ", ".join(f"{counts[status]} {status}" for status in _STYLES)
+    proved = [proof for proof in proofs if proof.status.value == "proved"]
+    partial = sum(not proof.complete for proof in proved)
+    rounded = sum(not proof.exact for proof in proved)
+    notes = [f"{partial} of the proved only on their first instances"] if partial else []
+    notes += [f"{rounded} up to rounding"] if rounded else []
     processes = f", {jobs} processes" if jobs > 1 else ""
-    return f"{len(proofs)} rules: {parts} ({seconds:.1f}s{processes})"
+    text = f"{len(proofs)} rules: {parts}"
+    text += f" ({'; '.join(notes)})" if notes else ""
+    return f"{text} ({seconds:.1f}s{processes})"
 
 
 def _counterexample_text(proof: RuleProof) -> str:

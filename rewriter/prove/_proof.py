@@ -133,7 +133,12 @@ def _json_number(value: object) -> object:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RuleProof:
-    """One rule's status, where it is written, why, and what the proof covered."""
+    """One rule's status, where it is written, why, and what the proof covered.
+
+    A proof is `complete` when every instance up to the bounds was proved (not only the
+    first ones before the time or instance limit), and `exact` when bit for bit (not only
+    up to rounding).
+    """
 
     name: str
     file: str
@@ -145,6 +150,7 @@ class RuleProof:
     instances: int = 0
     seconds: float = 0.0
     exact: bool = True
+    complete: bool = True
 
     def as_json(self) -> dict[str, object]:
         """`{"name", "file", "line", "status", "counterexample", "reason", ...}`."""
@@ -159,6 +165,7 @@ class RuleProof:
             "reason": self.reason,
             "coverage": self.coverage,
             "exact": self.exact,
+            "complete": self.complete,
             "instances": self.instances,
             "seconds": round(self.seconds, 3),
         }
@@ -354,14 +361,14 @@ class _Prover:
                 f"{self.rounding[0]}); {coverage}"
             )
         if not complete:
-            limit = (
-                f"the first {instances} instances (time limit)"
-                if self.remaining() <= 0
-                else f"the first {instances} instances (instance limit)"
-            )
-            coverage = f"{coverage}; {limit}"
+            limit = "time limit" if self.remaining() <= 0 else "instance limit"
+            coverage = f"{coverage}; only the first {instances} instances ({limit})"
         return result(
-            ProofStatus.PROVED, coverage=coverage, instances=instances, exact=not self.rounding
+            ProofStatus.PROVED,
+            coverage=coverage,
+            instances=instances,
+            exact=not self.rounding,
+            complete=complete,
         )
 
 

@@ -92,6 +92,7 @@ def test_the_correct_versions_and_a_rule_that_only_moves_exp_are_proved() -> Non
     }
     assert "dtypes int32" in proofs["compose_constant_scales"].coverage
     assert all(proof.counterexample is None and proof.instances > 0 for proof in proofs.values())
+    assert all(proof.complete and proof.exact for proof in proofs.values())
 
 
 def test_unsupported_rules_say_why() -> None:
