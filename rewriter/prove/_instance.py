@@ -60,6 +60,7 @@ from rewriter.prove._tensor import (
     Element,
     Index,
     SymbolicTensor,
+    as_int,
     constant,
     symbolic_input,
     tensor_of_terms,
@@ -158,6 +159,7 @@ class _Builder:
         self.aliases: dict[str, str] = {}
         self.opaque: dict[str, None] = {}
         self.read_by_match: list[SymbolicTensor] = []
+        self.unit_dims: dict[str, bool] = {}
         self.counter = itertools.count()
 
     # -- the match -------------------------------------------------------------------------
@@ -591,14 +593,44 @@ class _Builder:
     ) -> list[SymbolicTensor]:
         if op.op_type not in _EXACT_OPS:
             self.opaque[op.op_type] = None
+        semantic = _semantic_attributes(attributes)
+        absent = attributes.get("axes") is None and (len(inputs) < 2 or inputs[1] is None)
+        if op.op_type == "Squeeze" and absent and inputs:
+            unit = self._unit_dims(inputs[0])
+            if unit is not None:
+                semantic = {**semantic, "axes": unit}
         try:
-            return apply_op(op.op_type, op.domain, _semantic_attributes(attributes), inputs)
+            return apply_op(op.op_type, op.domain, semantic, inputs)
         except IllFormedOpError as exc:
             if rewrite:
                 raise
             raise ImpossibleInstanceError(str(exc)) from exc
         except UnsupportedOpError as exc:
             raise UnsupportedRuleError(str(exc)) from exc
+
+    def _unit_dims(self, x: SymbolicTensor | None) -> list[int] | None:
+        """The axes a Squeeze without axes drops from `x` when some of its dims are symbolic.
+
+        Which dims are 1 is a choice of the instance (asked once per dim, so both sides of
+        the rule agree), made an assumption; None when every dim is a number.
+        """
+        if x is None or all(as_int(d) is not None for d in x.shape):
+            return None
+        axes: list[int] = []
+        for k, dim in enumerate(x.shape):
+            fixed = as_int(dim)
+            if fixed is not None:
+                if fixed == 1:
+                    axes.append(k)
+                continue
+            label = str(dim)
+            if label not in self.unit_dims:
+                self.unit_dims[label] = self.chooser.choose(f"{label} is 1", (False, True), _yes_no)
+                one = term(dim) == 1
+                self.assumptions.append(one if self.unit_dims[label] else z3.Not(one))
+            if self.unit_dims[label]:
+                axes.append(k)
+        return axes
 
     def _ref(
         self, name: str, tensor: SymbolicTensor, *, const: bool | None = None, defined: bool = False

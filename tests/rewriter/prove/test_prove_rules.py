@@ -37,6 +37,7 @@ def test_every_planted_bug_is_refuted_with_a_replayed_counterexample(planted) ->
         "swapped_sub": ProofStatus.REFUTED,
         "transpose_default_perm": ProofStatus.REFUTED,
         "constants_added": ProofStatus.REFUTED,
+        "squeeze_all_after_unsqueeze": ProofStatus.REFUTED,
     }
     for proof in planted.values():
         found = proof.counterexample
@@ -80,6 +81,13 @@ def test_an_attribute_left_to_its_default_changes_the_shape(planted) -> None:
     reversed_ = list(reversed(x_shape))
     assert permuted != reversed_
     assert "shape" in found.detail
+
+
+def test_a_squeeze_without_axes_is_refuted_where_a_dim_of_x_is_1(planted) -> None:
+    found = planted["squeeze_all_after_unsqueeze"].counterexample
+    assert found is not None
+    assert 1 in found.shapes["x"]
+    assert "is 1 = yes" in found.instance
 
 
 def test_the_correct_versions_and_a_rule_that_only_moves_exp_are_proved() -> None:
