@@ -832,7 +832,7 @@ _EXACT_OPS = frozenset(SEMANTICS) - frozenset(
     {
         "Exp", "Log", "Tanh", "Erf", "Sigmoid", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
         "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "Elu", "Selu",
-        "Celu", "Gelu", "Mish", "ThresholdedRelu", "Sign", "Pow", "Mod", "BitShift",
+        "Celu", "Gelu", "Mish", "ThresholdedRelu", "Pow", "Mod", "BitShift",
         "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
         "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Softmax",
         "LogSoftmax", "Hardmax", "LpNormalization", "InstanceNormalization", "CumSum", "MatMul",

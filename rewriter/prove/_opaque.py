@@ -36,7 +36,7 @@ UNARY = frozenset(
     {
         "Exp", "Log", "Tanh", "Erf", "Sigmoid", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
         "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "Elu", "Selu",
-        "Celu", "Gelu", "Mish", "ThresholdedRelu", "Sign",
+        "Celu", "Gelu", "Mish", "ThresholdedRelu",
     }
 )  # fmt: skip
 BINARY = frozenset({"Pow", "Mod", "BitShift"})
