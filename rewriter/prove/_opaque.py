@@ -82,11 +82,32 @@ def _binary(op: str) -> Semantics:
         function = z3.Function(name, sort_of(a.dtype), sort_of(b.dtype), sort_of(a.dtype))
 
         def compute(values: Values) -> Computed:
-            return function(values[0], values[1]), None
+            found = function(values[0], values[1])
+            if op == "Pow":
+                found = _known_powers(values[0], values[1], found)
+            return found, None
 
         return [elementwise(a.dtype, [a, b], compute, key_of(op, attributes, inputs))]
 
     return semantics
+
+
+def _known_powers(base: z3.ExprRef, exponent: z3.ExprRef, other: z3.ExprRef) -> z3.ExprRef:
+    """Pow where onnxruntime's is exact: x ** 1 is x, x ** 0 is 1 (NaN too).
+
+    Not for 64-bit integer bases, which its kernel takes through double (`x ** 1` of the
+    largest int64 is the smallest).
+    """
+    if not z3.is_fp(base) and base.size() > 32:
+        return other
+    if z3.is_fp(exponent):
+        one_exponent = z3.fpEQ(exponent, z3.FPVal(1.0, exponent.sort()))
+        zero_exponent = z3.fpIsZero(exponent)
+    else:
+        one_exponent = exponent == 1
+        zero_exponent = exponent == 0
+    one = z3.FPVal(1.0, base.sort()) if z3.is_fp(base) else z3.BitVecVal(1, base.size())
+    return z3.If(one_exponent, base, z3.If(zero_exponent, one, other))
 
 
 def _keyed(

@@ -352,3 +352,22 @@ def test_the_shape_of_a_scalar_is_empty():
     empty = constant(np.zeros((0,), np.int64))
     assert isinstance(prove(op("Shape", x), empty, x=x), Proved)
     assert isinstance(prove(op("Size", x), constant(np.array(1, np.int64)), x=x), Proved)
+
+
+@pytest.mark.parametrize("dtype", [FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32])
+def test_pow_by_one_or_zero_is_known_where_onnxruntime_is_exact(dtype):
+    x = symbolic_input("x", dtype, ["n"])
+    numpy_dtype = ir.numpy_dtype(dtype)
+    by_one = op("Pow", x, const(1, numpy_dtype))
+    assert isinstance(prove(by_one, x, x=x, signed_zeros=True), Proved)
+    # x ** 0 is 1 everywhere, NaN and infinities included
+    by_zero = op("Pow", x, const(0, numpy_dtype))
+    ones = op("Expand", const([1], numpy_dtype), op("Shape", x))
+    assert isinstance(prove(by_zero, ones, x=x, signed_zeros=True), Proved)
+
+
+def test_pow_of_a_large_int64_by_one_is_left_unknown():
+    # onnxruntime computes int64 Pow through double: 2**63 - 1 to the 1 is -2**63 there
+    x = symbolic_input("x", ir.DataType.INT64, ["n"])
+    power = op("Pow", x, const(1, np.int64))
+    assert not isinstance(prove(power, x, x=x), Proved)
