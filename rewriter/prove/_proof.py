@@ -297,6 +297,7 @@ class _Prover:
             timeout=timeout,
             signed_zeros=self.options.signed_zeros,
             ulps=ulps,
+            finite_only=self.plan.rule.assumes_finite,
         )
 
     def _undecided(self, verdict: Unknown, choices: tuple[Choice, ...]) -> None:

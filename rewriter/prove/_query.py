@@ -22,6 +22,11 @@ distance between their positions in the dtype's ordered set of values), for rewr
 round differently on purpose (`x * Reciprocal(d) -> x / d`, one rounding instead of two);
 NaN still matches only NaN and an infinity only itself.
 
+`finite_only=True` is a rule's `assumes finite` as the library means it (the rewrite is exact
+away from the dtype's extremes): where the original's element is NaN or an infinity (an input
+that is, or an overflow on the way), anything goes, and where the original is within
+`EXTREME_ULPS` of the largest finite value, the rewrite may round to the infinity of its sign.
+
 The answer is `Proved`, a `Counterexample` (dims, input arrays, the index and both values,
 read from the solver's model, with dims kept at most `SMALL_DIM` when the solver finds one
 there), or `Unknown` with the solver's reason (a timeout, nonlinear integer arithmetic).
@@ -39,7 +44,8 @@ from typing import Any
 import numpy as np
 import z3
 
-from rewriter.prove._dtypes import kind_of, to_python
+import ir
+from rewriter.prove._dtypes import kind_of, sort_of, to_python
 from rewriter.prove._evaluate import NotConcreteError, concrete
 from rewriter.prove._tensor import SymbolicTensor, TooLargeError, all_of, as_int, term
 
@@ -113,6 +119,20 @@ def within_ulps(a: z3.ExprRef, b: z3.ExprRef, ulps: int) -> Any:
     finite = z3.And(z3.Not(z3.fpIsNaN(a)), z3.Not(z3.fpIsInf(a)))
     finite = z3.And(finite, z3.Not(z3.fpIsNaN(b)), z3.Not(z3.fpIsInf(b)))
     return z3.And(finite, distance <= bound, distance >= -bound)
+
+
+EXTREME_ULPS = 4
+"""How close to the largest finite value a result is at the dtype's extreme (`finite_only`)."""
+
+
+def rounded_to_infinity(original: z3.ExprRef, rewritten: z3.ExprRef, dtype: ir.DataType) -> Any:
+    """`rewritten` is the infinity `original` rounds to at the dtype's extreme."""
+    threshold = np.finfo(ir.numpy_dtype(dtype)).max
+    for _ in range(EXTREME_ULPS):
+        threshold = np.nextafter(threshold, threshold.dtype.type(0))
+    bound = z3.FPVal(float(threshold), sort_of(dtype))
+    same_sign = z3.fpIsNegative(original) == z3.fpIsNegative(rewritten)
+    return z3.And(z3.fpIsInf(rewritten), z3.fpGEQ(z3.fpAbs(original), bound), same_sign)
 
 
 def _symbolic_dims(inputs: Mapping[str, SymbolicTensor]) -> dict[str, z3.ArithRef]:
@@ -215,6 +235,7 @@ def _check_output(
     rhs: SymbolicTensor,
     signed_zeros: bool,
     ulps: int,
+    finite_only: bool,
 ) -> Counterexample | Unknown | None:
     """None when `rhs` refines `lhs`; else what the solver found."""
     if lhs.rank != rhs.rank or lhs.dtype != rhs.dtype:
@@ -241,6 +262,9 @@ def _check_output(
     same = same_value(lhs, left.value, right.value, signed_zeros)
     if ulps and kind_of(lhs.dtype).is_float:
         same = z3.Or(same, within_ulps(left.value, right.value, ulps))
+    if finite_only and kind_of(lhs.dtype).is_float:
+        premise.append(z3.Not(z3.Or(z3.fpIsNaN(left.value), z3.fpIsInf(left.value))))
+        same = z3.Or(same, rounded_to_infinity(left.value, right.value, lhs.dtype))
     agreed = [same]
     if right.poison is not None:
         agreed.append(z3.Not(right.poison))
@@ -286,12 +310,14 @@ def equivalent(
     timeout: float = DEFAULT_TIMEOUT,
     signed_zeros: bool = False,
     ulps: int = 0,
+    finite_only: bool = False,
 ) -> Verdict:
     """Whether each of `rhs` refines the `lhs` output at its position (module docstring).
 
     `inputs` are the symbolic inputs both sides read (their dims are the query's symbols,
     their elements are read back into a counterexample); `timeout` bounds the whole query in
-    seconds; `ulps` allows finite floats that far apart (module docstring).
+    seconds; `ulps` allows finite floats that far apart, `finite_only` differences at the
+    dtype's extremes (module docstring).
 
     Raises:
         ValueError: `lhs` and `rhs` have different numbers of outputs.
@@ -301,7 +327,7 @@ def equivalent(
     query = _Query(inputs, assumptions, timeout)
     for output, (left, right) in enumerate(zip(lhs, rhs, strict=True)):
         try:
-            verdict = _check_output(query, output, left, right, signed_zeros, ulps)
+            verdict = _check_output(query, output, left, right, signed_zeros, ulps, finite_only)
         except TooLargeError as exc:
             return Unknown(str(exc), query.elapsed())
         if verdict is not None:

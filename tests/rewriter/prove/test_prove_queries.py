@@ -371,3 +371,19 @@ def test_pow_of_a_large_int64_by_one_is_left_unknown():
     x = symbolic_input("x", ir.DataType.INT64, ["n"])
     power = op("Pow", x, const(1, np.int64))
     assert not isinstance(prove(power, x, x=x), Proved)
+
+
+def test_finite_only_allows_an_overflow_of_the_original_and_nothing_else():
+    # (x * 4) / 4 -> x: exact except where x * 4 overflows (|x| above 16376 in float16)
+    x = symbolic_input("x", ir.DataType.FLOAT16, [])
+    four = const(4.0, np.float16)
+    scaled = op("Div", op("Mul", x, four), four)
+    finite = [z3.Not(z3.fpIsInf(x.value(()))), z3.Not(z3.fpIsNaN(x.value(())))]
+    overflow = prove(scaled, x, x=x, assumptions=finite)
+    assert isinstance(overflow, Counterexample)
+    assert overflow.original == np.inf or overflow.original == -np.inf
+    assert isinstance(equivalent([scaled], [x], inputs={"x": x}, finite_only=True), Proved)
+    wrong = op("Mul", x, const(2.0, np.float16))  # differs on ordinary values: still refuted
+    assert isinstance(
+        equivalent([scaled], [wrong], inputs={"x": x}, finite_only=True), Counterexample
+    )
