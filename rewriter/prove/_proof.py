@@ -23,7 +23,7 @@ import logging
 import multiprocessing
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
@@ -471,7 +471,8 @@ def prove_rules(
 ) -> list[RuleProof]:
     """Prove every rule (or those called `names`), in load order, in `jobs` processes.
 
-    The results do not depend on `jobs`: each rule is proved on its own.
+    The results do not depend on `jobs`: each rule is proved on its own (`progress` hears of
+    each as it is decided, in the order they finish).
 
     Raises:
         ValueError: a name no rule has, or `jobs` below 1.
@@ -496,9 +497,10 @@ def prove_rules(
     # forked child can deadlock on.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        futures = [pool.submit(prove_rule, rule, options) for rule in selected]
-        for future in futures:
-            results.append(future.result())
+        futures = {pool.submit(prove_rule, rule, options): k for k, rule in enumerate(selected)}
+        done: dict[int, RuleProof] = {}
+        for future in as_completed(futures):  # progress as rules finish; results in order
+            done[futures[future]] = future.result()
             if progress is not None:
-                progress(results[-1])
-    return results
+                progress(done[futures[future]])
+    return [done[k] for k in range(len(selected))]
