@@ -19,8 +19,10 @@ payloads.
 
 `ulps=k` relaxes the equality of finite floats to *within k units in the last place* (the
 distance between their positions in the dtype's ordered set of values), for rewrites that
-round differently on purpose (`x * Reciprocal(d) -> x / d`, one rounding instead of two);
-NaN still matches only NaN and an infinity only itself.
+round differently on purpose (`x * Reciprocal(d) -> x / d`, one rounding instead of two),
+and accepts rounding at the edge of the range as verification does: an infinity facing a
+finite value of the same sign at least half the dtype's largest (a fused Gelu gives x where
+`x * (1 + erf(...))` overflows). NaN still matches only NaN.
 
 `finite_only=True` is a rule's `assumes finite` as the library means it (the rewrite is exact
 away from the dtype's extremes): where the original's element is NaN or an infinity (an input
@@ -123,6 +125,22 @@ def within_ulps(a: z3.ExprRef, b: z3.ExprRef, ulps: int) -> Any:
 
 EXTREME_ULPS = 4
 """How close to the largest finite value a result is at the dtype's extreme (`finite_only`)."""
+
+
+def at_range_edge(a: z3.ExprRef, b: z3.ExprRef, dtype: ir.DataType) -> Any:
+    """One side infinite, the other finite, of the same sign and at least half the largest."""
+    half = z3.FPVal(float(np.finfo(ir.numpy_dtype(dtype)).max) / 2, sort_of(dtype))
+    same_sign = z3.fpIsNegative(a) == z3.fpIsNegative(b)
+
+    def edge(infinite: z3.ExprRef, finite: z3.ExprRef) -> Any:
+        return z3.And(
+            z3.fpIsInf(infinite),
+            z3.Not(z3.fpIsInf(finite)),
+            z3.Not(z3.fpIsNaN(finite)),
+            z3.fpGEQ(z3.fpAbs(finite), half),
+        )
+
+    return z3.And(same_sign, z3.Or(edge(a, b), edge(b, a)))
 
 
 def rounded_to_infinity(original: z3.ExprRef, rewritten: z3.ExprRef, dtype: ir.DataType) -> Any:
@@ -262,6 +280,7 @@ def _check_output(
     same = same_value(lhs, left.value, right.value, signed_zeros)
     if ulps and kind_of(lhs.dtype).is_float:
         same = z3.Or(same, within_ulps(left.value, right.value, ulps))
+        same = z3.Or(same, at_range_edge(left.value, right.value, lhs.dtype))
     if finite_only and kind_of(lhs.dtype).is_float:
         premise.append(z3.Not(z3.Or(z3.fpIsNaN(left.value), z3.fpIsInf(left.value))))
         same = z3.Or(same, rounded_to_infinity(left.value, right.value, lhs.dtype))

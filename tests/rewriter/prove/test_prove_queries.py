@@ -387,3 +387,16 @@ def test_finite_only_allows_an_overflow_of_the_original_and_nothing_else():
     assert isinstance(
         equivalent([scaled], [wrong], inputs={"x": x}, finite_only=True), Counterexample
     )
+
+
+def test_an_overflow_facing_half_the_largest_value_is_rounding_at_the_edge():
+    # (x * 2) * 0.5 -> x: the original overflows where |x| > max / 2, the rewrite keeps x
+    x = symbolic_input("x", ir.DataType.FLOAT16, [])
+    halved = op("Mul", op("Mul", x, const(2.0, np.float16)), const(0.5, np.float16))
+    exact = prove(halved, x, x=x)
+    assert isinstance(exact, Counterexample)
+    assert np.isinf(exact.original)
+    assert isinstance(equivalent([halved], [x], inputs={"x": x}, ulps=4), Proved)
+    # the edge is not a licence below it: (x * 4) * 0.25 overflows from max / 4
+    quartered = op("Mul", op("Mul", x, const(4.0, np.float16)), const(0.25, np.float16))
+    assert isinstance(equivalent([quartered], [x], inputs={"x": x}, ulps=4), Counterexample)
