@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         type=positive_int,
         default=1,
+        metavar="N",
         help="prove rules in this many processes (default 1); the results do not depend on it",
     )
     parser.add_argument(
