@@ -567,11 +567,20 @@ def _where(ev: Evaluator, args: list[Value], kwargs: dict[str, Value]) -> Value:
     return np.frompyfunc(pick, 3, 1)(cond, a, b)
 
 
+def _as_object_array(value: Value) -> Value:
+    """A lone Sym as a 0-d object array: the engine's tensor built-ins take arrays."""
+    if isinstance(value, Sym):
+        array = np.empty((), dtype=object)
+        array[()] = value
+        return array
+    return value
+
+
 def _shape_function(name: str) -> Function:
     """A built-in that only moves elements: the engine's own code runs on object arrays."""
 
     def run(ev: Evaluator, args: list[Value], kwargs: dict[str, Value]) -> Value:
-        values = [ev.contents(a) if isinstance(a, TensorRef) else a for a in args]
+        values = [_as_object_array(ev.contents(a) if isinstance(a, TensorRef) else a) for a in args]
         entry = BUILTINS[name]
         try:
             result = entry.implementation(engine_context(ev.facts.opset), *values, **kwargs)
