@@ -30,6 +30,7 @@ import z3
 import ir
 from rewriter import rules
 from rewriter.engine import UNKNOWN, EvalContext, EvalError, equal, truth
+from rewriter.prove._dtypes import kind_of
 from rewriter.prove._symbolic import (
     NotTranslatableError,
     Sym,
@@ -37,6 +38,7 @@ from rewriter.prove._symbolic import (
     as_sym_array,
     is_python_number,
     is_symbolic,
+    lift,
 )
 from rewriter.prove._tensor import SymbolicTensor
 
@@ -305,6 +307,19 @@ def _wrap0(value: Value) -> np.ndarray[Any, Any]:
     array = np.empty((), dtype=object)
     array[()] = value
     return array
+
+
+def _same_kind(value: Value, other: Value = None) -> Value:
+    """`value` as a Sym of `other`'s dtype when it is an integer beside an integer Sym.
+
+    An integer is a Python or numpy int or a z3 integer (a dim); numpy's promotion lets the
+    array's dtype win. Anything else is returned as it is.
+    """
+    if not isinstance(other, Sym) or isinstance(value, Sym | bool | np.bool_):
+        return value
+    if kind_of(other.dtype).is_integer and isinstance(value, int | np.integer | z3.ArithRef):
+        return lift(value, other.dtype, other.tracker)
+    return value
 
 
 def _object_operand(value: Value, tracker: Tracker) -> Value:
@@ -630,6 +645,8 @@ def choose(ev: Evaluator, cond: z3.BoolRef, then: Value, otherwise: Value) -> Va
             raise NotTranslatableError("a choice between lists of different lengths")
         return [choose(ev, cond, a, b) for a, b in zip(then, otherwise, strict=True)]
     if isinstance(then, Sym) or isinstance(otherwise, Sym):
+        otherwise = _same_kind(otherwise, then)
+        then = _same_kind(then, otherwise)
         if isinstance(then, Sym) and isinstance(otherwise, Sym) and then.dtype == otherwise.dtype:
             return Sym(z3.If(cond, then.term, otherwise.term), then.dtype, then.tracker)
         raise NotTranslatableError("a choice between numbers of different types")
