@@ -168,3 +168,12 @@ def test_check_rules_shows_the_proof_status_beside_its_own(tmp_path, capsys) -> 
     assert entry["proof"] == "refuted"
     header = next(line for line in capsys.readouterr().out.splitlines() if "location" in line)
     assert header.split()[:4] == ["rule", "location", "status", "proof"]
+
+
+def test_assumes_finite_is_honoured() -> None:
+    proofs = _prove("finite.rw")
+    wrong_at_nan = proofs["keep_non_nan_without_assumption"]
+    assert wrong_at_nan.status is ProofStatus.REFUTED
+    assert wrong_at_nan.counterexample is not None
+    assert np.isnan(wrong_at_nan.counterexample.inputs["x"])
+    assert proofs["keep_non_nan"].status is ProofStatus.PROVED
