@@ -59,6 +59,7 @@ RUNS_MODELS = (
     "rewriter.quantize",
     "rewriter.checkrules",
     "rewriter.engine._runtime",
+    "rewriter.prove._replay",
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING
 
 from rewriter.checkrules._result import RuleReport, Status
@@ -25,8 +25,14 @@ def _short(text: str, width: int = DETAIL_WIDTH) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
-def table(reports: Sequence[RuleReport]) -> Table:
-    """One row per rule: name, file:line, status, instances, examples, detail."""
+_PROOF_STYLES = {"proved": "green", "refuted": "bold red", "unsupported": "yellow"}
+
+
+def table(reports: Sequence[RuleReport], proofs: Mapping[str, str] | None = None) -> Table:
+    """One row per rule: name, file:line, status, instances, examples, detail.
+
+    `proofs` (rule name -> `rewrite prove`'s status) adds a column with each rule's.
+    """
     from rich import box
     from rich.table import Table
 
@@ -34,20 +40,20 @@ def table(reports: Sequence[RuleReport]) -> Table:
     result.add_column("rule")
     result.add_column("location")
     result.add_column("status")
+    if proofs is not None:
+        result.add_column("proof")
     result.add_column("instances", justify="right")
     result.add_column("examples", justify="right")
     result.add_column("detail", overflow="fold")
     for report in reports:
         style = _STYLES[report.status]
         name = report.name if report.kind == "rule" else f"{report.name} (pass)"
-        result.add_row(
-            name,
-            report.location,
-            f"[{style}]{report.status.value}[/]",
-            str(report.instances),
-            str(report.examples),
-            _short(report.detail),
-        )
+        cells = [name, report.location, f"[{style}]{report.status.value}[/]"]
+        if proofs is not None:
+            proof = proofs.get(report.name, "") if report.kind == "rule" else ""
+            cells.append(f"[{_PROOF_STYLES[proof]}]{proof}[/]" if proof in _PROOF_STYLES else "")
+        cells += [str(report.instances), str(report.examples), _short(report.detail)]
+        result.add_row(*cells)
     return result
 
 
@@ -74,8 +80,18 @@ def failures(reports: Sequence[RuleReport]) -> str:
     return "\n\n".join(blocks)
 
 
-def write_json(reports: Sequence[RuleReport], stream: IO[str], *, seed: int) -> None:
-    """The results as JSON: the seed and one object per rule."""
-    data = {"seed": seed, "rules": [r.to_json() for r in reports]}
+def write_json(
+    reports: Sequence[RuleReport],
+    stream: IO[str],
+    *,
+    seed: int,
+    proofs: Mapping[str, str] | None = None,
+) -> None:
+    """The results as JSON: the seed and one object per rule (with `proof` when given)."""
+    rules = [r.to_json() for r in reports]
+    if proofs is not None:
+        for report, entry in zip(reports, rules, strict=True):
+            entry["proof"] = proofs.get(report.name) if report.kind == "rule" else None
+    data = {"seed": seed, "rules": rules}
     json.dump(data, stream, indent=2)
     stream.write("\n")

@@ -34,6 +34,17 @@ def _sampled(names: list[str], count: int | None, seed: int) -> list[str]:
     return sorted(random.Random(seed).sample(names, count), key=names.index)
 
 
+def _proofs(ruleset: object, names: list[str], args: argparse.Namespace) -> dict[str, str]:
+    """`--prove`: each checked rule's `rewrite prove` status, by rule name."""
+    from rewriter.prove import ProveOptions, prove_rules
+    from rewriter.rules import RuleSet
+
+    assert isinstance(ruleset, RuleSet), "check-rules loads a rule set"
+    selected = [rule for rule in ruleset.rules if not names or rule.name in names]
+    proofs = prove_rules(selected, ProveOptions(timeout=args.prove_timeout), jobs=args.jobs)
+    return {proof.name: proof.status.value for proof in proofs}
+
+
 def run(args: argparse.Namespace) -> int:
     """Check the rules; 0 when none failed, 1 when some failed, 2 on bad usage."""
     from rich.console import Console
@@ -97,17 +108,18 @@ def run(args: argparse.Namespace) -> int:
             reports.extend(check_passes(ruleset, reports, options))
     else:
         reports = check_rules(ruleset, options, names=names, progress=progress)
+    proofs = _proofs(ruleset, names, args) if args.prove else None
     seconds = time.perf_counter() - start
     out = human_stream(args.json)
     console = Console(file=out, highlight=False, width=None if out.isatty() else 200)
-    console.print(report.table(reports))
+    console.print(report.table(reports, proofs))
     console.print(report.summary(reports, seconds), markup=False)
     details = report.failures(reports)
     if details:
         out.write("\n" + details + "\n")
     if args.json:
         stream = io.StringIO()
-        report.write_json(reports, stream, seed=args.seed)
+        report.write_json(reports, stream, seed=args.seed, proofs=proofs)
         if args.json == STDOUT:
             sys.stdout.write(stream.getvalue())
         else:

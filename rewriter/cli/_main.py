@@ -46,6 +46,7 @@ SUBCOMMANDS: dict[str, Command] = {
     "stats": _command("stats", "summarize a model: opsets, op counts, parameters"),
     "verify": _command("verify", "compare two models on generated inputs"),
     "check-rules": _command("check_rules", "verify every rule on generated models"),
+    "prove": _command("prove", "prove every rule for every input with an SMT solver"),
     "lsp": _command("lsp", "run the language server for .rw files (editors start it)"),
 }
 MAIN_COMMAND = _command("rewrite", "apply .rw rewrite rules to an ONNX model")

@@ -35,16 +35,32 @@ attributes, input names, output names), ...], {name: tensor})`: free variables b
 `symbolic_input`s (or `constant`s where the rule pins them), float attributes may be z3 terms
 (a rule proved for every alpha), and where-conditions become `assumptions`.
 
-What is left for the rule-IR connection (`rewrite prove`): ranks are concrete in a query, so
-a rule whose pattern admits any rank is proved rank by rank up to a bound; constants bound by
-`is_const` become symbolic inputs unless the rule pins them; integer attributes (axes,
-perms) are enumerated over the values the schema allows.
+Whole rules (`rewrite prove`): `prove_rules(ruleset, ProveOptions(timeout=...), jobs=N)` gives
+one `RuleProof` per rule, `proved`, `refuted` or `unsupported` with the reason. A rule of the
+typed rule IR is read once (`_plan`: its order, the inputs whose contents it reads, the opsets,
+and why it cannot be proved at all: an approximate rule, an op without semantics); each
+instance fixes what a query cannot leave symbolic (ranks up to `max_rank`, dtypes, integer
+attributes and axes, optional inputs present or absent) through a `Chooser` (`_choices`,
+`_instance`), keeps dims, elements, constants bound by `is_const` and float attributes
+symbolic, and turns the where-conditions and `assumes finite` / `assumes nonempty` into
+assumptions (`_expressions`, `_functions`: the built-ins over symbolic values). A
+counterexample is replayed on onnxruntime before a rule is called refuted (`_replay`); one
+that differs only by rounding (within `ROUNDING_ULPS`) is asked again allowing that much
+(`_proof`).
 """
 
 from __future__ import annotations
 
 from rewriter.prove._dtypes import UnsupportedTypeError, from_python, sort_of, to_python
 from rewriter.prove._evaluate import Concrete, NotConcreteError, concrete
+from rewriter.prove._proof import (
+    ProofStatus,
+    ProveOptions,
+    RuleCounterexample,
+    RuleProof,
+    prove_rule,
+    prove_rules,
+)
 from rewriter.prove._query import (
     Counterexample,
     Proved,
@@ -79,7 +95,11 @@ __all__ = [
     "Index",
     "NodeSpec",
     "NotConcreteError",
+    "ProofStatus",
+    "ProveOptions",
     "Proved",
+    "RuleCounterexample",
+    "RuleProof",
     "SymbolicTensor",
     "Unknown",
     "UnsupportedOpError",
@@ -91,6 +111,8 @@ __all__ = [
     "constant",
     "equivalent",
     "from_python",
+    "prove_rule",
+    "prove_rules",
     "same_value",
     "scalar_constant",
     "sort_of",

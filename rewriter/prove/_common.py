@@ -22,6 +22,10 @@ class OpError(ValueError):
     """An op applied to inputs it does not accept (wrong count, types, attributes)."""
 
 
+class NotModelledError(ValueError):
+    """A well-formed use of an op that the semantics does not cover (a symbolic axis)."""
+
+
 def key_of(op: str, attributes: Attributes, inputs: Inputs) -> object:
     """The structural key of an op's result: the op, its attributes and its inputs' keys."""
     written = tuple(sorted((name, repr(value)) for name, value in attributes.items()))

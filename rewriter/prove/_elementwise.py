@@ -283,6 +283,28 @@ def _abs(kind: Kind, attributes: Attributes) -> Callable[[z3.ExprRef], Computed]
     return lambda x: (z3.If(x < 0, -x, x), None)
 
 
+def _sign(kind: Kind, attributes: Attributes) -> Callable[[z3.ExprRef], Computed]:
+    """-1, 0 or 1 as onnxruntime's kernels give it.
+
+    Either zero gives +0; NaN stays NaN, except for float16, whose kernel compares and gives 0.
+    """
+    if kind.is_bool:
+        raise OpError("Sign does not take bool")
+    one, zero = _one(kind), _zero(kind)
+    if kind.is_float:
+        minus_one = z3.fpNeg(one)
+        keeps_nan = kind.dtype != ir.DataType.FLOAT16
+
+        def sign(x: z3.ExprRef) -> Computed:
+            value = z3.If(z3.fpGT(x, zero), one, z3.If(z3.fpLT(x, zero), minus_one, zero))
+            return (z3.If(z3.fpIsNaN(x), x, value) if keeps_nan else value), None
+
+        return sign
+    if not kind.signed:
+        return lambda x: (z3.If(x == 0, zero, one), None)
+    return lambda x: (z3.If(x > 0, one, z3.If(x < 0, -one, zero)), None)
+
+
 def _float_only(op: str, kind: Kind) -> None:
     if not kind.is_float:
         raise OpError(f"{op} takes floats")
@@ -555,6 +577,20 @@ def _cast(attributes: Attributes, inputs: Sequence[SymbolicTensor | None]) -> li
     return [elementwise(target.dtype, [x], compute, key_of("Cast", attributes, inputs))]
 
 
+def _cast_like(
+    attributes: Attributes, inputs: Sequence[SymbolicTensor | None]
+) -> list[SymbolicTensor]:
+    """CastLike(x, like): Cast of x to like's dtype (like's values and shape do not matter)."""
+    x, like = present("CastLike", inputs, 2)
+    target = kind_of(like.dtype)
+    source = kind_of(x.dtype)
+
+    def compute(values: Values) -> Computed:
+        return cast_value(source, target, values[0])
+
+    return [elementwise(target.dtype, [x], compute, key_of("CastLike", attributes, inputs))]
+
+
 ELEMENTWISE: dict[str, Semantics] = {
     "Add": _binary("Add"),
     "Sub": _binary("Sub"),
@@ -573,6 +609,7 @@ ELEMENTWISE: dict[str, Semantics] = {
     "Sum": _variadic("Sum", _sum),
     "Neg": _unary("Neg", _neg),
     "Abs": _unary("Abs", _abs),
+    "Sign": _unary("Sign", _sign),
     "Reciprocal": _unary("Reciprocal", _reciprocal),
     "Sqrt": _unary("Sqrt", _sqrt),
     "Floor": _unary("Floor", _rounding(z3.RTN())),
@@ -588,5 +625,6 @@ ELEMENTWISE: dict[str, Semantics] = {
     "Clip": _clip,
     "Where": _where,
     "Cast": _cast,
+    "CastLike": _cast_like,
 }
 """The elementwise ops the prover models exactly, by op type (default domain)."""

@@ -27,7 +27,7 @@ import z3
 
 import ir
 from rewriter.prove._broadcast import broadcast_shapes, operand_index
-from rewriter.prove._common import OpError, Semantics, key_of, present
+from rewriter.prove._common import NotModelledError, OpError, Semantics, key_of, present
 from rewriter.prove._dtypes import kind_of
 from rewriter.prove._tensor import (
     Dim,
@@ -67,7 +67,7 @@ def integer_elements(tensor: SymbolicTensor) -> list[z3.ArithRef]:
     else:
         length = as_int(tensor.shape[0])
         if length is None:
-            raise OpError("a structural input of symbolic length")
+            raise NotModelledError("a structural input of symbolic length")
         positions = [(z3.IntVal(k),) for k in range(length)]
     found = []
     for position in positions:
@@ -86,7 +86,7 @@ def constant_ints(op: str, what: str, tensor: SymbolicTensor) -> list[int]:
     """The elements of a structural input that must be a constant (axes, steps)."""
     values = [as_int(v) for v in integer_elements(tensor)]
     if any(v is None for v in values):
-        raise OpError(f"{op}: {what} must be constant")
+        raise NotModelledError(f"{op}: {what} must be constant")
     return [v for v in values if v is not None]
 
 
@@ -140,7 +140,7 @@ def _squeeze(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
     if axes is None:
         axes = [k for k, d in enumerate(x.shape) if as_int(d) == 1]
         if any(as_int(d) is None for d in x.shape):
-            raise OpError("Squeeze without axes on symbolic dims")
+            raise NotModelledError("Squeeze without axes on symbolic dims")
     dropped = sorted({_normalize_axis("Squeeze", a, x.rank) for a in axes})
     kept = [k for k in range(x.rank) if k not in dropped]
     valid = all_of([same_dim(x.shape[k], 1) for k in dropped])
@@ -217,11 +217,14 @@ def _reshape(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
     x, target = present("Reshape", inputs, 2)
     allow_zero = attributes.get("allowzero", 0) == 1
     wanted = integer_elements(target)
+    if any(as_int(v) is None for v in wanted):
+        return [_reshape_computed(x, wanted, allow_zero, key_of("Reshape", attributes, inputs))]
     conditions: list[z3.BoolRef] = []
     dims: list[Dim | None] = []
     inferred_at: int | None = None
     for k, value in enumerate(wanted):
         number = as_int(value)
+        assert number is not None, "every entry is a number here"
         if number == -1:
             if inferred_at is not None:
                 raise OpError("Reshape: two -1 dims")
@@ -231,15 +234,10 @@ def _reshape(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
             if k >= x.rank:
                 raise OpError("Reshape: a 0 past the input's rank")
             dims.append(x.shape[k])
-        elif number is not None:
+        else:
             if number < -1:
                 raise OpError(f"Reshape: dim {number}")
             dims.append(number)
-        else:
-            # a computed dim: 0 copies (unless allowzero), -1 is not handled symbolically
-            conditions.append(value >= 0)
-            copy = x.shape[k] if k < x.rank and not allow_zero else None
-            dims.append(tidy(z3.If(value == 0, term(copy), value)) if copy is not None else value)
     if inferred_at is not None:
         known = product([d for d in dims if d is not None])
         total = product(x.shape)
@@ -250,6 +248,42 @@ def _reshape(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
     shape = [d for d in dims if d is not None]
     tensor = reshaped(x, shape, key_of("Reshape", attributes, inputs))
     return [_with_valid(tensor, all_of(conditions))]
+
+
+def _reshape_computed(
+    x: SymbolicTensor, wanted: Sequence[z3.ArithRef], allow_zero: bool, key: object
+) -> SymbolicTensor:
+    """A Reshape to a shape computed at run time: each entry may be -1, 0 or a size.
+
+    ONNX's rules, stated over the entries' terms: at most one -1 (the size divided by the
+    other dims, which must divide it), a 0 copies the input's dim at its position (unless
+    allowzero, where 0 is a size and no -1 may stand beside it), nothing below -1.
+    """
+    conditions: list[z3.BoolRef] = [v >= -1 for v in wanted]
+    inferred = [v == -1 for v in wanted]
+    conditions.append(z3.Sum([z3.If(m, 1, 0) for m in inferred]) <= 1)
+    explicit: list[z3.ArithRef] = []
+    for k, value in enumerate(wanted):
+        if allow_zero:
+            explicit.append(value)
+        elif k < x.rank:
+            explicit.append(z3.If(value == 0, term(x.shape[k]), value))
+        else:
+            conditions.append(value != 0)
+            explicit.append(value)
+    if allow_zero:
+        conditions.append(z3.Not(z3.And(z3.Or(*inferred), z3.Or(*[v == 0 for v in wanted]))))
+    known = z3.IntVal(1)
+    for minus, size in zip(inferred, explicit, strict=True):
+        known = known * z3.If(minus, z3.IntVal(1), size)
+    total = term(product(x.shape))
+    has_inferred = z3.Or(*inferred) if inferred else z3.BoolVal(False)
+    conditions.append(z3.Implies(has_inferred, z3.And(known != 0, total % known == 0)))
+    dims = [
+        tidy(z3.If(minus, total / known, size))
+        for minus, size in zip(inferred, explicit, strict=True)
+    ]
+    return _with_valid(reshaped(x, dims, key), all_of(conditions))
 
 
 def _flatten(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:

@@ -36,7 +36,7 @@ UNARY = frozenset(
     {
         "Exp", "Log", "Tanh", "Erf", "Sigmoid", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
         "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "Elu", "Selu",
-        "Celu", "Gelu", "Mish", "ThresholdedRelu", "Sign",
+        "Celu", "Gelu", "Mish", "ThresholdedRelu",
     }
 )  # fmt: skip
 BINARY = frozenset({"Pow", "Mod", "BitShift"})
@@ -82,11 +82,32 @@ def _binary(op: str) -> Semantics:
         function = z3.Function(name, sort_of(a.dtype), sort_of(b.dtype), sort_of(a.dtype))
 
         def compute(values: Values) -> Computed:
-            return function(values[0], values[1]), None
+            found = function(values[0], values[1])
+            if op == "Pow":
+                found = _known_powers(values[0], values[1], found)
+            return found, None
 
         return [elementwise(a.dtype, [a, b], compute, key_of(op, attributes, inputs))]
 
     return semantics
+
+
+def _known_powers(base: z3.ExprRef, exponent: z3.ExprRef, other: z3.ExprRef) -> z3.ExprRef:
+    """Pow where onnxruntime's is exact: x ** 1 is x, x ** 0 is 1 (NaN too).
+
+    Not for 64-bit integer bases, which its kernel takes through double (`x ** 1` of the
+    largest int64 is the smallest).
+    """
+    if not z3.is_fp(base) and base.size() > 32:
+        return other
+    if z3.is_fp(exponent):
+        one_exponent = z3.fpEQ(exponent, z3.FPVal(1.0, exponent.sort()))
+        zero_exponent = z3.fpIsZero(exponent)
+    else:
+        one_exponent = exponent == 1
+        zero_exponent = exponent == 0
+    one = z3.FPVal(1.0, base.sort()) if z3.is_fp(base) else z3.BitVecVal(1, base.size())
+    return z3.If(one_exponent, base, z3.If(zero_exponent, one, other))
 
 
 def _keyed(
@@ -140,14 +161,43 @@ def _reduction(op: str) -> Semantics:
         reduced = {a % x.rank for a in axes} if x.rank else set()
         keep = attributes.get("keepdims", 1) == 1
         shape: list[Dim] = []
+        kept: list[int] = []  # the output positions of the axes not reduced
         for k, dim in enumerate(x.shape):
             if k not in reduced:
+                kept.append(len(shape))
                 shape.append(dim)
             elif keep:
                 shape.append(1)
-        return [_keyed(op, attributes, inputs, x.dtype, shape, z3.BoolVal(True))]
+        return [_reduced(op, x, tuple(sorted(reduced)), tuple(shape), tuple(kept))]
 
     return semantics
+
+
+def _reduced(
+    op: str, x: SymbolicTensor, axes: tuple[int, ...], shape: tuple[Dim, ...], kept: tuple[int, ...]
+) -> SymbolicTensor:
+    """A reduction of `x` over `axes`: a function of the kept axes' indices only.
+
+    How the axes were spelled (an attribute or an input, negative or not) and whether the
+    reduced axes are kept as 1s do not change the values, so a rule that only toggles
+    `keepdims` or moves the axes between attribute and input is proved.
+    """
+    identity = (op, x.key, axes, x.dtype.onnx_name)
+    name = f"{op}#{_digest(identity)}"
+    if kept:
+        function = z3.Function(name, *([z3.IntSort()] * len(kept)), sort_of(x.dtype))
+
+        def at(index: Index) -> Element:
+            return Element(function(*(index[k] for k in kept)))
+
+    else:
+        scalar = z3.Const(name, sort_of(x.dtype))
+
+        def at(index: Index) -> Element:
+            del index
+            return Element(scalar)
+
+    return SymbolicTensor(x.dtype, shape, at, (*identity, len(shape)), x.valid)
 
 
 def _matmul(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:

@@ -17,6 +17,18 @@ Alive2's refinement allows. The equality is the one verification applies (a rewr
 turns -0 into +0, `x + 0 -> x`, passes both), and `signed_zeros` is the bit-exact one short of
 payloads.
 
+`ulps=k` relaxes the equality of finite floats to *within k units in the last place* (the
+distance between their positions in the dtype's ordered set of values), for rewrites that
+round differently on purpose (`x * Reciprocal(d) -> x / d`, one rounding instead of two),
+and accepts rounding at the edge of the range as verification does: an infinity facing a
+finite value of the same sign at least half the dtype's largest (a fused Gelu gives x where
+`x * (1 + erf(...))` overflows). NaN still matches only NaN.
+
+`finite_only=True` is a rule's `assumes finite` as the library means it (the rewrite is exact
+away from the dtype's extremes): where the original's element is NaN or an infinity (an input
+that is, or an overflow on the way), anything goes, and where the original is within
+`EXTREME_ULPS` of the largest finite value, the rewrite may round to the infinity of its sign.
+
 The answer is `Proved`, a `Counterexample` (dims, input arrays, the index and both values,
 read from the solver's model, with dims kept at most `SMALL_DIM` when the solver finds one
 there), or `Unknown` with the solver's reason (a timeout, nonlinear integer arithmetic).
@@ -34,7 +46,8 @@ from typing import Any
 import numpy as np
 import z3
 
-from rewriter.prove._dtypes import kind_of, to_python
+import ir
+from rewriter.prove._dtypes import kind_of, sort_of, to_python
 from rewriter.prove._evaluate import NotConcreteError, concrete
 from rewriter.prove._tensor import SymbolicTensor, TooLargeError, all_of, as_int, term
 
@@ -56,6 +69,8 @@ class Counterexample:
 
     `inputs` holds the arrays it could read (inputs too large to read are left out and named
     in `reason`); `index`, `original` and `rewritten` are empty for a shape difference.
+    `model` is the solver's model itself, for reading other terms of the query (a rule's
+    symbolic attributes and computed constants) when the counterexample is replayed.
     """
 
     output: int
@@ -66,6 +81,7 @@ class Counterexample:
     original: object = None
     rewritten: object = None
     seconds: float = 0.0
+    model: z3.ModelRef | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,6 +103,54 @@ def same_value(tensor: SymbolicTensor, a: z3.ExprRef, b: z3.ExprRef, signed_zero
     if signed_zeros:
         return a == b  # SMT equality: NaN = NaN, +0 != -0
     return z3.Or(z3.And(z3.fpIsNaN(a), z3.fpIsNaN(b)), z3.fpEQ(a, b))
+
+
+def within_ulps(a: z3.ExprRef, b: z3.ExprRef, ulps: int) -> Any:
+    """Finite floats at most `ulps` apart in their dtype's ordered set of values."""
+    bits_a, bits_b = z3.fpToIEEEBV(a), z3.fpToIEEEBV(b)
+    width = bits_a.size()
+
+    # The position of a float among all floats: magnitude bits, negated for a negative sign;
+    # two's complement with two spare bits holds every difference.
+    def position(bits: z3.BitVecRef) -> z3.BitVecRef:
+        magnitude = z3.ZeroExt(3, z3.Extract(width - 2, 0, bits))
+        return z3.If(z3.Extract(width - 1, width - 1, bits) == 1, -magnitude, magnitude)
+
+    distance = position(bits_a) - position(bits_b)
+    bound = z3.BitVecVal(ulps, width + 2)
+    finite = z3.And(z3.Not(z3.fpIsNaN(a)), z3.Not(z3.fpIsInf(a)))
+    finite = z3.And(finite, z3.Not(z3.fpIsNaN(b)), z3.Not(z3.fpIsInf(b)))
+    return z3.And(finite, distance <= bound, distance >= -bound)
+
+
+EXTREME_ULPS = 4
+"""How close to the largest finite value a result is at the dtype's extreme (`finite_only`)."""
+
+
+def at_range_edge(a: z3.ExprRef, b: z3.ExprRef, dtype: ir.DataType) -> Any:
+    """One side infinite, the other finite, of the same sign and at least half the largest."""
+    half = z3.FPVal(float(np.finfo(ir.numpy_dtype(dtype)).max) / 2, sort_of(dtype))
+    same_sign = z3.fpIsNegative(a) == z3.fpIsNegative(b)
+
+    def edge(infinite: z3.ExprRef, finite: z3.ExprRef) -> Any:
+        return z3.And(
+            z3.fpIsInf(infinite),
+            z3.Not(z3.fpIsInf(finite)),
+            z3.Not(z3.fpIsNaN(finite)),
+            z3.fpGEQ(z3.fpAbs(finite), half),
+        )
+
+    return z3.And(same_sign, z3.Or(edge(a, b), edge(b, a)))
+
+
+def rounded_to_infinity(original: z3.ExprRef, rewritten: z3.ExprRef, dtype: ir.DataType) -> Any:
+    """`rewritten` is the infinity `original` rounds to at the dtype's extreme."""
+    threshold = np.finfo(ir.numpy_dtype(dtype)).max
+    for _ in range(EXTREME_ULPS):
+        threshold = np.nextafter(threshold, threshold.dtype.type(0))
+    bound = z3.FPVal(float(threshold), sort_of(dtype))
+    same_sign = z3.fpIsNegative(original) == z3.fpIsNegative(rewritten)
+    return z3.And(z3.fpIsInf(rewritten), z3.fpGEQ(z3.fpAbs(original), bound), same_sign)
 
 
 def _symbolic_dims(inputs: Mapping[str, SymbolicTensor]) -> dict[str, z3.ArithRef]:
@@ -177,11 +241,19 @@ class _Query:
                 unread.append(name)
         if unread:
             reason += f" (inputs not read: {', '.join(unread)})"
-        return Counterexample(output, reason, dims, arrays, seconds=self.elapsed(), **found)
+        return Counterexample(
+            output, reason, dims, arrays, seconds=self.elapsed(), model=model, **found
+        )
 
 
 def _check_output(
-    query: _Query, output: int, lhs: SymbolicTensor, rhs: SymbolicTensor, signed_zeros: bool
+    query: _Query,
+    output: int,
+    lhs: SymbolicTensor,
+    rhs: SymbolicTensor,
+    signed_zeros: bool,
+    ulps: int,
+    finite_only: bool,
 ) -> Counterexample | Unknown | None:
     """None when `rhs` refines `lhs`; else what the solver found."""
     if lhs.rank != rhs.rank or lhs.dtype != rhs.dtype:
@@ -205,7 +277,14 @@ def _check_output(
     premise = [lhs.valid, inside]
     if left.poison is not None:
         premise.append(z3.Not(left.poison))
-    agreed = [same_value(lhs, left.value, right.value, signed_zeros)]
+    same = same_value(lhs, left.value, right.value, signed_zeros)
+    if ulps and kind_of(lhs.dtype).is_float:
+        same = z3.Or(same, within_ulps(left.value, right.value, ulps))
+        same = z3.Or(same, at_range_edge(left.value, right.value, lhs.dtype))
+    if finite_only and kind_of(lhs.dtype).is_float:
+        premise.append(z3.Not(z3.Or(z3.fpIsNaN(left.value), z3.fpIsInf(left.value))))
+        same = z3.Or(same, rounded_to_infinity(left.value, right.value, lhs.dtype))
+    agreed = [same]
     if right.poison is not None:
         agreed.append(z3.Not(right.poison))
     found = query.solve(z3.And(*premise, z3.Not(all_of(agreed))))
@@ -249,12 +328,15 @@ def equivalent(
     assumptions: Sequence[z3.BoolRef] = (),
     timeout: float = DEFAULT_TIMEOUT,
     signed_zeros: bool = False,
+    ulps: int = 0,
+    finite_only: bool = False,
 ) -> Verdict:
     """Whether each of `rhs` refines the `lhs` output at its position (module docstring).
 
     `inputs` are the symbolic inputs both sides read (their dims are the query's symbols,
     their elements are read back into a counterexample); `timeout` bounds the whole query in
-    seconds.
+    seconds; `ulps` allows finite floats that far apart, `finite_only` differences at the
+    dtype's extremes (module docstring).
 
     Raises:
         ValueError: `lhs` and `rhs` have different numbers of outputs.
@@ -264,7 +346,7 @@ def equivalent(
     query = _Query(inputs, assumptions, timeout)
     for output, (left, right) in enumerate(zip(lhs, rhs, strict=True)):
         try:
-            verdict = _check_output(query, output, left, right, signed_zeros)
+            verdict = _check_output(query, output, left, right, signed_zeros, ulps, finite_only)
         except TooLargeError as exc:
             return Unknown(str(exc), query.elapsed())
         if verdict is not None:

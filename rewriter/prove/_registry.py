@@ -13,14 +13,22 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import z3
 
 import ir
-from rewriter.prove._common import Attributes, Inputs, OpError, Semantics, present
+from rewriter.prove._common import (
+    Attributes,
+    Inputs,
+    NotModelledError,
+    OpError,
+    Semantics,
+    present,
+)
 from rewriter.prove._dtypes import UnsupportedTypeError
 from rewriter.prove._elementwise import ELEMENTWISE
 from rewriter.prove._indexing import INDEXING
 from rewriter.prove._opaque import opaque_table
-from rewriter.prove._tensor import SymbolicTensor, constant
+from rewriter.prove._tensor import Element, Index, SymbolicTensor, constant
 
 _STANDARD = ("", "ai.onnx")
 
@@ -29,19 +37,59 @@ class UnsupportedOpError(ValueError):
     """An op (or a use of one) outside what the prover models; the message says why."""
 
 
+class IllFormedOpError(UnsupportedOpError):
+    """An op applied to inputs or attributes it does not accept (onnxruntime refuses it).
+
+    A rule instantiated at ranks, types or attribute values its ops do not take is no model
+    at all: the prover skips that instance rather than calling the rule unsupported.
+    """
+
+
 def _identity(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
     del attributes
     return present("Identity", inputs, 1)
 
 
 def _dropout(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
-    """Inference-mode Dropout (no training flag, or a constant false one): its input."""
+    """Dropout: its input, and an all-true mask, where it does not train.
+
+    With a `training_mode` input that is true and a ratio that is not 0, the outputs are
+    random: poison (unspecified), so only a rule that holds whatever they are is proved.
+    """
     del attributes
     (x,) = present("Dropout", inputs, 1)
+    ratio = inputs[1] if len(inputs) > 1 else None
     training = inputs[2] if len(inputs) > 2 else None
-    if training is not None:
-        raise UnsupportedOpError("Dropout with a training-mode input")
-    return [x]
+    if training is None:
+        random = z3.BoolVal(False)
+    else:
+        if training.rank != 0 or training.dtype != ir.DataType.BOOL:
+            raise OpError("Dropout's training_mode is a bool scalar")
+        if ratio is not None and ratio.rank != 0:
+            raise OpError("Dropout's ratio is a scalar")
+        keeps_all = (
+            z3.BoolVal(False) if ratio is None else z3.fpIsZero(ratio.at(()).value)  # 0.5 default
+        )
+        random = z3.And(training.at(()).value == z3.BoolVal(True), z3.Not(keeps_all))
+
+    def output(index: Index) -> Element:
+        element = x.at(index)
+        poison = random if element.poison is None else z3.Or(random, element.poison)
+        return Element(element.value, poison)
+
+    def mask(index: Index) -> Element:
+        return Element(z3.BoolVal(True), random)
+
+    key = (
+        "Dropout",
+        x.key,
+        None if ratio is None else ratio.key,
+        None if training is None else training.key,
+    )
+    return [
+        SymbolicTensor(x.dtype, x.shape, output, key, x.valid),
+        SymbolicTensor(ir.DataType.BOOL, x.shape, mask, (*key, "mask"), x.valid),
+    ]
 
 
 def _constant(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
@@ -89,8 +137,8 @@ def apply_op(
     attribute may be a z3 floating-point term.
 
     Raises:
-        UnsupportedOpError: the op, a type, or this use of the op is not modelled, or the op
-            does not accept these inputs (the message says which).
+        IllFormedOpError: the op does not accept these inputs or attributes.
+        UnsupportedOpError: the op, a type, or this use of the op is not modelled.
     """
     if domain not in _STANDARD:
         raise UnsupportedOpError(f"op `{domain}.{op_type}` is outside the default domain")
@@ -99,7 +147,9 @@ def apply_op(
         raise UnsupportedOpError(f"op `{op_type}` is not modelled")
     try:
         return semantics(attributes, inputs)
-    except (OpError, UnsupportedTypeError) as exc:
+    except OpError as exc:
+        raise IllFormedOpError(f"{op_type}: {exc}") from exc
+    except (NotModelledError, UnsupportedTypeError) as exc:
         raise UnsupportedOpError(f"{op_type}: {exc}") from exc
 
 

@@ -174,6 +174,19 @@ def constant(array: np.ndarray[Any, Any], dtype: ir.DataType | None = None) -> S
     return SymbolicTensor(dtype, shape, table.at, ("const", dtype.onnx_name, shape, digest))
 
 
+def tensor_of_terms(
+    terms: Sequence[z3.ExprRef], shape: Sequence[int], dtype: ir.DataType, key: Hashable
+) -> SymbolicTensor:
+    """A tensor of a concrete shape whose elements are the given z3 terms (row-major).
+
+    The terms may hold variables: a constant a rule computes from other constants' symbolic
+    contents (`value(s) * value(g)`).
+    """
+    dims = tuple(int(d) for d in shape)
+    table = _Table(list(terms), dims, dtype)
+    return SymbolicTensor(dtype, dims, table.at, key)
+
+
 def _dtype_of(array: np.ndarray[Any, Any]) -> ir.DataType:
     for dtype in ir.DataType:
         if dtype.onnx_name and dtype != ir.DataType.UNDEFINED:

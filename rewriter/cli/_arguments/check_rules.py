@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from rewriter.cli._arguments import positive_int
+from rewriter.cli._arguments import positive_int, positive_seconds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +61,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="default",
         help="check the default pipeline's passes on the rules' instances too (default), or "
         "only the passes the files declare (none)",
+    )
+    parser.add_argument(
+        "--prove",
+        action="store_true",
+        help="also prove each rule (as `rewrite prove` does) and show its status beside "
+        "check-rules' own",
+    )
+    parser.add_argument(
+        "--prove-timeout",
+        type=positive_seconds,
+        default=10.0,
+        metavar="S",
+        help="with --prove: seconds per rule (default 10)",
     )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")

@@ -76,13 +76,15 @@ def test_integer_division_truncates_toward_zero(dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("op", ["Neg", "Abs", "Reciprocal", "Sqrt", "Floor", "Ceil", "Round"])
+@pytest.mark.parametrize(
+    "op", ["Neg", "Abs", "Reciprocal", "Sqrt", "Floor", "Ceil", "Round", "Sign"]
+)
 def test_unary_float_ops(op, dtype):
     assert_bitwise(op, [special_values(dtype)])
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.int8])
-@pytest.mark.parametrize("op", ["Neg", "Abs", "Relu"])
+@pytest.mark.parametrize("op", ["Neg", "Abs", "Relu", "Sign"])
 def test_unary_integer_ops(op, dtype):
     assert_bitwise(op, [_ints(dtype)])
 

@@ -352,3 +352,51 @@ def test_the_shape_of_a_scalar_is_empty():
     empty = constant(np.zeros((0,), np.int64))
     assert isinstance(prove(op("Shape", x), empty, x=x), Proved)
     assert isinstance(prove(op("Size", x), constant(np.array(1, np.int64)), x=x), Proved)
+
+
+@pytest.mark.parametrize("dtype", [FLOAT, ir.DataType.FLOAT16, ir.DataType.INT32])
+def test_pow_by_one_or_zero_is_known_where_onnxruntime_is_exact(dtype):
+    x = symbolic_input("x", dtype, ["n"])
+    numpy_dtype = ir.numpy_dtype(dtype)
+    by_one = op("Pow", x, const(1, numpy_dtype))
+    assert isinstance(prove(by_one, x, x=x, signed_zeros=True), Proved)
+    # x ** 0 is 1 everywhere, NaN and infinities included
+    by_zero = op("Pow", x, const(0, numpy_dtype))
+    ones = op("Expand", const([1], numpy_dtype), op("Shape", x))
+    assert isinstance(prove(by_zero, ones, x=x, signed_zeros=True), Proved)
+
+
+def test_pow_of_a_large_int64_by_one_is_left_unknown():
+    # onnxruntime computes int64 Pow through double: 2**63 - 1 to the 1 is -2**63 there
+    x = symbolic_input("x", ir.DataType.INT64, ["n"])
+    power = op("Pow", x, const(1, np.int64))
+    assert not isinstance(prove(power, x, x=x), Proved)
+
+
+def test_finite_only_allows_an_overflow_of_the_original_and_nothing_else():
+    # (x * 4) / 4 -> x: exact except where x * 4 overflows (|x| above 16376 in float16)
+    x = symbolic_input("x", ir.DataType.FLOAT16, [])
+    four = const(4.0, np.float16)
+    scaled = op("Div", op("Mul", x, four), four)
+    finite = [z3.Not(z3.fpIsInf(x.value(()))), z3.Not(z3.fpIsNaN(x.value(())))]
+    overflow = prove(scaled, x, x=x, assumptions=finite)
+    assert isinstance(overflow, Counterexample)
+    assert overflow.original == np.inf or overflow.original == -np.inf
+    assert isinstance(equivalent([scaled], [x], inputs={"x": x}, finite_only=True), Proved)
+    wrong = op("Mul", x, const(2.0, np.float16))  # differs on ordinary values: still refuted
+    assert isinstance(
+        equivalent([scaled], [wrong], inputs={"x": x}, finite_only=True), Counterexample
+    )
+
+
+def test_an_overflow_facing_half_the_largest_value_is_rounding_at_the_edge():
+    # (x * 2) * 0.5 -> x: the original overflows where |x| > max / 2, the rewrite keeps x
+    x = symbolic_input("x", ir.DataType.FLOAT16, [])
+    halved = op("Mul", op("Mul", x, const(2.0, np.float16)), const(0.5, np.float16))
+    exact = prove(halved, x, x=x)
+    assert isinstance(exact, Counterexample)
+    assert np.isinf(exact.original)
+    assert isinstance(equivalent([halved], [x], inputs={"x": x}, ulps=4), Proved)
+    # the edge is not a licence below it: (x * 4) * 0.25 overflows from max / 4
+    quartered = op("Mul", op("Mul", x, const(4.0, np.float16)), const(0.25, np.float16))
+    assert isinstance(equivalent([quartered], [x], inputs={"x": x}, ulps=4), Counterexample)
