@@ -227,7 +227,9 @@ class _Builder:
                 count = self.chooser.choose(f"{item.name}... count", self.settings.variadic_counts)
                 bound: list[TensorRef] = []
                 for k in range(count):
-                    ref = self._input(f"{item.name}{k}", index, position + k, op.op_type, None)
+                    # Every element takes the binding's dtype class (the typing pass keys a
+                    # variadic binding by its name, not by slots).
+                    ref = self._input(f"{item.name}{k}", index, position + k, op.op_type, item.name)
                     bound.append(ref)
                     inputs.append(ref.tensor)
                     names.append(ref.name)

@@ -192,7 +192,17 @@ def prove_rule(rule: rules.Rule, options: ProveOptions | None = None) -> RulePro
         rule_plan = plan(rule)
     except UnsupportedRuleError as exc:
         return result(ProofStatus.UNSUPPORTED, reason=str(exc))
-    return _Prover(rule_plan, options, start).run(result)
+    try:
+        return _Prover(rule_plan, options, start).run(result)
+    except Exception as exc:
+        # One rule's prover bug must not end the others: the translation of an unforeseen
+        # rule form failed, so that rule is unproved and says why; the traceback goes to
+        # the debug log for the report.
+        logger.debug("proving %s failed", rule.name, exc_info=True)
+        return result(
+            ProofStatus.UNSUPPORTED,
+            reason=f"prover error ({type(exc).__name__}: {exc}); please report it with -vv output",
+        )
 
 
 class _Prover:

@@ -177,3 +177,12 @@ def test_assumes_finite_is_honoured() -> None:
     assert wrong_at_nan.counterexample is not None
     assert np.isnan(wrong_at_nan.counterexample.inputs["x"])
     assert proofs["keep_non_nan"].status is ProofStatus.PROVED
+
+
+def test_a_variadic_binding_is_typed_as_one_class_and_never_crashes_the_run() -> None:
+    from rewriter.api import library_path
+
+    ruleset = load_rules(library_path() / "folding" / "clip.rw")
+    (proof,) = prove_rules(ruleset, OPTIONS, names=["fuse_successive_min"])
+    assert proof.status in (ProofStatus.PROVED, ProofStatus.UNSUPPORTED)
+    assert "prover error" not in (proof.reason or "")
