@@ -73,6 +73,7 @@ import onnx.checker
 import onnx.defs
 import onnx.inliner
 import onnxruntime
+import peer_ort_fusion
 
 import rewriter
 from rewriter.verification import (
@@ -315,22 +316,7 @@ def op_counts(model: onnx.ModelProto) -> Counter[str]:
     """
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
-    counts: Counter[str] = Counter()
-
-    def visit(graph: onnx.GraphProto) -> None:
-        for node in graph.node:
-            key = (
-                node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
-            )
-            counts[key] += 1
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    visit(attr.g)
-                for sub in attr.graphs:
-                    visit(sub)
-
-    visit(model.graph)
-    return counts
+    return peer_ort_fusion.op_counts(model)
 
 
 @dataclasses.dataclass

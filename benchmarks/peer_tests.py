@@ -57,7 +57,6 @@ import sys
 import time
 import unittest
 import urllib.request
-from collections import Counter
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -184,26 +183,6 @@ def harvest(module: ModuleType, only: list[str] | None) -> tuple[list[Case], dic
 # ----------------------------------------------------------------------------- measuring
 
 
-def op_counts(model: onnx.ModelProto) -> Counter[str]:
-    """Node count per op type, subgraphs (If/Loop/Scan bodies) included."""
-    counts: Counter[str] = Counter()
-
-    def visit(graph: onnx.GraphProto) -> None:
-        for node in graph.node:
-            key = (
-                node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
-            )
-            counts[key] += 1
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    visit(attr.g)
-                for sub in attr.graphs:
-                    visit(sub)
-
-    visit(model.graph)
-    return counts
-
-
 @dataclasses.dataclass
 class Outcome:
     """One tool's result on one model."""
@@ -215,7 +194,7 @@ class Outcome:
 
 
 def _checked(original: onnx.ModelProto, result: onnx.ModelProto, examples: int) -> Outcome:
-    ops = op_counts(result)
+    ops = peer_ort_fusion.op_counts(result)
     outcome = Outcome(sum(ops.values()), dict(ops))
     try:
         verdict = rewriter.verify(
@@ -299,7 +278,7 @@ def _gap_from_inexact_pass(case: Case, ours: int) -> str:
                 result = onnxoptimizer.optimize(case.model, kept, fixed_point)
             except Exception:
                 continue
-            counts.append(sum(op_counts(result).values()))
+            counts.append(sum(peer_ort_fusion.op_counts(result).values()))
         if counts and min(counts) >= ours:
             return f"{name}: {reason}"
     return ""
@@ -318,7 +297,7 @@ def measure(cases: list[Case], examples: int, progress: bool) -> list[Row]:
         row = Row(
             case.name,
             case.passes,
-            sum(op_counts(case.model).values()),
+            sum(peer_ort_fusion.op_counts(case.model).values()),
             run_ours(case, examples),
             run_peer(case, None, False, examples),
             own,

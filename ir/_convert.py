@@ -38,7 +38,6 @@ def convert_version(model: Model, target: int) -> Model:
     if current == target:
         return model
     proto, held = lower_holding_weights(model)
-    _import_used_domains(proto)
     stand_ins = _stand_in_runtime_ops(proto, current, target)
     try:
         converted = onnx.version_converter.convert_version(proto, target)
@@ -146,18 +145,6 @@ def _restore_runtime_ops(proto: onnx.ModelProto, target: int) -> None:
     kept = [entry for entry in proto.opset_import if entry.domain != _STAND_IN_DOMAIN]
     del proto.opset_import[:]
     proto.opset_import.extend(kept)
-
-
-def _import_used_domains(proto: onnx.ModelProto) -> None:
-    """Import, at version 1, the domains nodes use that the model does not import.
-
-    onnxruntime runs such a model (its generators write `com.microsoft` nodes without the
-    import); onnx's converter refuses it. Version 1 is the only one of onnxruntime's domains.
-    """
-    imported = {entry.domain for entry in proto.opset_import}
-    used = {node.domain for node in _all_nodes(proto.graph)} - {"", "ai.onnx"}
-    for domain in sorted(used - imported):
-        proto.opset_import.append(onnx.helper.make_opsetid(domain, 1))
 
 
 def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:

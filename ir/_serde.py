@@ -12,6 +12,7 @@ field.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import operator
 import os
@@ -51,6 +52,8 @@ from ir._serde_tensors import (
     embedded_proto,
     tensor_to_proto,
 )
+
+logger = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------
 # Types
@@ -570,6 +573,33 @@ def _guess_attr_type(proto: onnx.AttributeProto) -> int:
     return AttrType.UNDEFINED
 
 
+# onnxruntime's own domains, each at version 1 only. onnxruntime runs a model whose nodes use
+# one of them without importing it (its transformer generators write such models).
+RUNTIME_DOMAINS = ("com.microsoft", "com.microsoft.nchwc", "com.ms.internal.nhwc")
+
+
+def import_runtime_domains(model: Model) -> tuple[str, ...]:
+    """Import, at version 1, the onnxruntime domains `model`'s nodes use without an import.
+
+    Lifting does this for every model, so what onnxruntime runs loads and converts. Returns
+    the domains added (none for a model that imports what it uses). Other domains a node
+    uses without an import stay refused by `validate_model`.
+    """
+    used = {
+        node.domain
+        for graph in (
+            *model.graph.all_graphs(),
+            *(g for fn in model.functions.values() for g in fn.graph.all_graphs()),
+        )
+        for node in graph
+        if node.domain in RUNTIME_DOMAINS
+    }
+    added = tuple(sorted(used - set(model.opset_imports)))
+    for domain in added:
+        model.opset_imports[domain] = 1
+    return added
+
+
 def from_onnx(proto: onnx.ModelProto, base_dir: str | None = None) -> Model:
     """Lift a ModelProto into the IR (see `lift_model`)."""
     return lift_model(proto, base_dir)[0]
@@ -596,9 +626,16 @@ def lift_model(
         raise TypeError(f"from_onnx expects an onnx.ModelProto, got {type(proto).__name__}")
     lifter = _Lifter(base_dir)
     try:
-        return lifter.model(proto), lifter.external
+        model = lifter.model(proto)
     except GraphStructureError as exc:
         raise ModelLoadError(str(exc)) from exc
+    for domain in import_runtime_domains(model):
+        logger.warning(
+            "nodes use onnxruntime's domain %r, which the model does not import; imported at "
+            "version 1, as onnxruntime reads it",
+            domain,
+        )
+    return model, lifter.external
 
 
 # ---------------------------------------------------------------------------------------------

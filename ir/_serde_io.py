@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -21,9 +20,7 @@ from google.protobuf.message import DecodeError
 from ir._core import ExternalDataError, IRError, Model, ModelLoadError
 from ir._serde import lift_model, model_dir, to_onnx
 from ir._serde_tensors import ExternalTensor, check_external_location
-from ir._validate import import_runtime_domains, validate_model
-
-logger = logging.getLogger(__name__)
+from ir._validate import validate_model
 
 _PROTOBUF_LIMIT = 2**31 - 1
 _COPY_CHUNK = 1 << 24
@@ -67,13 +64,6 @@ def load(path: str | os.PathLike[str]) -> Model:
             for tensor_proto in _tensor_protos(proto):
                 if tensor_proto.data_location == onnx.TensorProto.EXTERNAL:
                     _source_path(tensor_proto, base_dir)
-        for domain in import_runtime_domains(model):
-            logger.warning(
-                "%s: nodes use onnxruntime's domain %r, which the model does not import; "
-                "imported at version 1, as onnxruntime reads it",
-                filename,
-                domain,
-            )
         validate_model(model)
     except IRError as exc:
         # Same error class, one line that names the file first.

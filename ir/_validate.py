@@ -139,32 +139,6 @@ def validate_model(model: Model) -> None:
             fn_ops.check(graph)
 
 
-# onnxruntime's own domains, each at version 1 only. onnxruntime runs a model whose nodes use
-# one of them without importing it (its transformer generators write such models).
-RUNTIME_DOMAINS = ("com.microsoft", "com.microsoft.nchwc", "com.ms.internal.nhwc")
-
-
-def import_runtime_domains(model: Model) -> tuple[str, ...]:
-    """Import, at version 1, the onnxruntime domains `model`'s nodes use without an import.
-
-    Returns the domains added (none for a model that imports what it uses). Other domains a
-    node uses without an import stay refused by `validate_model`.
-    """
-    used = {
-        node.domain
-        for graph in (
-            *model.graph.all_graphs(),
-            *(g for fn in model.functions.values() for g in fn.graph.all_graphs()),
-        )
-        for node in graph
-        if node.domain in RUNTIME_DOMAINS
-    }
-    added = tuple(sorted(used - set(model.opset_imports)))
-    for domain in added:
-        model.opset_imports[domain] = 1
-    return added
-
-
 def _domains(opset_imports: dict[str, int]) -> frozenset[str]:
     domains = set(opset_imports)
     if domains & set(_DEFAULT_DOMAINS) or not domains:
