@@ -45,8 +45,8 @@ attributes and axes, optional inputs present or absent) through a `Chooser` (`_c
 symbolic, and turns the where-conditions and `assumes finite` / `assumes nonempty` into
 assumptions (`_expressions`, `_functions`: the built-ins over symbolic values). A
 counterexample is replayed on onnxruntime before a rule is called refuted (`_replay`); one
-that differs only by rounding (within `ROUNDING_ULPS`) is asked again allowing that much
-(`_proof`).
+that differs only by rounding (within `ROUNDING_ULPS` of the result or of its rounding
+scale) is asked again allowing that much (`_proof`).
 """
 
 from __future__ import annotations

@@ -45,9 +45,11 @@ logger = logging.getLogger(__name__)
 
 ROUNDING_ULPS = 4
 """How far apart, in units in the last place, two results may be and still be one rounded
-differently from the other (a rewrite that rounds once where the match rounds twice). An
-infinity facing a same-signed value of at least half the largest is rounding at the edge of
-the range, as verification judges it (a fused Gelu where the written-out one overflows)."""
+differently from the other (a rewrite that rounds once where the match rounds twice): in
+units of the results themselves, or of their rounding scale (a reassociation where terms
+cancel; `rewriter.prove._query.rounding_scale`). An infinity facing a
+same-signed value of at least half the largest is rounding at the edge of the range, as
+verification judges it (a fused Gelu where the written-out one overflows)."""
 
 
 class ProofStatus(enum.Enum):
@@ -273,17 +275,27 @@ class _Prover:
         numpy_dtype = ir.numpy_dtype(dtype)
         apart = _ulps_apart(replayed.original, replayed.rewritten, numpy_dtype)
         edge = _at_range_edge(replayed.original, replayed.rewritten, numpy_dtype)
-        if not edge and (apart is None or apart > ROUNDING_ULPS):
+        close = apart is not None and apart <= ROUNDING_ULPS
+        if not edge and not close and not _within_rounding_scale(replayed, verdict, numpy_dtype):
             return _counterexample(instance, verdict, choices, replayed)
-        # Both sides ran and differ in the last places only: the rewrite rounds differently
-        # (one rounding instead of two). Ask again allowing that much, and no more.
+        # Both sides ran and differ in the last places only, of the result or of the
+        # rounding scale: the rewrite rounds differently (once instead of
+        # twice, or after terms cancel). Ask again allowing that much, and no more.
         relaxed = self._query(instance, ulps=ROUNDING_ULPS)
         if isinstance(relaxed, Proved):
             self.proved.append(choices)
-            how = "at the edge of the range" if edge else f"{apart} ulp{'s' if apart != 1 else ''}"
+            if edge:
+                how = "at the edge of the range"
+            elif close:
+                how = f"{apart} ulp{'s' if apart != 1 else ''} apart"
+            else:
+                how = (
+                    f"{apart} ulps apart, within {ROUNDING_ULPS} ulps of the two sides' "
+                    f"rounding scale {verdict.rounding_scale!r}"
+                )
             self.rounding.append(
                 f"at {_describe(choices)} the match gives {replayed.original!r}, the rewrite "
-                f"{replayed.rewritten!r} ({how} apart)"
+                f"{replayed.rewritten!r} ({how})"
             )
             return None
         if isinstance(relaxed, Unknown):
@@ -373,7 +385,8 @@ class _Prover:
         coverage = _coverage(self.proved, self.settings.max_rank)
         if self.rounding:
             coverage = (
-                f"up to rounding (within {ROUNDING_ULPS} ulps, not bit for bit: "
+                f"up to rounding (within {ROUNDING_ULPS} ulps of the result or of its rounding "
+                f"scale, not bit for bit: "
                 f"{self.rounding[0]}); {coverage}"
             )
         if not complete:
@@ -433,6 +446,20 @@ def _ulps_apart(a: object, b: object, dtype: np.dtype[Any]) -> int | None:
     # positions in the ordered set of floats: the magnitude, negated below zero
     positions = np.where(bits & sign, -(bits & (sign - 1)), bits)
     return abs(int(positions[0]) - int(positions[1]))
+
+
+def _within_rounding_scale(replayed: Replay, found: Counterexample, dtype: np.dtype[Any]) -> bool:
+    """Both sides finite and at most `ROUNDING_ULPS` ulps of their rounding scale apart."""
+    if dtype.kind != "f" or found.rounding_scale is None or not np.isfinite(found.rounding_scale):
+        return False
+    try:
+        pair = np.array([replayed.original, replayed.rewritten], dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    if not np.all(np.isfinite(pair)):
+        return False
+    bound = ROUNDING_ULPS * float(np.finfo(dtype).eps) * found.rounding_scale
+    return bool(abs(pair[0] - pair[1]) <= bound)
 
 
 def _at_range_edge(a: object, b: object, dtype: np.dtype[Any]) -> bool:

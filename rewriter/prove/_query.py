@@ -20,9 +20,17 @@ payloads.
 `ulps=k` relaxes the equality of finite floats to *within k units in the last place* (the
 distance between their positions in the dtype's ordered set of values), for rewrites that
 round differently on purpose (`x * Reciprocal(d) -> x / d`, one rounding instead of two),
-and accepts rounding at the edge of the range as verification does: an infinity facing a
-finite value of the same sign at least half the dtype's largest (a fused Gelu gives x where
-`x * (1 + erf(...))` overflows). NaN still matches only NaN.
+or within k units in the last place of the *rounding scale* of the two sides
+(`rounding_scale`: the first-order bound numerical analysis puts on the rounding error of a
+computation, |a| + |b| for a sum, |a| * |b| for a product, carried through the expression).
+That is the error of a reassociation where terms cancel: `x * HardSigmoid(x)` and the fused
+`HardSwish(x)` both compute `x / 6 + 0.5` near x = -3, close to 0, and differ there by dozens
+of ulps of the tiny result but by a fraction of an ulp of 3, the size of what was summed. A
+wrong rewrite (a swapped operand, a lost factor) differs by far more somewhere, and is still
+found. It also accepts rounding at the edge of the range as
+verification does: an infinity facing a finite value of the same sign at least half the
+dtype's largest (a fused Gelu gives x where `x * (1 + erf(...))` overflows). NaN still
+matches only NaN.
 
 `finite_only=True` is a rule's `assumes finite` as the library means it (the rewrite is exact
 away from the dtype's extremes): where the original's element is NaN or an infinity (an input
@@ -70,7 +78,9 @@ class Counterexample:
     `inputs` holds the arrays it could read (inputs too large to read are left out and named
     in `reason`); `index`, `original` and `rewritten` are empty for a shape difference.
     `model` is the solver's model itself, for reading other terms of the query (a rule's
-    symbolic attributes and computed constants) when the counterexample is replayed.
+    symbolic attributes and computed constants) when the counterexample is replayed;
+    `rounding_scale` what the two sides' rounding errors at the element are proportional to
+    (float outputs; see `rounding_scale`).
     """
 
     output: int
@@ -82,6 +92,7 @@ class Counterexample:
     rewritten: object = None
     seconds: float = 0.0
     model: z3.ModelRef | None = dataclasses.field(default=None, compare=False, repr=False)
+    rounding_scale: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -121,6 +132,73 @@ def within_ulps(a: z3.ExprRef, b: z3.ExprRef, ulps: int) -> Any:
     finite = z3.And(z3.Not(z3.fpIsNaN(a)), z3.Not(z3.fpIsInf(a)))
     finite = z3.And(finite, z3.Not(z3.fpIsNaN(b)), z3.Not(z3.fpIsInf(b)))
     return z3.And(finite, distance <= bound, distance >= -bound)
+
+
+def rounding_scale(value: z3.ExprRef) -> z3.FPRef:
+    """What the rounding error of computing `value` is proportional to, as a double.
+
+    The first-order bound of numerical analysis: each operation's rounding error is at most
+    an ulp of its result, and the errors already made travel on by the operation's absolute
+    counterpart, so the sum is `eps * S` up to a small factor, with S computed from the
+    expression by |a| + |b| for `a + b` and `a - b`, |a| * |b| for `a * b`, |a| / |b| for
+    `a / b` (only the dividend's error travels), the larger of the two for Min and Max,
+    the chosen branch for a conditional, and |v| for an input, a constant or an op the
+    solver treats as unknown (NaN and infinities count as 0 there).
+    """
+    return _scale(value, {})
+
+
+_SUMS = (z3.Z3_OP_FPA_ADD, z3.Z3_OP_FPA_SUB)
+_KEPT = (z3.Z3_OP_FPA_NEG, z3.Z3_OP_FPA_ABS)
+
+
+def _scale(value: z3.ExprRef, known: dict[int, z3.FPRef]) -> z3.FPRef:
+    found = known.get(value.get_id())
+    if found is not None:
+        return found
+    wide, rounding = z3.Float64(), z3.RNE()
+    kind = value.decl().kind() if z3.is_app(value) else None
+    parts = value.children()
+    if kind in _SUMS:
+        scale = z3.fpAdd(rounding, _scale(parts[1], known), _scale(parts[2], known))
+    elif kind == z3.Z3_OP_FPA_MUL:
+        scale = z3.fpMul(rounding, _scale(parts[1], known), _scale(parts[2], known))
+    elif kind == z3.Z3_OP_FPA_DIV:
+        divisor = z3.fpAbs(z3.fpFPToFP(rounding, parts[2], wide))
+        scale = z3.fpDiv(rounding, _scale(parts[1], known), divisor)
+    elif kind == z3.Z3_OP_FPA_FMA:
+        product = z3.fpMul(rounding, _scale(parts[1], known), _scale(parts[2], known))
+        scale = z3.fpAdd(rounding, product, _scale(parts[3], known))
+    elif kind in _KEPT:
+        scale = _scale(parts[0], known)
+    elif kind in (z3.Z3_OP_FPA_MIN, z3.Z3_OP_FPA_MAX):
+        scale = z3.fpMax(_scale(parts[0], known), _scale(parts[1], known))
+    elif kind == z3.Z3_OP_ITE and isinstance(value, z3.FPRef):
+        scale = z3.If(parts[0], _scale(parts[1], known), _scale(parts[2], known))
+    elif kind == z3.Z3_OP_FPA_TO_FP and len(parts) == 2 and isinstance(parts[1], z3.FPRef):
+        scale = _scale(parts[1], known)
+    else:
+        size = z3.fpAbs(z3.fpFPToFP(rounding, value, wide))
+        special = z3.Or(z3.fpIsNaN(value), z3.fpIsInf(value))
+        scale = z3.If(special, z3.FPVal(0.0, wide), size)
+    known[value.get_id()] = scale
+    return scale
+
+
+def within_rounding_scale(
+    a: z3.ExprRef, b: z3.ExprRef, scale: z3.FPRef, ulps: int, dtype: ir.DataType
+) -> Any:
+    """Finite floats at most `ulps * eps * scale` apart, `scale` finite (`rounding_scale`)."""
+    wide = z3.Float64()
+    # ulps * eps is a power of two for the ulps used, so the bound is exact in doubles
+    step = z3.FPVal(ulps * float(np.finfo(ir.numpy_dtype(dtype)).eps), wide)
+    apart = z3.fpAbs(
+        z3.fpSub(z3.RNE(), z3.fpFPToFP(z3.RNE(), a, wide), z3.fpFPToFP(z3.RNE(), b, wide))
+    )
+    finite = z3.And(z3.Not(z3.fpIsNaN(a)), z3.Not(z3.fpIsInf(a)))
+    finite = z3.And(finite, z3.Not(z3.fpIsNaN(b)), z3.Not(z3.fpIsInf(b)))
+    finite = z3.And(finite, z3.Not(z3.fpIsNaN(scale)), z3.Not(z3.fpIsInf(scale)))
+    return z3.And(finite, z3.fpLEQ(apart, z3.fpMul(z3.RNE(), step, scale)))
 
 
 EXTREME_ULPS = 4
@@ -278,8 +356,13 @@ def _check_output(
     if left.poison is not None:
         premise.append(z3.Not(left.poison))
     same = same_value(lhs, left.value, right.value, signed_zeros)
-    if ulps and kind_of(lhs.dtype).is_float:
+    scale = None
+    if kind_of(lhs.dtype).is_float:
+        # either side's rounding: both compute one real number, each with its own error
+        scale = z3.fpAdd(z3.RNE(), rounding_scale(left.value), rounding_scale(right.value))
+    if ulps and scale is not None:
         same = z3.Or(same, within_ulps(left.value, right.value, ulps))
+        same = z3.Or(same, within_rounding_scale(left.value, right.value, scale, ulps, lhs.dtype))
         same = z3.Or(same, at_range_edge(left.value, right.value, lhs.dtype))
     if finite_only and kind_of(lhs.dtype).is_float:
         premise.append(z3.Not(z3.Or(z3.fpIsNaN(left.value), z3.fpIsInf(left.value))))
@@ -300,8 +383,17 @@ def _check_output(
     )
     what = "is unspecified (poison)" if poisoned else f"is {rewritten!r}"
     reason = f"at {list(position)} the original gives {original!r}, the rewrite {what}"
+    size = None
+    if scale is not None:
+        size = float(to_python(found.eval(scale, model_completion=True), ir.DataType.DOUBLE))
     return query.counterexample(
-        output, found, reason, index=position, original=original, rewritten=rewritten
+        output,
+        found,
+        reason,
+        index=position,
+        original=original,
+        rewritten=rewritten,
+        rounding_scale=size,
     )
 
 

@@ -400,3 +400,20 @@ def test_an_overflow_facing_half_the_largest_value_is_rounding_at_the_edge():
     # the edge is not a licence below it: (x * 4) * 0.25 overflows from max / 4
     quartered = op("Mul", op("Mul", x, const(4.0, np.float16)), const(0.25, np.float16))
     assert isinstance(equivalent([quartered], [x], inputs={"x": x}, ulps=4), Counterexample)
+
+
+def test_cancellation_is_rounding_of_the_magnitudes_on_the_way():
+    # (x + 1) - 1 -> x: at x = 2**-12 the original gives 2**-12 exactly, but at
+    # x = 1e-4 it rounds x + 1 first, and differs from x by many ulps of the tiny result
+    # though by less than one ulp of 1, the size of what the original summed
+    x = symbolic_input("x", ir.DataType.FLOAT16, [])
+    one = const(1.0, np.float16)
+    cancelled = op("Sub", op("Add", x, one), one)
+    exact = prove(cancelled, x, x=x)
+    assert isinstance(exact, Counterexample)
+    assert exact.rounding_scale is not None
+    assert exact.rounding_scale >= 1.0
+    assert isinstance(equivalent([cancelled], [x], inputs={"x": x}, ulps=4), Proved)
+    # a rewrite off by more than rounding of those magnitudes is still refuted
+    off = op("Add", x, const(0.01, np.float16))
+    assert isinstance(equivalent([cancelled], [off], inputs={"x": x}, ulps=4), Counterexample)
