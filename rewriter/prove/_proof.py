@@ -377,9 +377,20 @@ class _Prover:
                     f"no instance to prove up to rank {self.settings.max_rank}: no combination "
                     "satisfies its conditions"
                 )
-            else:
+            elif self.remaining() > 0:
                 reason = (
-                    f"the solver decided no instance within the time ({self.options.timeout:g} s)"
+                    f"none of the first {self.runs} combinations the prover tried is an "
+                    f"instance ({self.impossible} fail its conditions)"
+                )
+            else:
+                failed = (
+                    f"; {self.impossible} of the {self.runs} combinations tried fail its conditions"
+                    if self.impossible
+                    else ""
+                )
+                reason = (
+                    f"the solver decided no instance within the time "
+                    f"({self.options.timeout:g} s{failed})"
                 )
             return result(ProofStatus.UNSUPPORTED, reason=reason)
         coverage = _coverage(self.proved, self.settings.max_rank)
