@@ -15,7 +15,10 @@ median of repeats, node counts after, per-node time and ratios to this project.
 each a whole process from start to exit, imports included, file to file; the commands run
 in rounds (rewrite, onnxsim, the script, rewrite, ...) and a ratio is the median of the
 rounds' ratios. `--baseline DIR` adds the `rewrite` of another checkout (an earlier commit:
-`git worktree add DIR COMMIT`) to the same rounds, for a before/after in one run:
+`git worktree add DIR COMMIT`) to the same rounds, for a before/after in one run. Each
+checkout's `ir` and `rewriter` are byte-compiled first, as `pip install` does for the peers'
+packages: where PYTHONDONTWRITEBYTECODE is set, an uncompiled checkout would otherwise
+compile its sources again in every process and be timed doing it.
 
     python benchmarks/rewrite_speed.py --whole-process --sizes 8000 16000 \
         --models tests/models/bert_ts14.onnx tests/models/gpt2_ts14.onnx --runs 5
@@ -24,6 +27,7 @@ rounds' ratios. `--baseline DIR` adds the `rewrite` of another checkout (an earl
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import resource
@@ -208,6 +212,9 @@ def whole_process(
     contenders = {"rewrite": ROOT}
     if baseline is not None:
         contenders[f"rewrite at {baseline.name}"] = baseline
+    for source in contenders.values():
+        for package in ("ir", "rewriter"):
+            compileall.compile_dir(source / package, quiet=1)
     rows: list[dict[str, object]] = []
     for label, path in cases:
         nodes = len(onnx.load(path, load_external_data=False).graph.node)

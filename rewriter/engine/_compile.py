@@ -53,6 +53,32 @@ class ExprCache:
         return found[1]
 
 
+class _Conditions:
+    """A rule's `where` conditions, compiled and spelled out on first use.
+
+    A model meets few of a library's rules past their match lines, so most rules never
+    evaluate a condition: loading them does not compile any.
+    """
+
+    __slots__ = ("_checks", "_functions", "_inlined", "_written")
+
+    def __init__(self, written: tuple[rules.Expr, ...], functions: Functions) -> None:
+        self._written = written
+        self._functions = functions
+        self._checks: tuple[Evaluator, ...] | None = None
+        self._inlined: tuple[rules.Expr, ...] | None = None
+
+    def checks(self) -> tuple[Evaluator, ...]:
+        if self._checks is None:
+            self._checks = compile_all(self._written, self._functions)
+        return self._checks
+
+    def inlined(self) -> tuple[rules.Expr, ...]:
+        if self._inlined is None:
+            self._inlined = tuple(rules.inline_constraints(self._written))
+        return self._inlined
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class CompiledRule:
     """A rule ready for matching: the rule, its anchor, plan, compiled conditions and facts."""
@@ -64,8 +90,8 @@ class CompiledRule:
     plan: tuple[Step, ...]
     redefined: frozenset[str]
     defined_by_match: frozenset[str]
-    # The `where` conditions, compiled (in order).
-    checks: tuple[Evaluator, ...]
+    # The `where` conditions, compiled (in order) on first use.
+    where: _Conditions
     # Compiles the rewrite's expressions on first use.
     expressions: ExprCache
     # Per match line, the (normalized domain, op type) pairs it accepts; None for `_`.
@@ -77,9 +103,19 @@ class CompiledRule:
     # position, ops accepted for that input's producer, output index there) for every anchor
     # input that another match line defines.
     anchor_producers: tuple[tuple[int, frozenset[OpKey] | None, int], ...] = ()
-    # The conditions with the named constraints they call spelled out
-    # (`rewriter.rules.inline_constraints`), for tools that reason about the conditions.
-    conditions: tuple[rules.Expr, ...] = ()
+
+    @property
+    def checks(self) -> tuple[Evaluator, ...]:
+        """The `where` conditions, compiled (in order)."""
+        return self.where.checks()
+
+    @property
+    def conditions(self) -> tuple[rules.Expr, ...]:
+        """The conditions with the named constraints they call spelled out.
+
+        (`rewriter.rules.inline_constraints`), for tools that reason about the conditions.
+        """
+        return self.where.inlined()
 
     @property
     def name(self) -> str:
@@ -261,10 +297,9 @@ def compile_rule(
         plan=plan,
         redefined=frozenset(_redefined(rule) & defined),
         defined_by_match=frozenset(defined),
-        checks=compile_all(rule.conditions, helpers),
+        where=_Conditions(tuple(rule.conditions), helpers),
         expressions=ExprCache(helpers),
         line_ops=tuple(_line_ops(line) for line in lines),
         reach=max(_reach(lines, anchor), 0),
         anchor_producers=_anchor_producers(lines, anchor),
-        conditions=rules.inline_constraints(rule.conditions),
     )
