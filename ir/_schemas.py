@@ -25,6 +25,11 @@ def normalize_domain(domain: str) -> str:
     return "" if domain in _DEFAULT_DOMAINS else domain
 
 
+def source_version() -> str:
+    """Where the schemas come from: onnx's version (what depends on them is stale without it)."""
+    return f"onnx {onnx.__version__}"
+
+
 @functools.cache
 def known_domains() -> frozenset[str]:
     """Domains that onnx's schema registry knows (default, ai.onnx.ml, ...)."""

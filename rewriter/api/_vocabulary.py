@@ -36,7 +36,8 @@ def load_files(
     `rewriter.api.load_rules`, the loader to use, decides which files a folder means.
 
     With `use_cache`, files read before are not parsed again: their parse is kept in the
-    user's cache folder (`~/.cache/onnx-rewrite`), keyed by their exact text. `params` set
+    user's cache folder (`~/.cache/onnx-rewrite`), keyed by their exact text; files checked
+    without a diagnostic before are not checked again. `params` set
     rule parameters the files declare (`param NAME = literal`).
 
     Raises:

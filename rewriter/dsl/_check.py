@@ -48,9 +48,18 @@ class Checked:
 
 
 def check_and_collect(
-    files: Sequence[ast.File], vocabulary: Vocabulary, *, allow_python: bool
+    files: Sequence[ast.File],
+    vocabulary: Vocabulary,
+    *,
+    allow_python: bool,
+    known_clean: bool = False,
 ) -> tuple[list[Diagnostic], Checked]:
-    """`check`, also returning the helpers `use`s registered and the constraints defined."""
+    """`check`, also returning the helpers `use`s registered and the constraints defined.
+
+    `known_clean`: these exact files were checked without a diagnostic before (by this
+    checker, vocabulary and schemas: `clean_check_key`), so only what is collected is
+    collected, and the constraints and rules are not checked again.
+    """
     report = Reporter({f.path: f.source for f in files})
     helpers: dict[str, ast.UseDecl] = {}
     if allow_python:
@@ -62,8 +71,10 @@ def check_and_collect(
     _check_passes(files, vocabulary.passes, report)
     constraints = collect_constraints(files, vocabulary.functions, helpers, report)
     known = KnownFunctions(vocabulary.functions, functions)
-    infos = check_constraints(files, constraints, known, report)
     taken = {*vocabulary.functions, *functions, *constraints}
+    if known_clean:
+        return [], Checked(functions, constraints, collect_params(files, taken, report))
+    infos = check_constraints(files, constraints, known, report)
     params = collect_params(files, taken, report)
     known = dataclasses.replace(known, constraints=infos, params=params)
     for file in files:

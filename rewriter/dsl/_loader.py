@@ -11,10 +11,12 @@ raised together.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import ir
 from rewriter import rules
 from rewriter._errors import (
     Diagnostic,
@@ -26,7 +28,7 @@ from rewriter._errors import (
 )
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._ast_cache import parse_cached
-from rewriter.dsl._cache import CacheFolder
+from rewriter.dsl._cache import CacheFolder, digest
 from rewriter.dsl._check import Checked, check_and_collect
 from rewriter.dsl._lower import Lowering, literal_value, lower_passes
 from rewriter.dsl._source import diagnostic
@@ -221,7 +223,17 @@ def load_files(
     """
     files = find_rule_files(paths)
     parsed, syntax_errors = parse_files(files, cache, inline)
-    diagnostics, checked = check_and_collect(parsed, vocabulary, allow_python=allow_python)
+    # Files checked clean before are not checked again (helpers `use` imports could change
+    # what a check says without the files changing, so those are always checked).
+    clean = None
+    if cache is not None and not allow_python and not syntax_errors:
+        clean = clean_check_key(parsed, vocabulary)
+    known_clean = clean is not None and cache is not None and cache.read(clean) is not None
+    diagnostics, checked = check_and_collect(
+        parsed, vocabulary, allow_python=allow_python, known_clean=known_clean
+    )
+    if clean is not None and cache is not None and not known_clean and not diagnostics:
+        cache.write(clean, b"")
     errors = [d for d in diagnostics if d.severity == "error"]
     if syntax_errors:
         raise RuleSyntaxError([*syntax_errors, *errors])
@@ -230,6 +242,32 @@ def load_files(
     values = param_values(checked.params, params or {})
     warnings = tuple(d for d in diagnostics if d.severity == "warning")
     return _ruleset(parsed, checked, warnings, values)
+
+
+def clean_check_key(parsed: Sequence[ast.File], vocabulary: Vocabulary) -> str:
+    """The cache entry saying these files were checked without a diagnostic.
+
+    It names everything a check depends on: each file's path and text in load order, the
+    vocabulary's signatures, the op schemas' source and the code of the checker, the rule IR
+    and ir (their modules' names, sizes and modification times: an edited checker checks
+    again).
+    """
+    parts = [_checker_stamp(), ir.schemas.source_version()]
+    parts.append(repr(sorted(vocabulary.functions.items())))
+    parts.append(repr(sorted(vocabulary.passes.items())))
+    for file in parsed:
+        parts.extend((file.path, file.source))
+    return f"checked-{digest(*parts)}"
+
+
+@functools.cache
+def _checker_stamp() -> str:
+    stamps = []
+    for package in (Path(__file__).parent, Path(rules.__file__).parent, Path(ir.__file__).parent):
+        for module in sorted(package.glob("*.py")):
+            stat = module.stat()
+            stamps.append(f"{module.name} {stat.st_size} {stat.st_mtime_ns}")
+    return "\n".join(stamps)
 
 
 def param_values(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rewriter._errors import RuleSyntaxError, Span
+from rewriter._errors import RuleCheckError, RuleSyntaxError, Span
 from rewriter.api import default_library_files
 from rewriter.dsl import CacheFolder, parse
 from rewriter.dsl import _lark as lark_module
@@ -118,3 +118,28 @@ def test_no_generated_or_machine_specific_file_is_tracked():
     here = str(ROOT).encode()
     holding = [n for n in names if here in (ROOT / n).read_bytes()]
     assert holding == []
+
+
+def test_files_checked_clean_are_not_checked_again_until_they_change(tmp_path, monkeypatch):
+    from rewriter.api import VOCABULARY
+    from rewriter.dsl import _check, load_files
+
+    rules_file = tmp_path / "r.rw"
+    rules_file.write_text(TEXT)
+    cache = CacheFolder(tmp_path / "cache")
+    first = load_files(rules_file, vocabulary=VOCABULARY, cache=cache)
+    (marker,) = (tmp_path / "cache").glob("checked-*")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("files checked clean should not be checked again")
+
+    monkeypatch.setattr(_check, "check_rule", refuse)
+    again = load_files(rules_file, vocabulary=VOCABULARY, cache=cache)
+    assert again.rules == first.rules
+    monkeypatch.undo()
+    # Changed text is checked: its error is reported at its place, and nothing is marked.
+    rules_file.write_text(TEXT.replace("Mul (x, 1.0)", "Mull (x, 1.0)"))
+    with pytest.raises(RuleCheckError) as raised:
+        load_files(rules_file, vocabulary=VOCABULARY, cache=cache)
+    assert f"{rules_file}:2:" in str(raised.value)
+    assert list((tmp_path / "cache").glob("checked-*")) == [marker]
