@@ -95,6 +95,8 @@ def _rewrite_options(
         record_subgraphs=record_subgraphs,
         progress=progress,
         passes=pass_list(args.passes),
+        # without --target-opset, the summary says what a newer one would fuse (`opset_hint`)
+        match_newer_opset=args.target_opset is None,
     )
 
 
@@ -245,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
         with clock.phase("save"):
             ir.save(result.model, out_path)
         # Without --target-opset, say what a newer opset would fuse (the opset is the user's).
-        hint = opset_hint(result, ruleset, as_model(source)) if args.target_opset is None else ""
+        hint = opset_hint(result, ruleset) if args.target_opset is None else ""
         print(summary_line(result, str(out_path), hint), file=out)
     else:
         why = "is not equivalent" if result.budget is None else "misses the accuracy budget"

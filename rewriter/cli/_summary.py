@@ -44,34 +44,39 @@ def summary_line(result: RewriteResult, destination: str, hint: str = "") -> str
     return f"{line}\n{hint}" if hint else line
 
 
-def opset_hint(result: RewriteResult, ruleset: ir_rules.RuleSet, source: ir.Model) -> str:
+def opset_hint(result: RewriteResult, ruleset: ir_rules.RuleSet) -> str:
     """What `--target-opset N` would add: fusions the model's opset ruled out that match.
 
     The rules skipped for the opset are matched (matching does not look at `requires`) on the
-    input model, as a run at opset N first sees it, and on the rewritten one, where folding
-    has lined patterns up; each as a run would try them (by priority, then file order, each
-    node taken by one match), and per op the larger count is said: `with --target-opset 23,
-    rules would also fuse 13 LayerNormalization (17 suffices), 6 Gelu (20 suffices), 6
-    Attention`. A fusion that needs another first (an affine part absorbed into a fused
+    input model, as a run at opset N first sees it (the run matched them there:
+    `RunOptions.match_newer_opset`), and on the rewritten one, where folding has lined
+    patterns up; each as a run would try them (by priority, then file order, each node taken
+    by one match), and per op the larger count is said: `with --target-opset 23, rules would
+    also fuse 13 LayerNormalization (17 suffices), 6 Gelu (20 suffices), 6 Attention`. A
+    fusion that needs another first (an affine part absorbed into a fused
     LayerNormalization) is not counted.
     """
     try:
-        return _opset_hint(result, ruleset, source)
+        return _opset_hint(result, ruleset)
     except Exception:  # a hint must never fail a run that succeeded: say nothing instead
         logger.debug("no opset hint", exc_info=True)
         return ""
 
 
-def _opset_hint(result: RewriteResult, ruleset: ir_rules.RuleSet, source: ir.Model) -> str:
+def _opset_hint(result: RewriteResult, ruleset: ir_rules.RuleSet) -> str:
     needs = result.trace.newer_opset_rules()
     candidates = [rule for rule in ruleset.rules if rule.name in needs and _fuses(rule)]
     if not candidates:
         return ""
     subset = dataclasses.replace(ruleset, rules=tuple(candidates), passes=())
+    # The rewritten model's facts are those the run kept up to date.
+    on_input = [(m.rule, m.graph, m.nodes) for m in result.trace.newer_opset_matches]
+    on_output = [
+        (m.rule, m.graph, m.nodes) for m in find_matches(subset, result.model, infer_shapes=False)
+    ]
     counts: dict[tuple[int, str], int] = {}
-    # The rewritten model's facts are those the run kept up to date; the input needs them.
-    for model, infer in ((source, True), (result.model, False)):
-        for key, count in _fusions(subset, needs, model, infer).items():
+    for matches in (on_input, on_output):
+        for key, count in _fusions(subset, needs, matches).items():
             counts[key] = max(count, counts.get(key, 0))
     if not counts:
         return ""
@@ -87,20 +92,27 @@ def _opset_hint(result: RewriteResult, ruleset: ir_rules.RuleSet, source: ir.Mod
 
 
 def _fusions(
-    rules: ir_rules.RuleSet, needs: dict[str, int], model: ir.Model, infer: bool
+    rules: ir_rules.RuleSet,
+    needs: dict[str, int],
+    matches: Sequence[tuple[str, str, tuple[str, ...]]],
 ) -> Counter[tuple[int, str]]:
-    """(opset needed, op fused into) -> how many, of non-overlapping matches in `model`."""
+    """(opset needed, op fused into) -> how many, of non-overlapping `matches` of `rules`.
+
+    `matches` are (rule, graph, nodes); those of rules not in `rules` and in subgraphs are
+    left out.
+    """
     order = {rule.name: (-rule.priority, index) for index, rule in enumerate(rules.rules)}
     by_name = {rule.name: rule for rule in rules.rules}
     taken: set[str] = set()
     found: Counter[tuple[int, str]] = Counter()
-    matches = find_matches(rules, model, infer_shapes=infer)
-    for match in sorted(matches, key=lambda m: order[m.rule]):
-        if match.graph or taken.intersection(match.nodes):
+    for rule, graph, nodes in sorted(
+        (m for m in matches if m[0] in order), key=lambda m: order[m[0]]
+    ):
+        if graph or taken.intersection(nodes):
             continue
-        taken.update(match.nodes)
-        for op in _fused_ops(by_name[match.rule]):
-            found[(needs[match.rule], op)] += 1
+        taken.update(nodes)
+        for op in _fused_ops(by_name[rule]):
+            found[(needs[rule], op)] += 1
     return found
 
 

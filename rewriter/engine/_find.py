@@ -74,10 +74,14 @@ def find_matches(
     The model is not changed, except that inferred facts are recorded on its values (as a
     rewrite run records them).
     """
-    rules = compile_rules(ruleset)
     if infer_shapes:
         infer_facts(model)
     matcher = Matcher(model.opset_imports, ruleset.functions)
+    return match_compiled(compile_rules(ruleset), model, matcher)
+
+
+def match_compiled(rules: Sequence[CompiledRule], model: ir.Model, matcher: Matcher) -> list[Found]:
+    """Every match of compiled `rules` in `model` (its facts as they are), as `find_matches`."""
     by_op = _rules_by_anchor_op(rules)
     found: list[Found] = []
     for graph in model.graphs():

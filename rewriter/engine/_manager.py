@@ -32,6 +32,7 @@ from rewriter.engine._applicability import applicability
 from rewriter.engine._builder import Builder, Runnable
 from rewriter.engine._calibration import Calibration
 from rewriter.engine._compile import CompiledRule
+from rewriter.engine._find import match_compiled
 from rewriter.engine._matcher import Match, Matcher
 from rewriter.engine._options import RunOptions
 from rewriter.engine._pass import PassContext, PassDefinition, PassResult, run_checked
@@ -150,6 +151,7 @@ class _Run:
         self.entries: list[TraceEntry] = []
         self.skips: list[SkipEntry] = []
         self.warnings: list[str] = []
+        self.newer_opset_matches: tuple[_trace.NewerOpsetMatch, ...] = ()
         self.applied = 0
         self.excluded_seen: set[tuple[str, str]] = set()
         self.recent: collections.deque[str] = collections.deque(maxlen=200)
@@ -173,6 +175,8 @@ class _Run:
             infer_facts(self.model)
         self.timings["infer_shapes"] += time.perf_counter() - start
         rules = self._applicable_rules()
+        if self.options.match_newer_opset:
+            self.newer_opset_matches = self._match_newer_opset()
         index = RuleIndex(rules)
         budget = self.options.max_rewrites
         if budget is None:
@@ -233,7 +237,22 @@ class _Run:
                     f"stopped after {self.options.max_iterations} rounds of passes and rules "
                     f"(still changing the model in the last round: {', '.join(changers)})"
                 )
-        return Trace(tuple(self.entries), tuple(self.skips), stop, tuple(self.warnings))
+        return Trace(
+            tuple(self.entries),
+            tuple(self.skips),
+            stop,
+            tuple(self.warnings),
+            self.newer_opset_matches,
+        )
+
+    def _match_newer_opset(self) -> tuple[_trace.NewerOpsetMatch, ...]:
+        """The matches of the rules skipped so far for needing a newer opset."""
+        skipped = {s.rule for s in self.skips if _trace.newer_opset(s.reason) is not None}
+        rules = [rule for rule in self.manager.rules if rule.name in skipped]
+        if not rules:
+            return ()
+        found = match_compiled(rules, self.model, self.matcher)
+        return tuple(_trace.NewerOpsetMatch(f.rule, f.graph, f.nodes) for f in found)
 
     def _apply_repeat_rules(self) -> bool:
         """`match repeat ... rewrite loop` rules roll their chains; True when one did.

@@ -50,6 +50,10 @@ class RunOptions:
         passes: the built-in passes to run between rounds of rules, in order
             (`DEFAULT_PIPELINE` by default; `()` for none); the passes rule files declare
             (`pass NAME`) run too, after them (see `pipeline`).
+        match_newer_opset: also match, once, the rules the model's opset rules out, on the
+            model before any rewrite (its facts inferred for the run), and record the
+            matches in `Trace.newer_opset_matches`: what a newer opset would add, found
+            without inferring the input's facts a second time.
     """
 
     max_rewrites: int | None = None
@@ -65,3 +69,4 @@ class RunOptions:
     calibration: Calibration | None = None
     exact: bool = False
     passes: tuple[rules.PassUse, ...] = DEFAULT_PIPELINE
+    match_newer_opset: bool = False

@@ -113,21 +113,42 @@ class SkipEntry:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class NewerOpsetMatch:
+    """A match of a rule the model's opset ruled out, on the model as the run first saw it.
+
+    `nodes` are the matched nodes' labels (anchor last), `graph` "" for the main graph.
+    """
+
+    rule: str
+    graph: str
+    nodes: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Trace:
-    """Everything a run did, in order."""
+    """Everything a run did, in order.
+
+    `newer_opset_matches` are the matches of the rules the model's opset ruled out, on the
+    model before any rewrite (`RunOptions.match_newer_opset`; empty unless asked).
+    """
 
     entries: tuple[TraceEntry, ...]
     skips: tuple[SkipEntry, ...]
     stop_reason: StopReason
     warnings: tuple[str, ...] = ()
+    newer_opset_matches: tuple[NewerOpsetMatch, ...] = ()
 
     def followed_by(self, later: Trace) -> Trace:
-        """This trace, then `later` (its stop reason and warnings added)."""
+        """This trace, then `later` (its stop reason and warnings added).
+
+        The newer-opset matches stay this trace's (on the earlier model) when it has any.
+        """
         return Trace(
             self.entries + later.entries,
             self.skips + later.skips,
             later.stop_reason,
             self.warnings + later.warnings,
+            self.newer_opset_matches or later.newer_opset_matches,
         )
 
     @staticmethod
@@ -192,7 +213,7 @@ class Trace:
         """
         needs: dict[str, int] = {}
         for skip in self.skips:
-            needed = _newer_opset(skip.reason)
+            needed = newer_opset(skip.reason)
             if needed is not None:
                 needs[skip.rule] = max(needed, needs.get(skip.rule, 0))
         return needs
@@ -240,7 +261,7 @@ def _requirement(reason: str) -> str | None:
     return None
 
 
-def _newer_opset(reason: str) -> int | None:
+def newer_opset(reason: str) -> int | None:
     """The default-domain opset a skip reason asks for, when it asks for a newer one."""
     found = _REQUIRES.match(reason)
     if found is not None and found["domain"] in ("ai.onnx", ""):

@@ -9,6 +9,7 @@ import onnx
 import pytest
 
 import ir
+import rewriter
 from rewriter.cli import main
 from rewriter.engine._trace import Trace
 from tests.helpers import assert_same_outputs, model_from_text, run_rules
@@ -184,3 +185,37 @@ def test_rules_skipped_for_the_opset_are_one_line_of_explain(tmp_path: Path, cap
     assert "skipped:" not in lines
     skipped = json.loads(json_path.read_text())["trace"]["skipped"]
     assert sorted(s["rule"] for s in skipped) == ["emits_newer", "newer_a", "newer_b", "older"]
+
+
+# Relu then Neg: `relu_neg` (opset 18) is ruled out at opset 14, `relu_abs` applies and takes
+# the Relu, so only a match on the model before any rewrite finds `relu_neg`.
+NEWER_OPSET_RULES = """
+rule relu_abs: y = Relu (x) => y = Abs (x)
+rule relu_neg requires opset >= 18 {
+  match {
+    r = Relu (x)
+    y = Neg (r)
+  }
+  rewrite {
+    y = Neg (x)
+  }
+}
+"""
+NEWER_OPSET_MODEL = """<ir_version: 8, opset_import: ["" : 14]>
+g (float[2] x) => (float[2] y) {
+    r = Relu (x)
+    y = Neg (r)
+}"""
+
+
+def test_rules_a_newer_opset_allows_are_matched_once_before_any_rewrite(tmp_path):
+    model = model_from_text(NEWER_OPSET_MODEL)
+    options = rewriter.RewriteOptions(passes=(), match_newer_opset=True)
+    result = run_rules(model, NEWER_OPSET_RULES, tmp_path, options)
+    assert [e.rule for e in result.trace.entries] == ["relu_abs"]
+    (found,) = result.trace.newer_opset_matches
+    assert (found.rule, found.graph, len(found.nodes)) == ("relu_neg", "", 2)
+    assert result.trace.newer_opset_rules() == {"relu_neg": 18}
+    # Not asked: nothing matched beyond the run's own rules.
+    plain = run_rules(model, NEWER_OPSET_RULES, tmp_path)
+    assert plain.trace.newer_opset_matches == ()
