@@ -36,12 +36,15 @@ def _sampled(names: list[str], count: int | None, seed: int) -> list[str]:
 
 def _proofs(ruleset: object, names: list[str], args: argparse.Namespace) -> dict[str, str]:
     """`--prove`: each checked rule's `rewrite prove` status, by rule name."""
-    from rewriter.prove import ProveOptions, prove_rules
+    from rewriter.dsl import user_cache
+    from rewriter.prove import ProveOptions, prove_rules, remember_all
     from rewriter.rules import RuleSet
 
     assert isinstance(ruleset, RuleSet), "check-rules loads a rule set"
     selected = [rule for rule in ruleset.rules if not names or rule.name in names]
-    proofs = prove_rules(selected, ProveOptions(timeout=args.prove_timeout), jobs=args.jobs)
+    options = ProveOptions(timeout=args.prove_timeout)
+    proofs = prove_rules(selected, options, jobs=args.jobs)
+    remember_all(selected, proofs, options, user_cache())
     return {proof.name: proof.status.value for proof in proofs}
 
 

@@ -2,7 +2,8 @@
 
 Each rule's match, where-conditions and rewrite become SMT queries (`rewriter.prove`); a
 rule is `proved`, `refuted` (with a counterexample onnxruntime confirms) or `unsupported`
-(with the reason). Prints one table row per rule, then each refuted rule's counterexample;
+(with the reason). Prints one table row per rule, then each refuted rule's counterexample,
+and keeps each status in the user's cache folder for reports (`rewriter.prove.recall`);
 `--json FILE` writes `{"rules": [{"name", "file", "line", "status", "counterexample",
 "reason", ...}]}`. Exit codes: 0 no rule refuted, 1 some rule refuted, 2 bad usage or rules
 that do not load.
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     from rewriter.api import load_rules, rule_files
     from rewriter.cli._files import STDOUT, human_stream, refuse_unsafe_targets, write_json
-    from rewriter.prove import ProofStatus, ProveOptions, prove_rules
+    from rewriter.dsl import user_cache
+    from rewriter.prove import ProofStatus, ProveOptions, prove_rules, remember_all
 
     if args.json:
         protected = {Path(path): "a rules path" for path in args.paths}
@@ -60,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     proofs = prove_rules(selected, options, jobs=args.jobs, progress=_progress(len(selected)))
     seconds = time.perf_counter() - start
+    # On record for reports (`rewrite MODEL --report` shows each fired rule's status).
+    remember_all(selected, proofs, options, user_cache())
     out = human_stream(args.json)
     console = Console(file=out, highlight=False, width=None if out.isatty() else 200)
     console.print(_table(proofs))

@@ -76,6 +76,7 @@ from rewriter.prove._registry import (
     apply_nodes,
     apply_op,
 )
+from rewriter.prove._store import RecalledProof, recall, remember, remember_all
 from rewriter.prove._tensor import (
     Dim,
     Element,
@@ -98,6 +99,7 @@ __all__ = [
     "ProofStatus",
     "ProveOptions",
     "Proved",
+    "RecalledProof",
     "RuleCounterexample",
     "RuleProof",
     "SymbolicTensor",
@@ -113,6 +115,9 @@ __all__ = [
     "from_python",
     "prove_rule",
     "prove_rules",
+    "recall",
+    "remember",
+    "remember_all",
     "same_value",
     "scalar_constant",
     "sort_of",

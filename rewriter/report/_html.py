@@ -121,6 +121,7 @@ nav.contents > ul > li + li { margin-top: 2px; }
         background: #eceff1; color: #455a64; vertical-align: middle; }
 .kind.fusion { background: #e3f4e4; color: #1b5e20; }
 .kind.cleanup { background: #f3f3f3; color: #777; }
+h3 .proof { font-size: 12px; margin-left: 6px; cursor: help; }
 table.timings td { padding-top: 1px; padding-bottom: 1px; }
 table.timings td:last-child { width: 160px; }
 table.timings td:last-child span { display: block; height: 10px; margin-top: 5px;

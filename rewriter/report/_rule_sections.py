@@ -1,13 +1,15 @@
 """The per-rule part of the rewrite report: rules applied, built-in passes, skipped rules.
 
-Each rule that fired gets a section: its name, kind and count, its source text with
-file:line, and one `<details>` block per application (the first `open_applications`
-expanded) with the before/after pictures. Sections come in order of kind (fusions,
-foldings, decompositions, other rewrites, cleanups; see `rule_kind`), and within a kind in
-order of first application, so the page opens on what people look for; `contents` lists
-them all with their counts. All pictures are drawn with one `dot` run; at most `pictures_per_rule`
-applications per rule (and `max_pictures` in all, given to the first sections) get
-pictures, the others a text listing, so the page stays quick to make and to open.
+Each rule that fired gets a section: its name, kind and count, its proof status as
+`rewrite prove` last found it for the rule as written (`rewriter.prove.recall`; the detail
+in the tooltip), its source text with file:line, and one `<details>` block per application
+(the first `open_applications` expanded) with the before/after pictures. Sections come in
+order of kind (fusions, foldings, decompositions, other rewrites, cleanups; see
+`rule_kind`), and within a kind in order of first application, so the page opens on what
+people look for; `contents` lists them all with their counts. All pictures are drawn with
+one `dot` run; at most `pictures_per_rule` applications per rule (and `max_pictures` in
+all, given to the first sections) get pictures, the others a text listing, so the page
+stays quick to make and to open.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from rewriter.api import RewriteResult
+from rewriter.dsl import user_cache
 from rewriter.engine import (
     CLEANUP,
     DECOMPOSITION,
@@ -28,10 +31,12 @@ from rewriter.engine import (
     TraceEntry,
     rewrite_kind,
 )
+from rewriter.prove import recall
 from rewriter.report import _dot, _pictures
 from rewriter.report._html import Html, esc, section, slug, table
 from rewriter.report._options import ReportOptions
 from rewriter.report._rule_source import RuleSource, find_rule_source
+from rewriter.rules import RuleSet
 
 # Kinds of rule, in the order their sections appear (see `rewriter.engine.rewrite_kind`):
 # fusions first, which is what people open the report for, cleanups last.
@@ -138,6 +143,24 @@ def _source_block(source: RuleSource | None) -> str:
     return f'<pre class="source"><code>{numbered}</code></pre>'
 
 
+def _proof_badge(ruleset: RuleSet, name: str) -> str:
+    """What `rewrite prove` found for the rule as written (its detail in the tooltip)."""
+    rule = ruleset.rule(name)
+    if rule is None:
+        return ""
+    proof = recall(rule, user_cache())
+    if proof is None:
+        ask = f"rewrite prove {rule.span.path} --rule {rule.name}" if rule.span.path else ""
+        title = "no proof on record for this rule as written" + (f": {ask}" if ask else "")
+        return f' <span class="proof meta" title="{esc(title)}">not proved yet</span>'
+    css = {"proved": "ok", "refuted": "bad"}.get(proof.status.value, "meta")
+    title = f"{proof.describe()} (rewrite prove, {proof.timeout:g} s per rule)"
+    label = proof.status.value
+    if proof.status.value == "proved" and not proof.exact:
+        label = "proved up to rounding"
+    return f' <span class="proof {css}" title="{esc(title)}">{esc(label)}</span>'
+
+
 def _application_body(entry: TraceEntry, picture: Html | None, options: ReportOptions) -> str:
     if picture is not None:
         return picture
@@ -166,7 +189,8 @@ def _rule_section(
     source = find_rule_source(result.ruleset, name)
     heading = (
         f'<h3>{esc(name)} <span class="kind {esc(slug(group.kind))}">{esc(group.kind)}</span> '
-        f'<span class="meta">&times; {len(indices)}</span> '
+        f'<span class="meta">&times; {len(indices)}</span>'
+        f"{_proof_badge(result.ruleset, name)} "
         f'<span class="where">{esc(entries[indices[0]].location)}</span></h3>'
     )
     heading += _source_block(source)

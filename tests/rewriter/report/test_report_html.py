@@ -353,3 +353,23 @@ def test_a_rolled_chain_has_pictures_of_its_first_blocks_and_the_loop(tmp_path):
     assert "no subgraph was recorded" not in section
     if HAS_GRAPHVIZ:
         assert section.count('<svg class="subgraph"') == 2
+
+
+def test_each_fired_rule_shows_its_proof_as_rewrite_prove_last_found_it(
+    chain_run, tmp_path, monkeypatch
+):
+    from rewriter.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    source, result = chain_run
+    mul_one = result.ruleset.rule("mul_one")
+    html = render_rewrite_report(result, source=source)
+    never = '<span class="proof meta" title="no proof on record for this rule as written'
+    assert html.count(never) == 2  # fuse_linear and mul_one
+    assert f"rewrite prove {mul_one.span.path} --rule mul_one" in html
+    assert main(["prove", mul_one.span.path, "--rule", "mul_one", "--timeout", "20"]) == 0
+    html = render_rewrite_report(result, source=source)
+    assert html.count(never) == 1
+    heading = html[html.index('id="rule-mul_one"') :].split("</h3>")[0]
+    assert '<span class="proof ok" title="proved (' in heading
+    assert ">proved</span>" in heading
