@@ -21,8 +21,9 @@ measured once. For each model:
   `patterns/ort` and the `com.microsoft` opset added where onnxscript fused into
   onnxruntime's contrib ops (its `ort_fusions` tests, or a model that has such ops), judged
   the same way: a result that is not exact where no rule of the run declared `assumes
-  finite` is *wrong*; a model the rewrite refuses is *refused* (and whether onnxruntime
-  runs it).
+  finite` is *wrong*, unless rules that declare `approximate` made it (listed apart: the
+  rule says by how much it may change numerics); a model the rewrite refuses is *refused*
+  (and whether onnxruntime runs it).
 
 Nodes are counted with subgraphs and with the functions a model defines inlined (onnxscript's
 fusions pass through such functions; what runs is counted). A *node gap* is a model where
@@ -328,6 +329,7 @@ class Outcome:
     verdict: str = NOT_COMPARED
     note: str = ""
     assumed: int = 0  # rewrites of rules that `assumes finite` or `assumes nonempty`
+    approximated: int = 0  # rewrites of rules that declare `approximate METRIC CMP BOUND`
 
 
 def _verify(
@@ -494,6 +496,7 @@ def run_ours(case: Case, examples: int) -> Outcome:
         return Outcome(note=f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
     outcome = judge(case.before, result.proto, examples, unchanged=not result.trace.entries)
     outcome.assumed = sum(1 for entry in result.trace.entries if entry.assumed)
+    outcome.approximated = sum(1 for entry in result.trace.entries if entry.approximate)
     return outcome
 
 
@@ -529,8 +532,15 @@ class Row:
         return self.ours.nodes is None
 
     @property
+    def declared_approximate(self) -> bool:
+        """This project's result is not exact, and rules that declare so made it."""
+        return self.ours.verdict in (APPROXIMATE, DIFFERS) and self.ours.approximated > 0
+
+    @property
     def wrong(self) -> bool:
         """This project's result computes something else (no declared assumption covers it)."""
+        if self.declared_approximate:
+            return False
         if self.ours.verdict in (DEFAULTS, INVALID, APPROXIMATE, DIFFERS):
             return True
         return self.ours.verdict == FINITE and not self.ours.assumed
@@ -598,6 +608,7 @@ class Tally:
     peer_inexact: list[Row] = dataclasses.field(default_factory=list)
     not_compared: list[Row] = dataclasses.field(default_factory=list)
     wrong: list[Row] = dataclasses.field(default_factory=list)
+    approximate: list[Row] = dataclasses.field(default_factory=list)
     refused: list[Row] = dataclasses.field(default_factory=list)
     refused_by_ort_too: list[Row] = dataclasses.field(default_factory=list)
     missed: list[Row] = dataclasses.field(default_factory=list)
@@ -612,6 +623,8 @@ class Tally:
             self.missed.append(row)
         if row.wrong:
             self.wrong.append(row)
+        elif row.declared_approximate:
+            self.approximate.append(row)
         elif row.peer.verdict in (DEFAULTS, INVALID, APPROXIMATE, DIFFERS):
             self.peer_inexact.append(row)
         elif row.peer.verdict == NOT_COMPARED or row.ours.verdict == NOT_COMPARED:
@@ -705,6 +718,7 @@ def report(rows: list[Row], info: dict[str, Any]) -> tuple[str, int]:
         ),
         f"| outputs not compared (onnxruntime cannot run a model) | {len(tally.not_compared)} |",
         f"| our result computes something else | {len(tally.wrong)} |",
+        f"| our result approximate, by rules that declare it | {len(tally.approximate)} |",
         f"| refused here, onnxruntime runs the original | {len(tally.refused)} |",
         f"| refused here, onnxruntime refuses the original too | {len(tally.refused_by_ort_too)} |",
         f"| missed fusions (a fused op of onnxscript's exact result missing here) | "
@@ -742,6 +756,7 @@ def report(rows: list[Row], info: dict[str, Any]) -> tuple[str, int]:
         lines.append("")
     for title, group in (
         ("Our result differs", tally.wrong),
+        ("Our result approximate, by rules that declare it (`approximate`)", tally.approximate),
         ("Refused here, onnxruntime runs the original", tally.refused),
         ("Refused here and by onnxruntime", tally.refused_by_ort_too),
     ):

@@ -93,7 +93,11 @@ def run_fixed_point(
     exact = dataclasses.replace(options, calibration=None)
     trace = pass_manager(split.exact, exact).run(model)
     statistics = renamed_by_every_rule(statistics_on(model, options.calibration, samples), ruleset)
+    # The later stages go on from the facts the first kept up to date, as a run's later rounds
+    # do (inferred again, they would lose what only the rewrites knew: the shapes of contrib
+    # ops onnx cannot infer), and match nothing for the hint of a newer opset.
+    later = dataclasses.replace(exact, infer_shapes=False, match_newer_opset=False)
     # The approximate rules alone: the passes ran in the first stage and run in the last.
-    approximate = dataclasses.replace(options, calibration=statistics, passes=())
+    approximate = dataclasses.replace(later, calibration=statistics, passes=())
     trace = trace.followed_by(pass_manager(split.approximate, approximate).run(model))
-    return trace.followed_by(pass_manager(split.exact, exact).run(model))
+    return trace.followed_by(pass_manager(split.exact, later).run(model))
