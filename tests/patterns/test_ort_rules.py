@@ -123,6 +123,79 @@ def test_fuse_skip_layer_normalization_near_misses(kwargs):
     assert not fired(rewrite(sln_model(**kwargs), SLN))
 
 
+SSLN = ORT_RULES / "skip_simplified_layer_norm.rw"
+
+
+def ssln_model(bias: str = "", keep_sum: bool = False, stash_type: int = 1) -> object:
+    """SimplifiedLayerNormalization (onnxruntime's op) of x + skip, a bias before or after."""
+    lines = {
+        "": ["s = Add (x, skip)"],
+        "pre": ["t = Add (x, bias)", "s = Add (t, skip)"],
+        "post": ["u = Add (x, skip)", "s = Add (u, bias)"],
+    }[bias]
+    lines.append(
+        "y = SimplifiedLayerNormalization <axis = -1, epsilon = 0.001, "
+        f"stash_type = {stash_type}> (s, gamma)"
+    )
+    outputs = "float[B, S, 8] y"
+    if keep_sum:
+        lines.append("r = Add (s, y)")
+        outputs = "float[B, S, 8] r"
+    body = "\n            ".join(lines)
+    inputs = "float[B, S, 8] x, float[B, S, 8] skip" + (", float[8] bias" if bias else "")
+    return build(
+        f"""{_ms(opset=18)}
+        g ({inputs}) => ({outputs}) {{
+            {body}
+        }}""",
+        check=False,  # onnx has no SimplifiedLayerNormalization
+        gamma=((8,), 0.5, 1.5),
+    )
+
+
+@pytest.mark.parametrize(
+    ("bias", "keep_sum", "rule", "ops"),
+    [
+        (
+            "",
+            False,
+            "fuse_skip_simplified_layer_normalization",
+            ["SkipSimplifiedLayerNormalization"],
+        ),
+        (
+            "",
+            True,
+            "fuse_skip_simplified_layer_normalization_keep_sum",
+            ["SkipSimplifiedLayerNormalization", "Add"],
+        ),
+        (
+            "pre",
+            False,
+            "fuse_skip_simplified_layer_normalization_bias",
+            ["SkipSimplifiedLayerNormalization"],
+        ),
+        (
+            "post",
+            False,
+            "fuse_skip_simplified_layer_normalization_post_bias",
+            ["SkipSimplifiedLayerNormalization"],
+        ),
+    ],
+)
+def test_fuse_skip_simplified_layer_normalization(bias, keep_sum, rule, ops):
+    # onnxscript's and onnxruntime's fusers write SimplifiedLayerNormalization after an RMSNorm's
+    # residual Add; the bias, a graph input here, is read at run time
+    model = ssln_model(bias, keep_sum)
+    result = rewrite(model, SSLN)
+    check_fired(model, result, {rule: 1}, ops)
+    assert all(e.approximate for e in result.trace.entries if e.rule == rule)
+
+
+def test_fuse_skip_simplified_layer_normalization_near_miss_statistics_in_double():
+    # stash_type 11 asks for double statistics, which the fused kernel does not compute
+    assert not fired(rewrite(ssln_model(stash_type=11), SSLN))
+
+
 def test_an_omitted_epsilon_becomes_explicit():
     # LayerNormalization's default epsilon is 1e-5, SkipLayerNormalization's 1e-12
     model = sln_model(epsilon=None)
