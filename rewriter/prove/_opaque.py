@@ -200,7 +200,8 @@ def _reduced(
     return SymbolicTensor(x.dtype, shape, at, (*identity, len(shape)), x.valid)
 
 
-def _matmul(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
+def matmul(attributes: Attributes, inputs: Inputs) -> list[SymbolicTensor]:
+    """MatMul: an uninterpreted function of its inputs' keys, of the product's shape."""
     a, b = present("MatMul", inputs, 2)
     if a.rank == 0 or b.rank == 0 or a.dtype != b.dtype:
         raise OpError("MatMul takes tensors of rank >= 1 of one type")
@@ -258,7 +259,7 @@ def opaque_table() -> dict[str, Semantics]:
     table.update({op: _binary(op) for op in BINARY})
     table.update({op: _reduction(op) for op in REDUCTIONS})
     table.update({op: _same_shape(op) for op in SAME_SHAPE})
-    table["MatMul"] = _matmul
+    table["MatMul"] = matmul
     table["IsNaN"] = _is_nan
     table["IsInf"] = _is_inf
     return table

@@ -1,10 +1,11 @@
 """The op semantics by (domain, op type), and applying ops and graphs of them.
 
-`apply_op` is the one entry point: the exact fragment (`_elementwise`, `_indexing`) first,
-then the uninterpreted ops (`_opaque`); anything else raises `UnsupportedOpError` with the
-reason, which a proof reports as `unsupported`. `apply_nodes` runs a list of node
-descriptions (op, domain, attributes, input names, output names) over an environment of
-symbolic tensors, the form a rule's match or rewrite block instantiates to.
+`apply_op` is the one entry point: the exact fragment (`_elementwise`, `_indexing`), the ops
+onnx composes of those (`_composite`: Gemm), then the uninterpreted ops (`_opaque`); anything
+else raises `UnsupportedOpError` with the reason, which a proof reports as `unsupported`.
+`apply_nodes` runs a list of node descriptions (op, domain, attributes, input names, output
+names) over an environment of symbolic tensors, the form a rule's match or rewrite block
+instantiates to.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rewriter.prove._common import (
     Semantics,
     present,
 )
+from rewriter.prove._composite import COMPOSITE
 from rewriter.prove._dtypes import UnsupportedTypeError
 from rewriter.prove._elementwise import ELEMENTWISE
 from rewriter.prove._indexing import INDEXING
@@ -115,6 +117,7 @@ def _table() -> dict[str, Semantics]:
     table.update(opaque_table())
     table.update(ELEMENTWISE)
     table.update(INDEXING)
+    table.update(COMPOSITE)
     table["Identity"] = _identity
     table["Dropout"] = _dropout
     table["Constant"] = _constant

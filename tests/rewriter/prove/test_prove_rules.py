@@ -103,6 +103,15 @@ def test_the_correct_versions_and_a_rule_that_only_moves_exp_are_proved() -> Non
     assert all(proof.complete and proof.exact for proof in proofs.values())
 
 
+def test_gemm_is_proved_as_the_matmul_it_composes_plus_its_bias() -> None:
+    # Gemm = alpha * MatMul(A', B') + beta * C with the product uninterpreted: moving the
+    # product or a transpose is proved; doubling it is never proved
+    proofs = _prove("gemm.rw")
+    assert proofs["matmul_add_to_gemm"].status is ProofStatus.PROVED
+    assert proofs["transpose_into_gemm"].status is ProofStatus.PROVED
+    assert proofs["gemm_with_alpha_two"].status is not ProofStatus.PROVED
+
+
 def test_unsupported_rules_say_why() -> None:
     proofs = _prove("unsupported.rw")
     assert {name: (p.status, p.reason) for name, p in proofs.items()} == {
