@@ -378,7 +378,10 @@ def _infer_with_onnx(
     inputs: _NodeInputs,
     opset_imports: Mapping[str, int],
 ) -> list[Type | None]:
-    node_proto = lower_node(node)
+    try:
+        node_proto = lower_node(node)
+    except IRError as exc:  # a field the file held that a new message cannot carry
+        raise NodeInferenceError(f"{node.op_type}: {exc}") from exc
     input_types: dict[str, onnx.TypeProto] = {}
     input_data: dict[str, onnx.TensorProto] = {}
     for value, t, const in zip(node.inputs, inputs.types, inputs.data, strict=True):

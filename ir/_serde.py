@@ -694,12 +694,12 @@ class _Lowering:
 
     def _new_attr(self, attr: Attr) -> onnx.AttributeProto:
         proto = onnx.AttributeProto()
-        proto.name = attr.name
+        proto.name = _text(attr.name, "attribute name")
         proto.type = int(attr.type)  # type: ignore[assignment]
         if attr.ref_attr_name:
-            proto.ref_attr_name = attr.ref_attr_name
+            proto.ref_attr_name = _text(attr.ref_attr_name, "attribute reference")
         if attr.doc_string:
-            proto.doc_string = attr.doc_string
+            proto.doc_string = _text(attr.doc_string, "attribute doc string")
         if attr.ref_attr_name:
             return proto
         kind = attr.type
@@ -1271,6 +1271,20 @@ def lower_model(model: Model, *, weights: bool = True, reuse: bool = True) -> on
     building from the IR is as exact as reusing.
     """
     return _Lowering(_origin.origin_of(model), reuse=reuse).model(model, weights=weights)
+
+
+def _text(value: str | bytes, what: str) -> str:
+    """`value` for a string field of a new message.
+
+    Raises:
+        GraphStructureError: `value` is bytes that are not UTF-8 text, as lifting keeps such
+            a field of the file; a message the file did not hold cannot carry it.
+    """
+    if isinstance(value, bytes):
+        raise GraphStructureError(
+            f"{what} {value!r} is not UTF-8 text: onnx cannot write it into a new message"
+        )
+    return value
 
 
 def lower_node(node: Node) -> onnx.NodeProto:

@@ -421,12 +421,14 @@ def to_dim(expr: DimExpr | None) -> int | str | None:
     return name if name is not None else str(expr)
 
 
-def from_dim(dim: int | str | None) -> DimExpr | None:
+def from_dim(dim: int | str | bytes | None) -> DimExpr | None:
     """A declared or inferred dim as an expression.
 
-    A string is one symbol (its text is not parsed); a negative int or None is unknown.
+    A string is one symbol (its text is not parsed); a negative int or None is unknown, and
+    so are bytes (a dim_param of the file that is not UTF-8 text, which lifting keeps as it
+    was).
     """
-    if dim is None:
+    if dim is None or isinstance(dim, bytes):
         return None
     if isinstance(dim, str):
         return symbol(dim) if dim else None

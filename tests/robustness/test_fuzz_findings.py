@@ -158,3 +158,59 @@ def test_numeric_options_are_checked_when_parsed(
     assert main([str(source), "-o", str(tmp_path / "o.onnx"), *args]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "o.onnx").exists()
+
+
+def _conv_bn_bytes() -> bytes:
+    """Conv + BatchNormalization over a `batchdim` input: what fold_batchnorm_into_conv folds."""
+    rng = np.random.default_rng(0)
+    weights = {
+        "w": rng.standard_normal((2, 3, 1, 1)),
+        "scale": rng.uniform(0.5, 1.5, 2),
+        "bias": rng.standard_normal(2),
+        "mean": rng.standard_normal(2),
+        "var": rng.uniform(0.5, 1.5, 2),
+    }
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[1, 1]),
+            onnx.helper.make_node(
+                "BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["y"]
+            ),
+        ],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batchdim", 3, 4, 4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batchdim", 2, 4, 4])],
+        [onnx.numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    return model.SerializeToString()
+
+
+def test_an_attribute_name_that_is_not_utf8_rolls_back_the_rewrite_that_copies_it(
+    tmp_path: Path,
+) -> None:
+    # The loader fuzzer: folding the BatchNormalization writes a new Conv with the old one's
+    # attributes, and a name that is not UTF-8 text (kept as bytes) crashed the lowering.
+    import rewriter
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_conv_bn_bytes().replace(b"kernel_shape", b"k\xe5rnel_shape"))
+    result = rewriter.rewrite(ir.load(path), None, rewriter.RewriteOptions(max_rewrites=200))
+    (skip,) = [s for s in result.trace.skips if s.rule == "fold_batchnorm_into_conv"]
+    assert "attribute name b'k\\xe5rnel_shape' is not UTF-8 text" in skip.reason
+    assert [n.op_type for n in result.model.graph] == ["Conv", "BatchNormalization"]
+    ir.save(result.model, tmp_path / "out.onnx")
+
+
+def test_a_dim_param_that_is_not_utf8_is_an_unknown_dim(tmp_path: Path) -> None:
+    # The loader fuzzer: a declared dim kept as bytes reached the symbolic-dim algebra
+    # (comparing an output's declared rank with the inferred one).
+    from ir._symbolic_dims import from_dim
+
+    assert from_dim(b"b\xe5tchdim") is None
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_conv_bn_bytes().replace(b"batchdim", b"b\xe5tchdim"))
+    model = ir.load(path)
+    assert model.graph.outputs[0].shape == (b"b\xe5tchdim", 2, 4, 4)  # kept as the file has it
+    ir.infer_types(model)
+    ir.save(model, tmp_path / "out.onnx")
