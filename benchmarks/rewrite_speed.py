@@ -163,6 +163,16 @@ WHOLE_PROCESS = {
 }
 
 
+def chain_cases(sizes: list[int], folder: Path) -> list[tuple[str, Path]]:
+    """(label, path) of the synthetic chain of each size, saved in `folder`."""
+    cases = []
+    for size in sizes:
+        path = folder / f"chain_{size}.onnx"
+        onnx.save(chain_model(size), path)
+        cases.append((f"chain {size}", path))
+    return cases
+
+
 def command(tool: str, model: Path, out: Path) -> list[str]:
     """The interpreter arguments that run `tool` on `model`, writing `out`."""
     return [arg.format(model=model, out=out) for arg in WHOLE_PROCESS[tool]]
@@ -305,11 +315,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     if args.whole_process:
         with tempfile.TemporaryDirectory() as tmp:
-            cases = []
-            for size in args.sizes:
-                path = Path(tmp) / f"chain_{size}.onnx"
-                onnx.save(chain_model(size), path)
-                cases.append((f"chain {size}", path))
+            cases = chain_cases(args.sizes, Path(tmp))
             cases += [(p.name, p.resolve()) for p in args.models]
             baseline = args.baseline.resolve() if args.baseline else None
             rows = whole_process(cases, args.peers, args.runs, args.timeout, Path(tmp), baseline)
@@ -319,12 +325,7 @@ def main() -> None:
         return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        cases = []
-        for size in args.sizes:
-            path = Path(tmp) / f"chain_{size}.onnx"
-            onnx.save(chain_model(size), path)
-            cases.append((f"chain {size}", path))
-        cases += [(p.name, p) for p in args.models]
+        cases = chain_cases(args.sizes, Path(tmp)) + [(p.name, p) for p in args.models]
         for label, path in cases:
             nodes_before = len(onnx.load(path, load_external_data=False).graph.node)
             for tool in args.tools:

@@ -185,6 +185,11 @@ def _scale(value: z3.ExprRef, known: dict[int, z3.FPRef]) -> z3.FPRef:
     return scale
 
 
+def _both_scales(left: z3.ExprRef, right: z3.ExprRef) -> z3.FPRef:
+    """The rounding scale of the two sides together (`rounding_scale` of each, summed)."""
+    return z3.fpAdd(z3.RNE(), rounding_scale(left), rounding_scale(right))
+
+
 def within_rounding_scale(
     a: z3.ExprRef, b: z3.ExprRef, scale: z3.FPRef, ulps: int, dtype: ir.DataType
 ) -> Any:
@@ -356,10 +361,10 @@ def _check_output(
     if left.poison is not None:
         premise.append(z3.Not(left.poison))
     same = same_value(lhs, left.value, right.value, signed_zeros)
-    scale = None
-    if kind_of(lhs.dtype).is_float:
-        # either side's rounding: both compute one real number, each with its own error
-        scale = z3.fpAdd(z3.RNE(), rounding_scale(left.value), rounding_scale(right.value))
+    is_float = kind_of(lhs.dtype).is_float
+    # either side's rounding: both compute one real number, each with its own error; built
+    # only where the query or a counterexample needs it
+    scale = _both_scales(left.value, right.value) if ulps and is_float else None
     if ulps and scale is not None:
         same = z3.Or(same, within_ulps(left.value, right.value, ulps))
         same = z3.Or(same, within_rounding_scale(left.value, right.value, scale, ulps, lhs.dtype))
@@ -384,7 +389,8 @@ def _check_output(
     what = "is unspecified (poison)" if poisoned else f"is {rewritten!r}"
     reason = f"at {list(position)} the original gives {original!r}, the rewrite {what}"
     size = None
-    if scale is not None:
+    if is_float:
+        scale = scale if scale is not None else _both_scales(left.value, right.value)
         size = float(to_python(found.eval(scale, model_completion=True), ir.DataType.DOUBLE))
     return query.counterexample(
         output,
