@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.helper
-import onnx.reference
 
 from ir._core import IRError, Node
 from ir._serde import lower_node
@@ -57,8 +56,11 @@ def evaluate_node(
         graph,
         opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in opset_imports.items()],
     )
+    # Imported here: tens of milliseconds, and most runs evaluate nothing.
+    from onnx.reference import ReferenceEvaluator
+
     try:
-        session = onnx.reference.ReferenceEvaluator(model)
+        session = ReferenceEvaluator(model)
         results = session.run(None, feeds)
     except Exception as exc:  # the reference runtime raises many kinds of errors
         raise EvaluationError(f"cannot evaluate {node.op_type}: {exc}") from exc

@@ -80,11 +80,30 @@ def _build_parser(name: str | None) -> tuple[argparse.ArgumentParser, Command]:
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (repeat for debug)"
     )
-    parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
-    )
+    parser.add_argument("--version", action=_VersionAction, help="print the version")
     importlib.import_module(command.arguments).add_arguments(parser)
     return parser, command
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: print the versions and exit.
+
+    The versions are looked up only when asked for: reading the installed packages' metadata
+    would cost every other run tens of milliseconds.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(f"{parser.prog} {_version()}\n")  # on stdout, as argparse's own
+        parser.exit()
 
 
 def _version() -> str:

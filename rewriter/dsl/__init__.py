@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from rewriter._cache import CacheFolder, user_cache
 from rewriter.dsl._ast import (
     APPROXIMATION_METRICS,
     AliasStmt,
@@ -65,7 +66,6 @@ from rewriter.dsl._ast import (
     UseDecl,
     Wildcard,
 )
-from rewriter.dsl._cache import CacheFolder, user_cache
 from rewriter.dsl._check import check
 from rewriter.dsl._dump import dump
 from rewriter.dsl._extract import extract_rule

@@ -15,9 +15,9 @@ import json
 import logging
 from typing import Any
 
+from rewriter._cache import CacheFolder, digest
 from rewriter._errors import Span
 from rewriter.dsl import _ast as ast
-from rewriter.dsl._cache import CacheFolder, digest
 from rewriter.dsl._lark import grammar_digest, grammar_text
 
 logger = logging.getLogger(__name__)

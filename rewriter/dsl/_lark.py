@@ -16,7 +16,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from rewriter.dsl._cache import CacheFolder, digest, user_cache
+from rewriter._cache import CacheFolder, digest, user_cache
 
 if TYPE_CHECKING:
     from lark import Lark

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import ir
 from rewriter import rules
+from rewriter._cache import CacheFolder, digest
 from rewriter._errors import (
     Diagnostic,
     RewriteError,
@@ -28,7 +29,6 @@ from rewriter._errors import (
 )
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._ast_cache import parse_cached
-from rewriter.dsl._cache import CacheFolder, digest
 from rewriter.dsl._check import Checked, check_and_collect
 from rewriter.dsl._lower import Lowering, literal_value, lower_passes
 from rewriter.dsl._source import diagnostic

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import ir
 from rewriter import rules
+from rewriter._cache import user_cache
 from rewriter._errors import RewriteError
 from rewriter.engine import _fingerprint, _trace
 from rewriter.engine._applicability import applicability
@@ -101,10 +102,11 @@ class PassManager:
         self.ruleset = ruleset
         self.options = options or RunOptions()
         # Asked whether onnxruntime runs a node a rewrite or a pass would create; its answers
-        # are kept for the manager's life (they depend on the node's kind only).
+        # depend on the node's kind and the onnxruntime build only, so they are kept in the
+        # user's cache folder.
         self.runnable: Runnable | None = None
         if self.options.keep_runnable:
-            self.runnable = KernelAvailability()
+            self.runnable = KernelAvailability(user_cache())
         self.rules = compile_rules(ruleset)
         self.passes = passes
         self.block_rules = block_rules

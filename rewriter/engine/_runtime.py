@@ -9,14 +9,21 @@ onnxruntime is imported here, when a fold runs, and used only through its public
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import ir
+from rewriter._cache import CacheFolder, digest
 from rewriter._errors import RewriteError
 from rewriter.engine import _facts
+
+logger = logging.getLogger(__name__)
 
 
 class RuntimeEvaluationError(RewriteError):
@@ -64,10 +71,18 @@ class KernelAvailability:
     builds a session for it or says it has no implementation. Used to keep a rewrite from
     making a model onnxruntime could run into one it cannot (HardSigmoid has no double
     kernel).
+
+
+    With a `store` (the user's cache folder), the answers are also kept across processes,
+    one entry per onnxruntime build (named by its native library's path, size and time):
+    a kernel is there or not for the build's whole life, and asking costs a session (and, in
+    a process that runs no model, importing onnxruntime).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, store: CacheFolder | None = None) -> None:
         self._known: dict[tuple[object, ...], bool] = {}
+        self._store = store
+        self._entry: str | None = None  # the store's entry for this build, once read
 
     def __call__(self, node: ir.Node, opset_imports: Mapping[str, int]) -> bool | None:
         """True or False when onnxruntime was asked; None when the node's types are unknown."""
@@ -83,11 +98,61 @@ class KernelAvailability:
         domain = ir.schemas.normalize_domain(node.domain)
         opset = opset_imports.get(domain, opset_imports.get("ai.onnx") if domain == "" else None)
         key = (domain, node.op_type, opset, tuple(dtypes), len(node.outputs))
+        if self._store is not None and self._entry is None:
+            self._entry = _store_entry()
+            self._known.update(_read_answers(self._store, self._entry))
         found = self._known.get(key)
         if found is None:
             found = _builds_a_session(node, dtypes, opset_imports)
             self._known[key] = found
+            if self._store is not None and self._entry:
+                self._store.write(self._entry, _encode_answers(self._known))
         return found
+
+
+def _store_entry() -> str:
+    """The store's entry name for the installed onnxruntime ("" when it cannot be told).
+
+    Found without importing onnxruntime: its native library's path, size and modification
+    time stand for the build (a reinstall or upgrade gives another entry).
+    """
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or spec.origin is None:
+        return ""
+    libraries = sorted(Path(spec.origin).parent.glob("capi/onnxruntime_pybind11_state*"))
+    if not libraries:
+        return ""
+    stat = libraries[0].stat()
+    return f"kernels-{digest(str(libraries[0]), str(stat.st_size), str(stat.st_mtime_ns))}.json"
+
+
+def _read_answers(store: CacheFolder, entry: str) -> dict[tuple[object, ...], bool]:
+    """The answers an earlier process kept (none when the entry is missing or unusable)."""
+    data = store.read(entry) if entry else None
+    if data is None:
+        return {}
+    try:
+        return {_key_from_json(key): bool(found) for key, found in json.loads(data)}
+    except (ValueError, TypeError) as exc:
+        logger.debug("kernel answers %s are unusable (%s); asking again", entry, exc)
+        return {}
+
+
+def _encode_answers(known: Mapping[tuple[object, ...], bool]) -> bytes:
+    rows = [[_key_to_json(key), found] for key, found in known.items()]
+    return json.dumps(rows, separators=(",", ":")).encode()
+
+
+def _key_to_json(key: tuple[object, ...]) -> list[object]:
+    domain, op_type, opset, dtypes, outputs = key
+    assert isinstance(dtypes, tuple), "the dtypes of a kernel key are a tuple"
+    return [domain, op_type, opset, [None if d is None else int(d) for d in dtypes], outputs]
+
+
+def _key_from_json(row: list[Any]) -> tuple[object, ...]:
+    domain, op_type, opset, dtypes, outputs = row
+    kinds = tuple(None if d is None else ir.DataType(d) for d in dtypes)
+    return (str(domain), str(op_type), opset if opset is None else int(opset), kinds, int(outputs))
 
 
 def _builds_a_session(

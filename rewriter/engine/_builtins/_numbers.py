@@ -167,7 +167,10 @@ def setdiff(ctx: EvalContext, a: Any, b: Any) -> Any:
         return UNKNOWN
     left = np.asarray(numeric(a)).reshape(-1)
     right = np.asarray(numeric(b)).reshape(-1)
-    return _plain_list(np.setdiff1d(left, right))
+    # Sets of Python numbers, not np.setdiff1d: the lists are a few axes long, and numpy's
+    # set routines import numpy.ma (tens of milliseconds) on first use.
+    kept = sorted(set(left.tolist()).difference(right.tolist()))
+    return _plain_list(np.asarray(kept, dtype=left.dtype))
 
 
 @builtin(

@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import ir
 import rewriter
+from rewriter.dsl import CacheFolder
+from rewriter.engine import KernelAvailability
 from tests.helpers import model_from_text, op_types, session
 
 HARD_SWISH = """<ir_version: 8, opset_import: ["" : 17]>
@@ -44,3 +47,37 @@ def test_without_the_check_the_double_fusion_applies():
     assert op_types(result.proto) == ["HardSwish"]
     with pytest.raises(Exception, match=r"NOT_IMPLEMENTED|Could not find an implementation"):
         session(result.proto)
+
+
+HARD_SWISH_NODE = """<ir_version: 8, opset_import: ["" : 17]>
+g ({dtype}[2, 5] x) => ({dtype}[2, 5] y) {{
+    y = HardSwish (x)
+}}"""
+
+
+def _hard_swish(dtype: str) -> tuple[ir.Node, dict[str, int]]:
+    model = ir.from_onnx(model_from_text(HARD_SWISH_NODE.format(dtype=dtype)))
+    return next(iter(model.graph)), dict(model.opset_imports)
+
+
+def test_kernel_answers_are_kept_in_the_store_for_later_processes(tmp_path):
+    store = CacheFolder(tmp_path)
+    node, opsets = _hard_swish("double")
+    assert KernelAvailability(store)(node, opsets) is False
+    (entry,) = tmp_path.glob("kernels-*.json")
+    # A later checker reads the kept answer instead of asking onnxruntime: an answer
+    # written over it (true) is what it says.
+    entry.write_text(entry.read_text().replace("false", "true"))
+    assert KernelAvailability(store)(node, opsets) is True
+    float_node, _ = _hard_swish("float")
+    assert KernelAvailability(store)(float_node, opsets) is True
+
+
+def test_an_unusable_kernel_entry_is_asked_again(tmp_path):
+    store = CacheFolder(tmp_path)
+    node, opsets = _hard_swish("double")
+    KernelAvailability(store)(node, opsets)
+    (entry,) = tmp_path.glob("kernels-*.json")
+    entry.write_text("[[1, 2")
+    assert KernelAvailability(store)(node, opsets) is False
+    assert KernelAvailability(None)(node, opsets) is False
