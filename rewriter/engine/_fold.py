@@ -259,14 +259,21 @@ def _fold_shape_op(node: ir.Node, opset: int) -> list[np.ndarray[Any, Any]] | No
     return [np.array(static[start_i:end_i], dtype=np.int64)]
 
 
-# Integer dtypes a shape value may have (what shape computations use).
-_SHAPE_DTYPES = {ir.DataType.INT64: np.int64, ir.DataType.INT32: np.int32}
+# Integer dtypes a shape value may have (what shape computations use), and the booleans
+# that comparisons of shape values give (the facts hold them as 0 and 1: an exported
+# `Where(Equal(shape, -1), ones, shape)` folds without running anything).
+_SHAPE_DTYPES = {
+    ir.DataType.INT64: np.int64,
+    ir.DataType.INT32: np.int32,
+    ir.DataType.BOOL: np.bool_,
+}
 
 
 def _known_elements(node: ir.Node, opset: int) -> list[np.ndarray[Any, Any]] | None:
     """The output of `node` from the facts, when they know every element of it.
 
-    Only for a node with one output, a small integer tensor of rank 0 or 1; None otherwise.
+    Only for a node with one output, a small integer or boolean tensor of rank 0 or 1; None
+    otherwise.
     """
     if len(node.outputs) != 1 or node.op_type == "Constant":
         return None
@@ -280,6 +287,8 @@ def _known_elements(node: ir.Node, opset: int) -> list[np.ndarray[Any, Any]] | N
         return None
     elements = ir.shape_elements(out, opset)
     if elements is None or not all(isinstance(e, int) for e in elements):
+        return None
+    if dtype == ir.DataType.BOOL and not all(e in (0, 1) for e in elements):
         return None
     array = np.array(elements, dtype=_SHAPE_DTYPES[dtype])
     if array.size != int(np.prod(static)):

@@ -160,3 +160,35 @@ def test_an_integer_value_with_a_dynamic_element_is_not_folded():
     )
     computed = [n.op_type for n in result.proto.graph.node if n.op_type != "Constant"]
     assert computed == ["Shape", "Gather", "Slice", "Cast", "Div"]
+
+
+def test_a_comparison_of_shape_values_the_facts_know_folds():
+    # An exported Expand target: Where(Equal(shape, -1), ones, shape), with a dynamic batch
+    # (never -1) and a fixed 4 (not -1 either): the condition folds to false everywhere.
+    model, result = _folds_only(
+        "s = Shape (x)\n m = Constant <value = int64[2] {-1, -1}> ()\n q = Equal (s, m)\n"
+        " z = Shape (s)\n o = ConstantOfShape <value = int64[1] {1}> (z)\n"
+        " w = Where (q, o, s)\n y = Expand (x, w)",
+        "float[N, 4] x",
+        "float[N, 4] y",
+    )
+    computed = [n.op_type for n in result.proto.graph.node if n.op_type != "Constant"]
+    assert computed == ["Shape", "Where", "Expand"]
+    (condition,) = [
+        t for t in result.proto.graph.initializer if t.data_type == onnx.TensorProto.BOOL
+    ]
+    assert onnx.numpy_helper.to_array(condition).tolist() == [False, False]
+    feed = {"x": np.arange(8, dtype=np.float32).reshape(2, 4)}
+    np.testing.assert_array_equal(
+        session(result.proto).run(None, feed)[0], session(model).run(None, feed)[0]
+    )
+
+
+def test_a_comparison_whose_result_the_facts_do_not_know_is_not_folded():
+    _, result = _folds_only(
+        "s = Shape (x)\n m = Constant <value = int64[2] {3, 4}> ()\n q = Equal (s, m)\n"
+        " w = Where (q, s, s)\n y = Reshape (x, w)",
+        "float[N, 4] x",
+        "float[N, 4] y",
+    )
+    assert "Equal" in [n.op_type for n in result.proto.graph.node]
