@@ -66,7 +66,7 @@ from ir._names import NameAllocator
 from ir._serde import from_onnx, to_onnx
 from ir._serde_io import cannot_write, load, save
 from ir._serde_tensors import ExternalTensor, TensorDataError, numpy_dtype
-from ir._shape_elements import shape_elements
+from ir._shape_elements import ShapeElements, shape_elements
 from ir._shape_inference import infer_types
 from ir._validate import validate_model
 from ir._verify import verify
@@ -104,6 +104,7 @@ __all__ = [
     "OptionalType",
     "OutputChange",
     "SequenceType",
+    "ShapeElements",
     "SparseTensorType",
     "Tensor",
     "TensorDataError",

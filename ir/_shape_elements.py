@@ -30,10 +30,25 @@ def shape_elements(value: Value, opset: int) -> tuple[int | str | None, ...] | N
     `opset` is the default domain's opset of the graph (some ops read axes from attributes
     before opset 13).
     """
-    data = _Follow(opset).data(value)
-    if data is None:
-        return None
-    return tuple(_element(e) for e in data.elements)
+    return ShapeElements(opset)(value)
+
+
+class ShapeElements:
+    """`shape_elements` for many values of a graph that does not change in the meantime.
+
+    What was followed through a producer for one value is remembered for the next: asked
+    about the values of a graph in topological order, each producer is looked at once.
+    """
+
+    def __init__(self, opset: int) -> None:
+        self._follow = _Follow(opset)
+
+    def __call__(self, value: Value) -> tuple[int | str | None, ...] | None:
+        """The elements of `value` (see `shape_elements`)."""
+        data = self._follow.data(value)
+        if data is None:
+            return None
+        return tuple(_element(e) for e in data.elements)
 
 
 def _element(expr: DimExpr | None) -> int | str | None:
@@ -53,6 +68,7 @@ class _Follow:
         self._opset = opset
         self._data: dict[Value, ShapeData | None] = {}
         self._depth = 0
+        self._cut_offs = 0  # walks stopped at _MAX_DEPTH (what they found is not kept)
 
     def shape(self, value: Value | None) -> Shape | None:
         if value is None:
@@ -71,8 +87,13 @@ class _Follow:
         if value in self._data:
             return self._data[value]
         self._data[value] = None  # a cycle (a damaged graph) finds nothing
+        cut_offs = self._cut_offs
         found = self._compute(value)
-        self._data[value] = found
+        if found is None and self._cut_offs != cut_offs:
+            # Stopped by the depth bound: asked again from nearer, it may be found.
+            del self._data[value]
+        else:
+            self._data[value] = found
         return found
 
     def opset(self) -> int:
@@ -83,7 +104,10 @@ class _Follow:
         if tensor is not None and not value.is_graph_input():
             return tensor_data(tensor)
         node = value.producer()
-        if node is None or node.domain not in _DEFAULT_DOMAINS or self._depth >= _MAX_DEPTH:
+        if node is None or node.domain not in _DEFAULT_DOMAINS:
+            return None
+        if self._depth >= _MAX_DEPTH:
+            self._cut_offs += 1
             return None
         rule = RULES.get(node.op_type)
         if rule is None:

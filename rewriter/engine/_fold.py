@@ -68,10 +68,10 @@ def fold_constants(
     log = ChangeLog()
     for graph in list(model.graphs()):
         region = _foldable_region(graph, purity, _default_opset(model.opset_imports))
-        if not region:
+        if not region.nodes:
             continue
         values = _evaluate(region, model.opset_imports)
-        for node in region:
+        for node in region.nodes:
             results = [values.get(out) for out in node.outputs if out.name]
             if any(r is None or r.nbytes > limit for r in results):
                 continue
@@ -92,18 +92,34 @@ def fold_constants(
     )
 
 
-def _foldable_region(graph: ir.Graph, purity: Purity, opset: int) -> list[ir.Node]:
-    """The nodes of `graph` that compute from constants only, in topological order."""
-    region: list[ir.Node] = []
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Region:
+    """The nodes of a graph that compute from constants only, in topological order.
+
+    `from_facts` holds the outputs of those whose values the facts give without running
+    anything.
+    """
+
+    nodes: list[ir.Node]
+    from_facts: dict[ir.Node, list[np.ndarray[Any, Any]]]
+
+
+def _foldable_region(graph: ir.Graph, purity: Purity, opset: int) -> _Region:
+    """The nodes of `graph` that compute from constants only (see `_Region`)."""
+    region = _Region([], {})
     computed: set[ir.Value] = set()
+    elements = ir.ShapeElements(opset)  # the graph does not change while it is read
     for node in ir.topological_order(graph):
         if not _is_foldable(node, purity):
             continue
-        if _fold_shape_op(node, opset) is None and not all(
+        static = _fold_shape_op(node, opset, elements)
+        if static is not None:
+            region.from_facts[node] = static
+        elif not all(
             value is None or value in computed or _small_constant(value) for value in node.inputs
         ):
             continue
-        region.append(node)
+        region.nodes.append(node)
         computed.update(out for out in node.outputs if out.name)
     return region
 
@@ -131,14 +147,12 @@ def _small_constant(value: ir.Value) -> bool:
     return size is not None and size <= _INPUT_ELEMENTS_LIMIT
 
 
-def _evaluate(
-    region: Sequence[ir.Node], opsets: Mapping[str, int]
-) -> dict[ir.Value, np.ndarray[Any, Any]]:
-    """Every output of the region's nodes that could be computed, by onnxruntime."""
+def _evaluate(region: _Region, opsets: Mapping[str, int]) -> dict[ir.Value, np.ndarray[Any, Any]]:
+    """Every output of the region's nodes that could be computed (facts, else onnxruntime)."""
     values: dict[ir.Value, np.ndarray[Any, Any]] = {}
     to_run: list[ir.Node] = []
-    for node in region:
-        static = _fold_shape_op(node, _default_opset(opsets))
+    for node in region.nodes:
+        static = region.from_facts.get(node)
         if static is not None:
             values.update(zip(node.outputs, static, strict=False))
         else:
@@ -237,10 +251,12 @@ def _constant_node_name(node: ir.Node, out: ir.Value) -> str:
     return f"{out.name}/Constant"
 
 
-def _fold_shape_op(node: ir.Node, opset: int) -> list[np.ndarray[Any, Any]] | None:
+def _fold_shape_op(
+    node: ir.Node, opset: int, elements: ir.ShapeElements
+) -> list[np.ndarray[Any, Any]] | None:
     """The outputs of `node` from the facts alone, or None when they do not give them."""
     if node.op_type not in ("Shape", "Size"):
-        return _known_elements(node, opset)
+        return _known_elements(node, elements)
     if not node.inputs or node.inputs[0] is None:
         return None
     dims = _facts.shape_of(node.inputs[0])
@@ -269,7 +285,7 @@ _SHAPE_DTYPES = {
 }
 
 
-def _known_elements(node: ir.Node, opset: int) -> list[np.ndarray[Any, Any]] | None:
+def _known_elements(node: ir.Node, elements: ir.ShapeElements) -> list[np.ndarray[Any, Any]] | None:
     """The output of `node` from the facts, when they know every element of it.
 
     Only for a node with one output, a small integer or boolean tensor of rank 0 or 1; None
@@ -285,12 +301,12 @@ def _known_elements(node: ir.Node, opset: int) -> list[np.ndarray[Any, Any]] | N
     static = [d for d in dims if isinstance(d, int)]
     if len(static) != len(dims):
         return None
-    elements = ir.shape_elements(out, opset)
-    if elements is None or not all(isinstance(e, int) for e in elements):
+    known = elements(out)
+    if known is None or not all(isinstance(e, int) for e in known):
         return None
-    if dtype == ir.DataType.BOOL and not all(e in (0, 1) for e in elements):
+    if dtype == ir.DataType.BOOL and not all(e in (0, 1) for e in known):
         return None
-    array = np.array(elements, dtype=_SHAPE_DTYPES[dtype])
+    array: np.ndarray[Any, Any] = np.array(known, dtype=_SHAPE_DTYPES[dtype])
     if array.size != int(np.prod(static)):
         return None
     return [array.reshape(static)]

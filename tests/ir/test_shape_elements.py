@@ -56,3 +56,31 @@ def test_invented_dims_in_value_info_are_no_facts() -> None:
         16,
         "unk__8",
     ]
+
+
+def _identity_chain(length: int) -> ir.Model:
+    """`s = Shape(x)`, then `length` Identity nodes: `i1`, `i2`, ..."""
+    body = ["s = Shape (x)"] + [
+        f"i{k} = Identity ({'s' if k == 1 else f'i{k - 1}'})" for k in range(1, length + 1)
+    ]
+    text = (
+        '<ir_version: 8, opset_import: ["" : 18]>\n'
+        f"g (float[batch, 3] x) => (int64[2] i{length}) {{\n" + "\n".join(body) + "\n}"
+    )
+    model = ir.from_onnx(model_from_text(text))
+    ir.infer_types(model)
+    return model
+
+
+def test_shape_elements_shared_between_values_remember_what_they_followed() -> None:
+    model = _identity_chain(100)
+    values = _values(model)
+    # One look back stops after 64 producers: the end of a 100-node chain is out of reach.
+    assert ir.shape_elements(values["i100"], 18) is None
+    elements = ir.ShapeElements(18)
+    assert elements(values["i100"]) is None
+    # Asked along the chain, each value is one step from the last: the stop above is not
+    # remembered as "unknown", so the end is found now.
+    for k in range(1, 100):
+        assert elements(values[f"i{k}"]) == ("batch", 3)
+    assert elements(values["i100"]) == ("batch", 3)
