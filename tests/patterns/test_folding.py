@@ -237,6 +237,24 @@ CASES = [
         False,
     ),
     (
+        # to INT64_MAX on a symbolic dim (axes left out): every row, whatever N is
+        "eliminate_noop_slice",
+        _model(
+            "b = Constant <value = int64[1] {0}> ()\n e = Constant <value = int64[1] {9223372036854775807}> ()\n t = Slice (x, b, e)\n y = Relu (t)"
+        ),
+        ["Relu"],
+        True,
+    ),
+    (
+        # to 9 on a symbolic dim: N rows only while N <= 9, whatever the output declares
+        "eliminate_noop_slice",
+        _model(
+            "b = Constant <value = int64[1] {0}> ()\n e = Constant <value = int64[1] {9}> ()\n a = Constant <value = int64[1] {0}> ()\n y = Slice (x, b, e, a)"
+        ),
+        None,
+        False,
+    ),
+    (
         "eliminate_noop_pad",
         _model("p = Constant <value = int64[4] {0, 0, 0, 0}> ()\n t = Pad (x, p)\n y = Relu (t)"),
         ["Relu"],
@@ -1876,4 +1894,22 @@ def test_expand_of_a_symbolic_dim_is_covered_by_the_other_operand(size: int) -> 
     }
     expected = session(model).run(None, feeds)
     actual = session(result.proto).run(None, feeds)
+    np.testing.assert_array_equal(actual[0], expected[0])
+
+
+def test_a_slice_declared_to_keep_a_symbolic_dim_is_kept() -> None:
+    # The output declares [L, 4] like its input, but x[0:9] keeps 9 rows of 10: onnxruntime
+    # runs the model (the declared symbol is not checked), so the Slice is no no-op.
+    model = _model(
+        "y = Slice (x, b, e, a)",
+        inputs="float[L, 4] x",
+        outputs="float[L, 4] y",
+        inits="int64[1] b = {0}, int64[1] e = {9}, int64[1] a = {0}",
+    )
+    result = rewriter.rewrite(model)
+    assert op_types(result.proto) == ["Slice"]
+    feeds = {"x": np.arange(40, dtype=np.float32).reshape(10, 4)}
+    expected = session(model).run(None, feeds)
+    actual = session(result.proto).run(None, feeds)
+    assert expected[0].shape == (9, 4)
     np.testing.assert_array_equal(actual[0], expected[0])
