@@ -260,11 +260,27 @@ def _record_onnx_types(types: dict[Value, Any], shared: _SharedTypes) -> int:
     """
     gained = 0
     for value, type_proto in types.items():
-        if value.type is not None and not _has_invented_dims(value):
+        if _declares_every_dim(value) and not _has_invented_dims(value):
             continue  # declared types are kept as they are
         value.meta[INFERRED] = shared.record(type_proto)
         gained += 1
     return gained
+
+
+def _declares_every_dim(value: Value) -> bool:
+    """Whether the value's declared type leaves onnx's no dim to add (a rank, every dim named).
+
+    A graph output declared `float` with no shape, or `float[?, 4]`, is typed by onnx's
+    inference all the same: the combination is the fact (`fact_type`).
+    """
+    declared = value.type
+    if declared is None:
+        return False
+    if not isinstance(declared, TensorType):
+        return True
+    return declared.shape is not None and all(
+        isinstance(d, str) or (isinstance(d, int) and d >= 0) for d in declared.shape
+    )
 
 
 def _has_invented_dims(value: Value) -> bool:
