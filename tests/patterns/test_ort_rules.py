@@ -676,6 +676,46 @@ def test_ort_attention_packs_the_projections(kwargs, rules):
     assert list(sizes) == [kwargs.get("qk", 8), kwargs.get("qk", 8), kwargs.get("v", 8)]
 
 
+def packed_mha_model(cuts: tuple[int, int, int, int] = (0, 16, 32, 48), steps: bool = False):
+    """MultiHeadAttention of three Slices of one packed projection x W (W, bias graph inputs)."""
+    first, second, third, end = cuts
+    step = ", one" if steps else ""
+    return build(
+        f"""{_ms(opset=17)}
+        g (float[B, S, 8] x, float[8, 48] w, float[48] b) => (float[B, S, {end - third}] y) {{
+            p = MatMul (x, w)
+            q = Slice (p, c{first}, c{second}, last{step})
+            k = Slice (p, c{second}, c{third}, last{step})
+            v = Slice (p, c{third}, c{end}, last{step})
+            y = com.microsoft.MultiHeadAttention <num_heads = 2> (q, k, v, b)
+        }}""",
+        check=False,  # onnx has no schema for com.microsoft ops
+        **{f"c{n}": np.array([n], np.int64) for n in sorted({first, second, third, end})},
+        last=np.array([-1], np.int64),
+        one=np.array([1], np.int64),
+    )
+
+
+@pytest.mark.parametrize("steps", [False, True])
+def test_ort_attention_from_packed_projection(steps):
+    # onnxscript's packed-QKV fusion: Attention projects x with the packed weight and adds
+    # the packed bias to the three parts, as the Slices and MultiHeadAttention did
+    model = packed_mha_model(steps=steps)
+    result = rewrite(model, MHA)
+    check_fired(model, result, {"ort_attention_from_packed_projection": 1}, ["Attention"])
+    (node,) = result.proto.graph.node
+    sizes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert sizes["qkv_hidden_sizes"] == [16, 16, 16]
+
+
+@pytest.mark.parametrize("cuts", [(0, 16, 24, 48), (0, 16, 32, 40), (0, 16, 33, 48)])
+def test_ort_attention_from_packed_projection_near_misses(cuts):
+    # Q and K of different widths (Attention requires one), V short of the weight's last
+    # columns, a gap between K and V: no Attention computes that
+    model = packed_mha_model(cuts)
+    assert not fired(rewrite(model, MHA))
+
+
 def test_ort_attention_near_miss_keeps_mha_when_k_projects_another_input():
     model = bert_attention_model(same_input=False)
     result = rewrite(model, MHA, FOLDING)
