@@ -583,3 +583,19 @@ def test_a_graph_output_declared_without_a_shape_gets_the_shape_onnx_infers() ->
     (computed,) = session(proto).run(None, {"x": np.zeros((3, 4, 8), np.float32)})
     assert isinstance(fact, ir.TensorType)
     assert fact.shape == computed.shape == (3, 2, 2, 8)
+
+
+def test_a_static_graph_output_declared_with_another_rank_is_no_fact() -> None:
+    # onnx types the whole model and keeps the output's stale declared type (a scalar for a
+    # 4-D Reshape); onnxruntime returns 4 dims and only warns
+    proto = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[3, 4, 8] x) => (float y) <int64[4] s = {0, 2, 2, -1}> {
+        y = Reshape (x, s)
+    }
+    """)
+    model = inferred(proto)
+    fact = ir.fact_type(model.graph.outputs[0])
+    (computed,) = session(proto).run(None, {"x": np.zeros((3, 4, 8), np.float32)})
+    assert isinstance(fact, ir.TensorType)
+    assert fact.shape == computed.shape == (3, 2, 2, 8)
