@@ -102,7 +102,8 @@ def infer_types(model: Model) -> int:
     if inferred is not None and not disputed:
         shared = _SharedTypes()
         if not _has_gaps(model, onnx_types, prepared.declared_symbols, shared):
-            return _record_onnx_types(onnx_types, shared)
+            gained = _record_onnx_types(onnx_types, shared)
+            return gained + _distrust_wrong_output_ranks(model)
     walk = _Walk(model, onnx_types, prepared.declared_symbols, per_node=inferred is None)
     walk.downstream = downstream
     walk.typed_by_node = _computed_from(_runtime_nodes(model))
@@ -260,11 +261,56 @@ def _record_onnx_types(types: dict[Value, Any], shared: _SharedTypes) -> int:
     """
     gained = 0
     for value, type_proto in types.items():
-        if value.type is not None and not _has_invented_dims(value):
+        if _declares_every_dim(value) and not _has_invented_dims(value):
             continue  # declared types are kept as they are
         value.meta[INFERRED] = shared.record(type_proto)
         gained += 1
     return gained
+
+
+def _distrust_wrong_output_ranks(model: Model) -> int:
+    """Mark graph outputs whose declared rank their producer contradicts; type them anew.
+
+    onnx's inference keeps a declared output type as it is, so where it typed the whole
+    model a stale output type (`float` for a Reshape to 4 dims, which onnxruntime only warns
+    about) would stand as the fact. The producer, typed alone from its inputs' facts, says
+    the rank every run has (`DECLARED_RANK_WRONG`, as the walk finds it). Returns how many
+    outputs gained a fact.
+    """
+    gained = 0
+    for value in model.graph.outputs:
+        node = value.producer()
+        declared = _declared_shape(value)
+        if node is None or declared is None:
+            continue
+        try:
+            found = infer_node_types(node, model.opset_imports)
+        except NodeInferenceError:
+            continue
+        computed = found[value.index] if found is not None else None
+        if not isinstance(computed, TensorType) or computed.shape is None:
+            continue
+        if len(computed.shape) != len(declared):
+            value.meta[DECLARED_RANK_WRONG] = True
+            value.meta[INFERRED] = computed
+            gained += 1
+    return gained
+
+
+def _declares_every_dim(value: Value) -> bool:
+    """Whether the value's declared type leaves onnx's no dim to add (a rank, every dim named).
+
+    A graph output declared `float` with no shape, or `float[?, 4]`, is typed by onnx's
+    inference all the same: the combination is the fact (`fact_type`).
+    """
+    declared = value.type
+    if declared is None:
+        return False
+    if not isinstance(declared, TensorType):
+        return True
+    return declared.shape is not None and all(
+        isinstance(d, str) or (isinstance(d, int) and d >= 0) for d in declared.shape
+    )
 
 
 def _has_invented_dims(value: Value) -> bool:

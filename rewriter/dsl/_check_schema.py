@@ -198,7 +198,19 @@ def _attribute_names_in(op_type: str, domain: str, opsets: OpsetRange) -> frozen
     names: set[str] = set()
     for schema in opsets.schemas(op_type, domain):
         names.update(schema.attributes)
+    runtime = ir.schemas.find_runtime_op(op_type, domain, None)
+    if runtime is not None and _runs_within(runtime, opsets):
+        names.update(runtime.attribute_names())
     return frozenset(names)
+
+
+def _runs_within(op: ir.schemas.RuntimeOp, opsets: OpsetRange) -> bool:
+    """Whether onnxruntime runs its default-domain `op` at some opset of `opsets`."""
+    low = max(opsets.low, op.first_opset)
+    high = opsets.high
+    if op.end_opset is not None:
+        high = op.end_opset - 1 if high is None else min(high, op.end_opset - 1)
+    return high is None or low <= high
 
 
 # What a literal may be for each attribute kind (ints are fine where floats are expected).

@@ -2,7 +2,8 @@
 
 A rule that cannot apply is skipped for the whole run, with the reason in the trace, before
 any matching: `requires opset >= 17` not met, or an emitted op that the model's opset (or the
-`--target-opset` a conversion heads for) does not define.
+`--target-opset` a conversion heads for) does not define. A rule that requires onnxruntime's
+contrib domain may also emit the ops onnxruntime runs in the default domain.
 """
 
 from __future__ import annotations
@@ -62,7 +63,28 @@ def applicability(
             return f"emits `{label}` but the model does not import domain {domain or 'ai.onnx'}"
         versions = [version] if target is None or domain != "" else [version, target]
         for v in versions:
-            if ir.schemas.find_schema(op.op_type, domain, v) is None:
-                since = ir.schemas.since_version(op.op_type, domain)
-                return f"emits `{label}`, which needs opset {since}; the model has {v}"
+            if ir.schemas.find_schema(op.op_type, domain, v) is not None:
+                continue
+            if may_write_runtime_op(rule, op.op_type, domain, v):
+                continue
+            since = ir.schemas.since_version(op.op_type, domain)
+            return f"emits `{label}`, which needs opset {since}; the model has {v}"
     return None
+
+
+def may_write_runtime_op(rule: CompiledRule, op_type: str, domain: str, opset: int) -> bool:
+    """Whether `rule` may write an op onnx does not define that onnxruntime runs at `opset`.
+
+    Only a rule for onnxruntime's models may: one that requires its contrib domain
+    (patterns/ort), writing an op onnxruntime runs in the default domain where onnx defines
+    none (`SimplifiedLayerNormalization`, as onnxruntime's and onnxscript's fusers write it).
+    Every other rule writes onnx's ops only.
+    """
+    for_onnxruntime = any(
+        ir.schemas.normalize_domain(req.domain) == _ORT_DOMAIN and req.op in (">=", ">", "==")
+        for req in rule.rule.requires
+    )
+    return for_onnxruntime and ir.schemas.find_runtime_op(op_type, domain, opset) is not None
+
+
+_ORT_DOMAIN = "com.microsoft"

@@ -20,6 +20,7 @@ import numpy as np
 import ir
 from rewriter import rules
 from rewriter.engine import _facts
+from rewriter.engine._applicability import may_write_runtime_op
 from rewriter.engine._commit import can_take_output_name
 from rewriter.engine._constants import ConstantPool
 from rewriter.engine._matcher import Match, Matcher
@@ -140,7 +141,7 @@ class RewriteBuilder:
         self, match: Match, stmt: rules.NewNode, ctx: EvalContext, pending: Pending
     ) -> ir.Node:
         op = _resolved_op(stmt.op, ctx)
-        opset = self._check_op(op, pending)
+        opset = self._check_op(op, match, pending)
         compiled = match.rule.expressions
         attrs: dict[str, ir.Attr] = {}
         for entry in stmt.attrs:
@@ -202,7 +203,7 @@ class RewriteBuilder:
             if t is not None:
                 ir.record_inferred_type(value, t)
 
-    def _check_op(self, op: rules.OpId, pending: Pending) -> int | None:
+    def _check_op(self, op: rules.OpId, match: Match, pending: Pending) -> int | None:
         domain = op.domain
         version = self.matcher.opset_of(domain)
         if not ir.schemas.is_known_domain(domain):
@@ -211,7 +212,9 @@ class RewriteBuilder:
             return version or 1
         if version is None:
             raise RewriteRejectedError(f"the model does not import domain `{domain or 'ai.onnx'}`")
-        if ir.schemas.find_schema(op.op_type, domain, version) is None:
+        if ir.schemas.find_schema(op.op_type, domain, version) is None and not (
+            may_write_runtime_op(match.rule, op.op_type, domain, version)
+        ):
             since = ir.schemas.since_version(op.op_type, domain)
             label = f"{domain}.{op.op_type}" if domain else op.op_type
             raise RewriteRejectedError(

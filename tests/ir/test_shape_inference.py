@@ -563,3 +563,39 @@ def test_a_graph_output_declared_with_another_rank_is_no_fact_where_onnx_infers_
     assert len(fact.shape) == 3
     for dim, size in zip(fact.shape, computed.shape, strict=True):
         assert dim in (None, "N", size)
+
+
+def test_a_graph_output_declared_without_a_shape_gets_the_shape_onnx_infers() -> None:
+    # A static model takes onnx's types as they are; an output declared `float` with no shape
+    # (as onnxscript's IR writes one) is typed too, so a rule can read its dims.
+    proto = onnx.helper.make_model(
+        onnx.helper.make_graph(
+            [onnx.helper.make_node("Reshape", ["x", "s"], ["y"])],
+            "g",
+            [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4, 8])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+            [onnx.numpy_helper.from_array(np.array([0, 2, 2, -1], np.int64), "s")],
+        ),
+        opset_imports=[onnx.helper.make_opsetid("", 17)],
+    )
+    model = inferred(proto)
+    fact = ir.fact_type(model.graph.outputs[0])
+    (computed,) = session(proto).run(None, {"x": np.zeros((3, 4, 8), np.float32)})
+    assert isinstance(fact, ir.TensorType)
+    assert fact.shape == computed.shape == (3, 2, 2, 8)
+
+
+def test_a_static_graph_output_declared_with_another_rank_is_no_fact() -> None:
+    # onnx types the whole model and keeps the output's stale declared type (a scalar for a
+    # 4-D Reshape); onnxruntime returns 4 dims and only warns
+    proto = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[3, 4, 8] x) => (float y) <int64[4] s = {0, 2, 2, -1}> {
+        y = Reshape (x, s)
+    }
+    """)
+    model = inferred(proto)
+    fact = ir.fact_type(model.graph.outputs[0])
+    (computed,) = session(proto).run(None, {"x": np.zeros((3, 4, 8), np.float32)})
+    assert isinstance(fact, ir.TensorType)
+    assert fact.shape == computed.shape == (3, 2, 2, 8)

@@ -7,6 +7,7 @@ import functools
 
 import numpy as np
 import onnx
+import onnx.parser
 import pytest
 
 import ir
@@ -232,6 +233,24 @@ CASES = [
         _model(
             "b = Constant <value = int64[1] {1}> ()\n e = Constant <value = int64[1] {4}> ()\n a = Constant <value = int64[1] {1}> ()\n t = Slice (x, b, e, a)\n y = Relu (t)",
             outputs="float[N, 3] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        # to INT64_MAX on a symbolic dim (axes left out): every row, whatever N is
+        "eliminate_noop_slice",
+        _model(
+            "b = Constant <value = int64[1] {0}> ()\n e = Constant <value = int64[1] {9223372036854775807}> ()\n t = Slice (x, b, e)\n y = Relu (t)"
+        ),
+        ["Relu"],
+        True,
+    ),
+    (
+        # to 9 on a symbolic dim: N rows only while N <= 9, whatever the output declares
+        "eliminate_noop_slice",
+        _model(
+            "b = Constant <value = int64[1] {0}> ()\n e = Constant <value = int64[1] {9}> ()\n a = Constant <value = int64[1] {0}> ()\n y = Slice (x, b, e, a)"
         ),
         None,
         False,
@@ -1876,4 +1895,41 @@ def test_expand_of_a_symbolic_dim_is_covered_by_the_other_operand(size: int) -> 
     }
     expected = session(model).run(None, feeds)
     actual = session(result.proto).run(None, feeds)
+    np.testing.assert_array_equal(actual[0], expected[0])
+
+
+def test_a_slice_declared_to_keep_a_symbolic_dim_is_kept() -> None:
+    # The output declares [L, 4] like its input, but x[0:9] keeps 9 rows of 10: onnxruntime
+    # runs the model (the declared symbol is not checked), so the Slice is no no-op.
+    model = _model(
+        "y = Slice (x, b, e, a)",
+        inputs="float[L, 4] x",
+        outputs="float[L, 4] y",
+        inits="int64[1] b = {0}, int64[1] e = {9}, int64[1] a = {0}",
+    )
+    result = rewriter.rewrite(model)
+    assert op_types(result.proto) == ["Slice"]
+    feeds = {"x": np.arange(40, dtype=np.float32).reshape(10, 4)}
+    expected = session(model).run(None, feeds)
+    actual = session(result.proto).run(None, feeds)
+    assert expected[0].shape == (9, 4)
+    np.testing.assert_array_equal(actual[0], expected[0])
+
+
+def test_a_reshape_chain_into_an_output_of_a_stale_rank_keeps_the_computed_shape() -> None:
+    # The output declares a scalar; onnxruntime computes [2, 3, 2, 8] and only warns. The
+    # merged Reshape must give that shape, not the declared one (an empty shape fails to run).
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[3, 4, 8] x) => (float y) <int64[4] a = {2, 0, 3, -1}, int64[4] b = {0, 3, 2, 8}> {
+        t = Reshape (x, a)
+        y = Reshape (t, b)
+    }
+    """)  # not checked: onnx's strict inference refuses the stale rank onnxruntime runs
+    result = rewriter.rewrite(model)
+    assert op_types(result.proto) == ["Reshape"]
+    feeds = {"x": np.arange(96, dtype=np.float32).reshape(3, 4, 8)}
+    expected = session(model).run(None, feeds)
+    actual = session(result.proto).run(None, feeds)
+    assert expected[0].shape == (2, 3, 2, 8)
     np.testing.assert_array_equal(actual[0], expected[0])

@@ -196,6 +196,108 @@ def test_fuse_skip_simplified_layer_normalization_near_miss_statistics_in_double
     assert not fired(rewrite(ssln_model(stash_type=11), SSLN))
 
 
+SIMPLIFIED = ORT_RULES / "simplified_layer_norm.rw"
+
+
+def rms_model(
+    opset: int = 18,
+    scale_first: bool = False,
+    reciprocal: bool = False,
+    half: bool = False,
+    ms: bool = True,
+) -> onnx.ModelProto:
+    """x / sqrt(mean(x^2) + eps) * scale written out, scale a graph input (LLaMA's RMSNorm)."""
+    dtype = "float16" if half else "float"
+    lines = ["xf = Cast <to = 1> (x)"] if half else []
+    wide = "xf" if half else "x"
+    lines += [
+        f"sq = Pow ({wide}, two)",
+        "ms = ReduceMean <keepdims = 1> (sq, axes)",
+        "me = Add (ms, eps)",
+        "rt = Sqrt (me)",
+    ]
+    if reciprocal:
+        lines += ["r = Reciprocal (rt)", f"n = Mul ({wide}, r)"]
+    else:
+        lines.append(f"n = Div ({wide}, rt)")
+    if half:
+        lines.append("nh = Cast <to = 10> (n)")
+    normalized = "nh" if half else "n"
+    lines.append(
+        f"y = Mul (scale, {normalized})" if scale_first else f"y = Mul ({normalized}, scale)"
+    )
+    body = "\n            ".join(lines)
+    return build(
+        f"""{_ms(opset=opset, ms=ms)}
+        g ({dtype}[B, S, 16] x, {dtype}[16] scale) => ({dtype}[B, S, 16] y) {{
+            {body}
+        }}""",
+        two=np.array(2.0, np.float32),
+        axes=np.array([-1], np.int64),
+        eps=np.array([1e-6], np.float32),
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "rules"),
+    [
+        ({}, {"fuse_simplified_layer_normalization": 1}),
+        ({"scale_first": True}, {"fuse_simplified_layer_normalization": 1}),
+        ({"reciprocal": True}, {"fuse_simplified_layer_normalization_reciprocal": 1}),
+        (
+            {"half": True},
+            {
+                "fuse_simplified_layer_normalization": 1,
+                "fuse_simplified_layer_normalization_in_float": 1,
+            },
+        ),
+    ],
+)
+def test_fuse_simplified_layer_normalization(kwargs, rules):
+    # onnxscript's RMSNorm fusion below opset 23: onnxruntime's op in the default domain, the
+    # scale (a graph input, either side of the Mul) read by the op
+    model = rms_model(**kwargs)
+    result = rewrite(model, SIMPLIFIED)
+    counts = {**rules, "absorb_scale_input_into_simplified_layer_normalization": 1}
+    tolerance = {"rtol": 2e-3, "atol": 2e-3} if kwargs.get("half") else {}
+    check_fired(model, result, counts, ["SimplifiedLayerNormalization"], **tolerance)
+    (node,) = result.proto.graph.node
+    assert node.domain == ""
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}["stash_type"] == 1
+
+
+def test_a_constant_scale_goes_into_simplified_layer_normalization():
+    model = rms_model()
+    scale = onnx.numpy_helper.from_array(np.linspace(0.5, 1.5, 16, dtype=np.float32), "scale")
+    del model.graph.input[1]
+    model.graph.initializer.append(scale)
+    result = rewrite(model, SIMPLIFIED)
+    counts = {
+        "fuse_simplified_layer_normalization": 1,
+        "absorb_mul_into_simplified_layer_normalization": 1,
+    }
+    check_fired(model, result, counts, ["SimplifiedLayerNormalization"])
+
+
+@pytest.mark.parametrize("kwargs", [{"opset": 23}, {"ms": False}])
+def test_simplified_layer_normalization_near_misses(kwargs):
+    # from opset 23 onnx's RMSNormalization is the op (fusion/rms_norm.rw); without the
+    # com.microsoft import the model is not declared onnxruntime's, and onnxruntime's own op
+    # in the default domain is written only for such models
+    assert not fired(rewrite(rms_model(**kwargs), SIMPLIFIED))
+
+
+def test_only_rules_for_onnxruntime_write_its_default_domain_ops(tmp_path):
+    rules = tmp_path / "rms.rw"
+    rules.write_text(
+        "rule to_sln: y = Relu (x) => y = SimplifiedLayerNormalization <axis = -1> (x, ones([16]))\n"
+    )
+    model = rms_model()
+    result = rewrite(model, rules)
+    assert not fired(result)
+    assert any("emits `SimplifiedLayerNormalization`" in s.reason for s in result.trace.skips)
+
+
 def test_an_omitted_epsilon_becomes_explicit():
     # LayerNormalization's default epsilon is 1e-5, SkipLayerNormalization's 1e-12
     model = sln_model(epsilon=None)
@@ -572,6 +674,46 @@ def test_ort_attention_packs_the_projections(kwargs, rules):
     (node,) = (n for n in result.proto.graph.node if n.op_type == "Attention")
     sizes = next(a.ints for a in node.attribute if a.name == "qkv_hidden_sizes")
     assert list(sizes) == [kwargs.get("qk", 8), kwargs.get("qk", 8), kwargs.get("v", 8)]
+
+
+def packed_mha_model(cuts: tuple[int, int, int, int] = (0, 16, 32, 48), steps: bool = False):
+    """MultiHeadAttention of three Slices of one packed projection x W (W, bias graph inputs)."""
+    first, second, third, end = cuts
+    step = ", one" if steps else ""
+    return build(
+        f"""{_ms(opset=17)}
+        g (float[B, S, 8] x, float[8, 48] w, float[48] b) => (float[B, S, {end - third}] y) {{
+            p = MatMul (x, w)
+            q = Slice (p, c{first}, c{second}, last{step})
+            k = Slice (p, c{second}, c{third}, last{step})
+            v = Slice (p, c{third}, c{end}, last{step})
+            y = com.microsoft.MultiHeadAttention <num_heads = 2> (q, k, v, b)
+        }}""",
+        check=False,  # onnx has no schema for com.microsoft ops
+        **{f"c{n}": np.array([n], np.int64) for n in sorted({first, second, third, end})},
+        last=np.array([-1], np.int64),
+        one=np.array([1], np.int64),
+    )
+
+
+@pytest.mark.parametrize("steps", [False, True])
+def test_ort_attention_from_packed_projection(steps):
+    # onnxscript's packed-QKV fusion: Attention projects x with the packed weight and adds
+    # the packed bias to the three parts, as the Slices and MultiHeadAttention did
+    model = packed_mha_model(steps=steps)
+    result = rewrite(model, MHA)
+    check_fired(model, result, {"ort_attention_from_packed_projection": 1}, ["Attention"])
+    (node,) = result.proto.graph.node
+    sizes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert sizes["qkv_hidden_sizes"] == [16, 16, 16]
+
+
+@pytest.mark.parametrize("cuts", [(0, 16, 24, 48), (0, 16, 32, 40), (0, 16, 33, 48)])
+def test_ort_attention_from_packed_projection_near_misses(cuts):
+    # Q and K of different widths (Attention requires one), V short of the weight's last
+    # columns, a gap between K and V: no Attention computes that
+    model = packed_mha_model(cuts)
+    assert not fired(rewrite(model, MHA))
 
 
 def test_ort_attention_near_miss_keeps_mha_when_k_projects_another_input():

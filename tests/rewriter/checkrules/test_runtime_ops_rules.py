@@ -79,3 +79,17 @@ def test_lint_refuses_a_third_input(tmp_path: Path):
     assert "`SimplifiedLayerNormalization` takes 2 inputs, but this line gives 3" in str(
         caught.value
     )
+
+
+def test_a_rule_for_onnxruntime_writes_its_op_with_its_attributes(tmp_path: Path):
+    # an onnxruntime rule (it requires com.microsoft) below opset 23 may write the op, and
+    # lint knows its attributes at the opsets where onnxruntime runs it
+    path = tmp_path / "sln.rw"
+    path.write_text(
+        "# rms\nrule to_sln requires opset < 23, opset com.microsoft >= 1 {\n  match {\n"
+        "    y = Relu (x)\n  }\n  rewrite {\n"
+        "    y = SimplifiedLayerNormalization <axis = -1, epsilon = 1e-5, stash_type = 1> "
+        "(x, ones(shape(x)[-1:], dtype(x)))\n  }\n}\n"
+    )
+    (rule,) = load_rules(path).rules
+    assert rule.name == "to_sln"
