@@ -118,3 +118,64 @@ def shared_weight_mlp(seed: int = 0) -> onnx.ModelProto:
         [numpy_helper.from_array(w, "w")],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def hardswish_cnn(seed: int = 0) -> onnx.ModelProto:
+    """x [N, 3, 16, 16] -> y [N, 10]: a MobileNetV3-style block as exporters write it.
+
+    Conv, HardSwish written out (`x * Clip(x + 3, 0, 6) / 6`, opset 13 has no HardSwish), a
+    depthwise Conv and HardSwish, a pointwise Conv whose output a residual Add sums with the
+    first HardSwish's, then a global pool and a Gemm head. Channels of unequal scale, as
+    trained depthwise layers have them.
+    """
+    rng = np.random.default_rng(seed)
+    width = 16
+    spread = np.exp(rng.uniform(-2.0, 1.0, width)).astype(np.float32)
+    arrays = {
+        "w0": rng.standard_normal((width, 3, 3, 3)) * np.sqrt(2 / 27) * spread[:, None, None, None],
+        "b0": 0.1 * rng.standard_normal(width),
+        "w1": rng.standard_normal((width, 1, 3, 3)) * np.sqrt(2 / 9),
+        "b1": 0.1 * rng.standard_normal(width),
+        "w2": rng.standard_normal((width, width, 1, 1)) * np.sqrt(2 / width),
+        "b2": 0.1 * rng.standard_normal(width),
+        "head": rng.standard_normal((10, width)) / np.sqrt(width),
+        "hb": np.zeros(10),
+        "three": np.array(3.0),
+        "zero": np.array(0.0),
+        "six": np.array(6.0),
+    }
+    weights = [numpy_helper.from_array(np.asarray(a, np.float32), n) for n, a in arrays.items()]
+
+    def hard_swish(source: str, name: str) -> list[onnx.NodeProto]:
+        return [
+            helper.make_node("Add", [source, "three"], [f"{name}_shifted"], f"{name}_add"),
+            helper.make_node(
+                "Clip", [f"{name}_shifted", "zero", "six"], [f"{name}_clipped"], f"{name}_clip"
+            ),
+            helper.make_node(
+                "Mul", [source, f"{name}_clipped"], [f"{name}_product"], f"{name}_mul"
+            ),
+            helper.make_node("Div", [f"{name}_product", "six"], [name], f"{name}_div"),
+        ]
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], "conv0", pads=[1, 1, 1, 1]),
+        *hard_swish("c0", "h0"),
+        helper.make_node(
+            "Conv", ["h0", "w1", "b1"], ["c1"], "depthwise", pads=[1, 1, 1, 1], group=width
+        ),
+        *hard_swish("c1", "h1"),
+        helper.make_node("Conv", ["h1", "w2", "b2"], ["c2"], "pointwise"),
+        helper.make_node("Add", ["c2", "h0"], ["residual"], "residual"),
+        helper.make_node("GlobalAveragePool", ["residual"], ["pool"], "pool"),
+        helper.make_node("Flatten", ["pool"], ["flat"], "flatten"),
+        helper.make_node("Gemm", ["flat", "head", "hb"], ["y"], "gemm", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "hardswish_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
+        weights,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

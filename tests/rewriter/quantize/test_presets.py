@@ -13,7 +13,7 @@ import pytest
 import ir
 import rewriter
 from rewriter.api import CalibrationSamples, RewriteOptions, SpeedCheck, library_path, rewrite
-from tests.quantize_models import cnn_bn, masked_attention, shared_weight_mlp
+from tests.quantize_models import cnn_bn, hardswish_cnn, masked_attention, shared_weight_mlp
 
 OFF = SpeedCheck(enabled=False)
 
@@ -47,7 +47,7 @@ def test_int8_folds_batchnorm_then_writes_qdq_convs_that_onnxruntime_fuses(tmp_p
     assert ops["BatchNormalization"] == 0
     assert ops["Conv"] == 2
     assert ops["QuantizeLinear"] >= 2
-    assert result.model.opset_imports[""] == 13
+    assert result.model.opset_imports[""] == 14
     optimized = _optimized_ops(result.model, tmp_path)
     assert optimized["QLinearConv"] == 2
     assert optimized["Conv"] == 0
@@ -55,6 +55,39 @@ def test_int8_folds_batchnorm_then_writes_qdq_convs_that_onnxruntime_fuses(tmp_p
     float_out = ort.InferenceSession(cnn_bn().SerializeToString()).run(None, {"x": x})[0]
     int8_out = ort.InferenceSession(result.proto.SerializeToString()).run(None, {"x": x})[0]
     assert _snr(float_out, int8_out) > 25
+
+
+def test_int8_quantizes_convs_of_a_hardswish_block_and_leaves_the_elementwise_steps_float(
+    tmp_path,
+):
+    # HardSwish written out in an opset-13 export is fused first (the preset converts to 14),
+    # and the Add / Mul between Convs are not re-quantized: every Conv still runs as
+    # QLinearConv, and the result is closer to float than the rules route that quantizes the
+    # elementwise steps too (the same calibration samples).
+    model = hardswish_cnn(seed=1)
+    calibration = CalibrationSamples(_samples(4, (4, 3, 16, 16), 1))
+    options = RewriteOptions(quantize="int8", calibration_samples=calibration, speed_check=OFF)
+    result = rewrite(model, options=options)
+    ops = collections.Counter(node.op_type for node in result.model.graph)
+    assert result.model.opset_imports[""] == 14
+    assert ops["HardSwish"] == 2
+    assert ops["Clip"] == ops["Div"] == 0
+    optimized = _optimized_ops(result.model, tmp_path)
+    assert optimized["QLinearConv"] == 3
+    assert optimized["Conv"] == 0
+    assert optimized["QLinearAdd"] == optimized["QLinearMul"] == 0
+    every_step = rewrite(
+        model,
+        [library_path(), library_path() / "quantize" / "int8_static.rw"],
+        options=RewriteOptions(calibration_samples=calibration),
+    )
+    assert collections.Counter(node.op_type for node in every_step.model.graph)["Clip"] == 2
+    x = np.concatenate([sample["x"] for sample in _samples(8, (4, 3, 16, 16), 99)])
+    float_out = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    preset_out = ort.InferenceSession(result.proto.SerializeToString()).run(None, {"x": x})[0]
+    every_out = ort.InferenceSession(every_step.proto.SerializeToString()).run(None, {"x": x})[0]
+    assert _snr(float_out, preset_out) > _snr(float_out, every_out) + 1.0
+    assert _snr(float_out, preset_out) > 30
 
 
 def test_int8_without_samples_and_speed_check_leaves_conv_float_and_says_why():
