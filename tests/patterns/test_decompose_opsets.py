@@ -325,6 +325,31 @@ def test_fully_masked_attention_rows_give_zeros_like_onnxruntime():
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_causal_attention_is_decomposed_only_where_inputs_are_assumed_finite():
+    # onnxruntime's kernel adds the dtype's lowest value (finite) at the masked positions, not
+    # -inf: with key 0 at -inf, query 0's one visible score is -inf and the kernel averages
+    # the later keys' values, where Softmax over the decomposition's -inf bias gives NaN.
+    body = _graph(f"{ATTENTION_IO}", "T[B, 2, 3, 6] y", "y = Attention <is_causal = 1> (q, k, v)")
+    model = _build(23, body, "float")
+    result = _decompose(model, 17)
+    proto = checked(result)
+    assert [(e.rule, e.assumed) for e in result.trace.entries if e.kind == "rule"] == [
+        ("decompose_attention_causal", ("finite",))
+    ]
+    feeds = _feeds(model)
+    feeds["q"][..., 0] = np.abs(feeds["q"][..., 0]) + 0.5
+    feeds["k"][:, :, 0, 0] = -np.inf
+    expected = session(model).run(None, feeds)[0]
+    got = session(proto).run(None, feeds)[0]
+    assert np.isfinite(expected).all()
+    assert np.isnan(got[:, :, 0]).all()
+    np.testing.assert_allclose(got[:, :, 1:], expected[:, :, 1:], rtol=1e-4, atol=1e-5)
+    # an exact run leaves the Attention to the converter, which has no adapter for it
+    exact = rewriter.RewriteOptions(target_opset=17, exact=True)
+    with pytest.raises(ir.ConversionError, match="No Previous Version of Attention"):
+        rewriter.rewrite(model, loaded_rules(DECOMPOSE), exact)
+
+
 # -- near misses -------------------------------------------------------------------------------
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import faulthandler
 import functools
 import io
 import logging
@@ -853,6 +854,10 @@ def check_command_line(args: list[str], workspace: Path) -> None:
 _ROUNDING_RULES = (
     "fuse_",
     "mul_reciprocal_to_div",  # one rounding where x * Reciprocal(d) rounds twice
+    # Einsum -> MatMul: onnxruntime's Einsum kernel sums the same products in another order
+    # (einsum.rw: rounding only), and einsum_scaled_scores_to_matmul rounds (q . k) * c where
+    # the Einsum summed the rounded q * c (a sum that cancels shows tens of ulps)
+    "einsum_",
     "fold_batchnorm",
     "fold_mul_into",
     "fold_add_into",
@@ -1428,6 +1433,8 @@ def main(argv: list[str] | None = None) -> int:
         "--findings", type=Path, default=Path("fuzz-findings"), help="where to keep findings"
     )
     options = parser.parse_args(argv)
+    # A native crash in onnxruntime (a signal, no Python exception) ends the run: say where.
+    faulthandler.enable()
     seconds = options.minutes * 60 if options.minutes is not None else options.seconds or 600
     global FINDINGS_DIR
     FINDINGS_DIR = options.findings
