@@ -104,10 +104,10 @@ def find_first_bad(
 
     Binary search keeps the invariant "prefix `lo` agrees, prefix `hi` disagrees", so the
     answer `k` always comes with a checked good `k - 1`: step number `k`
-    (`Trace.step_entries(k)`) is the one that broke equivalence on `inputs`. If the answer is 0, the untouched
-    model (prefix 0) already disagrees with `original`, so no rewrite is to blame. With a
-    non-monotonic history (a later rewrite undoing the damage) the search still returns a
-    prefix where agreement turns into disagreement, not necessarily the earliest such one.
+    (`Trace.step_entries(k)`) is the one that broke equivalence on `inputs`. If the answer
+    is 0, the untouched model (prefix 0) already disagrees with `original`, so no step is to
+    blame. With a non-monotonic history (a later step undoing the damage) the search still
+    returns a prefix where agreement turns into disagreement, not necessarily the earliest.
 
     Returns:
         The first bad prefix length, or None when the final model (`n_steps`) agrees.
