@@ -877,8 +877,8 @@ def _optimizer_note(pair: Pair) -> list[str]:
         return []
     if not difference:
         return [
-            f"onnxruntime's {ENABLED} optimizer makes the same ops of both models (op counts "
-            "of its optimized graphs): its kernels or fusions compute them differently"
+            f"onnxruntime's {ENABLED} optimizer leaves the same op counts in both models: the "
+            "difference is in how its kernels compute them, not in which fusions fire"
         ]
     described = describe_optimizer_difference(difference)
     return [
