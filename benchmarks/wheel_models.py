@@ -195,8 +195,8 @@ def verify_exit(path: Path, target: int | None, examples: int) -> tuple[int, str
 
 
 _REASONS = (
-    "first non-equivalent rewrite",
-    "first rewrite after which",
+    "first non-equivalent step",
+    "first step after which",
     "onnxruntime",
     "the untouched model",
     "rewrite: error",

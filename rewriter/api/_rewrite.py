@@ -30,8 +30,8 @@ from rewriter.api._models import (
     set_input_shapes,
 )
 from rewriter.api._options import RewriteOptions
-from rewriter.api._stages import run_fixed_point
-from rewriter.engine import KernelAvailability, Trace, one_line, op_histogram
+from rewriter.api._stages import run_fixed_point, steps_left
+from rewriter.engine import KernelAvailability, RunOptions, Trace, one_line, op_histogram
 from rewriter.rules import RuleSet
 
 if TYPE_CHECKING:
@@ -233,8 +233,8 @@ def _run(
     Up to `target_opset` before the rules; down after rules that decompose what it lacks.
     """
 
-    def rules(model: ir.Model) -> Trace:
-        return run_fixed_point(model, ruleset, options, options.calibration_samples)
+    def rules(model: ir.Model, run: RunOptions = options) -> Trace:
+        return run_fixed_point(model, ruleset, run, options.calibration_samples)
 
     target = options.target_opset
     current = ir_model.opset_imports.get("", ir_model.opset_imports.get("ai.onnx"))
@@ -249,8 +249,8 @@ def _run(
     trace = rules(ir_model)
     with clock.phase("convert"):
         ir_model = convert_keeping_runnable(ir_model, target, kernels)
-    trace = trace.followed_by(Trace.conversion(current, target)).followed_by(rules(ir_model))
-    return ir_model, trace
+    trace = trace.followed_by(Trace.conversion(current, target))
+    return ir_model, trace.followed_by(rules(ir_model, steps_left(options, trace)))
 
 
 def _checker_problem(model: ir.Model) -> str | None:

@@ -99,5 +99,13 @@ def run_fixed_point(
     later = dataclasses.replace(exact, infer_shapes=False, match_newer_opset=False)
     # The approximate rules alone: the passes ran in the first stage and run in the last.
     approximate = dataclasses.replace(later, calibration=statistics, passes=())
+    approximate = steps_left(approximate, trace)
     trace = trace.followed_by(pass_manager(split.approximate, approximate).run(model))
-    return trace.followed_by(pass_manager(split.exact, later).run(model))
+    return trace.followed_by(pass_manager(split.exact, steps_left(later, trace)).run(model))
+
+
+def steps_left(options: RunOptions, done: Trace) -> RunOptions:
+    """`options` for a later stage of a replay: the steps of `replay_steps` left after `done`."""
+    if options.replay_steps is None:
+        return options
+    return dataclasses.replace(options, replay_steps=max(0, options.replay_steps - done.steps))

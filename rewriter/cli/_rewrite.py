@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -39,6 +40,7 @@ from rewriter.engine import (
     ProgressCallback,
     RunOptions,
     SkipEntry,
+    TraceEntry,
 )
 from rewriter.rules import LiteralValue, PassUse, RuleSet
 
@@ -494,17 +496,17 @@ def _verify_and_bisect(
         )
     if verdict.counterexample_path is not None:
         print(f"counterexample saved to {verdict.counterexample_path}", file=out)
-    rule_entries = [e for e in result.trace.entries if e.kind == "rule"]
-    if verdict.counterexample is None or not rule_entries:
+    steps = result.trace.steps
+    if verdict.counterexample is None or not steps:
         return verdict
 
     def prefix(k: int) -> ir.Model:
-        options = dataclasses.replace(_rewrite_options(args), replay_limit=k)
+        options = dataclasses.replace(_rewrite_options(args), replay_steps=k)
         return rewrite(source, ruleset, options).model
 
     level = verdict.failing_level or "ORT_DISABLE_ALL"
     bad = find_first_bad(
-        len(rule_entries),
+        steps,
         prefix,
         source,
         verdict.counterexample,
@@ -514,18 +516,25 @@ def _verify_and_bisect(
         atol=args.atol,
         level=level,
     )
-    if bad is not None and 1 <= bad <= len(rule_entries):
-        entry = rule_entries[bad - 1]
-        what = "first non-equivalent rewrite"
+    if bad is not None and 1 <= bad <= steps:
+        what = "first non-equivalent step"
         if level == "ORT_ENABLE_ALL":
-            what = "first rewrite after which onnxruntime's ORT_ENABLE_ALL disagrees"
-        print(
-            f"{what}: #{bad} rule `{entry.rule}` ({entry.location}) on {', '.join(entry.matched)}",
-            file=sys.stderr,
-        )
+            what = "first step after which onnxruntime's ORT_ENABLE_ALL disagrees"
+        print(f"{what}: #{bad} {_describe_step(result.trace.step_entries(bad))}", file=sys.stderr)
     elif bad == 0:
         print(_untouched_disagrees(args, prefix(0), level), file=sys.stderr)
     return verdict
+
+
+def _describe_step(entries: Sequence[TraceEntry]) -> str:
+    """A step of the run as the bisection names it: the rule and where, or the pass.
+
+    A pass's step names what it changed, one entry per graph.
+    """
+    first = entries[0]
+    if first.kind != "pass":
+        return f"rule `{first.rule}` ({first.location}) on {', '.join(first.matched)}"
+    return "pass " + "; ".join(e.describe() for e in entries)
 
 
 def _untouched_disagrees(args: argparse.Namespace, untouched: ir.Model, level: str) -> str:

@@ -11,7 +11,9 @@ from a tensor whose other dims are dynamic, through Shape, Gather, Slice, Concat
 Only pure standard ops
 fold (`_purity`); a node whose result would exceed `max_output_bytes` stays, but the nodes
 after it may still fold (it then goes as dead code). DequantizeLinear never folds: it holds a
-quantized weight on purpose.
+quantized weight on purpose. A scale of a MatMul computed from a shape stays unfolded where
+onnxruntime would fuse the constant into its MatMul inexactly (`_matmul_scales`; the pass
+option `keep_matmul_scales = 0` folds it).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 
 import ir
 from rewriter.engine import _facts, _trace
+from rewriter.engine._matmul_scales import unfused_scales
 from rewriter.engine._pass import (
     NO_CONTEXT,
     ChangeLog,
@@ -52,6 +55,11 @@ class FoldConstantsOptions:
     """Options of `pass fold_constants`."""
 
     max_output_bytes: int = option(1 << 20, "largest tensor a fold may produce, in bytes")
+    keep_matmul_scales: int = option(
+        1,
+        "1: leave a MatMul's scale computed from a shape unfolded where onnxruntime's "
+        "MatMulScaleFusion would fuse the constant inexactly (see _matmul_scales); 0: fold it",
+    )
 
     def __post_init__(self) -> None:
         check_options(self)
@@ -71,7 +79,10 @@ def fold_constants(
         if not region.nodes:
             continue
         values = _evaluate(region, model.opset_imports)
+        kept = unfused_scales(region.nodes, values) if options.keep_matmul_scales else set()
         for node in region.nodes:
+            if node in kept:
+                continue
             results = [values.get(out) for out in node.outputs if out.name]
             if any(r is None or r.nbytes > limit for r in results):
                 continue

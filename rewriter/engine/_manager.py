@@ -155,6 +155,9 @@ class _Run:
         self.warnings: list[str] = []
         self.newer_opset_matches: tuple[_trace.NewerOpsetMatch, ...] = ()
         self.applied = 0
+        # Steps taken (`TraceEntry.step`): rule rewrites and the pass runs that changed the
+        # model, what `RunOptions.replay_steps` counts.
+        self.steps = 0
         self.excluded_seen: set[tuple[str, str]] = set()
         self.recent: collections.deque[str] = collections.deque(maxlen=200)
         self.names = ir.NameAllocator(model)
@@ -202,12 +205,18 @@ class _Run:
             round_changers: dict[str, None] = {}
             if self.applied > applied_before:
                 round_changers["the rules"] = None
+            if self._replayed_enough():
+                stop = StopReason.REPLAY_LIMIT
+                break
             if iteration == 0 and self._apply_repeat_rules():
                 # Rolled once, after the local rules: a block rule names fused ops (Gelu,
                 # LayerNormalization) that the rules write first. The new bodies are visited.
                 changed = True
                 changed_nodes.update(dict.fromkeys(n for g in self.model.graphs() for n in g))
             for definition, options in passes:
+                if self._replayed_enough():
+                    stop = StopReason.REPLAY_LIMIT
+                    break
                 name = definition.name
                 t0 = time.perf_counter()
                 result = run_checked(definition, options, self.model, self.pass_context)
@@ -220,7 +229,7 @@ class _Run:
                     round_changers[f"pass `{name}`"] = None
                     self._record_pass(result)
                     changed_nodes.update(dict.fromkeys(result.touched))
-            if not changed:
+            if stop is StopReason.REPLAY_LIMIT or not changed:
                 break
             changers = round_changers
             fingerprint = _fingerprint.fingerprint(self.model)
@@ -287,7 +296,9 @@ class _Run:
             record_subgraphs=self.options.record_subgraphs,
         )
         self.timings["repeat rules"] += time.perf_counter() - t0
-        self.entries.extend(result.entries)
+        if result.entries:
+            self.steps += 1
+        self.entries.extend(dataclasses.replace(e, step=self.steps) for e in result.entries)
         self.skips.extend(result.skips)
         self.applied += len(result.entries)
         return bool(result.entries)
@@ -361,6 +372,8 @@ class _Run:
                     continue
                 if replay_limit is not None and self.applied >= replay_limit:
                     return StopReason.REPLAY_LIMIT
+                if self._replayed_enough():
+                    return StopReason.REPLAY_LIMIT
                 if self._apply(result, worklist, index):
                     if self.applied >= budget:
                         self._warn_budget(budget)
@@ -400,6 +413,7 @@ class _Run:
         finally:
             self.timings[f"rewrite {rule.name}"] += time.perf_counter() - t0
         self.applied += 1
+        self.steps += 1
         self.recent.append(rule.name)
         self.entries.append(
             TraceEntry(
@@ -414,14 +428,24 @@ class _Run:
                 matched_ops=_trace.op_types(applied.matched),
                 created_ops=_trace.op_types(applied.created),
                 approximate=str(rule.rule.approximate or ""),
+                step=self.steps,
                 assumed=() if self.options.exact else rule.rule.assumes,
             )
         )
         worklist.revisit([*applied.created, *applied.neighbours, *applied.lost_uses])
         return True
 
+    def _replayed_enough(self) -> bool:
+        """True when a replay of a prefix (`RunOptions.replay_steps`) has taken its steps."""
+        limit = self.options.replay_steps
+        return limit is not None and self.steps >= limit
+
     def _record_pass(self, result: PassResult) -> None:
-        """One trace entry per graph the pass changed, naming what it removed and added."""
+        """One trace entry per graph the pass changed, naming what it removed and added.
+
+        The pass's run is one step: its entries share the step number.
+        """
+        self.steps += 1
         for change in result.changes:
             self.entries.append(
                 TraceEntry(
@@ -431,6 +455,7 @@ class _Run:
                     change.removed,
                     change.created,
                     "pass",
+                    step=self.steps,
                 )
             )
         if not result.changes:
@@ -441,7 +466,13 @@ class _Run:
             graph = next(iter(graphs)) if len(graphs) == 1 else ""
             self.entries.append(
                 TraceEntry(
-                    result.name, "built-in pass", graph, (f"{result.count} change(s)",), (), "pass"
+                    result.name,
+                    "built-in pass",
+                    graph,
+                    (f"{result.count} change(s)",),
+                    (),
+                    "pass",
+                    step=self.steps,
                 )
             )
 

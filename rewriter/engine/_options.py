@@ -26,6 +26,9 @@ class RunOptions:
         max_iterations: rounds of rules and passes at most.
         infer_shapes: infer shapes and types before the first round (the facts rules read).
         replay_limit: stop after this many rewrites (to replay a prefix of a run).
+        replay_steps: stop after this many steps, counting rule rewrites and the runs of
+            built-in passes that changed the model alike (`TraceEntry.step`): a prefix of a
+            run that can end after a pass's change, as bisection needs to blame a pass.
         exclude_rules: names of rules not to apply.
         progress: called as `progress(applied, pending)` during long runs.
         target_opset: the default-domain opset the run heads for; rules read it through
@@ -60,6 +63,7 @@ class RunOptions:
     max_iterations: int = 8
     infer_shapes: bool = True
     replay_limit: int | None = None
+    replay_steps: int | None = None
     exclude_rules: frozenset[str] = frozenset()
     progress: ProgressCallback | None = None
     target_opset: int | None = None

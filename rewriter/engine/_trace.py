@@ -67,6 +67,11 @@ class TraceEntry:
     # The rule's `approximate` clause (`snr >= 30`) when it declares one: this rewrite
     # changed numerics on purpose, and the accuracy budget may undo it.
     approximate: str = ""
+    # Which step of the run made this entry, counted from 1: one rule rewrite, one roll of
+    # `match repeat` rules, or one run of a built-in pass that changed the model (its
+    # entries, one per graph, share the step). What `RunOptions.replay_steps` counts; 0 for
+    # what no pass manager step made (an opset conversion around the run).
+    step: int = 0
 
     @property
     def site(self) -> tuple[str, str]:
@@ -141,10 +146,15 @@ class Trace:
     def followed_by(self, later: Trace) -> Trace:
         """This trace, then `later` (its stop reason and warnings added).
 
-        The newer-opset matches stay this trace's (on the earlier model) when it has any.
+        The newer-opset matches stay this trace's (on the earlier model) when it has any;
+        `later`'s steps are numbered on from this trace's.
         """
+        offset = self.steps
+        moved = tuple(
+            dataclasses.replace(e, step=e.step + offset) if e.step else e for e in later.entries
+        )
         return Trace(
-            self.entries + later.entries,
+            self.entries + moved,
             self.skips + later.skips,
             later.stop_reason,
             self.warnings + later.warnings,
@@ -163,6 +173,15 @@ class Trace:
             "convert",
         )
         return Trace((entry,), (), StopReason.SATURATED)
+
+    @property
+    def steps(self) -> int:
+        """How many steps the run took (`TraceEntry.step`; 0 when it changed nothing)."""
+        return max((e.step for e in self.entries), default=0)
+
+    def step_entries(self, step: int) -> tuple[TraceEntry, ...]:
+        """The entries step number `step` made (one for a rule, one per graph for a pass)."""
+        return tuple(e for e in self.entries if e.step == step)
 
     def approximate_sites(self) -> tuple[tuple[str, str], ...]:
         """(rule, anchor) of every rewrite made by an `approximate` rule, in order."""

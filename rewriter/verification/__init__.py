@@ -8,7 +8,10 @@ onnxruntime's optimizations) on inputs that hypothesis generates from the graph'
 float output by its accuracy against a float64 evaluation of the original (`_oracle`,
 `_compare`; integers, booleans and strings exactly) and, on a disagreement, shrinks the inputs
 to a small counterexample and saves it as an `.npz`. `find_first_bad` bisects a replayed
-rewrite trace to the first rewrite that breaks agreement on such a counterexample.
+rewrite trace to the first step (a rule's rewrite or a pass's change) that breaks agreement
+on such a counterexample. Where the models agree with onnxruntime's optimizations off and
+disagree with them on, `optimizer_difference` says what onnxruntime's optimizer does to the
+rewritten model that it does not do to the original (a fusion the rewritten form lets fire).
 
 `check_accuracy(original, rewritten, ["snr>=35"])` measures instead of judging equivalence:
 metrics per output and over all outputs (`_accuracy`, `_metrics`), the verdict against the
@@ -24,9 +27,9 @@ Wiring `rewrite MODEL --verify` (the engine replays its trace; names here are th
 
     result = check_equivalence(input_path, rewritten_model, VerifyOptions(InputOptions(20, 0)))
     if not result.ok:
-        k = find_first_bad(len(trace), replay_first, input_path, result.counterexample)
+        k = find_first_bad(trace.steps, replay_first, input_path, result.counterexample)
         # k is None (final model agrees: flaky criterion?), 0 (the untouched model already
-        # disagrees) or the 1-based number of the rewrite that broke it: trace entry k - 1.
+        # disagrees) or the 1-based number of the step that broke it: trace.step_entries(k).
         # check_on_inputs(input_path, replay_first(k), result.counterexample) gives its table.
 """
 
@@ -76,6 +79,10 @@ from rewriter.verification._errors import VerifyError
 from rewriter.verification._inputs import analyze_inputs, split_samples
 from rewriter.verification._kernels import KERNELS, extract_image_patches
 from rewriter.verification._metrics import METRICS, Acceptance, measure, parse_acceptance
+from rewriter.verification._optimizer_diff import (
+    describe_optimizer_difference,
+    optimizer_difference,
+)
 from rewriter.verification._options import (
     InputOptions,
     RuntimeOptions,
@@ -170,6 +177,7 @@ __all__ = [
     "check_on_inputs",
     "default_counterexample_path",
     "default_tolerance",
+    "describe_optimizer_difference",
     "extract_image_patches",
     "find_first_bad",
     "find_new_specials",
@@ -181,6 +189,7 @@ __all__ = [
     "measure_approximation",
     "metric_with_bound",
     "open_session",
+    "optimizer_difference",
     "oracle_model",
     "parse_acceptance",
     "pessimistic_bound",

@@ -1,13 +1,14 @@
-"""Finding the first rewrite that broke equivalence, by bisection over a replayed trace.
+"""Finding the first step that broke equivalence, by bisection over a replayed trace.
 
 The caller supplies `build_model_for_prefix(k)`: the model after replaying the first `k`
-rewrites of a run (`k = 0` is the untouched model, `k = n_steps` the final one). The original
+steps of a run (a step is a rule's rewrite or a built-in pass's change, `TraceEntry.step`;
+`k = 0` is the untouched model, `k = n_steps` the final one). The original
 model runs once on the counterexample, and so does the float64 oracle when an output needs it;
 each candidate prefix runs once at most. A prefix is *bad* when its model disagrees with the
 original on the counterexample by the same criterion as the verification (accuracy against
 the oracle, or direct), fails to run on it, or cannot be loaded at all. With `level`
 "ORT_ENABLE_ALL" the candidates run with onnxruntime's optimizations on: the search then finds
-the first rewrite after which onnxruntime's own optimizations break the model.
+the first step after which onnxruntime's own optimizations break the model.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class _Judge:
 
     def _session(self, candidate: ModelSource, step: int) -> Session | str:
         try:
-            loaded = load_model(candidate, f"model after {step} rewrites")
+            loaded = load_model(candidate, f"model after {step} steps")
             names = tuple(v.name for v in loaded.model.graph.outputs)
             if names != self.output_names:
                 return f"outputs {list(names)} instead of {list(self.output_names)}"
@@ -99,14 +100,14 @@ def find_first_bad(
     level: str = DISABLED,
     providers: Sequence[str] | None = None,
 ) -> int | None:
-    """The smallest `k` such that the model after `k` rewrites disagrees with `original`.
+    """The smallest `k` such that the model after `k` steps disagrees with `original`.
 
     Binary search keeps the invariant "prefix `lo` agrees, prefix `hi` disagrees", so the
-    answer `k` always comes with a checked good `k - 1`: rewrite number `k` (trace index
-    `k - 1`) is the one that broke equivalence on `inputs`. If the answer is 0, the untouched
-    model (prefix 0) already disagrees with `original`, so no rewrite is to blame. With a
-    non-monotonic history (a later rewrite undoing the damage) the search still returns a
-    prefix where agreement turns into disagreement, not necessarily the earliest such one.
+    answer `k` always comes with a checked good `k - 1`: step number `k`
+    (`Trace.step_entries(k)`) is the one that broke equivalence on `inputs`. If the answer
+    is 0, the untouched model (prefix 0) already disagrees with `original`, so no step is to
+    blame. With a non-monotonic history (a later step undoing the damage) the search still
+    returns a prefix where agreement turns into disagreement, not necessarily the earliest.
 
     Returns:
         The first bad prefix length, or None when the final model (`n_steps`) agrees.
@@ -142,7 +143,7 @@ def find_first_bad(
         else:
             good = middle
     assert verdicts.get(bad - 1) == "", "bisection lost its good neighbour"
-    logger.info("rewrite %d broke equivalence: %s", bad, verdicts[bad])
+    logger.info("step %d broke equivalence: %s", bad, verdicts[bad])
     return bad
 
 

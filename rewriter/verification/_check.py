@@ -61,6 +61,7 @@ from rewriter.verification._inputs import (
 )
 from rewriter.verification._judge import Oracle, Reference, judge_outputs
 from rewriter.verification._model_sizes import ModelSizes, model_sizes
+from rewriter.verification._optimizer_diff import describe_optimizer_difference, loaded_difference
 from rewriter.verification._options import (
     RuntimeOptions,
     VerifyOptions,
@@ -204,7 +205,7 @@ class Pair:
             rewritten, self.original_session.runtime, providers
         )
         self.oracle = Oracle(original, providers)
-        self._providers = providers
+        self.providers = providers
         self.output_names = tuple(v.name for v in original.model.graph.outputs)
         self.output_dtypes = {
             v.name: v.dtype.onnx_name if v.dtype is not None else "?"
@@ -304,7 +305,7 @@ class Pair:
     def _original_optimized_session(self) -> Session | None:
         if self._original_optimized is None and not self._original_optimized_failed:
             try:
-                self._original_optimized = open_optimized(self.original, self._providers)
+                self._original_optimized = open_optimized(self.original, self.providers)
             except VerifyError:
                 self._original_optimized_failed = True
         return self._original_optimized
@@ -829,6 +830,8 @@ def _result(
     notes.extend(f"oracle: {note}" for note in pair.oracle.notes)
     if search.size_report is not None and search.size_report.trials:
         notes.append(f"at the sizes the models mention: {search.size_report.describe()}")
+    if found is not None and found.outcome.failing_level == ENABLED:
+        notes.extend(_optimizer_note(pair))
     inputs = [f"{spec.name}: {spec.describe()}" for spec in specs]
     if fixed:
         given = ", ".join(f"`{_dim_label(key)}` {size}" for key, size in fixed.items())
@@ -858,6 +861,31 @@ def _result(
     if path is not None:
         logger.info("counterexample saved to %s", path)
     return result
+
+
+def _optimizer_note(pair: Pair) -> list[str]:
+    """What onnxruntime's optimizer does to the rewritten model and not to the original.
+
+    Said when the models agree with onnxruntime's optimizations off and disagree with
+    `ORT_ENABLE_ALL` on: the reader learns which of its fusions the rewritten form lets fire
+    (or keeps from firing). Nothing when onnxruntime cannot show its optimized graphs.
+    """
+    try:
+        difference = loaded_difference(pair.original, pair.rewritten, pair.providers)
+    except VerifyError as exc:
+        logger.info("cannot compare onnxruntime's optimized graphs: %s", exc)
+        return []
+    if not difference:
+        return [
+            f"onnxruntime's {ENABLED} optimizer leaves the same op counts in both models: the "
+            "difference is in how its kernels compute them, not in which fusions fire"
+        ]
+    described = describe_optimizer_difference(difference)
+    return [
+        f"onnxruntime's {ENABLED} optimizer treats the two models differently (op counts of "
+        f"its optimized graphs, beyond what the rewrite changed): {described} in the "
+        "rewritten model; its fusions need not round as the ops they replace do"
+    ]
 
 
 def run_model(
@@ -927,4 +955,5 @@ def check_on_inputs(
         factor=criterion.factor,
         oracle_runs=pair.oracle.runs,
         failing_level=outcome.failing_level,
+        extra_notes=tuple(_optimizer_note(pair)) if outcome.failing_level == ENABLED else (),
     )

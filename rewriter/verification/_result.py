@@ -242,10 +242,11 @@ class VerifyResult:
             )
         if self.failing_level == "ORT_ENABLE_ALL":
             return (
-                "the rewritten model is accurate with onnxruntime's optimizations off but not "
-                "with ORT_ENABLE_ALL, where the original stays accurate: onnxruntime's own graph "
-                "optimizations change the rewritten model's result (--no-ort-enable-all skips "
-                "that check)"
+                "the difference appears only under onnxruntime's graph optimizations: with them "
+                "off (ORT_DISABLE_ALL) the rewritten model agrees with the original; with "
+                "ORT_ENABLE_ALL it does not, where the original stays accurate, so onnxruntime's "
+                "own optimizations change the rewritten model's result (--no-ort-enable-all "
+                "skips that check)"
             )
         failed = [o for o in self.outputs if not o.ok]
         if failed and all(o.note.startswith("the rewritten model failed") for o in failed):

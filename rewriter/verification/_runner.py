@@ -276,6 +276,36 @@ def open_optimized(loaded: LoadedModel, providers: Sequence[str] | None = None) 
         ) from exc
 
 
+def save_optimized(loaded: LoadedModel, path: str, providers: Sequence[str] | None = None) -> None:
+    """Write the graph onnxruntime's `ORT_ENABLE_ALL` optimizer makes of `loaded` to `path`.
+
+    Through onnxruntime's public `SessionOptions.optimized_model_filepath`: what its fusions
+    and its own constant folding did, as a model file.
+
+    Raises:
+        VerifyError: onnxruntime cannot load the model so, or cannot write the result (the
+            message is one line).
+    """
+    import onnxruntime as ort
+
+    chosen = list(providers) if providers else ["CPUExecutionProvider"]
+    folder = loaded.model.base_dir if loaded.path is None else None
+    options = _ort_options(folder, optimized=True)
+    options.optimized_model_filepath = path
+    try:
+        if loaded.path is not None:
+            ort.InferenceSession(loaded.path, options, providers=chosen)
+        else:
+            ort.InferenceSession(loaded.serialized(), options, providers=chosen)
+    except VerifyError:
+        raise
+    except Exception as exc:  # onnxruntime's error classes are not importable types
+        raise VerifyError(
+            f"{loaded.label}: onnxruntime cannot optimize the model with {ENABLED}: "
+            f"{first_line(exc)}"
+        ) from exc
+
+
 def open_session(
     loaded: LoadedModel, providers: Sequence[str] | None = None, *, reference: bool = True
 ) -> Session:

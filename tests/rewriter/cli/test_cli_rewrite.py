@@ -351,3 +351,35 @@ def test_a_report_without_graphviz_says_so_on_the_command_line(tmp_path, capsys,
     monkeypatch.setattr("rewriter.report.graphviz_missing", lambda: None)
     assert main([*args, "--report", str(tmp_path / "r2.html"), "--force"]) == 0
     assert "without pictures" not in capsys.readouterr().err
+
+
+def test_verify_bisects_to_the_pass_whose_change_makes_the_difference(tmp_path, capsys):
+    # Step 1 is a harmless rule rewrite; step 2 `fold_constants` folds the attention scale
+    # (told to: by default it leaves it), which lets onnxruntime's ORT_ENABLE_ALL fuse it into
+    # a FusedMatMul that rounds differently: judged bit for bit, the pass is to blame, not
+    # the rule before it.
+    from tests.rewriter.verification import _models
+
+    source = tmp_path / "attention.onnx"
+    onnx.save(_models.attention_scale(relu_pair=True), source)
+    rules = tmp_path / "relu.rw"
+    rules.write_text(
+        "pass fold_constants { keep_matmul_scales = 0 }\n"
+        "rule double_relu {\n  match {\n    t = Relu(x)\n    y = Relu(t)\n  }\n"
+        "  rewrite {\n    y = Relu(x)\n  }\n}\n"
+    )
+    out = tmp_path / "out.onnx"
+    args = [str(source), "--rules", str(rules), "--passes", "fold_constants", "-o", str(out)]
+    exact = ["--compare", "direct", "--rtol", "0", "--atol", "0", "--no-progress"]
+    code = main([*args, "--verify", *exact])
+    captured = capsys.readouterr()
+    assert code == 1
+    blame = [line for line in captured.err.splitlines() if line.startswith("first step")]
+    assert blame == [
+        "first step after which onnxruntime's ORT_ENABLE_ALL disagrees: #2 pass fold_constants "
+        "(built-in pass) in g: <Slice>(depth), <Cast>(depth_f), <Sqrt>(root), "
+        "<Div>(scale), <Sqrt>(half) -> %depth, %depth_f, %root, %scale, %half"
+    ]
+    assert "the difference appears only under onnxruntime's graph optimizations" in captured.out
+    assert "1 more com.microsoft.FusedMatMul, 1 fewer MatMul, 2 fewer Mul" in captured.out
+    assert not out.exists()

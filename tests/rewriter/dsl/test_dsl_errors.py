@@ -275,7 +275,7 @@ CASES: list[tuple[str, str]] = [
     ),
     (
         "pass fold_constants { max_bytes = 3 }\n",
-        "<string>:1:23: error: pass `fold_constants` has no option `max_bytes` (it takes `max_output_bytes`)",
+        "<string>:1:23: error: pass `fold_constants` has no option `max_bytes` (it takes `max_output_bytes`, `keep_matmul_scales`)",
     ),
     (
         "pass roll_loops { min_repeats = -3 }\n",

@@ -220,3 +220,43 @@ def extract_image_patches(
     if opset_import:
         opsets.append(onnx.helper.make_opsetid(domain, 1))
     return onnx.helper.make_model(graph, opset_imports=opsets, ir_version=8)
+
+
+def attention_scale(*, relu_pair: bool = False, depth: int = 8) -> onnx.ModelProto:
+    """Attention scores with the scale split over both operands, computed from a shape.
+
+    As PyTorch exports scaled dot-product attention (kokoro's ALBERT encoder): the head
+    dim's size read through Shape -> Gather -> Slice, then `sqrt(1 / sqrt(d))` multiplied
+    into the query and the key before their MatMul. The sequence length `n` is symbolic, so
+    onnxruntime's constant folding cannot fold the chain; `fold_constants` can (the head dim
+    is fixed), after which onnxruntime's MatMulScaleFusion fuses both Muls into a
+    `com.microsoft.FusedMatMul` whose alpha is the scale squared: exact by ONNX semantics
+    before, rounding differently after. `relu_pair` adds `Relu(Relu(scores))` for a rule to
+    rewrite before the pass runs; `depth` is the head dim (16: the scale is 0.5, a power of
+    two, and the fusion exact).
+    """
+    scores = "scores" if relu_pair else "y"
+    tail = "r1 = Relu(scores)\n y = Relu(r1)" if relu_pair else ""
+    return with_initializers(
+        parse(
+            f"(float[1, 2, n, {depth}] q, float[1, 2, {depth}, n] k) => (float[1, 2, n, n] y)",
+            f"""
+            shape = Shape(q)
+            permuted = Gather<axis = 0>(shape, perm)
+            depth = Slice(permuted, start, end)
+            depth_f = Cast<to = 1>(depth)
+            root = Sqrt(depth_f)
+            scale = Div(one, root)
+            half = Sqrt(scale)
+            qs = Mul(q, half)
+            ks = Mul(k, half)
+            {scores} = MatMul(qs, ks)
+            {tail}
+            """,
+            check=False,
+        ),
+        perm=np.array([0, 2, 1, 3], np.int64),
+        start=np.array([-1], np.int64),
+        end=np.array([np.iinfo(np.int64).max], np.int64),
+        one=np.array([1.0], np.float32),
+    )
