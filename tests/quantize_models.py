@@ -55,14 +55,25 @@ def cnn_bn(seed: int = 0) -> onnx.ModelProto:
         numpy_helper.from_array(head, "head"),
         numpy_helper.from_array(np.zeros(10, np.float32), "hb"),
     ]
-    nodes += [
-        helper.make_node("GlobalAveragePool", [current], ["pool"], "pool"),
+    return _classifier("cnn_bn", nodes, current, weights)
+
+
+def _classifier(
+    name: str, nodes: list[onnx.NodeProto], features: str, weights: list[onnx.TensorProto]
+) -> onnx.ModelProto:
+    """An opset-13 model of `nodes` on x [N, 3, 16, 16] with a pooled Gemm head on `features`.
+
+    The head's weights `head` and `hb` are among `weights`; it gives y [N, 10].
+    """
+    nodes = [
+        *nodes,
+        helper.make_node("GlobalAveragePool", [features], ["pool"], "pool"),
         helper.make_node("Flatten", ["pool"], ["flat"], "flatten"),
         helper.make_node("Gemm", ["flat", "head", "hb"], ["y"], "gemm", transB=1),
     ]
     graph = helper.make_graph(
         nodes,
-        "cnn_bn",
+        name,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
         weights,
@@ -167,15 +178,5 @@ def hardswish_cnn(seed: int = 0) -> onnx.ModelProto:
         *hard_swish("c1", "h1"),
         helper.make_node("Conv", ["h1", "w2", "b2"], ["c2"], "pointwise"),
         helper.make_node("Add", ["c2", "h0"], ["residual"], "residual"),
-        helper.make_node("GlobalAveragePool", ["residual"], ["pool"], "pool"),
-        helper.make_node("Flatten", ["pool"], ["flat"], "flatten"),
-        helper.make_node("Gemm", ["flat", "head", "hb"], ["y"], "gemm", transB=1),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "hardswish_cnn",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
-        weights,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    return _classifier("hardswish_cnn", nodes, "residual", weights)
