@@ -80,36 +80,64 @@ def names_in(expr: Node) -> dict[str, None]:
 
 
 def rebuild(node: Node, visit: Callable[[Node], Node]) -> Node:
-    """`node` with `visit` applied to each direct sub-expression."""
+    """`node` with `visit` applied to each direct sub-expression.
+
+    `node` itself comes back when `visit` returns every sub-expression unchanged (the same
+    object): rewriting a tree where little changes copies only the paths that did.
+    """
     if isinstance(node, Name | Const):
         return node
     if isinstance(node, ListExpr):
-        return dataclasses.replace(node, items=tuple(as_expr(visit(i)) for i in node.items))
+        items = _visit_all(node.items, visit)
+        return node if items is node.items else dataclasses.replace(node, items=items)
     if isinstance(node, Unary):
-        return dataclasses.replace(node, operand=as_expr(visit(node.operand)))
+        operand = as_expr(visit(node.operand))
+        return node if operand is node.operand else dataclasses.replace(node, operand=operand)
     if isinstance(node, Binary | Compare | BoolOp | Coalesce):
         left, right = as_expr(visit(node.left)), as_expr(visit(node.right))
+        if left is node.left and right is node.right:
+            return node
         return dataclasses.replace(node, left=left, right=right)
     if isinstance(node, Conditional):
-        return dataclasses.replace(
-            node,
-            cond=as_expr(visit(node.cond)),
-            then=as_expr(visit(node.then)),
-            otherwise=as_expr(visit(node.otherwise)),
-        )
+        parts = (node.cond, node.then, node.otherwise)
+        cond, then, otherwise = (as_expr(visit(part)) for part in parts)
+        if cond is node.cond and then is node.then and otherwise is node.otherwise:
+            return node
+        return dataclasses.replace(node, cond=cond, then=then, otherwise=otherwise)
     if isinstance(node, Call):
-        args = tuple(as_expr(visit(a)) for a in node.args)
+        args = _visit_all(node.args, visit)
         kwargs = tuple((k, as_expr(visit(v))) for k, v in node.kwargs)
+        if args is node.args and all(
+            new is old for (_, new), (_, old) in zip(kwargs, node.kwargs, strict=True)
+        ):
+            return node
         return dataclasses.replace(node, args=args, kwargs=kwargs)
     if isinstance(node, ConstraintCall):
-        return dataclasses.replace(node, args=tuple(as_expr(visit(a)) for a in node.args))
+        args = _visit_all(node.args, visit)
+        return node if args is node.args else dataclasses.replace(node, args=args)
     if isinstance(node, Attribute):
-        return dataclasses.replace(node, obj=as_expr(visit(node.obj)))
+        obj = as_expr(visit(node.obj))
+        return node if obj is node.obj else dataclasses.replace(node, obj=obj)
     if isinstance(node, Index):
-        return dataclasses.replace(node, obj=as_expr(visit(node.obj)), index=visit(node.index))
-    parts = (node.start, node.stop, node.step)
-    start, stop, step = (None if p is None else as_expr(visit(p)) for p in parts)
+        obj, index = as_expr(visit(node.obj)), visit(node.index)
+        if obj is node.obj and index is node.index:
+            return node
+        return dataclasses.replace(node, obj=obj, index=index)
+    start, stop, step = (
+        None if part is None else as_expr(visit(part))
+        for part in (node.start, node.stop, node.step)
+    )
+    if start is node.start and stop is node.stop and step is node.step:
+        return node
     return dataclasses.replace(node, start=start, stop=stop, step=step)
+
+
+def _visit_all(items: tuple[Expr, ...], visit: Callable[[Node], Node]) -> tuple[Expr, ...]:
+    """`items` with `visit` applied to each: `items` itself when none changed."""
+    visited = tuple(as_expr(visit(item)) for item in items)
+    if all(new is old for new, old in zip(visited, items, strict=True)):
+        return items
+    return visited
 
 
 def as_expr(node: Node) -> Expr:
