@@ -66,4 +66,6 @@ def pass_manager(
     ruleset: rules.RuleSet, options: engine.RunOptions | None = None
 ) -> engine.PassManager:
     """A pass manager that runs every standard pass and applies `match repeat` rules."""
-    return engine.PassManager(ruleset, options, passes=PASSES, block_rules=loops.apply_repeat_rules)
+    return engine.PassManager(
+        ruleset, options, passes=PASSES, block_rules=loops.repeat_rule_applier
+    )

@@ -28,9 +28,8 @@ from collections.abc import Sequence
 
 import ir
 from rewriter.engine import const_array, dtype_of, shape_of
+from rewriter.loops._options import DEFAULT_MAX_CARRIED
 from rewriter.loops._signature import StructureCache, node_label
-
-DEFAULT_MAX_CARRIED = 4
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

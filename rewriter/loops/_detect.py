@@ -31,25 +31,15 @@ import dataclasses
 import logging
 
 import ir
-from rewriter.loops._chain import DEFAULT_MAX_CARRIED, ChainPlan, Refusal, analyze_chain
+from rewriter.loops._chain import ChainPlan, Refusal, analyze_chain
 from rewriter.loops._extend import extend_backward
+from rewriter.loops._options import DetectOptions
 from rewriter.loops._signature import SignatureTable, StructureCache, is_constant_node
 
 logger = logging.getLogger(__name__)
 
 _MAX_PERIODS = 24
 _MAX_TRUNCATIONS = 6
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class DetectOptions:
-    """Limits of the search (the pass options of `roll_loops` / `outline_functions`)."""
-
-    min_repeats: int = 3
-    min_block_nodes: int = 2
-    max_carried: int = DEFAULT_MAX_CARRIED
-    # Nodes of these domains never repeat (outlining must not outline its own calls).
-    skip_domains: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -6,10 +6,20 @@ import dataclasses
 
 import ir
 from rewriter.engine import check_options, option
-from rewriter.loops._chain import DEFAULT_MAX_CARRIED
-from rewriter.loops._detect import DetectOptions
 
 DEFAULT_MAX_TRIP_COUNT = 64
+DEFAULT_MAX_CARRIED = 4
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DetectOptions:
+    """Limits of the search (the pass options of `roll_loops` / `outline_functions`)."""
+
+    min_repeats: int = 3
+    min_block_nodes: int = 2
+    max_carried: int = DEFAULT_MAX_CARRIED
+    # Nodes of these domains never repeat (outlining must not outline its own calls).
+    skip_domains: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -38,8 +38,8 @@ from rewriter.loops._chain import (
     Invariant,
     Source,
 )
-from rewriter.loops._detect import DetectOptions, detect_chain
-from rewriter.loops._options import RollLoopsOptions, ensure_facts
+from rewriter.loops._detect import detect_chain
+from rewriter.loops._options import DetectOptions, RollLoopsOptions, ensure_facts
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,10 @@
-"""A plain rewrite loads neither the quantization nor the verification package.
+"""A plain rewrite loads neither the quantization nor the verification package, nor the loop
+rolling machinery.
 
 They bring in onnxruntime sessions, metrics and the budget's machinery, which only a measured
-run (a preset, an accuracy budget, a speed check) uses; their names stay reachable from
-`rewriter.api`, loaded on first use.
+run (a preset, an accuracy budget, a speed check) uses, and the chain search and Loop builder,
+which only loop passes and `match repeat` rules use; their names stay reachable from
+`rewriter.api` and `rewriter.loops`, loaded on first use.
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from rewriter.cli import main
 
 if main([sys.argv[1], "--rules", sys.argv[2], "-o", sys.argv[3], "--no-progress"]) != 0:
     raise SystemExit("rewrite failed")
-print(sorted(m for m in ("rewriter.quantize", "rewriter.verification") if m in sys.modules))
+heavy = ("rewriter.quantize", "rewriter.verification", "rewriter.loops._roll", "rewriter.loops._repeat")
+print(sorted(m for m in heavy if m in sys.modules))
 import rewriter.api
 import rewriter.quantize
 print(rewriter.api.AccuracyBudget is rewriter.quantize.AccuracyBudget)
+import rewriter.loops
+import rewriter.loops._roll
+print(rewriter.loops.roll_loops is rewriter.loops._roll.roll_loops)
 """
 
 MODEL = """<ir_version: 8, opset_import: ["" : 17]>
@@ -35,7 +41,7 @@ g (float[2, 3] x) => (float[2, 3] y) {
 }"""
 
 
-def test_a_plain_rewrite_loads_no_measuring_package(tmp_path):
+def test_a_plain_rewrite_loads_no_measuring_package_and_no_loop_machinery(tmp_path):
     import onnx.parser
 
     model = tmp_path / "mul_one.onnx"
@@ -48,5 +54,5 @@ def test_a_plain_rewrite_loads_no_measuring_package(tmp_path):
         [sys.executable, "-c", _SCRIPT, *argv], capture_output=True, text=True, env=env, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-2:] == ["[]", "True"]
+    assert done.stdout.splitlines()[-3:] == ["[]", "True", "True"]
     assert (tmp_path / "out.onnx").exists()
