@@ -15,8 +15,9 @@ command) stays cheap, so the command can answer Ctrl-C while onnx and numpy are 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from rewriter._lazy import LazyNames
 
 if TYPE_CHECKING:
     from rewriter._errors import (
@@ -77,14 +78,11 @@ _EXPORTS = {
 }
 
 
+_NAMES = LazyNames(__name__, _EXPORTS, globals())
+
+
 def __getattr__(name: str) -> object:
-    """Import a public name on first use (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rewriter' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return _NAMES.get(name)
 
 
 __all__ = [

@@ -9,6 +9,7 @@ The order, lowest first (a module may import its own package and the layers befo
     ir
     rewriter._errors          errors and source spans, shared by every layer
     rewriter._cache           the user's cache folder, shared likewise
+    rewriter._lazy            names a package imports on first use (PEP 562), likewise
     rewriter.rules            the rule IR: the one form of a rule every consumer reads
     rewriter.dsl              the rule language (parses, checks, lowers into the rule IR),
     rewriter.engine             and beside it, never importing it: compiling, matching,
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("ir",),
-    ("rewriter._errors", "rewriter._cache"),
+    ("rewriter._errors", "rewriter._cache", "rewriter._lazy"),
     ("rewriter.rules",),
     ("rewriter.dsl", "rewriter.engine"),
     ("rewriter.loops", "rewriter.verification", "rewriter.prove"),

@@ -11,9 +11,9 @@ library) against the standard vocabulary (the engine's built-ins and every stand
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from rewriter._lazy import LazyNames
 from rewriter.api._budgeted import rewrite
 from rewriter.api._flops import node_flops
 from rewriter.api._library import (
@@ -64,11 +64,11 @@ _LAZY = {
 }
 
 
+_NAMES = LazyNames(__name__, _LAZY, globals())
+
+
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    return _NAMES.get(name)
 
 
 __all__ = [

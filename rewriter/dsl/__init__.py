@@ -13,10 +13,10 @@ The language is described in LANGUAGE.md beside this file; the grammar is `gramm
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from rewriter._cache import CacheFolder, user_cache
+from rewriter._lazy import LazyNames
 from rewriter.dsl._ast import (
     APPROXIMATION_METRICS,
     AliasStmt,
@@ -87,11 +87,11 @@ _LAZY = {
 }
 
 
+_NAMES = LazyNames(__name__, _LAZY, globals())
+
+
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    return _NAMES.get(name)
 
 
 __all__ = [

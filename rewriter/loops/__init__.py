@@ -10,9 +10,9 @@ of rolling). `apply_repeat_rules` applies `.rw` rules of the form
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from rewriter._lazy import LazyNames
 from rewriter.loops._definitions import LOOP_PASSES, repeat_rule_applier
 from rewriter.loops._options import (
     DetectOptions,
@@ -51,11 +51,11 @@ _LAZY = {
 }
 
 
+_NAMES = LazyNames(__name__, _LAZY, globals())
+
+
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    return _NAMES.get(name)
 
 
 __all__ = [
