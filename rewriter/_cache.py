@@ -3,8 +3,9 @@
 Each entry is named by a digest of everything it was made from, so a stale entry is never
 read: changed inputs give another name. Writes are atomic (a temporary file renamed over the
 name), and a cache that cannot be read or written (a read-only home, a full disk) only costs
-speed: the caller builds what it wanted instead. The oldest entries are removed when there
-are more than `max_entries`.
+speed: the caller builds what it wanted instead. When there are more than `max_entries`, the
+least recently used go: a read marks its entry used (its modification time), so the entries
+of the rule files a user loads every run stay while one-off entries age out.
 """
 
 from __future__ import annotations
@@ -44,10 +45,14 @@ class CacheFolder:
         """The entry's bytes, or None when it is missing or unreadable."""
         if self.path is None:
             return None
+        entry = self.path / name
         try:
-            return (self.path / name).read_bytes()
+            data = entry.read_bytes()
         except OSError:
             return None
+        with contextlib.suppress(OSError):  # a read-only cache still reads
+            os.utime(entry)
+        return data
 
     def write(self, name: str, data: bytes) -> None:
         """Store an entry atomically; a failure is logged at debug level and ignored."""

@@ -107,6 +107,16 @@ def test_the_oldest_entries_go_when_the_folder_is_full(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["entry-2", "entry-3", "entry-4"]
 
 
+def test_an_entry_read_recently_stays_when_older_ones_go(tmp_path):
+    cache = CacheFolder(tmp_path, max_entries=3)
+    for i in range(3):
+        cache.write(f"entry-{i}", f"{i}".encode())
+        os.utime(tmp_path / f"entry-{i}", (i, i))
+    assert cache.read("entry-0") == b"0"  # the oldest write, used again
+    cache.write("entry-3", b"3")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry-0", "entry-2", "entry-3"]
+
+
 def test_no_generated_or_machine_specific_file_is_tracked():
     tracked = subprocess.run(
         ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False
