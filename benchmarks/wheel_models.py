@@ -67,15 +67,15 @@ class Row:
     verify: int | None = None
     verify23: int | None = None
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
-    # Peers whose result computes something else than the original on the samples.
-    peers_wrong: list[str] = dataclasses.field(default_factory=list)
+    # Peers whose result's outputs are not equal to the original's on the samples.
+    peers_differing: list[str] = dataclasses.field(default_factory=list)
 
     def best_peer(self) -> int | None:
         """The smaller of onnxsim's and onnxslim's counts, of those whose outputs are right."""
         counts = [
             count
             for tool, count in (("onnxsim", self.onnxsim), ("onnxslim", self.onnxslim))
-            if count is not None and tool not in self.peers_wrong
+            if count is not None and tool not in self.peers_differing
         ]
         return min(counts) if counts else None
 
@@ -243,7 +243,7 @@ def measure(entry: dict[str, Any], examples: int) -> Row:
             peer_equal = False
             row.errors[tool] = f"its result does not run: {type(exc).__name__}: {exc}"[:200]
         if not peer_equal:
-            row.peers_wrong.append(tool)
+            row.peers_differing.append(tool)
     if examples > 0:
         for field, target in (("verify", None), ("verify23", TARGET)):
             code, last = verify_exit(path, target, examples)
@@ -259,7 +259,7 @@ def _cell(value: int | None) -> str:
 
 def _peer_cell(row: Row, tool: str) -> str:
     text = _cell(getattr(row, tool))
-    return f"{text} (wrong)" if tool in row.peers_wrong else text
+    return f"{text} (differs)" if tool in row.peers_differing else text
 
 
 def _diff(value: float | None, equal: bool) -> str:
@@ -281,9 +281,9 @@ def report(rows: list[Row], examples: int) -> str:
         "inputs: rendered text lines, 16 kHz voiced audio, Kokoro phoneme ids and a voice), "
         "onnxruntime with optimizations off, largest absolute difference. `--verify`: exit "
         f"code of `rewrite MODEL --verify --examples {examples}` (and with "
-        f"`--target-opset {TARGET}`). A peer's count marked (wrong): its result's outputs "
-        "differ from the original's on the samples (another shape or other values); it sets "
-        "no bar.",
+        f"`--target-opset {TARGET}`). A peer's count marked (differs): its result's "
+        "outputs are not equal to the original's on the samples (another shape, or values "
+        "beyond the tolerance the outputs columns use); it sets no bar.",
         "",
         f"| model | family | original | ours | ours @{TARGET} | onnxsim | onnxslim | outputs "
         f"| outputs @{TARGET} | --verify | --verify @{TARGET} |",
