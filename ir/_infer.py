@@ -22,6 +22,7 @@ import onnx.helper
 import onnx.shape_inference
 
 from ir import _schemas
+from ir._contrib_ops import ContribOp, StandInput, find_contrib_op
 from ir._core import (
     Dim,
     IRError,
@@ -252,9 +253,11 @@ def infer_node_types(
     """Output types of one node from its inputs' facts, via onnx's per-node inference.
 
     An op onnxruntime runs in the default domain where onnx has no schema (`_runtime_ops`) is
-    typed from that table. Returns None when neither knows the op at that opset (custom
-    domains), and raises `NodeInferenceError` when inference rejects the node (wrong input
-    types, bad attributes) — a sign the node is ill-typed.
+    typed from that table, and an op of onnxruntime's own domain that onnxruntime types as a
+    standard op (`_contrib_ops`) by onnx's inference of that op. Returns None when none of
+    them knows the op at that opset (custom domains), and raises `NodeInferenceError` when
+    inference rejects the node (wrong input types, bad attributes) — a sign the node is
+    ill-typed.
     """
     schema = _schema_of(node, opset_imports)
     if schema is None:
@@ -342,9 +345,86 @@ def _runtime_op_types(
         return None
     runtime = find_runtime_op(node.op_type, domain, version)
     if runtime is None:
-        return None
+        contrib = find_contrib_op(node.op_type, domain)
+        return None if contrib is None else _contrib_op_types(node, contrib, type_of)
     inputs = [type_of(value) if value is not None else None for value in node.inputs]
     return runtime_op_types(runtime, node, inputs)
+
+
+def _contrib_op_types(
+    node: Node, op: ContribOp, type_of: Callable[[Value], Type | None]
+) -> list[Type | None] | None:
+    """Output types of an onnxruntime op by onnx's inference of the standard op it mirrors.
+
+    The standard node gets the inputs and attributes `op` maps; an input bound to the type
+    parameter of the standard op's output is told the element type of input `op.dtype_from`
+    (onnx's schema would refuse the quantized weights the contrib op takes). None when onnx
+    declines: the contrib op's own checks are onnxruntime's, so that is no sign of an
+    ill-typed node, only of no facts.
+    """
+    schema = _schemas.find_schema(op.standard_op, "", op.standard_version)
+    if schema is None or op.dtype_from >= len(node.inputs):
+        return None
+    dtype_value = node.inputs[op.dtype_from]
+    dtype_type = type_of(dtype_value) if dtype_value is not None else None
+    if not isinstance(dtype_type, TensorType) or not dtype_type.dtype:
+        return None
+    output_param = schema.outputs[0].type_str if schema.outputs else None
+    names: list[str] = []
+    input_types: dict[str, onnx.TypeProto] = {}
+    for index, stand in enumerate(op.inputs):
+        value = _stand_in_value(node, stand)
+        if value is None:
+            names.append("")
+            continue
+        t = type_of(value)
+        param = schema.inputs[min(index, len(schema.inputs) - 1)].type_str
+        if param == output_param:
+            keep = isinstance(t, TensorType) and stand is not None and stand.same_dims
+            shape = t.shape if keep and isinstance(t, TensorType) else None
+            t = TensorType(dtype_type.dtype, shape)
+        elif not isinstance(t, TensorType):
+            return None
+        elif stand is not None and not stand.same_dims:
+            t = TensorType(t.dtype)
+        tp = onnx.TypeProto()
+        lower_type(t, tp)
+        input_types[value.name] = tp
+        names.append(value.name)
+    while names and not names[-1]:
+        names.pop()
+    try:
+        lowered = lower_node(node)
+    except IRError:
+        return None
+    standard = onnx.helper.make_node(
+        op.standard_op, names, [v.name for v in node.outputs[: len(schema.outputs)]]
+    )
+    standard.attribute.extend(a for a in lowered.attribute if a.name in op.attributes)
+    try:
+        result = onnx.shape_inference.infer_node_outputs(schema, standard, input_types)
+    except (
+        KeyError,
+        onnx.shape_inference.InferenceError,
+        onnx.checker.ValidationError,
+        RuntimeError,
+        ValueError,
+        TypeError,
+    ) as exc:
+        logger.debug("no facts for %s from %s's inference: %s", node.op_type, op.standard_op, exc)
+        return None
+    return [
+        lift_inferred_type(result[v.name]) if v.name and v.name in result else None
+        for v in node.outputs
+    ]
+
+
+def _stand_in_value(node: Node, stand: StandInput | None) -> Value | None:
+    """The node's input that `stand` names (None when not given)."""
+    if stand is None or stand.source >= len(node.inputs):
+        return None
+    value = node.inputs[stand.source]
+    return value if value is not None and value.name else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ import onnx.checker
 import onnx.shape_inference
 
 from ir import _shape_ops_elementwise, _shape_ops_nn, _shape_ops_tensor
+from ir._contrib_ops import find_contrib_op
 from ir._core import Dim, Graph, Model, Node, TensorType, Type, Value, topological_order
 from ir._enums import DataType
 from ir._infer import (
@@ -122,25 +123,33 @@ def _disputed_nodes(model: Model) -> dict[Node, None]:
 
 
 def _runtime_nodes(model: Model) -> dict[Node, None]:
-    """The nodes of ops only onnxruntime defines at the model's opset (see `_runtime_ops`).
+    """The nodes of ops only onnxruntime defines that this package can type.
 
-    onnx's inference types neither them nor anything computed from them: the walk types
-    those values node by node, the runtime ops from their table.
+    Those are the ops onnxruntime runs in the default domain at the model's opset (see
+    `_runtime_ops`) and the ops of its own domain that it types as a standard op (see
+    `_contrib_ops`). onnx's inference types neither them nor anything computed from them:
+    the walk types those values node by node, the runtime ops from their tables.
     """
     opsets = model.opset_imports
     opset = opsets.get("", opsets.get("ai.onnx"))
-    if opset is None:
-        return {}
     found: dict[Node, None] = {}
     for graph in _inferred_graphs(model):
         for node in graph:
-            if (
-                node.op_type in _RUNTIME_OP_NAMES
-                and find_schema(node.op_type, node.domain, opset) is None
-                and find_runtime_op(node.op_type, node.domain, opset) is not None
+            if _is_runtime_node(node, opset) or (
+                node.domain in opsets and find_contrib_op(node.op_type, node.domain) is not None
             ):
                 found[node] = None
     return found
+
+
+def _is_runtime_node(node: Node, opset: int | None) -> bool:
+    """Whether `node` is an op onnxruntime runs in the default domain where onnx has none."""
+    return (
+        opset is not None
+        and node.op_type in _RUNTIME_OP_NAMES
+        and find_schema(node.op_type, node.domain, opset) is None
+        and find_runtime_op(node.op_type, node.domain, opset) is not None
+    )
 
 
 def _computed_from(nodes: Iterable[Node]) -> dict[Value, None]:
