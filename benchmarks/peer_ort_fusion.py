@@ -105,6 +105,9 @@ CONTRIB_RULES = (ROOT / "patterns", ROOT / "patterns" / "ort")
 # Integer inputs are also drawn from this range: the verifier's default draws masks as 0 and
 # 1 only, where a rewrite into a 0/1 mask index (onnxruntime's raw mask) looks exact.
 WIDE_INTEGERS = (0.0, 3.0)
+# Negative integers too: Gather reads a negative id from the end of its table, where
+# onnxruntime's EmbedLayerNormalization refuses it ("input index out of range").
+NEGATIVE_INTEGERS = (-3.0, -1.0)
 
 
 class SuiteUnavailableError(Exception):
@@ -342,7 +345,8 @@ def _checked(original: onnx.ModelProto, result: onnx.ModelProto, examples: int) 
 
     Checked on the verifier's inputs, then again with integer inputs drawn from
     `WIDE_INTEGERS` (not only 0 and 1 for masks), unless the original fails on those; the
-    note is the second check's when it fails.
+    note is the second check's when it fails. Where both pass, once more with integer inputs
+    from `NEGATIVE_INTEGERS` (ids counted from the end of a table), unless the original fails.
     """
     ops = op_counts(result)
     outcome = Outcome(sum(ops.values()), dict(ops))
@@ -355,6 +359,13 @@ def _checked(original: onnx.ModelProto, result: onnx.ModelProto, examples: int) 
         if equal is False:
             outcome.equal = False
             low, high = WIDE_INTEGERS
+            outcome.note = f"with integer inputs in {low:g}..{high:g}: {note}"
+    if outcome.equal and wide:
+        ranges = dict.fromkeys(wide, NEGATIVE_INTEGERS)
+        equal, note = _verdict_of(original, result, examples, ranges)
+        if equal is False:
+            outcome.equal = False
+            low, high = NEGATIVE_INTEGERS
             outcome.note = f"with integer inputs in {low:g}..{high:g}: {note}"
     return outcome
 
