@@ -582,12 +582,13 @@ def import_runtime_domains(model: Model) -> tuple[str, ...]:
     """Import the domains `model`'s nodes use without an import, as onnxruntime reads them.
 
     onnxruntime's own domains are imported at version 1; onnx's default domain, used without
-    an import by a model that imports another domain (onnxruntime's SimplifiedLayerNormalization
-    fusion tests build such models), at the newest opset the installed onnx defines, as
-    onnxruntime imports every domain it knows at its newest version (a model that imports
-    no domain at all onnxruntime refuses, and so does `validate_model`). Lifting does this
-    for every model, so what onnxruntime runs loads and converts. Returns the domains added ('' for the default domain; none for a model
-    that imports what it uses). Other domains a node uses without an import stay refused by
+    an import by a model that imports another domain (onnxruntime's
+    SimplifiedLayerNormalization fusion tests build such models), at the newest opset the
+    installed onnx defines, as onnxruntime imports every domain it knows at its newest
+    version (a model that imports no domain at all onnxruntime refuses, and so does
+    `validate_model`). Lifting does this for every model, so what onnxruntime runs loads and
+    converts. Returns the domains added ('' for the default domain; none for a model that
+    imports what it uses). Other domains a node uses without an import stay refused by
     `validate_model`.
     """
     used = {
