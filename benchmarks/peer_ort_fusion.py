@@ -17,7 +17,9 @@ a right attention fusion from a wrong one)
 * `opset 23`: this project's default library at `--target-opset 23` (standard `Attention`).
 
 Each result is checked against the original with `rewriter.verify` (onnxruntime, generated
-inputs with NaN, infinities and extremes in some examples). A model counts against this
+inputs with NaN, infinities and extremes in some examples; integer inputs also drawn from
+0..3, beyond a mask's 0 and 1, and from -3..-1, ids that Gather reads from the end of a
+table). A model counts against this
 project when its contrib result computes something else or fails, leaves fewer of an op the
 peer fused (the op types the peer's result has more of than the original, among the
 `com.microsoft` ops and the standard composite ops) or more nodes, where the peer's result is
@@ -678,7 +680,8 @@ def results_section(report_text: str, argv: list[str] | None) -> str:
         "project's contrib rules (`--rules patterns/ --rules patterns/ort`) and its default "
         "library at `--target-opset 23`; fused ops are the op types a result has more of "
         "than the original (com.microsoft ops and standard composite ops); outputs are checked "
-        "with `rewriter.verify` (integer inputs also from 0 to 3).",
+        "with `rewriter.verify` (integer inputs also from 0 to 3, and from -3 to -1: ids counted "
+        "from the end of a table).",
         "",
         # the report's sections become subsections of this one
         "\n".join(
