@@ -228,3 +228,25 @@ def test_layer_normalization_below_opset_17_as_onnxruntime_runs_it():
         np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-5)
     del model.opset_import[1]  # only rules for onnxruntime write its default-domain ops
     assert not fired(rewrite(model, LN17))
+
+
+def test_a_skip_layer_normalization_with_a_bias_is_no_embedding_sum():
+    """SkipLayerNormalization's fifth input adds a bias EmbedLayerNormalization has no room for."""
+    model = build(
+        """<ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
+        g (int64[B, S] ids, int64[B, S] pos, int64[B, S] seg) => (float[B, S, 8] y) {
+            w = Gather (word, ids)
+            p = Gather (position, pos)
+            s = Add (w, p)
+            g = Gather (segment, seg)
+            y = com.microsoft.SkipLayerNormalization <epsilon = 0.001> (s, g, gamma, beta, bias)
+        }""",
+        check=False,
+        word=((11, 8), -1.0, 1.0),
+        position=((7, 8), -1.0, 1.0),
+        segment=((3, 8), -1.0, 1.0),
+        gamma=((8,), 0.5, 1.5),
+        beta=((8,), -0.5, 0.5),
+        bias=((8,), -0.5, 0.5),
+    )
+    assert not fired(rewrite(model, ELN))
