@@ -17,7 +17,9 @@ a right attention fusion from a wrong one)
 * `opset 23`: this project's default library at `--target-opset 23` (standard `Attention`).
 
 Each result is checked against the original with `rewriter.verify` (onnxruntime, generated
-inputs with NaN, infinities and extremes in some examples). A model counts against this
+inputs with NaN, infinities and extremes in some examples; integer inputs also drawn from
+0..3, beyond a mask's 0 and 1, and from -3..-1, ids that Gather reads from the end of a
+table). A model counts against this
 project when its contrib result computes something else or fails, leaves fewer of an op the
 peer fused (the op types the peer's result has more of than the original, among the
 `com.microsoft` ops and the standard composite ops) or more nodes, where the peer's result is
@@ -105,6 +107,9 @@ CONTRIB_RULES = (ROOT / "patterns", ROOT / "patterns" / "ort")
 # Integer inputs are also drawn from this range: the verifier's default draws masks as 0 and
 # 1 only, where a rewrite into a 0/1 mask index (onnxruntime's raw mask) looks exact.
 WIDE_INTEGERS = (0.0, 3.0)
+# Negative integers too: Gather reads a negative id from the end of its table, where
+# onnxruntime's EmbedLayerNormalization refuses it ("input index out of range").
+NEGATIVE_INTEGERS = (-3.0, -1.0)
 
 
 class SuiteUnavailableError(Exception):
@@ -342,7 +347,8 @@ def _checked(original: onnx.ModelProto, result: onnx.ModelProto, examples: int) 
 
     Checked on the verifier's inputs, then again with integer inputs drawn from
     `WIDE_INTEGERS` (not only 0 and 1 for masks), unless the original fails on those; the
-    note is the second check's when it fails.
+    note is the second check's when it fails. Where both pass, once more with integer inputs
+    from `NEGATIVE_INTEGERS` (ids counted from the end of a table), unless the original fails.
     """
     ops = op_counts(result)
     outcome = Outcome(sum(ops.values()), dict(ops))
@@ -355,6 +361,13 @@ def _checked(original: onnx.ModelProto, result: onnx.ModelProto, examples: int) 
         if equal is False:
             outcome.equal = False
             low, high = WIDE_INTEGERS
+            outcome.note = f"with integer inputs in {low:g}..{high:g}: {note}"
+    if outcome.equal and wide:
+        ranges = dict.fromkeys(wide, NEGATIVE_INTEGERS)
+        equal, note = _verdict_of(original, result, examples, ranges)
+        if equal is False:
+            outcome.equal = False
+            low, high = NEGATIVE_INTEGERS
             outcome.note = f"with integer inputs in {low:g}..{high:g}: {note}"
     return outcome
 
@@ -667,7 +680,8 @@ def results_section(report_text: str, argv: list[str] | None) -> str:
         "project's contrib rules (`--rules patterns/ --rules patterns/ort`) and its default "
         "library at `--target-opset 23`; fused ops are the op types a result has more of "
         "than the original (com.microsoft ops and standard composite ops); outputs are checked "
-        "with `rewriter.verify` (integer inputs also from 0 to 3).",
+        "with `rewriter.verify` (integer inputs also from 0 to 3, and from -3 to -1: ids counted "
+        "from the end of a table).",
         "",
         # the report's sections become subsections of this one
         "\n".join(

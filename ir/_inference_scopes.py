@@ -7,11 +7,14 @@ every value a subgraph defines is renamed to a name used nowhere else, and each 
 copy maps back to the IR `Value` it stands for. Function bodies are not renamed and nothing is
 read back from them: their values are typed per call site or, here, not at all.
 
-The copy also differs from the model in two ways that keep facts sound (see `prepare`):
+The copy also differs from the model in ways that keep facts sound (see `prepare`):
 initializers that are also graph inputs are left out (a caller may feed another value), and
 the symbolic dims of the main graph's outputs are cleared (the exporter names them itself).
 Sparse initializers become graph inputs of their dense type: onnx types them as sparse
-tensors, which no op's inference accepts, while runtimes compute with the dense tensor.
+tensors, which no op's inference accepts, while runtimes compute with the dense tensor. A main
+graph whose nodes are out of order (onnxruntime runs such models, and its fusion tests build
+them) gets its nodes in topological order: onnx's inference reads them in the order given and
+leaves a node untyped whose input comes from a later one.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 import onnx
 import onnx.helper
 
-from ir._core import Graph, Model, Node, Value
+from ir._core import Graph, Model, Node, Value, topological_order
 from ir._infer import is_invented_dim
 from ir._serde import to_onnx
 
@@ -52,6 +55,7 @@ class PreparedModel:
 def prepare(model: Model) -> PreparedModel:
     """Lower `model` for inference (weights left out), with unique names per scope."""
     proto = to_onnx(model, weights=False)
+    _sort_main_graph(proto.graph, model.graph)
     for graph in _graphs_in(proto.graph):
         _sparse_as_dense_inputs(graph)
     _hide_overridable_values(proto.graph)
@@ -69,6 +73,23 @@ def prepare(model: Model) -> PreparedModel:
         values = {v.name: v for v in model.graph.values()}
     outputs = _open_output_symbols(proto)
     return PreparedModel(proto, nested, values, symbols, elsewhere, outputs)
+
+
+def _sort_main_graph(proto: onnx.GraphProto, graph: Graph) -> None:
+    """Put `proto`'s nodes (lowered from `graph`, in its order) in topological order."""
+    nodes = list(graph)
+    order = topological_order(graph)
+    if order == nodes or len(proto.node) != len(nodes):
+        return
+    messages = list(proto.node)
+    if any(
+        list(message.output) != [value.name for value in node.outputs]
+        for message, node in zip(messages, nodes, strict=True)
+    ):
+        return
+    position = {node: index for index, node in enumerate(nodes)}
+    del proto.node[:]
+    proto.node.extend(messages[position[node]] for node in order)
 
 
 # A domain onnx knows nothing of: a node moved there gets no inference (see `hide_nodes`).

@@ -579,11 +579,17 @@ RUNTIME_DOMAINS = ("com.microsoft", "com.microsoft.nchwc", "com.ms.internal.nhwc
 
 
 def import_runtime_domains(model: Model) -> tuple[str, ...]:
-    """Import, at version 1, the onnxruntime domains `model`'s nodes use without an import.
+    """Import the domains `model`'s nodes use without an import, as onnxruntime reads them.
 
-    Lifting does this for every model, so what onnxruntime runs loads and converts. Returns
-    the domains added (none for a model that imports what it uses). Other domains a node
-    uses without an import stay refused by `validate_model`.
+    onnxruntime's own domains are imported at version 1; onnx's default domain, used without
+    an import by a model that imports another domain (onnxruntime's
+    SimplifiedLayerNormalization fusion tests build such models), at the newest opset the
+    installed onnx defines, as onnxruntime imports every domain it knows at its newest
+    version (a model that imports no domain at all onnxruntime refuses, and so does
+    `validate_model`). Lifting does this for every model, so what onnxruntime runs loads and
+    converts. Returns the domains added ('' for the default domain; none for a model that
+    imports what it uses). Other domains a node uses without an import stay refused by
+    `validate_model`.
     """
     used = {
         node.domain
@@ -592,11 +598,15 @@ def import_runtime_domains(model: Model) -> tuple[str, ...]:
             *(g for fn in model.functions.values() for g in fn.graph.all_graphs()),
         )
         for node in graph
-        if node.domain in RUNTIME_DOMAINS
     }
-    added = tuple(sorted(used - set(model.opset_imports)))
+    imports = model.opset_imports
+    added = tuple(sorted((used & set(RUNTIME_DOMAINS)) - set(imports)))
     for domain in added:
-        model.opset_imports[domain] = 1
+        imports[domain] = 1
+    # A model that imports nothing at all stays refused, as onnxruntime refuses it.
+    if imports and used & {"", "ai.onnx"} and not {"", "ai.onnx"} & set(imports):
+        imports[""] = onnx.defs.onnx_opset_version()
+        added = ("", *added)
     return added
 
 
@@ -630,11 +640,18 @@ def lift_model(
     except GraphStructureError as exc:
         raise ModelLoadError(str(exc)) from exc
     for domain in import_runtime_domains(model):
-        logger.warning(
-            "nodes use onnxruntime's domain %r, which the model does not import; imported at "
-            "version 1, as onnxruntime reads it",
-            domain,
-        )
+        if domain:
+            logger.warning(
+                "nodes use onnxruntime's domain %r, which the model does not import; imported "
+                "at version 1, as onnxruntime reads it",
+                domain,
+            )
+        else:
+            logger.warning(
+                "nodes use onnx's default domain, which the model does not import; imported at "
+                "opset %d (the newest onnx defines), as onnxruntime reads it",
+                model.opset_imports[""],
+            )
     return model, lifter.external
 
 

@@ -136,12 +136,14 @@ def _has_double_kernel(
 class _Widener:
     """Widens one model in place (a copy the caller owns)."""
 
-    def __init__(self, model: ir.Model) -> None:
+    def __init__(self, model: ir.Model, runtime_types: Mapping[str, ir.DataType]) -> None:
         self.model = model
         self.names = ir.NameAllocator(model)
         self.notes: dict[str, None] = {}
         # Original element types of the values made float64, per value.
         self.original: dict[ir.Value, ir.DataType] = {}
+        # Element types onnxruntime gives values that inference leaves untyped, by name.
+        self.runtime_types = runtime_types
 
     def run(self) -> None:
         main_graphs = list(self.model.graph.all_graphs())
@@ -161,6 +163,8 @@ class _Widener:
     def _record_types(self, graph: ir.Graph) -> None:
         for value in graph.values():
             dtype = _dtype(value)
+            if dtype is None:
+                dtype = self.runtime_types.get(value.name)
             if dtype is not None and dtype in WIDENED:
                 self.original[value] = dtype
 
@@ -305,6 +309,8 @@ class _Widener:
             if dtype is None:
                 continue
             wide = ir.Value(self.names.fresh(f"{out.name}_double"))
+            # A later node kept in its own precision casts it down again.
+            self.original[wide] = dtype
             name = out.name
             out.replace_all_uses_with(wide, replace_graph_outputs=True)
             out.name = self.names.fresh(f"{name}_{dtype.onnx_name}")
@@ -344,6 +350,53 @@ class _Widener:
                 graph.remove_initializer(value.name)
 
 
+_ORT_TYPE_NAMES = {f"tensor({dtype.onnx_name})": dtype for dtype in ir.DataType}
+
+
+def _runtime_types(model: ir.Model) -> dict[str, ir.DataType]:
+    """Element types of the main graph's values that inference leaves untyped, from onnxruntime.
+
+    onnx's inference stops at the ops of onnxruntime's own domains (a model that already holds
+    SkipLayerNormalization or Attention): the values they compute, and those computed from
+    them, get no type, and the oracle could neither cast such a node's outputs up nor widen
+    what follows. onnxruntime types them when it loads the model: each such value is made a
+    graph output without a type and read back from the session (no optimizations, not run).
+    Empty when every value is typed, no node is in another domain, or onnxruntime refuses.
+    """
+    graph = model.graph
+    if all(ir.schemas.normalize_domain(node.domain) == "" for node in graph):
+        return {}
+    untyped = [
+        value.name
+        for node in graph
+        for value in node.outputs
+        if value.name and _dtype(value) is None and not value.is_graph_output()
+    ]
+    if not untyped:
+        return {}
+    import onnx
+    import onnxruntime as ort
+
+    proto = ir.to_onnx(model)
+    proto.graph.output.extend(onnx.ValueInfoProto(name=name) for name in untyped)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 4
+    try:
+        session = ort.InferenceSession(
+            proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime raises its own untyped error classes
+        logger.info("onnxruntime did not type the untyped values: %s", exc)
+        return {}
+    wanted = set(untyped)
+    return {
+        output.name: _ORT_TYPE_NAMES[output.type]
+        for output in session.get_outputs()
+        if output.name in wanted and output.type in _ORT_TYPE_NAMES
+    }
+
+
 def oracle_model(model: ir.Model) -> OracleModel:
     """A float64 copy of `model` (see the module docstring); `model` is not changed.
 
@@ -352,7 +405,7 @@ def oracle_model(model: ir.Model) -> OracleModel:
     """
     copy = ir.from_onnx(ir.to_onnx(model), base_dir=model.base_dir)
     ir.infer_types(copy)
-    widener = _Widener(copy)
+    widener = _Widener(copy, _runtime_types(copy))
     widener.run()
     return OracleModel(copy, tuple(widener.notes))
 

@@ -222,3 +222,54 @@ def test_an_unknown_domain_used_without_an_import_is_still_refused(tmp_path):
     onnx.save(_skip_norm_without_import("my.ops"), path)
     with pytest.raises(ir.ModelLoadError, match=r"uses domain 'my\.ops', which the model does not"):
         ir.load(path)
+
+
+def _rms_norm_out_of_order(opset_imports: list[onnx.OperatorSetIdProto]) -> onnx.ModelProto:
+    """x + x, then its RMS normalization, with the Add listed last (onnxruntime's
+    SimplifiedLayerNormalization fusion tests build such models, importing com.microsoft only)."""
+    nodes = [
+        onnx.helper.make_node("Mul", ["d", "d"], ["dd"]),
+        onnx.helper.make_node("ReduceMean", ["dd", "axes"], ["var"]),
+        onnx.helper.make_node("Add", ["var", "eps"], ["ve"]),
+        onnx.helper.make_node("Sqrt", ["ve"], ["sd"]),
+        onnx.helper.make_node("Div", ["d", "sd"], ["y"]),
+        onnx.helper.make_node("Add", ["x", "x"], ["d"]),
+    ]
+    graph = onnx.helper.make_graph(
+        nodes,
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3, 8])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3, 8])],
+        [
+            onnx.numpy_helper.from_array(np.array([1e-5], np.float32), "eps"),
+            onnx.numpy_helper.from_array(np.array([-1], np.int64), "axes"),
+        ],
+    )
+    return onnx.helper.make_model(graph, opset_imports=opset_imports, ir_version=8)
+
+
+def test_the_default_domain_used_without_an_import_is_imported_as_onnxruntime_reads_it(
+    tmp_path, caplog
+):
+    path = tmp_path / "no_default_import.onnx"
+    onnx.save(_rms_norm_out_of_order([onnx.helper.make_opsetid("com.microsoft", 1)]), path)
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float32)}
+    expected = ort.InferenceSession(str(path)).run(None, feeds)[0]  # onnxruntime runs it
+    model = ir.load(path)
+    assert model.opset_imports == {"com.microsoft": 1, "": onnx.defs.onnx_opset_version()}
+    assert "onnx's default domain, which the model does not import; imported at opset" in (
+        caplog.text
+    )
+    out = tmp_path / "saved.onnx"
+    ir.save(model, out)
+    got = ort.InferenceSession(str(out)).run(None, feeds)[0]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_values_of_a_graph_listed_out_of_order_are_typed():
+    model = ir.from_onnx(_rms_norm_out_of_order([onnx.helper.make_opsetid("", 18)]))
+    ir.infer_types(model)
+    types = {v.name: ir.inferred_type(v) for node in model.graph for v in node.outputs}
+    dtypes = {n: t.dtype if t is not None else None for n, t in types.items() if n != "y"}
+    assert dtypes == dict.fromkeys(("dd", "var", "ve", "sd", "d"), ir.DataType.FLOAT)
+    assert types["var"].shape == (2, 3, 1)

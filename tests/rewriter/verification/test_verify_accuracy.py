@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
+import onnx.parser
 import pytest
 
 import ir
@@ -180,6 +182,43 @@ def test_the_oracle_leaves_the_original_model_unchanged():
     before = ir.to_onnx(model).SerializeToString()
     oracle_model(model)
     assert ir.to_onnx(model).SerializeToString() == before
+
+
+def _skip_norms_around_a_matmul() -> onnx.ModelProto:
+    """SkipLayerNormalization (onnxruntime's, no double kernel), a MatMul by a weight, and a
+    second SkipLayerNormalization reading the first directly: onnx's inference types nothing
+    after the contrib ops."""
+    text = """
+    <ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
+    g (float[2, 3, 8] x, float[2, 3, 8] s) => (float[2, 3, 8] y) {
+        a = com.microsoft.SkipLayerNormalization <epsilon = 0.001> (x, s, gamma, beta)
+        m = MatMul (a, w)
+        y = com.microsoft.SkipLayerNormalization <epsilon = 0.001> (a, m, gamma, beta)
+    }
+    """
+    model = onnx.parser.parse_model(text)
+    rng = np.random.default_rng(0)
+    for name, array in (
+        ("gamma", rng.uniform(0.5, 1.5, 8)),
+        ("beta", rng.uniform(-0.5, 0.5, 8)),
+        ("w", rng.standard_normal((8, 8))),
+    ):
+        model.graph.initializer.append(onnx.numpy_helper.from_array(array.astype(np.float32), name))
+    return model
+
+
+def test_the_oracle_widens_what_follows_onnxruntimes_own_ops():
+    """The contrib ops stay in float (cast down and back up), the MatMul runs in double."""
+    proto = _skip_norms_around_a_matmul()
+    built = oracle_model(ir.from_onnx(proto))
+    proto64 = ir.to_onnx(built.model)
+    assert any("SkipLayerNormalization` computed in its own precision" in n for n in built.notes)
+    rng = np.random.default_rng(1)
+    feeds = {"x": rng.standard_normal((2, 3, 8)), "s": rng.standard_normal((2, 3, 8))}
+    wide = np.asarray(run_model(proto64, feeds)["y"])
+    narrow = np.asarray(run_model(proto, {k: v.astype(np.float32) for k, v in feeds.items()})["y"])
+    assert wide.dtype == np.float64
+    assert np.max(np.abs(wide - narrow)) < 1e-4
 
 
 # ---------------------------------------------------------------------------------------------
