@@ -178,6 +178,45 @@ def test_int8_keeps_the_whole_range_of_a_conv_output_that_more_than_hardswish_re
     assert abs(lowest - conv_low) <= step
 
 
+def _largest_channel_mean_error(
+    model: onnx.ModelProto, quantized: onnx.ModelProto, samples: tuple[dict[str, np.ndarray], ...]
+) -> float:
+    reference = ort.InferenceSession(model.SerializeToString())
+    approximate = ort.InferenceSession(quantized.SerializeToString())
+    errors = np.concatenate(
+        [approximate.run(None, s)[0] - reference.run(None, s)[0] for s in samples]
+    )
+    return float(np.abs(errors.mean(axis=(0, 2, 3))).max())
+
+
+def test_int8_corrects_conv_biases_so_channel_means_match_float_on_the_samples():
+    # Empirical bias correction: each quantized Conv's mean output per channel on the
+    # calibration samples is made the float model's, layer by layer; off, the rounding of the
+    # weights and of the values below HardSwish's -3 leaves a shift per channel.
+    model = conv_hardswish(seed=3)
+    samples = _samples(4, (2, 4, 8, 8), 1)
+    corrected = rewrite(
+        model,
+        options=RewriteOptions(
+            quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+        ),
+    )
+    plain = rewrite(
+        model,
+        options=RewriteOptions(
+            quantize="int8",
+            calibration_samples=CalibrationSamples(samples, bias_correction=False),
+            speed_check=OFF,
+        ),
+    )
+    assert any(note.startswith("bias correction: 2 quantized Convs") for note in corrected.notes)
+    assert not any(note.startswith("bias correction") for note in plain.notes)
+    shift = _largest_channel_mean_error(model, plain.proto, samples)
+    assert shift > 0.005
+    assert _largest_channel_mean_error(model, corrected.proto, samples) < shift / 3
+    assert collections.Counter(n.op_type for n in corrected.model.graph)["Conv"] == 2
+
+
 def test_int8_without_samples_and_speed_check_leaves_conv_float_and_says_why():
     result = rewrite(cnn_bn(), options=RewriteOptions(quantize="int8", speed_check=OFF))
     ops = collections.Counter(node.op_type for node in result.model.graph)
