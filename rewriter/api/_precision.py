@@ -211,13 +211,16 @@ def rewrite_measured(
     if _corrects_biases(options):
         assert options.calibration_samples is not None
         with clock.phase("calibrate"):
-            correction = correct_biases(
-                built.model,
-                float_model,
-                options.calibration_samples.samples,
-                built.node_layers,
-                layers,
-            )
+            try:
+                correction = correct_biases(
+                    built.model,
+                    float_model,
+                    options.calibration_samples.samples,
+                    built.node_layers,
+                    layers,
+                )
+            except VerifyError as exc:
+                raise RewriteError(f"calibration: {exc}") from exc
         if correction.corrected:
             notes.append(correction.summary())
     trace = _trace(before, variants[0][1], layers, choice, decision, speed, options, cleanup)
@@ -246,9 +249,19 @@ def rewrite_measured(
 
 
 def _corrects_biases(options: RewriteOptions) -> bool:
-    """An int8 preset run with calibration samples corrects its quantized Convs' biases."""
+    """An int8 preset run with calibration samples corrects its quantized Convs' biases.
+
+    Not under an accuracy budget: the budget chose the layers by measuring them uncorrected,
+    and a correction made afterwards would change what it measured (on Silero VAD it moved a
+    speech segment's end by one chunk where the chosen, uncorrected model keeps them all).
+    """
     samples = options.calibration_samples
-    return options.quantize == "int8" and samples is not None and samples.bias_correction
+    return (
+        options.quantize == "int8"
+        and options.budget is None
+        and samples is not None
+        and samples.bias_correction
+    )
 
 
 def _without_approximate(

@@ -29,6 +29,7 @@ import numpy as np
 
 import ir
 from rewriter.quantize._sites import Layers
+from rewriter.verification import VerifyError, analyze_inputs, split_samples
 
 _LOG = logging.getLogger(__name__)
 
@@ -109,6 +110,8 @@ def _channel_means(
                 value.type = ir.TensorType(ir.DataType.FLOAT)
             graph.add_output(value)
         session = _session(model)
+    except Exception as exc:  # onnxruntime's error classes are not importable types
+        raise VerifyError(f"onnxruntime cannot run the model to correct biases: {exc}") from exc
     finally:
         for index in reversed(range(len(graph.outputs))):
             graph.remove_output(index)
@@ -117,7 +120,10 @@ def _channel_means(
     sums: dict[str, np.ndarray] = {}
     counts: dict[str, int] = {}
     for feed in feeds:
-        results = session.run(list(names), dict(feed))  # type: ignore[attr-defined]
+        try:
+            results = session.run(list(names), dict(feed))  # type: ignore[attr-defined]
+        except Exception as exc:  # as above
+            raise VerifyError(f"the model failed on a calibration sample: {exc}") from exc
         for name, array in zip(names, results, strict=True):
             wide = np.asarray(array, np.float64)
             axes = (0, *range(2, wide.ndim))
@@ -162,16 +168,22 @@ def correct_biases(
     """Correct, in place, the biases of `model`'s quantized Convs (see the module docstring).
 
     `model` is the quantized model as written (`materialize` made it from `float_model`, which
-    `node_layers` and `layers` describe); `samples` are the calibration samples.
+    `node_layers` and `layers` describe); `samples` are the calibration samples (the float
+    model already ran on them for the calibration statistics).
+
+    Raises:
+        VerifyError: samples that do not fit the model's inputs, or a model onnxruntime
+            cannot run on them.
     """
-    inputs = {value.name for value in float_model.graph.inputs}
-    feeds = [
-        {name: np.asarray(array) for name, array in sample.items() if name in inputs}
-        for sample in samples
-    ]
     pairs = _float_counterparts(model, float_model, node_layers, layers)
-    if not pairs or not feeds:
+    if not pairs:
         return BiasCorrection(0, 0.0)
+    # The samples as collect_calibration took them (several stacked along a new first axis
+    # are several), so any samples it accepted are accepted here.
+    specs = analyze_inputs(float_model, float_model)
+    feeds = split_samples(
+        [{name: np.asarray(array) for name, array in sample.items()} for sample in samples], specs
+    )
     reference = _channel_means(float_model, [name for _, name in pairs], feeds)
     names = ir.NameAllocator(model)
     corrected, largest = 0, 0.0
@@ -181,6 +193,8 @@ def correct_biases(
         if bias is None or bias.shape != target.shape:
             continue
         measured = _channel_means(model, [conv.outputs[0].name], feeds)[conv.outputs[0].name]
+        if measured.shape != target.shape:
+            continue
         shift = measured - target
         if not np.all(np.isfinite(shift)):
             continue
