@@ -217,6 +217,26 @@ def test_int8_corrects_conv_biases_so_channel_means_match_float_on_the_samples()
     assert collections.Counter(n.op_type for n in corrected.model.graph)["Conv"] == 2
 
 
+def test_int8_bias_correction_takes_samples_stacked_along_a_new_first_axis():
+    # One mapping holding 4 samples stacked counts as 4 samples, as for the calibration.
+    model = conv_hardswish(seed=3)
+    samples = _samples(4, (2, 4, 8, 8), 1)
+    stacked = ({"x": np.stack([sample["x"] for sample in samples])},)
+    results = [
+        rewrite(
+            model,
+            options=RewriteOptions(
+                quantize="int8", calibration_samples=CalibrationSamples(given), speed_check=OFF
+            ),
+        )
+        for given in (samples, stacked)
+    ]
+    assert any(note.startswith("bias correction: 2 quantized Convs") for note in results[1].notes)
+    x = _samples(1, (2, 4, 8, 8), 5)[0]
+    outputs = [ort.InferenceSession(r.proto.SerializeToString()).run(None, x)[0] for r in results]
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
 def test_int8_without_samples_and_speed_check_leaves_conv_float_and_says_why():
     result = rewrite(cnn_bn(), options=RewriteOptions(quantize="int8", speed_check=OFF))
     ops = collections.Counter(node.op_type for node in result.model.graph)
