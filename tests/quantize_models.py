@@ -5,7 +5,8 @@ BatchNorms must fold into the Convs before the Convs are quantized). `masked_att
 attention step whose additive mask is written as transformers writes it,
 `(1 - mask) * finfo(float32).min`, before a Softmax (float16 must keep it finite).
 `shared_weight_mlp`: two MatMuls that read one weight (onnxruntime does not fuse a 4-bit
-DequantizeLinear that two MatMuls read).
+DequantizeLinear that two MatMuls read). `conv_hardswish`: a Conv whose output reaches far
+below -3 before a HardSwish (the output's quantized range need not go there).
 """
 
 from __future__ import annotations
@@ -180,3 +181,36 @@ def hardswish_cnn(seed: int = 0) -> onnx.ModelProto:
         helper.make_node("Add", ["c2", "h0"], ["residual"], "residual"),
     ]
     return _classifier("hardswish_cnn", nodes, "residual", weights)
+
+
+def conv_hardswish(seed: int = 0, *, expose_conv: bool = False) -> onnx.ModelProto:
+    """x [N, 4, 8, 8] -> y [N, 8, 8, 8]: Conv, HardSwish (the opset-14 op), a pointwise Conv.
+
+    The first Conv's biases reach -20 on half the channels, so its output spans far below -3,
+    where HardSwish is 0. `expose_conv`: that output is a graph output too (`c0`).
+    """
+    rng = np.random.default_rng(seed)
+    bias = np.where(np.arange(8) % 2 == 0, -20.0, 1.0) + 0.1 * rng.standard_normal(8)
+    arrays = {
+        "w0": rng.standard_normal((8, 4, 3, 3)) * np.sqrt(2 / 36),
+        "b0": bias,
+        "w1": rng.standard_normal((8, 8, 1, 1)) * np.sqrt(2 / 8),
+        "b1": 0.1 * rng.standard_normal(8),
+    }
+    weights = [numpy_helper.from_array(np.asarray(a, np.float32), n) for n, a in arrays.items()]
+    nodes = [
+        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], "conv0", pads=[1, 1, 1, 1]),
+        helper.make_node("HardSwish", ["c0"], ["h0"], "hardswish0"),
+        helper.make_node("Conv", ["h0", "w1", "b1"], ["y"], "conv1"),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8, 8, 8])]
+    if expose_conv:
+        outputs.append(helper.make_tensor_value_info("c0", TensorProto.FLOAT, ["n", 8, 8, 8]))
+    graph = helper.make_graph(
+        nodes,
+        "conv_hardswish",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 8, 8])],
+        outputs,
+        weights,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])

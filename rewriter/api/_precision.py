@@ -47,6 +47,7 @@ from rewriter.quantize import (
     SpeedResult,
     budget_inputs,
     check_speed,
+    correct_biases,
     find_layers,
     fusion_misses,
     kept_float_reason,
@@ -207,6 +208,21 @@ def rewrite_measured(
     built = materialize(float_model, models, layers, choice)
     with clock.phase("rewrite"):
         cleanup = run.exact(built.model)
+    if _corrects_biases(options):
+        assert options.calibration_samples is not None
+        with clock.phase("calibrate"):
+            try:
+                correction = correct_biases(
+                    built.model,
+                    float_model,
+                    options.calibration_samples.samples,
+                    built.node_layers,
+                    layers,
+                )
+            except VerifyError as exc:
+                raise RewriteError(f"calibration: {exc}") from exc
+        if correction.corrected:
+            notes.append(correction.summary())
     trace = _trace(before, variants[0][1], layers, choice, decision, speed, options, cleanup)
     result = finish(prepared, built.model, trace, ruleset, options, clock)
     budget_result = None
@@ -229,6 +245,22 @@ def rewrite_measured(
     }
     return dataclasses.replace(
         result, budget=budget_result, speed=speed, notes=tuple(notes), timings=timings
+    )
+
+
+def _corrects_biases(options: RewriteOptions) -> bool:
+    """An int8 preset run with calibration samples corrects its quantized Convs' biases.
+
+    Not under an accuracy budget: the budget chose the layers by measuring them uncorrected,
+    and a correction made afterwards would change what it measured (on Silero VAD it moved a
+    speech segment's end by one chunk where the chosen, uncorrected model keeps them all).
+    """
+    samples = options.calibration_samples
+    return (
+        options.quantize == "int8"
+        and options.budget is None
+        and samples is not None
+        and samples.bias_correction
     )
 
 

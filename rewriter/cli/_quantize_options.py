@@ -87,7 +87,10 @@ def calibration_samples(args: argparse.Namespace, source: Path) -> CalibrationSa
     except VerifyError as exc:
         raise RewriteError(f"--calibration {path}: {exc}") from None
     return CalibrationSamples(
-        tuple(samples), method=args.calibration_method, percentile=args.calibration_percentile
+        tuple(samples),
+        method=args.calibration_method,
+        percentile=args.calibration_percentile,
+        bias_correction=args.bias_correction,
     )
 
 

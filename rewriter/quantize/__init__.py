@@ -14,12 +14,15 @@ whether they apply, by running models:
   (`AccuracyBudget`, `--accept snr>=35`) on one switchable model.
 * `check_speed` (`_speed`): layers whose approximate form runs slower go back to float.
 * `fusion_misses` (`_fusion`): layers onnxruntime did not fuse into its integer kernels.
+* `correct_biases` (`_bias_correction`): each quantized Conv's bias corrected, layer by layer,
+  so that its mean output per channel on the calibration samples is the float model's.
 
 The orchestration (which stage runs when) is `rewriter.api`'s; this package never rewrites.
 """
 
 from __future__ import annotations
 
+from rewriter.quantize._bias_correction import BiasCorrection, correct_biases
 from rewriter.quantize._budget import (
     Decision,
     budget_inputs,
@@ -53,6 +56,7 @@ __all__ = [
     "CALIBRATION_BUILTINS",
     "PRESETS",
     "AccuracyBudget",
+    "BiasCorrection",
     "BudgetResult",
     "BudgetStep",
     "CalibrationSamples",
@@ -70,6 +74,7 @@ __all__ = [
     "check_speed",
     "choice_without",
     "collect_calibration",
+    "correct_biases",
     "default_jobs",
     "find_layers",
     "finish",

@@ -54,11 +54,15 @@ class CalibrationSamples:
         method: how ranges come from the statistics when a rule names no method ("minmax",
             "percentile" or "entropy").
         percentile: the percentile of the "percentile" method.
+        bias_correction: under the int8 preset, correct each quantized Conv's bias so that
+            its mean output per channel on the samples is the float model's
+            (`rewriter.quantize.correct_biases`; `--no-bias-correction` turns it off).
     """
 
     samples: tuple[Mapping[str, object], ...]
     method: str = "minmax"
     percentile: float = 99.999
+    bias_correction: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "samples", tuple(self.samples))

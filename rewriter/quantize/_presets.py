@@ -15,7 +15,9 @@ Which rules depend on what the caller gives:
   those steps cost more accuracy than the Convs (CTC frames agreeing with float: 95.5% with
   them, 97.5% without) for a few percent of latency. Opset 14 at least, so that the default
   library fuses HardSwish written out as `x * Clip(x + 3, 0, 6) / 6` into one op before the
-  precision rules see it.
+  precision rules see it (int8_static.rw then quantizes a Conv output that only HardSwish
+  reads from just below -3). With samples, the quantized Convs' biases are corrected
+  afterwards (`correct_biases`; `CalibrationSamples.bias_correction`).
 * int4: MatMul with a constant weight gets 4-bit blocked weights as DequantizeLinear +
   MatMul (opset 21; onnxruntime fuses it into MatMulNBits), activation-aware with samples.
   Where onnxruntime does not fuse that form and the model imports `com.microsoft`

@@ -153,6 +153,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the percentile of --calibration-method percentile (default 99.999)",
     )
     parser.add_argument(
+        "--no-bias-correction",
+        dest="bias_correction",
+        action="store_false",
+        help="with --quantize int8 --calibration: leave the quantized Convs' biases as they are "
+        "(by default each is corrected so that its mean output per channel on the samples is "
+        "the float model's)",
+    )
+    parser.add_argument(
         "--exact",
         action="store_true",
         help="apply only rewrites exact on every input: no rule that assumes finite inputs, "

@@ -13,7 +13,13 @@ import pytest
 import ir
 import rewriter
 from rewriter.api import CalibrationSamples, RewriteOptions, SpeedCheck, library_path, rewrite
-from tests.quantize_models import cnn_bn, hardswish_cnn, masked_attention, shared_weight_mlp
+from tests.quantize_models import (
+    cnn_bn,
+    conv_hardswish,
+    hardswish_cnn,
+    masked_attention,
+    shared_weight_mlp,
+)
 
 OFF = SpeedCheck(enabled=False)
 
@@ -88,6 +94,147 @@ def test_int8_quantizes_convs_of_a_hardswish_block_and_leaves_the_elementwise_st
     every_out = ort.InferenceSession(every_step.proto.SerializeToString()).run(None, {"x": x})[0]
     assert _snr(float_out, preset_out) > _snr(float_out, every_out) + 1.0
     assert _snr(float_out, preset_out) > 30
+
+
+def _output_range_before(model: onnx.ModelProto, reader: str) -> tuple[float, float, float]:
+    """(lowest level, highest level, step) of the QuantizeLinear whose DequantizeLinear `reader` reads."""
+    initializers = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    producers = {out: node for node in model.graph.node for out in node.output}
+    found = []
+    for node in model.graph.node:
+        if node.op_type != reader:
+            continue
+        dequantize = producers[node.input[0]]
+        assert dequantize.op_type == "DequantizeLinear"
+        scale = float(initializers[dequantize.input[1]])
+        zero_point = int(initializers[dequantize.input[2]])
+        found.append((-zero_point * scale, (255 - zero_point) * scale, scale))
+    assert len(found) == 1
+    return found[0]
+
+
+def _with_output_range(
+    model: onnx.ModelProto, reader: str, low: float, high: float
+) -> onnx.ModelProto:
+    """`model` with the Q/DQ pair before `reader` quantizing [low, high] instead."""
+    changed = onnx.ModelProto()
+    changed.CopyFrom(model)
+    producers = {out: node for node in changed.graph.node for out in node.output}
+    reader_node = next(node for node in changed.graph.node if node.op_type == reader)
+    dequantize = producers[reader_node.input[0]]
+    quantize = producers[dequantize.input[0]]
+    scale = (high - low) / 255
+    zero_point = int(np.clip(np.round(-low / scale), 0, 255))
+    changed.graph.initializer.extend(
+        [
+            onnx.numpy_helper.from_array(np.array(scale, np.float32), "test_scale"),
+            onnx.numpy_helper.from_array(np.array(zero_point, np.uint8), "test_zero_point"),
+        ]
+    )
+    for node in (quantize, dequantize):
+        node.input[1], node.input[2] = "test_scale", "test_zero_point"
+    return changed
+
+
+def test_int8_starts_a_conv_output_range_that_only_hardswish_reads_just_below_minus_three(
+    tmp_path,
+):
+    # HardSwish is 0 at and below -3: the Conv output's levels need not reach the -20 and
+    # lower its biases give, and the lowest level stays at or below -3 (a level just above
+    # would turn every clipped value into a small negative instead of 0).
+    model = conv_hardswish(seed=3)
+    samples = _samples(4, (2, 4, 8, 8), 1)
+    options = RewriteOptions(
+        quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+    )
+    result = rewrite(model, options=options)
+    lowest, highest, step = _output_range_before(result.proto, "HardSwish")
+    # The Conv output's smallest calibrated value, read through a model that exposes it.
+    exposing = conv_hardswish(seed=3, expose_conv=True)
+    session = ort.InferenceSession(exposing.SerializeToString(), providers=["CPUExecutionProvider"])
+    conv_low = min(float(np.min(session.run(["c0"], sample)[0])) for sample in samples)
+    assert conv_low < -15.0
+    assert -3.0 - 2 * step <= lowest <= -3.0
+    assert _optimized_ops(result.model, tmp_path)["QLinearConv"] == 2
+    full_range = _with_output_range(result.proto, "HardSwish", conv_low, highest)
+    x = np.concatenate([sample["x"] for sample in _samples(8, (2, 4, 8, 8), 99)])
+    float_out = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    floored_out = ort.InferenceSession(result.proto.SerializeToString()).run(None, {"x": x})[0]
+    full_out = ort.InferenceSession(full_range.SerializeToString()).run(None, {"x": x})[0]
+    assert _snr(float_out, floored_out) > _snr(float_out, full_out) + 1.0
+
+
+def test_int8_keeps_the_whole_range_of_a_conv_output_that_more_than_hardswish_reads():
+    # The Conv output is a graph output too: its values below -3 are the model's own.
+    model = conv_hardswish(seed=3, expose_conv=True)
+    samples = _samples(4, (2, 4, 8, 8), 1)
+    options = RewriteOptions(
+        quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+    )
+    result = rewrite(model, options=options)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    conv_low = min(float(np.min(session.run(["c0"], sample)[0])) for sample in samples)
+    lowest, _, step = _output_range_before(result.proto, "HardSwish")
+    assert abs(lowest - conv_low) <= step
+
+
+def _largest_channel_mean_error(
+    model: onnx.ModelProto, quantized: onnx.ModelProto, samples: tuple[dict[str, np.ndarray], ...]
+) -> float:
+    reference = ort.InferenceSession(model.SerializeToString())
+    approximate = ort.InferenceSession(quantized.SerializeToString())
+    errors = np.concatenate(
+        [approximate.run(None, s)[0] - reference.run(None, s)[0] for s in samples]
+    )
+    return float(np.abs(errors.mean(axis=(0, 2, 3))).max())
+
+
+def test_int8_corrects_conv_biases_so_channel_means_match_float_on_the_samples():
+    # Empirical bias correction: each quantized Conv's mean output per channel on the
+    # calibration samples is made the float model's, layer by layer; off, the rounding of the
+    # weights and of the values below HardSwish's -3 leaves a shift per channel.
+    model = conv_hardswish(seed=3)
+    samples = _samples(4, (2, 4, 8, 8), 1)
+    corrected = rewrite(
+        model,
+        options=RewriteOptions(
+            quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+        ),
+    )
+    plain = rewrite(
+        model,
+        options=RewriteOptions(
+            quantize="int8",
+            calibration_samples=CalibrationSamples(samples, bias_correction=False),
+            speed_check=OFF,
+        ),
+    )
+    assert any(note.startswith("bias correction: 2 quantized Convs") for note in corrected.notes)
+    assert not any(note.startswith("bias correction") for note in plain.notes)
+    shift = _largest_channel_mean_error(model, plain.proto, samples)
+    assert shift > 0.005
+    assert _largest_channel_mean_error(model, corrected.proto, samples) < shift / 3
+    assert collections.Counter(n.op_type for n in corrected.model.graph)["Conv"] == 2
+
+
+def test_int8_bias_correction_takes_samples_stacked_along_a_new_first_axis():
+    # One mapping holding 4 samples stacked counts as 4 samples, as for the calibration.
+    model = conv_hardswish(seed=3)
+    samples = _samples(4, (2, 4, 8, 8), 1)
+    stacked = ({"x": np.stack([sample["x"] for sample in samples])},)
+    results = [
+        rewrite(
+            model,
+            options=RewriteOptions(
+                quantize="int8", calibration_samples=CalibrationSamples(given), speed_check=OFF
+            ),
+        )
+        for given in (samples, stacked)
+    ]
+    assert any(note.startswith("bias correction: 2 quantized Convs") for note in results[1].notes)
+    x = _samples(1, (2, 4, 8, 8), 5)[0]
+    outputs = [ort.InferenceSession(r.proto.SerializeToString()).run(None, x)[0] for r in results]
+    np.testing.assert_array_equal(outputs[0], outputs[1])
 
 
 def test_int8_without_samples_and_speed_check_leaves_conv_float_and_says_why():
