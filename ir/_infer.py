@@ -52,6 +52,15 @@ DECLARED_RANK_WRONG = "declared_rank_wrong"
 # Constant inputs up to this many elements are handed to node inference as data, so that
 # Reshape/Expand/Slice-style ops get static output shapes.
 _DATA_ELEMENTS_LIMIT = 64
+# What onnx's inference raises when it refuses a model or a node (besides the KeyError of an
+# input it has no type for).
+ONNX_INFERENCE_ERRORS = (
+    onnx.shape_inference.InferenceError,
+    onnx.checker.ValidationError,
+    RuntimeError,
+    ValueError,
+    TypeError,
+)
 
 
 def is_invented_dim(dim: object) -> bool:
@@ -403,14 +412,7 @@ def _contrib_op_types(
     standard.attribute.extend(a for a in lowered.attribute if a.name in op.attributes)
     try:
         result = onnx.shape_inference.infer_node_outputs(schema, standard, input_types)
-    except (
-        KeyError,
-        onnx.shape_inference.InferenceError,
-        onnx.checker.ValidationError,
-        RuntimeError,
-        ValueError,
-        TypeError,
-    ) as exc:
+    except (KeyError, *ONNX_INFERENCE_ERRORS) as exc:
         logger.debug("no facts for %s from %s's inference: %s", node.op_type, op.standard_op, exc)
         return None
     return [
@@ -480,13 +482,7 @@ def _infer_with_onnx(
         )
     except KeyError as exc:  # onnx needs the type of every input; one is unknown
         raise NodeInferenceError(f"{node.op_type}: the type of input {exc} is unknown") from exc
-    except (
-        onnx.shape_inference.InferenceError,
-        onnx.checker.ValidationError,
-        RuntimeError,
-        ValueError,
-        TypeError,
-    ) as exc:
+    except ONNX_INFERENCE_ERRORS as exc:
         raise NodeInferenceError(f"{node.op_type}: {exc}") from exc
     types = [lift_inferred_type(result[v.name]) if v.name in result else None for v in node.outputs]
     if has_disputed_dims(node):

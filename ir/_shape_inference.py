@@ -46,6 +46,7 @@ from ir._enums import DataType
 from ir._infer import (
     DECLARED_RANK_WRONG,
     INFERRED,
+    ONNX_INFERENCE_ERRORS,
     UNSURE_DECLARED_DIMS,
     NodeInferenceError,
     SharedInferredType,
@@ -188,13 +189,7 @@ def _owner_outputs(node: Node) -> tuple[Value, ...]:
 def _onnx_inference(proto: onnx.ModelProto) -> onnx.ModelProto | None:
     try:
         return onnx.shape_inference.infer_shapes(proto, data_prop=True)
-    except (
-        onnx.shape_inference.InferenceError,
-        onnx.checker.ValidationError,
-        RuntimeError,
-        ValueError,
-        TypeError,
-    ) as exc:
+    except ONNX_INFERENCE_ERRORS as exc:
         logger.info("onnx's shape inference failed (typing node by node): %s", exc)
         return None
 
