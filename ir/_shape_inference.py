@@ -32,7 +32,7 @@ same model gives the same facts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -41,7 +41,17 @@ import onnx.shape_inference
 
 from ir import _shape_ops_elementwise, _shape_ops_nn, _shape_ops_tensor
 from ir._contrib_ops import find_contrib_op
-from ir._core import Dim, Graph, Model, Node, TensorType, Type, Value, topological_order
+from ir._core import (
+    Dim,
+    Function,
+    Graph,
+    Model,
+    Node,
+    TensorType,
+    Type,
+    Value,
+    topological_order,
+)
 from ir._enums import DataType
 from ir._infer import (
     DECLARED_RANK_WRONG,
@@ -50,6 +60,7 @@ from ir._infer import (
     UNSURE_DECLARED_DIMS,
     NodeInferenceError,
     SharedInferredType,
+    fact_type,
     infer_node_types,
     is_invented_dim,
     lift_inferred_type,
@@ -92,7 +103,14 @@ def infer_types(model: Model) -> int:
     Returns the number of values that gained a fact. When onnx's inference fails on the
     model, the walk types each node with onnx's per-node inference instead; a node that
     cannot be typed leaves its outputs without facts (a rule never fires on an unknown fact).
+    The body of a model-local function gets facts when every call of it is typed alike
+    (`_infer_function_bodies`).
     """
+    return _infer_graphs(model) + _infer_function_bodies(model)
+
+
+def _infer_graphs(model: Model) -> int:
+    """`infer_types` of the main graph and its subgraphs."""
     prepared = prepare(model)
     disputed = _disputed_nodes(model)
     downstream = _computed_from(disputed)
@@ -111,6 +129,53 @@ def infer_types(model: Model) -> int:
     walk.typed_by_node = _computed_from(_runtime_nodes(model))
     walk.run()
     return walk.record(prepared)
+
+
+def _infer_function_bodies(model: Model) -> int:
+    """Facts for the values of model-local function bodies, from their call sites.
+
+    A body is typed when every node that calls it (in any graph, other bodies included) gives
+    it inputs of one and the same known type; the facts then hold for every call. A function
+    with attributes is left alone (its body's attribute references differ per call), and so
+    is one whose calls disagree or are not typed. Bodies whose calls sit in other bodies are
+    typed once those are.
+    """
+    pending = [f for f in model.functions.values() if not f.attributes]
+    gained = 0
+    progress = True
+    while pending and progress:
+        progress = False
+        for function in list(pending):
+            inputs = _call_site_types(model, function)
+            if inputs is None:
+                continue
+            pending.remove(function)
+            progress = True
+            walk = _Walk(model, {}, frozenset(), per_node=True, opsets=function.opset_imports)
+            walk.seed_types(dict(zip(function.graph.inputs, inputs, strict=True)))
+            walk.walk(function.graph)
+            gained += walk.record_body()
+    return gained
+
+
+def _call_site_types(model: Model, function: Function) -> list[TensorType] | None:
+    """The one input type list every call of `function` gives it; None when there is none."""
+    found: list[TensorType] | None = None
+    arity = len(function.graph.inputs)
+    for graph in model.graphs():
+        for node in graph:
+            if (node.domain, node.op_type, node.overload) != function.identifier:
+                continue
+            if len(node.inputs) != arity or any(v is None for v in node.inputs):
+                return None
+            types = [fact_type(v) for v in node.inputs if v is not None]
+            if not all(isinstance(t, TensorType) and t.shape is not None for t in types):
+                return None
+            typed = [t for t in types if isinstance(t, TensorType)]
+            if found is not None and typed != found:
+                return None
+            found = typed
+    return found
 
 
 def _disputed_nodes(model: Model) -> dict[Node, None]:
@@ -391,8 +456,11 @@ class _Walk:
         declared: frozenset[str],
         *,
         per_node: bool,
+        opsets: Mapping[str, int] | None = None,
     ) -> None:
         self.model = model
+        # The opsets the walked graphs import: the model's, or a function body's own.
+        self.opset_imports = dict(model.opset_imports if opsets is None else opsets)
         self.onnx_types = onnx_types
         self.declared = declared
         self.per_node = per_node
@@ -414,8 +482,8 @@ class _Walk:
         self.printed: dict[str, DimExpr] = {}
         # `_resolved` results while `substitution` stays the same (most dims repeat).
         self.resolved: dict[DimExpr, DimExpr] = {}
-        opsets = model.opset_imports
-        self.default_opset = opsets.get("", opsets.get("ai.onnx", 0))
+        opsets_used = self.opset_imports
+        self.default_opset = opsets_used.get("", opsets_used.get("ai.onnx", 0))
 
     # ShapeFacts --------------------------------------------------------------------------------
     def shape(self, value: Value | None) -> Shape | None:
@@ -440,9 +508,21 @@ class _Walk:
         """Walk the main graph (and, at each node that holds them, its subgraphs)."""
         self._walk_graph(self.model.graph)
 
+    def walk(self, graph: Graph) -> None:
+        """Walk `graph` (a function body), its inputs typed by `seed_types` first."""
+        self._walk_graph(graph)
+
+    def seed_types(self, types: Mapping[Value, TensorType]) -> None:
+        """Take `types` as the facts of these values (a function body's inputs)."""
+        for value, found in types.items():
+            dims = None if found.shape is None else tuple(self._parse(d) for d in found.shape)
+            self.shapes[value] = dims
+            self.dtypes[value] = found.dtype
+
     def _walk_graph(self, graph: Graph) -> None:
         for value in graph.inputs:
-            self._seed(value)
+            if value not in self.shapes:  # inputs seeded with their facts keep them
+                self._seed(value)
         for value in graph.initializers.values():
             self._seed(value)
         for node in topological_order(graph):
@@ -527,7 +607,7 @@ class _Walk:
     def _node_inference(self, node: Node) -> list[Shape | None]:
         """Output shapes from onnx's per-node inference (and their dtypes, recorded)."""
         try:
-            types = infer_node_types(node, self.model.opset_imports, self._type_for_onnx)
+            types = infer_node_types(node, self.opset_imports, self._type_for_onnx)
         except NodeInferenceError as exc:
             logger.debug("no facts for the outputs of %s: %s", node.op_type, exc)
             return []
@@ -649,6 +729,17 @@ class _Walk:
                 value.meta[DECLARED_RANK_WRONG] = True
                 unsure = True
             if fact is None or (not unsure and _declared_covers(value, fact)):
+                continue
+            value.meta[INFERRED] = fact
+            gained += 1
+        return gained
+
+    def record_body(self) -> int:
+        """Record the facts found on a function body's values; returns how many gained one."""
+        gained = 0
+        for value, shape in self.shapes.items():
+            fact = self._fact(value, shape, {})
+            if fact is None or _declared_covers(value, fact):
                 continue
             value.meta[INFERRED] = fact
             gained += 1

@@ -53,7 +53,7 @@ from rewriter.checkrules._analysis import (
     RulePlan,
     analyze,
 )
-from rewriter.checkrules._attempt import Accepted, Rejection, attempt
+from rewriter.checkrules._attempt import STAGE_WHERE, Accepted, Rejection, attempt
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance
 from rewriter.checkrules._line import SIZES
@@ -71,6 +71,10 @@ _DOUBLE = 11  # onnx.TensorProto.DOUBLE
 FORCED_ATTEMPTS = 8
 # Instances drawn at the sizes the rule mentions (`_sizes`), besides the others.
 SIZED_INSTANCES = 2
+# A rule with no instance yet whose attempts got as far as its `where` lines (its pattern
+# builds; only its conditions rarely hold on random draws: shapes that must agree across
+# several Reshapes) gets this many times the attempts before it is called not instantiable.
+NEAR_MISS_FACTOR = 8
 
 
 def _tolerances(proto: Any) -> tuple[float | None, float | None]:
@@ -105,6 +109,10 @@ class _Search:
     rejections: collections.Counter[tuple[int, str]] = dataclasses.field(
         default_factory=collections.Counter
     )
+
+    def reached(self, stage: int) -> bool:
+        """Whether some rejected attempt got as far as `stage`."""
+        return any(s >= stage for s, _ in self.rejections)
 
     def furthest(self) -> str:
         """The most frequent reason among the rejections that got furthest."""
@@ -159,7 +167,10 @@ def _search(
     @seed_decorator(options.seed)
     @given(st.data())
     def search(data: Any) -> None:
-        if state.attempts >= budget or len(state.accepted) >= wanted:
+        limit = budget
+        if not forced and not state.accepted and state.reached(STAGE_WHERE):
+            limit = budget * NEAR_MISS_FACTOR
+        if state.attempts >= limit or len(state.accepted) >= wanted:
             # Stop the run: rejecting here without drawing would look flaky to hypothesis.
             raise _SearchDoneError
         state.attempts += 1

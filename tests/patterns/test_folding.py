@@ -1107,6 +1107,42 @@ CASES = [
         True,
     ),
     (
+        # bmm over merged batch dims: [2, 3] -> [6] on both sides, restored after
+        "remove_reshapes_around_batched_matmul",
+        _model(
+            "a = Reshape (x, sa)\n b = Reshape (w, sb)\n m = MatMul (a, b)\n y = Reshape (m, sy)",
+            inputs="float[2, 3, 4, 5] x, float[2, 3, 5, 7] w",
+            outputs="float[2, 3, 4, 7] y",
+            inits="int64[3] sa = {6, 4, 5}, int64[3] sb = {6, 5, 7}, int64[4] sy = {2, 3, 4, 7}",
+        ),
+        ["MatMul"],
+        True,
+    ),
+    (
+        # the same with a symbolic batch dim merged through -1
+        "remove_reshapes_around_batched_matmul",
+        _model(
+            "a = Reshape (x, sa)\n b = Reshape (w, sb)\n m = MatMul (a, b)\n y = Reshape (m, sy)",
+            inputs="float[N, 3, 4, 5] x, float[N, 3, 5, 7] w",
+            outputs="float[N, 3, 4, 7] y",
+            inits="int64[3] sa = {-1, 4, 5}, int64[3] sb = {-1, 5, 7}, int64[4] sy = {-1, 3, 4, 7}",
+        ),
+        ["MatMul"],
+        True,
+    ),
+    (
+        # batch dims [2, 3] against [3, 2]: merged to [6] alike, but the pairs differ
+        "remove_reshapes_around_batched_matmul",
+        _model(
+            "a = Reshape (x, sa)\n b = Reshape (w, sb)\n m = MatMul (a, b)\n y = Reshape (m, sy)",
+            inputs="float[2, 3, 4, 5] x, float[3, 2, 5, 7] w",
+            outputs="float[2, 3, 4, 7] y",
+            inits="int64[3] sa = {6, 4, 5}, int64[3] sb = {6, 5, 7}, int64[4] sy = {2, 3, 4, 7}",
+        ),
+        None,
+        False,
+    ),
+    (
         "squeeze_then_flatten_1d",
         _model(
             "s = Constant <value = int64[1] {-1}> ()\n t = Squeeze (x)\n u = Reshape (t, s)\n y = Relu (u)",
