@@ -60,6 +60,7 @@ from ir._infer import (
     inferred_type,
     merge_types,
     record_inferred_type,
+    take_declared_type,
 )
 from ir._journal import InputChange, Journal, OutputChange, scope_of
 from ir._names import NameAllocator
@@ -145,6 +146,7 @@ __all__ = [
     "schemas",
     "scope_of",
     "shape_elements",
+    "take_declared_type",
     "to_onnx",
     "topological_order",
     "validate_model",

@@ -229,6 +229,18 @@ def lift_inferred_type(proto: onnx.TypeProto) -> Type | None:
     return _sizes_only(lift_type(proto))
 
 
+def take_declared_type(target: Value, source: Value) -> None:
+    """Give `target` the declared type of `source` (a graph output passing to another value).
+
+    What the facts found about that declaration goes with it: a declared rank the graph
+    contradicts, or declared dims that are no facts, stay so on `target`.
+    """
+    target.type = source.type
+    for flag in (UNSURE_DECLARED_DIMS, DECLARED_RANK_WRONG):
+        if source.meta.get(flag):
+            target.meta[flag] = True
+
+
 def record_inferred_type(value: Value, t: Type) -> None:
     """Record an inferred type as a fact about `value` (never written to the model)."""
     value.meta[INFERRED] = t

@@ -130,7 +130,7 @@ def _move_graph_outputs(
     for i in slots:
         graph.set_output(i, target)
     if old.type is not None and target.type is None:
-        target.type = old.type
+        ir.take_declared_type(target, old)
     return (old, target, name)
 
 

@@ -479,6 +479,20 @@ def test_ort_bias_gelu_near_misses_keep_the_add(bias_shape):
     check_fired(model, result, {"ort_gelu_erf_mul_last": 1}, ["Add", "Gelu"])
 
 
+def test_ort_bias_gelu_into_an_output_declared_with_a_stale_rank():
+    # the declared output type says [10] where the graph computes [10, 10] (as in one of
+    # onnxscript's tests); the fused op keeps what the graph computes, as the Gelu did
+    model = onnx.parser.parse_model(
+        """<ir_version: 10, opset_import: ["" : 20, "com.microsoft" : 1]>
+        g (float[10, 10] x, float[10] b) => (float[10] y) {
+            t = Add (x, b)
+            y = Gelu (t)
+        }"""
+    )
+    result = rewrite(model, GELU)
+    check_fired(model, result, {"ort_gelu_from_onnx_gelu": 1, "ort_bias_gelu": 1}, ["BiasGelu"])
+
+
 def test_ort_gelu_near_miss_double():
     # onnxruntime's CPU kernels take float only
     model = gelu_model("onnx_gelu", opset=20)
