@@ -418,12 +418,13 @@ F (a) => (b) {
 }"""
 
 
-def test_a_function_body_value_gets_no_main_graph_fact() -> None:
+def test_a_function_body_value_gets_its_call_facts_not_a_main_graph_namesake() -> None:
     model = inferred(parse(FUNCTION_CALL))
     body = next(iter(model.functions.values())).graph
-    assert facts(model)["t"] == (3,)
-    assert facts(model, body)["a"] is None
-    assert facts(model, body)["t"] is None
+    assert facts(model)["a"] == (3,)
+    # the body's `a` is the call's `small`, float[1], not the main graph's `a`
+    assert facts(model, body)["a"] == (1,)
+    assert facts(model, body)["t"] == (3,)  # [1] + the constant [3]
 
 
 def test_rewriting_a_function_body_keeps_its_output_shape() -> None:
