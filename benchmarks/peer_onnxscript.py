@@ -46,8 +46,8 @@ skipped with a message and exit code 0.
     python benchmarks/peer_onnxscript.py --saved DIR                   # measure them again
     python benchmarks/peer_onnxscript.py --markdown benchmarks/results/onnxscript_tests.md
 
-Exit code 1 when this project's result is wrong or refused on a model onnxruntime runs, or
-has more nodes than onnxscript's exact result.
+Exit code 1 when this project's result is wrong or refused on a model onnxruntime runs, has
+more nodes than onnxscript's exact result, or misses a fusion that result makes.
 """
 
 from __future__ import annotations
