@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -354,22 +355,28 @@ def _checked(original: onnx.ModelProto, result: onnx.ModelProto, examples: int) 
     outcome = Outcome(sum(ops.values()), dict(ops))
     outcome.equal, outcome.note = _verdict_of(original, result, examples)
     wide = _integer_inputs(original)
-    if outcome.equal is not None and wide:
-        # Also after a failure: a wrong mask (0 and 1 only) says more than rounding does.
-        ranges = dict.fromkeys(wide, WIDE_INTEGERS)
-        equal, note = _verdict_of(original, result, examples, ranges)
-        if equal is False:
-            outcome.equal = False
-            low, high = WIDE_INTEGERS
-            outcome.note = f"with integer inputs in {low:g}..{high:g}: {note}"
-    if outcome.equal and wide:
-        ranges = dict.fromkeys(wide, NEGATIVE_INTEGERS)
-        equal, note = _verdict_of(original, result, examples, ranges)
-        if equal is False:
-            outcome.equal = False
-            low, high = NEGATIVE_INTEGERS
-            outcome.note = f"with integer inputs in {low:g}..{high:g}: {note}"
+    # Also after a failure: a wrong mask (0 and 1 only) says more than rounding does.
+    if wide and outcome.equal is not None:
+        _recheck_with_integers(outcome, original, result, examples, wide, WIDE_INTEGERS)
+    if wide and outcome.equal:
+        _recheck_with_integers(outcome, original, result, examples, wide, NEGATIVE_INTEGERS)
     return outcome
+
+
+def _recheck_with_integers(
+    outcome: Outcome,
+    original: onnx.ModelProto,
+    result: onnx.ModelProto,
+    examples: int,
+    inputs: Sequence[str],
+    bounds: tuple[float, float],
+) -> None:
+    """Compare again with the integer `inputs` drawn in `bounds`; a difference is the verdict."""
+    equal, note = _verdict_of(original, result, examples, dict.fromkeys(inputs, bounds))
+    if equal is False:
+        outcome.equal = False
+        low, high = bounds
+        outcome.note = f"with integer inputs in {low:g}..{high:g}: {note}"
 
 
 def _ours(model: onnx.ModelProto, rules: Any, options: rewriter.RewriteOptions) -> Any:

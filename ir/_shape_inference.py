@@ -141,12 +141,19 @@ def _infer_function_bodies(model: Model) -> int:
     typed once those are.
     """
     pending = [f for f in model.functions.values() if not f.attributes]
+    if not pending:
+        return 0
+    # Every call, found in one pass over the model (a body's calls are read as it gets typed).
+    calls: dict[tuple[str, str, str], list[Node]] = {}
+    for graph in model.graphs():
+        for node in graph:
+            calls.setdefault((node.domain, node.op_type, node.overload), []).append(node)
     gained = 0
     progress = True
     while pending and progress:
         progress = False
         for function in list(pending):
-            inputs = _call_site_types(model, function)
+            inputs = _call_site_types(function, calls.get(function.identifier, []))
             if inputs is None:
                 continue
             pending.remove(function)
@@ -158,23 +165,20 @@ def _infer_function_bodies(model: Model) -> int:
     return gained
 
 
-def _call_site_types(model: Model, function: Function) -> list[TensorType] | None:
+def _call_site_types(function: Function, calls: Sequence[Node]) -> list[TensorType] | None:
     """The one input type list every call of `function` gives it; None when there is none."""
     found: list[TensorType] | None = None
     arity = len(function.graph.inputs)
-    for graph in model.graphs():
-        for node in graph:
-            if (node.domain, node.op_type, node.overload) != function.identifier:
-                continue
-            if len(node.inputs) != arity or any(v is None for v in node.inputs):
-                return None
-            types = [fact_type(v) for v in node.inputs if v is not None]
-            if not all(isinstance(t, TensorType) and t.shape is not None for t in types):
-                return None
-            typed = [t for t in types if isinstance(t, TensorType)]
-            if found is not None and typed != found:
-                return None
-            found = typed
+    for node in calls:
+        if len(node.inputs) != arity or any(v is None for v in node.inputs):
+            return None
+        types = [fact_type(v) for v in node.inputs if v is not None]
+        if not all(isinstance(t, TensorType) and t.shape is not None for t in types):
+            return None
+        typed = [t for t in types if isinstance(t, TensorType)]
+        if found is not None and typed != found:
+            return None
+        found = typed
     return found
 
 
