@@ -36,7 +36,7 @@ from ir._core import (
 from ir._enums import AttrType
 from ir._runtime_ops import find_runtime_op, runtime_op_types
 from ir._serde import lift_type, lower_node, lower_type
-from ir._serde_tensors import tensor_to_proto
+from ir._serde_tensors import SparseProtoTensor, tensor_to_proto
 from ir._shape_disputes import has_disputed_dims
 
 logger = logging.getLogger(__name__)
@@ -485,7 +485,8 @@ def _infer_with_onnx(
             tp = onnx.TypeProto()
             lower_type(t, tp)
             input_types[value.name] = tp
-        if const is not None:
+        if const is not None and not isinstance(const, SparseProtoTensor):
+            # A sparse constant's data is not a TensorProto: its type is told, its data not.
             input_data[value.name] = tensor_to_proto(const, value.name)
     opsets = [onnx.helper.make_opsetid(d, v) for d, v in opset_imports.items()]
     try:
