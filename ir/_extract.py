@@ -20,8 +20,15 @@ class ExtractError(ValueError):
     """The requested subgraph does not exist.
 
     A name is unknown or given twice, or an output depends on a value that is neither among
-    the inputs nor computable from constants.
+    the inputs nor computable from constants. `argument` names the argument of `extract` the
+    problem is with (`inputs` or `outputs`), `problem` says it; `str()` reads
+    `inputs: the main graph has no value named 'x'`.
     """
+
+    def __init__(self, argument: str, problem: str) -> None:
+        self.argument = argument
+        self.problem = problem
+        super().__init__(f"{argument}: {problem}")
 
 
 def extract(model: Model, inputs: Sequence[str], outputs: Sequence[str]) -> Model:
@@ -39,8 +46,8 @@ def extract(model: Model, inputs: Sequence[str], outputs: Sequence[str]) -> Mode
     """
     graph = model.graph
     by_name = {value.name: value for value in graph.values() if value.name}
-    sources = _resolve(by_name, inputs, "--inputs")
-    targets = _resolve(by_name, outputs, "--outputs")
+    sources = _resolve(by_name, inputs, "inputs")
+    targets = _resolve(by_name, outputs, "outputs")
     kept = _nodes_between(graph, sources, targets)
     types = {id(value): fact_type(value) for value in (*sources, *targets)}
     new_inputs = [_as_graph_input(graph, value) for value in sources]
@@ -77,16 +84,16 @@ def extract(model: Model, inputs: Sequence[str], outputs: Sequence[str]) -> Mode
     return model
 
 
-def _resolve(by_name: dict[str, Value], names: Sequence[str], option: str) -> list[Value]:
+def _resolve(by_name: dict[str, Value], names: Sequence[str], argument: str) -> list[Value]:
     found: list[Value] = []
     for name in names:
         value = by_name.get(name)
         if value is None:
             close = difflib.get_close_matches(name, list(by_name), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ExtractError(f"{option}: the main graph has no value named {name!r}{hint}")
+            raise ExtractError(argument, f"the main graph has no value named {name!r}{hint}")
         if value in found:
-            raise ExtractError(f"{option}: {name!r} is given twice")
+            raise ExtractError(argument, f"{name!r} is given twice")
         found.append(value)
     return found
 
@@ -108,7 +115,7 @@ def _nodes_between(graph: Graph, sources: list[Value], targets: list[Value]) -> 
         if node is None:
             if value.is_initializer() or value.is_sparse_initializer() or value.graph is not graph:
                 continue  # a constant, or an outer-scope value (not in the main graph)
-            raise ExtractError(_elsewhere(graph, value, parent, stop))
+            raise ExtractError("inputs", _elsewhere(graph, value, parent, stop))
         kept.add(node)
         for read in node.reads():
             pending.append((read, value))
@@ -130,13 +137,13 @@ def _elsewhere(
     source = "" if value is origin else f" (it is computed from graph input {origin.name!r})"
     if boundary == len(path) - 1:
         return (
-            f"output {value.name!r} does not depend on --inputs at all{source}: give --inputs "
+            f"output {value.name!r} does not depend on the inputs at all{source}: give inputs "
             "that it is computed from"
         )
     reader = path[boundary + 1].producer()
     return (
-        f"node {_label(reader)} reads {value.name!r}, which --inputs do not feed{source}: "
-        f"add {value.name!r} to --inputs, or choose outputs that only depend on the given inputs"
+        f"node {_label(reader)} reads {value.name!r}, which the inputs do not feed{source}: "
+        f"add {value.name!r} to the inputs, or choose outputs that only depend on them"
     )
 
 

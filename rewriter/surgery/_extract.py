@@ -58,7 +58,7 @@ def extract(
     try:
         ir.extract(cut, inputs, outputs)
     except ir.ExtractError as exc:
-        raise RewriteError(str(exc)) from None
+        raise OptionError(exc.argument, exc.problem) from None
     give_types(cut, "extract")
     check_valid(cut, "the extracted model")
     return cut

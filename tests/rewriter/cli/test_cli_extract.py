@@ -73,8 +73,19 @@ def test_an_output_that_needs_another_input_is_refused_naming_the_value():
     with pytest.raises(RewriteError) as caught:
         extract(RESNET, ["/layers/layers.1/conv1/Conv_output_0"], ["/layers/layers.1/Add_output_0"])
     message = str(caught.value)
-    assert "node '/layers/layers.1/Add' reads '/layers/layers.0/relu_1/Relu_output_0'" in message
+    assert message.startswith("inputs: node '/layers/layers.1/Add' reads ")
+    assert "'/layers/layers.0/relu_1/Relu_output_0', which the inputs do not feed" in message
     assert "graph input 'input'" in message
+
+
+def test_the_command_line_names_its_flag_where_the_api_names_its_argument(tmp_path, capsys):
+    with pytest.raises(RewriteError) as caught:
+        extract(RESNET, [BLOCK_0], ["nosuch"])
+    assert str(caught.value) == "outputs: the main graph has no value named 'nosuch'"
+    argv = ["extract", str(RESNET), "--inputs", BLOCK_0, "--outputs", "nosuch"]
+    assert main([*argv, "-o", str(tmp_path / "s.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "--outputs: the main graph has no value named 'nosuch'" in err
 
 
 def test_unknown_names_get_a_suggestion(tmp_path, capsys):
