@@ -12,12 +12,15 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rewriter import dsl
 from rewriter._errors import RewriteError
 from rewriter.api._vocabulary import load_files
-from rewriter.dsl import File
 from rewriter.rules import LiteralValue, RuleSet
+
+if TYPE_CHECKING:
+    from rewriter.dsl import File
 
 RulesLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | RuleSet | None
 """Rule files or folders, a loaded RuleSet, or None for the shipped library."""

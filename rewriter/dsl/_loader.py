@@ -11,7 +11,6 @@ raised together.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,58 +24,15 @@ from rewriter._errors import (
     RuleCheckError,
     RuleError,
     RuleSyntaxError,
-    Span,
 )
 from rewriter.dsl import _ast as ast
 from rewriter.dsl._ast_cache import parse_cached
 from rewriter.dsl._check import Checked, check_and_collect
+from rewriter.dsl._files import read_rule_file
 from rewriter.dsl._lower import Lowering, literal_value, lower_passes
 from rewriter.dsl._source import diagnostic
+from rewriter.dsl._stamp import checker_stamp
 from rewriter.rules import Vocabulary, format_const
-
-
-def find_rule_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The `.rw` files that `paths` name, in load order, without repeats.
-
-    Raises:
-        FileNotFoundError: a path does not exist.
-    """
-    found: dict[Path, None] = {}
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            below = sorted(
-                (p for p in path.rglob("*.rw") if p.is_file()), key=lambda p: p.as_posix()
-            )
-            for file in below:
-                found.setdefault(file, None)
-        elif path.is_file():
-            found.setdefault(path, None)
-        else:
-            raise FileNotFoundError(2, "no such file or directory", os.fspath(path))
-    return list(found)
-
-
-def read_rule_file(path: Path) -> str:
-    """The text of a rule file (a leading UTF-8 byte-order mark dropped).
-
-    Raises:
-        RuleSyntaxError: the file is not UTF-8 (the diagnostic points at the first bad byte).
-        OSError: the file cannot be read.
-    """
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        before = data[: exc.start].decode("utf-8", errors="replace")
-        line = before.count("\n") + 1
-        col = len(before) - (before.rfind("\n") + 1) + 1
-        span = Span(str(path), line, col, line, col + 1)
-        message = f"this file is not UTF-8 text (byte 0x{data[exc.start]:02x})"
-        text = data.decode("utf-8", errors="replace")
-        raise RuleSyntaxError([diagnostic("error", span, message, text)]) from exc
-    # A byte-order mark (some Windows editors write one) is not part of the text.
-    return text.removeprefix("\ufeff")
 
 
 def parse_files(
@@ -187,41 +143,29 @@ def _identity(path: Path) -> Path:
         return path.absolute()
 
 
-def load_files(
-    *paths: str | os.PathLike[str],
+def load_checked(
+    files: Sequence[Path],
+    *,
     vocabulary: Vocabulary,
     allow_python: bool = False,
     cache: CacheFolder | None = None,
     inline: Sequence[ast.File] = (),
     params: Mapping[str, rules.LiteralValue] | None = None,
 ) -> rules.RuleSet:
-    """Load, parse and check rule files and folders, and lower them into the rule IR.
+    """Parse and check `files` (and what they include), and lower them into the rule IR.
 
-    Args:
-        *paths: `.rw` files, or folders whose `*.rw` files (recursively) are loaded; the
-            files they `include` are loaded too.
-        vocabulary: the functions and passes the rules may name (the engine's).
-        allow_python: permit `use "module"` declarations, importing those modules.
-        cache: where parses of files read before are kept (`user_cache()` for the user's
-            cache folder); None parses every file.
-        inline: rules given as text (`rewrite -e`), parsed by the caller with `parse` or
-            `parse_query`; checked with the files and loaded after them.
-        params: values for rule parameters the files declare (`param NAME = literal`),
-            instead of their declared defaults.
-
-    Returns:
-        The rules (in the rule IR) and passes in load order, the helpers that `use`
-        registered, and the warnings.
+    `rewriter.dsl.load_files` without its cache of whole rule sets: the arguments are its
+    own, `files` found (`find_rule_files`). With a `cache`, each file's parse is read from
+    there when its text was parsed before, and files checked clean before are not checked
+    again.
 
     Raises:
         RuleSyntaxError: some file does not parse, or includes a file that does not exist
             (carries every diagnostic found).
         RuleCheckError: the files parse but break semantic rules (every error found).
-        FileNotFoundError: a path does not exist.
         RewriteError: `params` names a parameter no file declares, or gives a value of
             another kind than the parameter's default.
     """
-    files = find_rule_files(paths)
     parsed, syntax_errors = parse_files(files, cache, inline)
     # Files checked clean before are not checked again (helpers `use` imports could change
     # what a check says without the files changing, so those are always checked).
@@ -252,22 +196,12 @@ def clean_check_key(parsed: Sequence[ast.File], vocabulary: Vocabulary) -> str:
     and ir (their modules' names, sizes and modification times: an edited checker checks
     again).
     """
-    parts = [_checker_stamp(), ir.schemas.source_version()]
+    parts = [checker_stamp(), ir.schemas.source_version()]
     parts.append(repr(sorted(vocabulary.functions.items())))
     parts.append(repr(sorted(vocabulary.passes.items())))
     for file in parsed:
         parts.extend((file.path, file.source))
     return f"checked-{digest(*parts)}"
-
-
-@functools.cache
-def _checker_stamp() -> str:
-    stamps = []
-    for package in (Path(__file__).parent, Path(rules.__file__).parent, Path(ir.__file__).parent):
-        for module in sorted(package.glob("*.py")):
-            stat = module.stat()
-            stamps.append(f"{module.name} {stat.st_size} {stat.st_mtime_ns}")
-    return "\n".join(stamps)
 
 
 def param_values(

@@ -12,6 +12,8 @@ prover read only this form, so they work the same on rules of either origin.
 * Rewrites (`Rewrite`, `Let`, `NewNode`, `Alias`, `RollLoop`): what replaces a match.
 * `Rule`, `RuleSet`, `PassUse`: rules and what a run loads.
 * `Vocabulary`, `Signature`, `PassSignature`: what rules may call besides ops.
+* `encode_ir`, `decode_ir`: IR values as flat JSON-ready tokens and back (how a loaded rule
+  set is cached).
 
 Everything here is a frozen, slotted dataclass holding tuples; nothing here imports onnx,
 numpy or the layers above.
@@ -39,6 +41,7 @@ from rewriter.rules._build import (
     rule,
     var,
 )
+from rewriter.rules._codec import IR_LAYOUT, decode_ir, encode_ir
 from rewriter.rules._expr import (
     NO_SPAN,
     Attribute,
@@ -109,6 +112,7 @@ from rewriter.rules._walk import children, inline_constraints, names_in, rebuild
 
 __all__ = [
     "APPROXIMATION_METRICS",
+    "IR_LAYOUT",
     "NO_SPAN",
     "QUANTIZATION_OPS",
     "Alias",
@@ -169,6 +173,8 @@ __all__ = [
     "call",
     "children",
     "constraint_text",
+    "decode_ir",
+    "encode_ir",
     "eq",
     "expr",
     "expression_text",
