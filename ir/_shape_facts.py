@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from ir._core import Node, Tensor, Value
+from ir._enums import DataType
 from ir._symbolic_dims import DimExpr, const, minimum_arguments
 
 Shape = tuple[DimExpr | None, ...]
@@ -70,6 +71,10 @@ class ShapeFacts(Protocol):
 
     def opset(self) -> int:
         """The default domain's opset of the graph being inferred."""
+        ...
+
+    def dtype(self, value: Value | None) -> DataType:
+        """The value's element type (UNDEFINED when unknown or the value is absent)."""
         ...
 
 

@@ -4,7 +4,9 @@ On shape values the arithmetic is done element by element (`Add`, `Sub`, `Mul`, 
 `Neg`, `Abs`, `Max`, `Min`, comparisons, `And`/`Or`/`Not`, `Where`), exactly as onnxruntime
 computes it on int64: integer `Div` truncates toward zero, so it is followed only where that
 equals floor division (a non-negative dividend) or the division is exact. A result that cannot
-be stated for every value of the symbols is unknown.
+be stated for every value of the symbols is unknown, and so is a number the value's integer
+type cannot hold (onnxruntime wraps it: 65536 * 65536 is 0 in int32, -1 cast to uint32 is
+4294967295), or a symbolic element that may be negative in an unsigned type.
 """
 
 from __future__ import annotations
@@ -144,12 +146,32 @@ def _elementwise_data(node: Node, facts: ShapeFacts, function: ElementFunction) 
         return None
     if node.op_type == "Mod" and attr_int(node, "fmod", 0) == 1:
         function = _fmod
+    # The type the result is computed in: Where's values' (its condition is bool), else the
+    # operands' (comparisons and logic give 0 and 1, which every type holds).
+    dtype = facts.dtype(node.inputs[1] if node.op_type == "Where" else node.inputs[0])
     elements: list[DimExpr | None] = []
     for index in range(length):
         column = [d.elements[index if len(d.elements) > 1 else 0] for d in items]
         known = [e for e in column if e is not None]
-        elements.append(function(*column) if len(known) == len(column) else None)
+        found = function(*column) if len(known) == len(column) else None
+        elements.append(_held(found, dtype))
     return ShapeData(tuple(elements), all(d.scalar for d in items))
+
+
+def _held(element: DimExpr | None, dtype: DataType) -> DimExpr | None:
+    """`element` when an integer of `dtype` holds it unchanged; None where it may wrap.
+
+    Of an unknown type the int64 range is assumed (shape computations' own type).
+    """
+    if element is None or not (dtype.is_integer or dtype == DataType.UNDEFINED):
+        return element
+    bits = dtype.bitwidth if dtype.is_integer else 64
+    unsigned = dtype.name.startswith("UINT")
+    number = element.as_int()
+    if number is None:
+        return element if not unsigned or element.is_nonnegative() else None
+    low, high = (0, 2**bits - 1) if unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    return element if low <= number <= high else None
 
 
 def _unary(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
@@ -171,7 +193,10 @@ def _dropout(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
 
 
 def _cast(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
-    """Cast keeps the shape; a shape value stays one when cast to a wide integer type."""
+    """Cast keeps the shape; a shape value stays one when cast to a wide integer type.
+
+    An element the target type cannot hold is unknown (onnxruntime wraps it).
+    """
     source = input_at(node, 0)
     target = attr_int(node, "to", 0)
     data = facts.data(source)
@@ -179,6 +204,9 @@ def _cast(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
         data = ShapeData(tuple(_truth(e) for e in data.elements), data.scalar)
     elif target not in _WIDE_INTEGERS:
         data = None
+    elif data is not None:
+        wide = DataType(target)
+        data = ShapeData(tuple(_held(e, wide) for e in data.elements), data.scalar)
     return [OutputFacts(facts.shape(source), data)]
 
 
