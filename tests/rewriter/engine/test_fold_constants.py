@@ -152,6 +152,27 @@ def test_a_shape_element_cast_to_an_unsigned_type_wraps_as_in_onnxruntime(caplog
     )
 
 
+@pytest.mark.parametrize("end", [2**31 - 1, 2**63 - 1])
+def test_a_reversing_slice_to_int_max_keeps_what_onnxruntime_keeps(end):
+    # onnxruntime reads an end of INT32_MAX / INT64_MAX as "to the end" in the step's direction:
+    # x[-1:INT_MAX:-1] of 3 rows keeps all 3 reversed, where onnx's inference (clamping the end
+    # to the last index) says 0 rows; and a start below -size with a negative step is clamped
+    # to 0, so it keeps element 0 where Python's slicing keeps nothing.
+    model, result = _folds_only(
+        f"st = Constant <value = int64[1] {{-1}}> ()\n en = Constant <value = int64[1] {{{end}}}> ()\n"
+        " ax = Constant <value = int64[1] {0}> ()\n sp = Constant <value = int64[1] {-1}> ()\n"
+        " r = Slice (x, st, en, ax, sp)\n z = Shape (r)\n"
+        " s = Shape (x)\n lo = Constant <value = int64[1] {-9}> ()\n"
+        " f = Slice (s, lo, lo, ax, sp)\n w = Concat <axis = 0> (z, f)",
+        "float[3, 7] x",
+        "int64[3] w",
+    )
+    feed = {"x": np.arange(21, dtype=np.float32).reshape(3, 7)}
+    np.testing.assert_array_equal(
+        session(result.proto).run(None, feed)[0], session(model).run(None, feed)[0]
+    )
+
+
 def test_a_constant_split_into_a_sequence_is_not_folded_into_a_tensor():
     model = model_from_text(
         """<ir_version: 8, opset_import: ["" : 18]>
