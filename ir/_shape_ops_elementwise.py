@@ -22,6 +22,7 @@ from ir._shape_facts import (
     ShapeFacts,
     attr_int,
     broadcast,
+    held_by,
     input_at,
     same_as_input,
 )
@@ -154,24 +155,8 @@ def _elementwise_data(node: Node, facts: ShapeFacts, function: ElementFunction) 
         column = [d.elements[index if len(d.elements) > 1 else 0] for d in items]
         known = [e for e in column if e is not None]
         found = function(*column) if len(known) == len(column) else None
-        elements.append(_held(found, dtype))
+        elements.append(held_by(found, dtype))
     return ShapeData(tuple(elements), all(d.scalar for d in items))
-
-
-def _held(element: DimExpr | None, dtype: DataType) -> DimExpr | None:
-    """`element` when an integer of `dtype` holds it unchanged; None where it may wrap.
-
-    Of an unknown type the int64 range is assumed (shape computations' own type).
-    """
-    if element is None or not (dtype.is_integer or dtype == DataType.UNDEFINED):
-        return element
-    bits = dtype.bitwidth if dtype.is_integer else 64
-    unsigned = dtype.name.startswith("UINT")
-    number = element.as_int()
-    if number is None:
-        return element if not unsigned or element.is_nonnegative() else None
-    low, high = (0, 2**bits - 1) if unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
-    return element if low <= number <= high else None
 
 
 def _unary(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
@@ -206,7 +191,7 @@ def _cast(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
         data = None
     elif data is not None:
         wide = DataType(target)
-        data = ShapeData(tuple(_held(e, wide) for e in data.elements), data.scalar)
+        data = ShapeData(tuple(held_by(e, wide) for e in data.elements), data.scalar)
     return [OutputFacts(facts.shape(source), data)]
 
 
