@@ -27,7 +27,7 @@ facts either: exporters fill value_info with onnx's inference.
 from __future__ import annotations
 
 from ir._core import Node, Value
-from ir._shape_facts import attr_int, attr_ints, attr_str, input_at
+from ir._shape_facts import attr_int, attr_ints, attr_str, attr_tensor, input_at
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _SAME = ("SAME_UPPER", "SAME_LOWER")
@@ -73,8 +73,16 @@ def _slice_disputed(node: Node) -> bool:
 
 
 def _constant_ints(value: Value | None) -> list[int] | None:
-    tensor = value.const_value if value is not None else None
-    if tensor is None or value is None or value.is_graph_input():
+    """The elements of an initializer or a Constant node's output (None for anything else)."""
+    if value is None or value.is_graph_input():
+        return None
+    tensor = value.const_value
+    producer = value.producer()
+    if tensor is None and producer is not None and producer.op_type == "Constant":
+        tensor = attr_tensor(producer, "value")
+        if tensor is None:
+            return list(attr_ints(producer, "value_ints") or ()) or None
+    if tensor is None:
         return None
     return [int(v) for v in tensor.numpy().reshape(-1).tolist()]
 
