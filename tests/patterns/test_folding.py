@@ -1969,3 +1969,31 @@ def test_a_reshape_chain_into_an_output_of_a_stale_rank_keeps_the_computed_shape
     actual = session(result.proto).run(None, feeds)
     assert expected[0].shape == (2, 3, 2, 8)
     np.testing.assert_array_equal(actual[0], expected[0])
+
+
+def test_an_expand_declared_to_keep_its_input_shape_is_kept() -> None:
+    # The output declares [N, M] like its input, but Expand(x, [3, 1]) of an x of one row
+    # broadcasts it to 3: onnxruntime runs the model (the declared symbols are not checked),
+    # so the Expand is no no-op (only x's dims and the target's elements prove one).
+    model = _model(
+        "y = Expand (x, s)",
+        inputs="float[N, M] x, int64[2] s",
+        outputs="float[N, M] y",
+    )
+    result = rewriter.rewrite(model)
+    assert op_types(result.proto) == ["Expand"]
+    feeds = {"x": np.arange(4, dtype=np.float32).reshape(1, 4), "s": np.array([3, 1])}
+    expected = session(model).run(None, feeds)
+    actual = session(result.proto).run(None, feeds)
+    assert expected[0].shape == (3, 4)
+    np.testing.assert_array_equal(actual[0], expected[0])
+
+
+def test_an_expand_to_its_input_shape_read_back_is_removed() -> None:
+    model = _model(
+        "s = Shape (x)\n t = Expand (x, s)\n y = Relu (t)",
+        inputs="float[N, M] x",
+        outputs="float[N, M] y",
+    )
+    result = rewriter.rewrite(model)
+    assert op_types(result.proto) == ["Relu"]
