@@ -1997,3 +1997,31 @@ def test_an_expand_to_its_input_shape_read_back_is_removed() -> None:
     )
     result = rewriter.rewrite(model)
     assert op_types(result.proto) == ["Relu"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the absent lo of the first Clip clamps -inf to the lowest float, the -inf one does not
+        "t = Clip (x, , hi)\n y = Clip (t, ninf, top)",
+        "t = Clip (x, ninf, top)\n y = Clip (t, , hi)",
+        # the absent hi clamps inf to the largest float, which the Min by inf keeps
+        "t = Clip (x, lo)\n y = Min (t, inf)",
+        # Max by -inf keeps the absent lo's lowest float; Max by inf is inf, not the largest float
+        "t = Clip (x, , hi)\n y = Max (t, ninf)",
+        "t = Clip (x, lo)\n y = Max (t, inf)",
+    ],
+)
+def test_clips_with_an_absent_bound_keep_clamping_infinities(body: str) -> None:
+    model = _model(
+        body,
+        inputs="float[6] x",
+        outputs="float[6] y",
+        inits="float lo = {-2}, float hi = {4}, float top = {7}, float inf = {inf}, "
+        "float ninf = {-inf}",
+    )
+    result = rewriter.rewrite(model)
+    feeds = {"x": np.array([-np.inf, -3, 0, 5, np.inf, np.nan], np.float32)}
+    expected = session(model).run(None, feeds)
+    actual = session(result.proto).run(None, feeds)
+    np.testing.assert_array_equal(actual[0], expected[0])
