@@ -11,6 +11,7 @@ the symbolic inference walks with (Shape, Slice, Gather, Concat, Unsqueeze, Cast
 from __future__ import annotations
 
 from ir._core import TensorType, Value
+from ir._enums import DataType
 from ir._infer import fact_type
 from ir._shape_facts import Shape, ShapeData
 from ir._shape_inference import RULES
@@ -98,6 +99,17 @@ class _Follow:
 
     def opset(self) -> int:
         return self._opset
+
+    def dtype(self, value: Value | None) -> DataType:
+        if value is None:
+            return DataType.UNDEFINED
+        tensor = value.const_value
+        if tensor is not None and not value.is_graph_input():
+            return tensor.dtype
+        found = fact_type(value)
+        if isinstance(found, TensorType):
+            return found.dtype
+        return value.dtype or DataType.UNDEFINED
 
     def _compute(self, value: Value) -> ShapeData | None:
         tensor = value.const_value

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from ir._core import Node, Tensor, Value
+from ir._enums import DataType
 from ir._symbolic_dims import DimExpr, const, minimum_arguments
 
 Shape = tuple[DimExpr | None, ...]
@@ -72,10 +73,30 @@ class ShapeFacts(Protocol):
         """The default domain's opset of the graph being inferred."""
         ...
 
+    def dtype(self, value: Value | None) -> DataType:
+        """The value's element type (UNDEFINED when unknown or the value is absent)."""
+        ...
+
 
 Rule = Callable[[Node, ShapeFacts], Sequence[OutputFacts] | None]
 """Facts for a node's outputs, in order (fewer than its outputs: the rest are unknown)."""
 RuleTable = Mapping[str, Rule]
+
+
+def held_by(element: DimExpr | None, dtype: DataType) -> DimExpr | None:
+    """`element` when an integer of `dtype` holds it unchanged; None where it may wrap.
+
+    Of an unknown type the int64 range is assumed (shape computations' own type).
+    """
+    if element is None or not (dtype.is_integer or dtype == DataType.UNDEFINED):
+        return element
+    bits = dtype.bitwidth if dtype.is_integer else 64
+    unsigned = dtype.name.startswith("UINT")
+    number = element.as_int()
+    if number is None:
+        return element if not unsigned or element.is_nonnegative() else None
+    low, high = (0, 2**bits - 1) if unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    return element if low <= number <= high else None
 
 
 # attributes -----------------------------------------------------------------------------------

@@ -507,6 +507,9 @@ class _Walk:
     def opset(self) -> int:
         return self.default_opset
 
+    def dtype(self, value: Value | None) -> DataType:
+        return DataType.UNDEFINED if value is None else self._dtype(value)
+
     # walking -----------------------------------------------------------------------------------
     def run(self) -> None:
         """Walk the main graph (and, at each node that holds them, its subgraphs)."""

@@ -4,7 +4,9 @@ On shape values the arithmetic is done element by element (`Add`, `Sub`, `Mul`, 
 `Neg`, `Abs`, `Max`, `Min`, comparisons, `And`/`Or`/`Not`, `Where`), exactly as onnxruntime
 computes it on int64: integer `Div` truncates toward zero, so it is followed only where that
 equals floor division (a non-negative dividend) or the division is exact. A result that cannot
-be stated for every value of the symbols is unknown.
+be stated for every value of the symbols is unknown, and so is a number the value's integer
+type cannot hold (onnxruntime wraps it: 65536 * 65536 is 0 in int32, -1 cast to uint32 is
+4294967295), or a symbolic element that may be negative in an unsigned type.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ir._shape_facts import (
     ShapeFacts,
     attr_int,
     broadcast,
+    held_by,
     input_at,
     same_as_input,
 )
@@ -144,11 +147,15 @@ def _elementwise_data(node: Node, facts: ShapeFacts, function: ElementFunction) 
         return None
     if node.op_type == "Mod" and attr_int(node, "fmod", 0) == 1:
         function = _fmod
+    # The type the result is computed in: Where's values' (its condition is bool), else the
+    # operands' (comparisons and logic give 0 and 1, which every type holds).
+    dtype = facts.dtype(node.inputs[1] if node.op_type == "Where" else node.inputs[0])
     elements: list[DimExpr | None] = []
     for index in range(length):
         column = [d.elements[index if len(d.elements) > 1 else 0] for d in items]
         known = [e for e in column if e is not None]
-        elements.append(function(*column) if len(known) == len(column) else None)
+        found = function(*column) if len(known) == len(column) else None
+        elements.append(held_by(found, dtype))
     return ShapeData(tuple(elements), all(d.scalar for d in items))
 
 
@@ -171,7 +178,10 @@ def _dropout(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
 
 
 def _cast(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
-    """Cast keeps the shape; a shape value stays one when cast to a wide integer type."""
+    """Cast keeps the shape; a shape value stays one when cast to a wide integer type.
+
+    An element the target type cannot hold is unknown (onnxruntime wraps it).
+    """
     source = input_at(node, 0)
     target = attr_int(node, "to", 0)
     data = facts.data(source)
@@ -179,6 +189,9 @@ def _cast(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
         data = ShapeData(tuple(_truth(e) for e in data.elements), data.scalar)
     elif target not in _WIDE_INTEGERS:
         data = None
+    elif data is not None:
+        wide = DataType(target)
+        data = ShapeData(tuple(held_by(e, wide) for e in data.elements), data.scalar)
     return [OutputFacts(facts.shape(source), data)]
 
 

@@ -30,6 +30,7 @@ from ir._shape_facts import (
     attr_ints,
     attr_str,
     broadcast,
+    held_by,
     input_at,
     ints_input_or_attr,
     ints_of,
@@ -324,8 +325,8 @@ def _reduced_shape_value(node: Node, facts: ShapeFacts, rank: int, keep: bool) -
     """ReduceProd / ReduceSum of a whole shape value: the product (sum) of its elements.
 
     TensorFlow's Tensordot (Keras Dense on a 4-D input) computes a Reshape's size as the
-    product of some of its input's dims. A product of int32 elements is taken as exact: the
-    model's own arithmetic assumes it fits (a Reshape to an overflowed size fails).
+    product of some of its input's dims. A result its integer type cannot hold is unknown
+    (onnxruntime wraps it), and so is a product past 2**53, which onnxruntime rounds.
     """
     if node.op_type not in ("ReduceProd", "ReduceSum") or rank != 1:
         return None
@@ -335,11 +336,15 @@ def _reduced_shape_value(node: Node, facts: ShapeFacts, rank: int, keep: bool) -
     elements = [e for e in data.elements if e is not None]
     if node.op_type == "ReduceProd":
         total = product(elements)
+        number = total.as_int()
+        if number is not None and abs(number) > 2**53:
+            return None  # onnxruntime's integer product rounds there (as a double does)
     else:
         total = const(0)
         for element in elements:
             total = total + element
-    return ShapeData((total,), scalar=not keep)
+    found = held_by(total, facts.dtype(input_at(node, 0)))
+    return ShapeData((found,), scalar=not keep) if found is not None else None
 
 
 def _reduced(x: Shape, positions: Sequence[int], keep: bool) -> Shape:

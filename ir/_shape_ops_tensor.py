@@ -223,7 +223,7 @@ def _slice_length(
         return None
     size, first, last = (dim.as_int() if dim is not None else None), start.as_int(), end.as_int()
     if size is not None and first is not None and last is not None:
-        return const(len(range(size)[first:last:step]))
+        return const(len(slice_range(size, first, last, step)))
     if dim is None or step < 0:
         return None
     low = _clamped_index(start, dim)
@@ -253,6 +253,29 @@ def _clamped_index(index: DimExpr, dim: DimExpr) -> DimExpr | None:
     return minimum(index, dim)
 
 
+def slice_range(size: int, start: int, end: int, step: int) -> range:
+    """The indices a Slice keeps along an axis of `size`, as onnxruntime computes them.
+
+    ONNX's clamping, which is not Python's for a negative step (a start below -size is
+    clamped to 0, so it keeps element 0; Python keeps nothing), and onnxruntime's reading of
+    an end of INT32_MAX or INT64_MAX as "to the end" in the step's direction (with a negative
+    step the first element is kept, where ONNX's clamping to size - 1 keeps nothing).
+    """
+    if start < 0:
+        start += size
+    start = min(max(start, 0), size - 1 if step < 0 else size)
+    if end in _END_OF_AXIS:
+        end = -1 if step < 0 else size
+    else:
+        if end < 0:
+            end += size
+        end = min(max(end, -1 if step < 0 else 0), size - 1 if step < 0 else size)
+    return range(start, end, step) if size > 0 else range(0)
+
+
+_END_OF_AXIS = (2**31 - 1, 2**63 - 1)
+
+
 def _sliced(data: ShapeData, bounds: SliceBounds) -> ShapeData | None:
     if data.scalar or len(bounds) != 1:
         return None
@@ -261,7 +284,8 @@ def _sliced(data: ShapeData, bounds: SliceBounds) -> ShapeData | None:
     last = end.as_int() if end is not None else None
     if axis != 0 or first is None or last is None or not step:
         return None
-    return ShapeData(data.elements[first:last:step])
+    kept = slice_range(len(data.elements), first, last, step)
+    return ShapeData(tuple(data.elements[i] for i in kept))
 
 
 def _concat(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:

@@ -1969,3 +1969,59 @@ def test_a_reshape_chain_into_an_output_of_a_stale_rank_keeps_the_computed_shape
     actual = session(result.proto).run(None, feeds)
     assert expected[0].shape == (2, 3, 2, 8)
     np.testing.assert_array_equal(actual[0], expected[0])
+
+
+def test_an_expand_declared_to_keep_its_input_shape_is_kept() -> None:
+    # The output declares [N, M] like its input, but Expand(x, [3, 1]) of an x of one row
+    # broadcasts it to 3: onnxruntime runs the model (the declared symbols are not checked),
+    # so the Expand is no no-op (only x's dims and the target's elements prove one).
+    model = _model(
+        "y = Expand (x, s)",
+        inputs="float[N, M] x, int64[2] s",
+        outputs="float[N, M] y",
+    )
+    result = rewriter.rewrite(model)
+    assert op_types(result.proto) == ["Expand"]
+    feeds = {"x": np.arange(4, dtype=np.float32).reshape(1, 4), "s": np.array([3, 1])}
+    expected = session(model).run(None, feeds)
+    actual = session(result.proto).run(None, feeds)
+    assert expected[0].shape == (3, 4)
+    np.testing.assert_array_equal(actual[0], expected[0])
+
+
+def test_an_expand_to_its_input_shape_read_back_is_removed() -> None:
+    model = _model(
+        "s = Shape (x)\n t = Expand (x, s)\n y = Relu (t)",
+        inputs="float[N, M] x",
+        outputs="float[N, M] y",
+    )
+    result = rewriter.rewrite(model)
+    assert op_types(result.proto) == ["Relu"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the absent lo of the first Clip clamps -inf to the lowest float, the -inf one does not
+        "t = Clip (x, , hi)\n y = Clip (t, ninf, top)",
+        "t = Clip (x, ninf, top)\n y = Clip (t, , hi)",
+        # the absent hi clamps inf to the largest float, which the Min by inf keeps
+        "t = Clip (x, lo)\n y = Min (t, inf)",
+        # Max by -inf keeps the absent lo's lowest float; Max by inf is inf, not the largest float
+        "t = Clip (x, , hi)\n y = Max (t, ninf)",
+        "t = Clip (x, lo)\n y = Max (t, inf)",
+    ],
+)
+def test_clips_with_an_absent_bound_keep_clamping_infinities(body: str) -> None:
+    model = _model(
+        body,
+        inputs="float[6] x",
+        outputs="float[6] y",
+        inits="float lo = {-2}, float hi = {4}, float top = {7}, float inf = {inf}, "
+        "float ninf = {-inf}",
+    )
+    result = rewriter.rewrite(model)
+    feeds = {"x": np.array([-np.inf, -3, 0, 5, np.inf, np.nan], np.float32)}
+    expected = session(model).run(None, feeds)
+    actual = session(result.proto).run(None, feeds)
+    np.testing.assert_array_equal(actual[0], expected[0])

@@ -70,6 +70,31 @@ CASES = {
         "int64[1] x",
         "int64[1] y",
     ),
+    # Integers wrap in onnxruntime where the facts' element arithmetic would not: 65536 *
+    # 65536 is 0 in uint32 (so / 65536 is 0), -1 cast to uint32 is 4294967295.
+    "uint32_product_wraps": (
+        "c = Constant <value = int64[1] {65536}> ()\n u = Cast <to = 12> (c)\n"
+        " p = Mul (u, u)\n q = Div (p, u)\n t = Cast <to = 7> (q)\n y = Add (t, x)",
+        "int64[1] x",
+        "int64[1] y",
+    ),
+    "int32_product_wraps": (
+        "c = Constant <value = int32[1] {65536}> ()\n p = Mul (c, c)\n t = Div (p, c)\n"
+        " y = Add (t, x)",
+        "int32[1] x",
+        "int32[1] y",
+    ),
+    "negative_cast_to_uint32": (
+        "c = Constant <value = int64[1] {-1}> ()\n u = Cast <to = 12> (c)\n"
+        " t = Cast <to = 7> (u)\n y = Add (t, x)",
+        "int64[1] x",
+        "int64[1] y",
+    ),
+    "large_cast_to_int32": (
+        "c = Constant <value = int64[1] {5000000000}> ()\n t = Cast <to = 6> (c)\n y = Add (t, x)",
+        "int32[1] x",
+        "int32[1] y",
+    ),
     "reduce_sum_square_int32": (
         "c = Constant <value = int32[3] {1, 2, 3}> ()\n"
         " t = ReduceSumSquare <keepdims = 1> (c)\n y = Add (t, x)",
@@ -106,6 +131,66 @@ def test_a_fold_computes_what_onnxruntime_computes(name):
             assert have.tolist() == want.tolist()
         else:
             np.testing.assert_array_equal(have, want)
+
+
+def test_a_shape_element_cast_to_an_unsigned_type_wraps_as_in_onnxruntime(caplog):
+    # x's second dim minus 4 is -1: cast to uint32 and back it is 4294967295, not -1 (the
+    # facts follow the element through Sub and the Casts; they must not fold it to -1). Nor
+    # may a pass fail on a number its integer type cannot hold.
+    model, result = _folds_only(
+        "s = Shape <start = 1> (x)\n c = Constant <value = int64[1] {4}> ()\n d = Sub (s, c)\n"
+        " u = Cast <to = 12> (d)\n t = Cast <to = 7> (u)\n"
+        " e = Constant <value = int64[1] {4294967296}> ()\n p = Mul (e, e)\n"
+        " f = Add (t, p)\n y = Add (f, z)",
+        "float[N, 3] x, int64[1] z",
+        "int64[1] y",
+    )
+    assert "failed and was undone" not in caplog.text
+    feed = {"x": np.ones((2, 3), np.float32), "z": np.array([1], np.int64)}
+    np.testing.assert_array_equal(
+        session(result.proto).run(None, feed)[0], session(model).run(None, feed)[0]
+    )
+
+
+@pytest.mark.parametrize("end", [2**31 - 1, 2**63 - 1])
+def test_a_reversing_slice_to_int_max_keeps_what_onnxruntime_keeps(end):
+    # onnxruntime reads an end of INT32_MAX / INT64_MAX as "to the end" in the step's direction:
+    # x[-1:INT_MAX:-1] of 3 rows keeps all 3 reversed, where onnx's inference (clamping the end
+    # to the last index) says 0 rows; and a start below -size with a negative step is clamped
+    # to 0, so it keeps element 0 where Python's slicing keeps nothing.
+    model, result = _folds_only(
+        f"st = Constant <value = int64[1] {{-1}}> ()\n en = Constant <value = int64[1] {{{end}}}> ()\n"
+        " ax = Constant <value = int64[1] {0}> ()\n sp = Constant <value = int64[1] {-1}> ()\n"
+        " r = Slice (x, st, en, ax, sp)\n z = Shape (r)\n"
+        " s = Shape (x)\n lo = Constant <value = int64[1] {-9}> ()\n"
+        " f = Slice (s, lo, lo, ax, sp)\n w = Concat <axis = 0> (z, f)",
+        "float[3, 7] x",
+        "int64[3] w",
+    )
+    feed = {"x": np.arange(21, dtype=np.float32).reshape(3, 7)}
+    np.testing.assert_array_equal(
+        session(result.proto).run(None, feed)[0], session(model).run(None, feed)[0]
+    )
+
+
+@pytest.mark.parametrize("dtype", [7, 6])
+def test_a_product_of_shape_elements_folds_as_onnxruntime_computes_it(dtype, caplog):
+    # onnxruntime's int64 ReduceProd rounds past 2**53 ((2**31 - 1) ** 2 ends in ...608, not
+    # ...609); an int32 product wraps. Followed exactly, the facts folded another number, or
+    # failed the pass on one int32 cannot hold.
+    model, result = _folds_only(
+        "s = Shape (x)\n c = Constant <value = int64[1] {2147483647}> ()\n m = Max (s, c)\n"
+        f" t = Cast <to = {dtype}> (m)\n p = ReduceProd <keepdims = 0> (t)\n"
+        " q = Cast <to = 7> (p)\n one = Constant <value = int64[1] {1}> ()\n"
+        " y = Reshape (q, one)",
+        "float[1, 1] x",
+        "int64[1] y",
+    )
+    assert "failed and was undone" not in caplog.text
+    feed = {"x": np.ones((1, 1), np.float32)}
+    np.testing.assert_array_equal(
+        session(result.proto).run(None, feed)[0], session(model).run(None, feed)[0]
+    )
 
 
 def test_a_constant_split_into_a_sequence_is_not_folded_into_a_tensor():
