@@ -231,7 +231,9 @@ def _bounds_implied(columns: Sequence[Sequence[DimExpr | None]]) -> list[tuple[D
     found: list[tuple[DimExpr, int]] = []
     for column in columns:
         for dim in column:
-            arguments = minimum_arguments(dim) if dim is not None else None
+            if dim is None:
+                continue
+            arguments = minimum_arguments(dim)
             if arguments is None or len(arguments) != 2 or not _is_shorter_copy(dim, column):
                 continue
             bound, cap = sorted(arguments, key=lambda a: a.as_int() is not None)
