@@ -21,7 +21,7 @@ from typing import Protocol
 
 from ir._core import Node, Tensor, Value
 from ir._enums import DataType
-from ir._symbolic_dims import DimExpr, const, minimum_arguments
+from ir._symbolic_dims import DimExpr, assume_at_most, const, minimum_arguments
 
 Shape = tuple[DimExpr | None, ...]
 """Dims of a tensor of known rank; a dim is None when unknown."""
@@ -217,7 +217,13 @@ def _is_shorter_copy(dim: DimExpr, column: Sequence[DimExpr | None]) -> bool:
 
 
 def broadcast(shapes: Sequence[Shape | None]) -> Shape | None:
-    """The numpy broadcast of `shapes` (None when a rank is unknown)."""
+    """The numpy broadcast of `shapes` (None when a rank is unknown).
+
+    A column that holds `min(x, c)` beside `x` (c >= 2) runs only where `x <= c`; the other
+    columns are simplified under that bound (`_bounds_implied`). What a causal mask cut from
+    a fixed buffer, `mask[:, :, total - seq : total, :total]`, broadcast against the scores
+    [batch, heads, seq, total] gives: the cut keeps `seq` rows.
+    """
     known: list[Shape] = []
     for shape in shapes:
         if shape is None:
@@ -226,11 +232,36 @@ def broadcast(shapes: Sequence[Shape | None]) -> Shape | None:
     if not known:
         return None
     rank = max(len(s) for s in known)
-    result: list[DimExpr | None] = []
-    for position in range(rank):
-        column = [s[position - rank + len(s)] for s in known if position - rank + len(s) >= 0]
-        result.append(broadcast_dim(column))
-    return tuple(result)
+    columns = [
+        [s[position - rank + len(s)] for s in known if position - rank + len(s) >= 0]
+        for position in range(rank)
+    ]
+    for bound, limit in _bounds_implied(columns):
+        columns = [
+            [assume_at_most(d, bound, limit) if d is not None else None for d in column]
+            for column in columns
+        ]
+    return tuple(broadcast_dim(column) for column in columns)
+
+
+def _bounds_implied(columns: Sequence[Sequence[DimExpr | None]]) -> list[tuple[DimExpr, int]]:
+    """(x, c) for each `min(x, c)` beside `x` in a column, c >= 2: broadcasting needs x <= c.
+
+    Both must be equal or one of them 1; `min(x, c) = 1` with c >= 2 means `x = 1`.
+    """
+    found: list[tuple[DimExpr, int]] = []
+    for column in columns:
+        for dim in column:
+            if dim is None:
+                continue
+            arguments = minimum_arguments(dim)
+            if arguments is None or len(arguments) != 2 or not _is_shorter_copy(dim, column):
+                continue
+            bound, cap = sorted(arguments, key=lambda a: a.as_int() is not None)
+            limit = cap.as_int()
+            if limit is not None and limit >= 2:
+                found.append((bound, limit))
+    return found
 
 
 def merge_dim(a: DimExpr | None, b: DimExpr | None) -> DimExpr | None:

@@ -35,7 +35,7 @@ from ir._shape_facts import (
     normalize_axes,
     normalize_axis,
 )
-from ir._symbolic_dims import DimExpr, const, exact_quotient, minimum, product
+from ir._symbolic_dims import DimExpr, const, exact_quotient, is_at_least, minimum, product
 
 
 def _shape(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
@@ -231,7 +231,7 @@ def _slice_length(
     if low is None or high is None:
         return None
     span = high - low
-    if not span.is_nonnegative():
+    if not is_at_least(high, low):
         value = span.as_int()
         return const(0) if value is not None and value < 0 else None
     return span if step == 1 else span.ceildiv(step)

@@ -39,9 +39,11 @@ __all__ = [
     "DimExpr",
     "FloorDiv",
     "Minimum",
+    "assume_at_most",
     "const",
     "exact_quotient",
     "from_dim",
+    "is_at_least",
     "minimum",
     "minimum_arguments",
     "product",
@@ -382,6 +384,58 @@ def minimum_arguments(expr: DimExpr) -> tuple[DimExpr, ...] | None:
         return None
     atom = expr.terms[0][0][0]
     return atom.arguments if isinstance(atom, Minimum) else None
+
+
+def is_at_least(a: DimExpr, b: DimExpr) -> bool:
+    """True when `a >= b` for every value of the atoms (sufficient, not necessary).
+
+    `a - b` has no negative coefficient, or a minimum is compared argument by argument:
+    `min(A) >= b` when every argument of A is, `a >= min(B)` when `a` is at least one of B's
+    (`min(n + k, c) >= min(n, c)`: a slice's clamped end against its clamped start).
+    """
+    if (a - b).is_nonnegative():
+        return True
+    left = minimum_arguments(a)
+    if left is not None:
+        return all(is_at_least(argument, b) for argument in left)
+    right = minimum_arguments(b)
+    return right is not None and any(is_at_least(a, argument) for argument in right)
+
+
+def assume_at_most(expr: DimExpr, bound: DimExpr, limit: int) -> DimExpr:
+    """`expr` simplified under the assumption `bound <= limit`.
+
+    A minimum with an argument y provably at most `bound` (so at most `limit`) loses its
+    constant arguments of `limit` or more: `min(y, c) = y` when `y <= bound <= limit <= c`.
+    Minimums inside floors and other minimums are simplified too.
+    """
+    if not any(not isinstance(atom, str) for monomial, _ in expr.terms for atom in monomial):
+        return expr
+    total = DimExpr()
+    for monomial, coefficient in expr.terms:
+        term = const(coefficient)
+        for atom in monomial:
+            term = term * _assume_atom_at_most(atom, bound, limit)
+        total = total + term
+    return total
+
+
+def _assume_atom_at_most(atom: Atom, bound: DimExpr, limit: int) -> DimExpr:
+    if isinstance(atom, str):
+        return _atom_expr(atom)
+    if isinstance(atom, FloorDiv):
+        return assume_at_most(atom.numerator, bound, limit) // atom.divisor
+    arguments = [assume_at_most(a, bound, limit) for a in atom.arguments]
+    if any(a.as_int() is None and is_at_least(bound, a) for a in arguments):
+        arguments = [a for a in arguments if not _at_least_constant(a, limit)]
+    found = minimum(*arguments)
+    assert found is not None, "simplifying keeps non-negative expressions non-negative"
+    return found
+
+
+def _at_least_constant(expr: DimExpr, limit: int) -> bool:
+    value = expr.as_int()
+    return value is not None and value >= limit
 
 
 def exact_quotient(dividend: DimExpr, divisor: DimExpr) -> DimExpr | None:

@@ -219,6 +219,37 @@ def test_slice_of_a_longer_buffer_broadcasts_to_the_sequence() -> None:
     assert found["y"] == ("batch", "seq")
 
 
+def test_causal_mask_cut_from_a_fixed_buffer_keeps_the_query_rows() -> None:
+    # GPT-2's mask[:, :, total - seq : total, :total] of a [1, 1, 32, 32] buffer: its rows are
+    # min(total, 32) - min(past, 32); against the scores [batch, heads, seq, total] the
+    # columns run only where total <= 32, so the rows are seq.
+    text = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[batch, 4, seq, 16] q, float[batch, 4, past, 16] past_k, float[batch, 4, seq, 16] k)
+      => (float[batch, 4, seq, ?] y) {
+        buffer_shape = Constant <value = int64[4] {1, 1, 32, 32}> ()
+        buffer = ConstantOfShape <value = bool[1] {1}> (buffer_shape)
+        zero = Constant <value = int64[1] {0}> ()
+        two = Constant <value = int64[1] {2}> ()
+        three = Constant <value = int64[1] {3}> ()
+        big = Constant <value = float {-10000.0}> ()
+        keys = Concat <axis = 2> (past_k, k)
+        kt = Transpose <perm = [0, 1, 3, 2]> (keys)
+        scores = MatMul (q, kt)
+        q_shape = Shape (q)
+        seq_len = Slice (q_shape, two, three)
+        k_shape = Shape (keys)
+        total = Slice (k_shape, two, three)
+        start = Sub (total, seq_len)
+        rows = Slice (buffer, start, total, two)
+        mask = Slice (rows, zero, total, three)
+        y = Where (mask, scores, big)
+    }"""
+    sizes = [{"batch": 2, "seq": 3, "past": 4}, {"batch": 1, "seq": 1, "past": 31}]
+    found = assert_facts_hold(parse(text), sizes)
+    assert found["rows"] == (1, 1, "min(past + seq, 32) - min(past, 32)", 32)
+    assert found["y"] == ("batch", 4, "seq", "past + seq")
+
+
 def test_where_equal_minus_one_pattern_of_torchscript_expand() -> None:
     # x.expand(batch, -1, -1): the exporter replaces -1 by 1 with Where(Equal(shape, -1), ...)
     text = """<ir_version: 8, opset_import: ["" : 17]>

@@ -10,9 +10,11 @@ from hypothesis import strategies as st
 
 from ir._symbolic_dims import (
     DimExpr,
+    assume_at_most,
     const,
     exact_quotient,
     from_dim,
+    is_at_least,
     minimum,
     product,
     symbol,
@@ -82,6 +84,27 @@ def test_minimum_keeps_the_provably_smaller_and_an_atom_otherwise() -> None:
     assert str(shorter) == "min(seq, 128)"
     assert minimum(const(128), seq) == shorter
     assert minimum(seq - 1, const(4)) is None  # seq - 1 may be negative
+
+
+def test_at_least_compares_minimums_argument_by_argument() -> None:
+    past = symbol("past")
+    end, start = minimum(past + seq, const(32)), minimum(past, const(32))
+    assert end is not None
+    assert start is not None
+    assert is_at_least(end, start)
+    assert not is_at_least(start, end)
+    assert is_at_least(seq + 1, seq)
+    assert not is_at_least(seq, batch)
+
+
+def test_assuming_a_bound_drops_the_constants_it_reaches() -> None:
+    past = symbol("past")
+    end, start = minimum(past + seq, const(32)), minimum(past, const(32))
+    assert end is not None
+    assert start is not None
+    assert assume_at_most(end - start, past + seq, 32) == seq
+    assert assume_at_most(end - start, past + seq, 64) == end - start  # 64 does not reach 32
+    assert assume_at_most(end - start, batch, 32) == end - start  # past is not below batch
 
 
 def test_exact_quotient() -> None:
@@ -178,3 +201,17 @@ def test_equal_text_means_equal_values(a: DimExpr, b: DimExpr, env: dict[str, in
 def test_nonnegative_expressions_are_never_negative(expr: DimExpr, env: dict[str, int]) -> None:
     if expr.is_nonnegative():
         assert expr.evaluate(env) >= 0
+
+
+@given(expressions(), expressions(), values)
+def test_at_least_holds_for_every_value(a: DimExpr, b: DimExpr, env: dict[str, int]) -> None:
+    if is_at_least(a, b):
+        assert a.evaluate(env) >= b.evaluate(env)
+
+
+@given(expressions(), expressions(), st.integers(0, 40), values)
+def test_assuming_a_bound_keeps_the_value_where_it_holds(
+    expr: DimExpr, bound: DimExpr, limit: int, env: dict[str, int]
+) -> None:
+    if bound.evaluate(env) <= limit:
+        assert assume_at_most(expr, bound, limit).evaluate(env) == expr.evaluate(env)

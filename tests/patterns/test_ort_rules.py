@@ -309,22 +309,39 @@ def test_an_omitted_epsilon_becomes_explicit():
     assert epsilon.f == pytest.approx(1e-5)
 
 
-def test_onnxruntimes_layer_normalization_below_opset_17_keeps_its_epsilon():
+@pytest.mark.parametrize(
+    ("attributes", "post_bias", "rule"),
+    [
+        ("<axis = -1>", False, "fuse_skip_layer_normalization"),
+        # onnxruntime's GPT-2 generators omit the axis too: its default is the last
+        ("", False, "fuse_skip_layer_normalization"),
+        ("", True, "fuse_skip_layer_normalization_post_bias"),
+    ],
+)
+def test_onnxruntimes_layer_normalization_below_opset_17_keeps_its_epsilon(
+    attributes, post_bias, rule
+):
     # onnxruntime registers LayerNormalization in the default domain below 17 (its generators
     # write it at 16); an omitted epsilon is its default 1e-5 there too
+    normalized = "s"
+    post = ""
+    if post_bias:
+        normalized = "t"
+        post = "t = Add (s, bias)"
     model = onnx.parser.parse_model(
         f"""{_ms(16)}
         g (float[B, S, 8] x, float[B, S, 8] skip) => (float[B, S, 8] y) {{
             s = Add (x, skip)
-            y = LayerNormalization <axis = -1> (s, gamma, beta)
+            {post}
+            y = LayerNormalization {attributes} ({normalized}, gamma, beta)
         }}"""
     )
     rng = np.random.default_rng(0)
-    for name in ("gamma", "beta"):
+    for name in ("gamma", "beta", "bias"):
         array = rng.uniform(0.5, 1.5, 8).astype(np.float32)
         model.graph.initializer.append(onnx.numpy_helper.from_array(array, name))
-    result = rewrite(model, SLN)
-    assert dict(fired(result)) == {"fuse_skip_layer_normalization": 1}
+    result = rewrite(model, ORT_RULES / "skip_norm_bias.rw" if post_bias else SLN)
+    assert dict(fired(result)) == {rule: 1}
     (node,) = result.proto.graph.node
     (epsilon,) = node.attribute
     assert epsilon.f == pytest.approx(1e-5)
