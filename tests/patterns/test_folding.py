@@ -84,6 +84,30 @@ CASES = [
         True,
     ),
     (
+        # a +0.0 before a normalization with a bias of +0.0 and other values
+        "add_zero_before_layer_norm",
+        _model(
+            "z = Constant <value = float {0}> ()\n t = Add (x, z)\n"
+            " s = Constant <value = float[4] {1, 2, -1, 0.5}> ()\n"
+            " b = Constant <value = float[4] {0, 0.25, -3, 0}> ()\n"
+            " y = LayerNormalization <axis = -1> (t, s, b)",
+        ),
+        ["Constant", "Constant", "LayerNormalization"],
+        True,
+    ),
+    (
+        # a bias element of -0.0 keeps a -0.0 normalized value -0.0: the +0.0 Add may matter
+        "add_zero_before_layer_norm",
+        _model(
+            "z = Constant <value = float {0}> ()\n t = Add (x, z)\n"
+            " s = Constant <value = float[4] {1, 2, -1, 0.5}> ()\n"
+            " b = Constant <value = float[4] {-0.0, 0.25, -3, 0}> ()\n"
+            " y = LayerNormalization <axis = -1> (t, s, b)",
+        ),
+        None,
+        False,
+    ),
+    (
         # x + (+0.0) turns x = -0.0 into +0.0: removing it is not exact for floats
         "add_zero",
         _model("z = Constant <value = float {0}> ()\n t = Add (z, x)\n y = Relu (t)"),
