@@ -1,8 +1,8 @@
 """Recipes for neural-network ops.
 
 Conv, ConvInteger, ConvTranspose, the pools, BatchNormalization, Gemm, MatMul,
-LayerNormalization, RMSNormalization, Attention, Softmax, the reductions and Einsum (explicit
-equations).
+LayerNormalization, RMSNormalization, Attention, Softmax, the reductions, Einsum (explicit
+equations) and the recurrent ops (RNN, GRU, LSTM).
 
 Shapes are small (dims of 1 to 4, a batch of 1 or 2) but cover what folding rules are
 sensitive to: groups (including depthwise), strides, dilations, padding modes, transposed
@@ -588,9 +588,12 @@ _RNN_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 @recipe("RNN", "GRU", "LSTM")
 def recurrent(lb: LineBuild) -> None:
-    """X [seq, batch, input] (layout 0) or [batch, seq, input] (layout 1); W, R, B per
-    direction and gate, sequence_lens [batch] int32 within seq, initial_h / initial_c
-    [directions, batch, hidden] (batch first with layout 1), P [directions, 3 * hidden]."""
+    """RNN / GRU / LSTM: inputs shaped for the direction, gates and hidden size drawn.
+
+    X [seq, batch, input] (layout 0) or [batch, seq, input] (layout 1); W, R, B per direction
+    and gate, sequence_lens [batch] int32 within seq, initial_h / initial_c [directions,
+    batch, hidden] (batch first with layout 1), P [directions, 3 * hidden].
+    """
     x = lb.slots[0]
     gates = _RNN_GATES[lb.op_type]
     direction = str(
