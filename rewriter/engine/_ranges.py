@@ -66,6 +66,7 @@ _MOVING = frozenset(
         "Expand",
         "Transpose",
         "Slice",
+        "Split",
         "Tile",
         "Gather",
         "GatherElements",

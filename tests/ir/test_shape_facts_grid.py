@@ -322,6 +322,38 @@ def test_static_shape_of_a_disputed_pool_is_not_folded(
     assert_same_outputs(model, result.proto)
 
 
+@pytest.mark.parametrize("opset", [17, 19])
+@pytest.mark.parametrize(
+    ("op", "attrs", "length", "expected"),
+    [
+        # ceil(27 / 2) + 1 = 15 windows, the last starting at 28 < 30: every runtime agrees
+        ("MaxPool", {"kernel_shape": [3], "strides": [2], "ceil_mode": 1}, 30, 15),
+        ("AveragePool", {"kernel_shape": [3], "strides": [2], "ceil_mode": 1}, 80, 40),
+        ("MaxPool", {"kernel_shape": [2], "strides": [3], "pads": [1, 0], "ceil_mode": 1}, 9, 4),
+    ],
+)
+def test_static_shape_of_a_ceil_mode_pool_without_a_window_to_drop_is_folded(
+    op: str, attrs: dict[str, Any], length: int, expected: int, opset: int
+) -> None:
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph(
+            [
+                onnx.helper.make_node(op, ["x"], ["p"], **attrs),
+                onnx.helper.make_node("Shape", ["p"], ["s"]),
+            ],
+            "g",
+            [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, length])],
+            [onnx.helper.make_tensor_value_info("s", onnx.TensorProto.INT64, [3])],
+        ),
+        opset_imports=[onnx.helper.make_opsetid("", opset)],
+    )
+    result = rewriter.rewrite(model)
+    assert [n.op_type for n in result.proto.graph.node] == []  # the shape is a constant
+    (shape,) = session(model).run(None, {"x": np.zeros((1, 1, length), np.float32)})
+    assert shape.tolist() == [1, 1, expected]
+    assert_same_outputs(model, result.proto)
+
+
 def _resize_then_shape(scale: float, value_info: bool) -> onnx.ModelProto:
     text = f"""
     <ir_version: 8, opset_import: ["" : 13]>

@@ -42,6 +42,39 @@ def _model(
     return model_from_text(f"{header}\ng ({inputs}) => ({outputs}) {init_block} {{\n{body}\n}}")
 
 
+def _weights(name: str, shape: tuple[int, ...], seed: int) -> str:
+    values = np.random.default_rng(seed).uniform(-0.5, 0.5, shape).astype(np.float32)
+    dims = ", ".join(str(d) for d in shape)
+    return f"float[{dims}] {name} = {{{', '.join(repr(float(v)) for v in values.ravel())}}}"
+
+
+# One direction, input size 3, hidden size 4: W, R and B of RNN (1 gate), GRU (3), LSTM (4).
+_RNN_WEIGHTS = ", ".join(
+    _weights(f"{kind}{gates}", shape, seed)
+    for gates in (1, 3, 4)
+    for kind, shape, seed in (
+        ("w", (1, 4 * gates, 3), gates),
+        ("r", (1, 4 * gates, 4), gates + 10),
+        ("b", (1, 8 * gates), gates + 20),
+    )
+)
+# A state [1, batch, 4] filled with `fill`, the first of two Split pieces of [2, batch, 4], as
+# torch exports a two-layer module's zero state, read by `op`.
+_RNN_STATE = (
+    "sh = Shape (x)\n i = Constant <value = int64 {{1}}> ()\n b = Gather <axis = 0> (sh, i)\n"
+    " z = Constant <value = int64[1] {{0}}> ()\n bb = Unsqueeze (b, z)\n"
+    " two = Constant <value = int64[1] {{2}}> ()\n four = Constant <value = int64[1] {{4}}> ()\n"
+    " dims = Concat <axis = 0> (two, bb, four)\n"
+    " zeros = ConstantOfShape <value = float[1] {{{fill}}}> (dims)\n"
+    " ones = Constant <value = int64[2] {{1, 1}}> ()\n h, h2 = Split <axis = 0> (zeros, ones)\n"
+    " {outputs} = {op} <hidden_size = 4> ({inputs})"
+)
+
+# The state's computation, left in place (the rule alone, without the passes that drop it).
+_STATE_OPS = ["Shape", "Constant", "Gather", "Constant", "Unsqueeze", "Constant", "Constant"]
+_STATE_OPS += ["Concat", "ConstantOfShape", "Constant", "Split"]
+
+
 # (rule, model, op types after, fires)
 CASES = [
     (
@@ -49,6 +82,30 @@ CASES = [
         _model("z = Constant <value = float {-0.0}> ()\n t = Add (z, x)\n y = Relu (t)"),
         ["Relu"],
         True,
+    ),
+    (
+        # a +0.0 before a normalization with a bias of +0.0 and other values
+        "add_zero_before_layer_norm",
+        _model(
+            "z = Constant <value = float {0}> ()\n t = Add (x, z)\n"
+            " s = Constant <value = float[4] {1, 2, -1, 0.5}> ()\n"
+            " b = Constant <value = float[4] {0, 0.25, -3, 0}> ()\n"
+            " y = LayerNormalization <axis = -1> (t, s, b)",
+        ),
+        ["Constant", "Constant", "LayerNormalization"],
+        True,
+    ),
+    (
+        # a bias element of -0.0 keeps a -0.0 normalized value -0.0: the +0.0 Add may matter
+        "add_zero_before_layer_norm",
+        _model(
+            "z = Constant <value = float {0}> ()\n t = Add (x, z)\n"
+            " s = Constant <value = float[4] {1, 2, -1, 0.5}> ()\n"
+            " b = Constant <value = float[4] {-0.0, 0.25, -3, 0}> ()\n"
+            " y = LayerNormalization <axis = -1> (t, s, b)",
+        ),
+        None,
+        False,
     ),
     (
         # x + (+0.0) turns x = -0.0 into +0.0: removing it is not exact for floats
@@ -339,6 +396,81 @@ CASES = [
         False,
     ),
     (
+        # torch's zero state: ConstantOfShape(0) split per layer
+        "remove_zero_initial_h_from_gru_rnn",
+        _model(
+            _RNN_STATE.format(fill=0, op="GRU", outputs="y, yh", inputs="x, w3, r3, b3, , h"),
+            inputs="float[2, B, 3] x",
+            outputs="float[2, 1, B, 4] y, float[1, B, 4] yh",
+            inits=_RNN_WEIGHTS,
+        ),
+        [*_STATE_OPS, "GRU"],
+        True,
+    ),
+    (
+        # a state of 0.5 is not the missing one
+        "remove_zero_initial_h_from_gru_rnn",
+        _model(
+            _RNN_STATE.format(fill=0.5, op="RNN", outputs="y, yh", inputs="x, w1, r1, b1, , h"),
+            inputs="float[2, B, 3] x",
+            outputs="float[2, 1, B, 4] y, float[1, B, 4] yh",
+            inits=_RNN_WEIGHTS,
+        ),
+        None,
+        False,
+    ),
+    (
+        "remove_zero_initial_h_from_lstm",
+        _model(
+            _RNN_STATE.format(
+                fill=0, op="LSTM", outputs="y, yh, yc", inputs="x, w4, r4, b4, , h, h"
+            ),
+            inputs="float[2, B, 3] x",
+            outputs="float[2, 1, B, 4] y, float[1, B, 4] yh, float[1, B, 4] yc",
+            inits=_RNN_WEIGHTS,
+        ),
+        [*_STATE_OPS, "LSTM"],
+        True,
+    ),
+    (
+        # a constant state of -0.0: its sign is seen, and kept
+        "remove_zero_initial_h_from_lstm",
+        _model(
+            "h = Constant <value = float[1, 2, 4] {-0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0, -0.0}> ()\n"
+            " y, yh, yc = LSTM <hidden_size = 4> (x, w4, r4, b4, , h)",
+            inputs="float[2, 2, 3] x",
+            outputs="float[2, 1, 2, 4] y, float[1, 2, 4] yh, float[1, 2, 4] yc",
+            inits=_RNN_WEIGHTS,
+        ),
+        None,
+        False,
+    ),
+    (
+        "remove_zero_initial_c_from_lstm",
+        _model(
+            "c = Constant <value = float[1, 2, 4] {0, 0, 0, 0, 0, 0, 0, 0}> ()\n"
+            " y, yh, yc = LSTM <hidden_size = 4> (x, w4, r4, b4, , , c)",
+            inputs="float[2, 2, 3] x",
+            outputs="float[2, 1, 2, 4] y, float[1, 2, 4] yh, float[1, 2, 4] yc",
+            inits=_RNN_WEIGHTS,
+        ),
+        ["LSTM"],
+        True,
+    ),
+    (
+        # the first batch row's cell starts at 1
+        "remove_zero_initial_c_from_lstm",
+        _model(
+            "c = Constant <value = float[1, 2, 4] {1, 1, 1, 1, 0, 0, 0, 0}> ()\n"
+            " y, yh, yc = LSTM <hidden_size = 4> (x, w4, r4, b4, , , c)",
+            inputs="float[2, 2, 3] x",
+            outputs="float[2, 1, 2, 4] y, float[1, 2, 4] yh, float[1, 2, 4] yc",
+            inits=_RNN_WEIGHTS,
+        ),
+        None,
+        False,
+    ),
+    (
         "compose_reshapes",
         _model(
             "a = Constant <value = int64[1] {-1}> ()\n s = Constant <value = int64[2] {2, 6}> ()\n t = Reshape (x, a)\n y = Reshape (t, s)",
@@ -354,6 +486,51 @@ CASES = [
             "a = Constant <value = int64[2] {4, 3}> ()\n s = Constant <value = int64[2] {0, 3}> ()\n t = Reshape (x, a)\n y = Reshape (t, s)",
             inputs="float[3, 4] x",
             outputs="float[4, 3] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        # the Transpose moves only the dim of size 1: the data keep their order
+        "reshape_of_unit_transpose",
+        _model(
+            "t = Transpose <perm = [0, 2, 1, 3]> (x)\n s = Constant <value = int64[2] {3, 8}> ()\n y = Reshape (t, s)",
+            inputs="float[3, 1, 2, 4] x",
+            outputs="float[3, 8] y",
+        ),
+        ["Constant", "Reshape"],
+        True,
+    ),
+    (
+        # dims 2 and 3 swap: the Transpose reorders the data
+        "reshape_of_unit_transpose",
+        _model(
+            "t = Transpose <perm = [0, 1, 3, 2]> (x)\n s = Constant <value = int64[2] {3, 8}> ()\n y = Reshape (t, s)",
+            inputs="float[3, 1, 2, 4] x",
+            outputs="float[3, 8] y",
+        ),
+        None,
+        False,
+    ),
+    (
+        # a leading unit dim moved behind a symbolic one; the shape's 0 copies the
+        # Transpose's first dim, which is x's second
+        "reshape_of_unit_transpose_symbolic",
+        _model(
+            "t = Transpose <perm = [1, 0, 2]> (x)\n s = Constant <value = int64[2] {0, 4}> ()\n y = Reshape (t, s)",
+            inputs="float[1, S, 4] x",
+            outputs="float[S, 4] y",
+        ),
+        ["Reshape"],
+        True,
+    ),
+    (
+        # x's first dim is 2: the Transpose reorders the data
+        "reshape_of_unit_transpose_symbolic",
+        _model(
+            "t = Transpose <perm = [1, 0, 2]> (x)\n s = Constant <value = int64[2] {0, 8}> ()\n y = Reshape (t, s)",
+            inputs="float[2, S, 4] x",
+            outputs="float[S, 8] y",
         ),
         None,
         False,
