@@ -19,6 +19,7 @@ from tests.quantize_models import (
     hardswish_cnn,
     masked_attention,
     shared_weight_mlp,
+    two_input_cnn,
 )
 
 OFF = SpeedCheck(enabled=False)
@@ -46,7 +47,7 @@ def _snr(reference: np.ndarray, actual: np.ndarray) -> float:
 
 
 def test_int8_folds_batchnorm_then_writes_qdq_convs_that_onnxruntime_fuses(tmp_path):
-    calibration = CalibrationSamples(_samples(4, (2, 3, 16, 16), 1))
+    calibration = CalibrationSamples(_samples(4, (2, 3, 16, 16), 1), first_layers_float=False)
     options = RewriteOptions(quantize="int8", calibration_samples=calibration, speed_check=OFF)
     result = rewrite(cnn_bn(), options=options)
     ops = collections.Counter(node.op_type for node in result.model.graph)
@@ -71,7 +72,7 @@ def test_int8_quantizes_convs_of_a_hardswish_block_and_leaves_the_elementwise_st
     # QLinearConv, and the result is closer to float than the rules route that quantizes the
     # elementwise steps too (the same calibration samples).
     model = hardswish_cnn(seed=1)
-    calibration = CalibrationSamples(_samples(4, (4, 3, 16, 16), 1))
+    calibration = CalibrationSamples(_samples(4, (4, 3, 16, 16), 1), first_layers_float=False)
     options = RewriteOptions(quantize="int8", calibration_samples=calibration, speed_check=OFF)
     result = rewrite(model, options=options)
     ops = collections.Counter(node.op_type for node in result.model.graph)
@@ -145,7 +146,9 @@ def test_int8_starts_a_conv_output_range_that_only_hardswish_reads_just_below_mi
     model = conv_hardswish(seed=3)
     samples = _samples(4, (2, 4, 8, 8), 1)
     options = RewriteOptions(
-        quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+        quantize="int8",
+        calibration_samples=CalibrationSamples(samples, first_layers_float=False),
+        speed_check=OFF,
     )
     result = rewrite(model, options=options)
     lowest, highest, step = _output_range_before(result.proto, "HardSwish")
@@ -169,7 +172,9 @@ def test_int8_keeps_the_whole_range_of_a_conv_output_that_more_than_hardswish_re
     model = conv_hardswish(seed=3, expose_conv=True)
     samples = _samples(4, (2, 4, 8, 8), 1)
     options = RewriteOptions(
-        quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+        quantize="int8",
+        calibration_samples=CalibrationSamples(samples, first_layers_float=False),
+        speed_check=OFF,
     )
     result = rewrite(model, options=options)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -198,14 +203,18 @@ def test_int8_corrects_conv_biases_so_channel_means_match_float_on_the_samples()
     corrected = rewrite(
         model,
         options=RewriteOptions(
-            quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+            quantize="int8",
+            calibration_samples=CalibrationSamples(samples, first_layers_float=False),
+            speed_check=OFF,
         ),
     )
     plain = rewrite(
         model,
         options=RewriteOptions(
             quantize="int8",
-            calibration_samples=CalibrationSamples(samples, bias_correction=False),
+            calibration_samples=CalibrationSamples(
+                samples, bias_correction=False, first_layers_float=False
+            ),
             speed_check=OFF,
         ),
     )
@@ -226,7 +235,9 @@ def test_int8_bias_correction_takes_samples_stacked_along_a_new_first_axis():
         rewrite(
             model,
             options=RewriteOptions(
-                quantize="int8", calibration_samples=CalibrationSamples(given), speed_check=OFF
+                quantize="int8",
+                calibration_samples=CalibrationSamples(given, first_layers_float=False),
+                speed_check=OFF,
             ),
         )
         for given in (samples, stacked)
@@ -235,6 +246,61 @@ def test_int8_bias_correction_takes_samples_stacked_along_a_new_first_axis():
     x = _samples(1, (2, 4, 8, 8), 5)[0]
     outputs = [ort.InferenceSession(r.proto.SerializeToString()).run(None, x)[0] for r in results]
     np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def _float_layers(model: onnx.ModelProto) -> list[tuple[str, str]]:
+    """(op, the value it reads) of each Conv and MatMul that computes in float: its data
+    input is not a DequantizeLinear's output (the quantized MatMul is a MatMulInteger)."""
+    producers = {out: node.op_type for node in model.graph.node for out in node.output}
+    return sorted(
+        (node.op_type, node.input[0])
+        for node in model.graph.node
+        if node.op_type in ("Conv", "MatMul") and producers.get(node.input[0]) != "DequantizeLinear"
+    )
+
+
+def test_int8_with_samples_keeps_the_first_layer_on_each_input_float_and_says_why(tmp_path):
+    # The first Conv (reached from x through a weightless Mul) and the MatMul on s compute
+    # first on the inputs: float; the second Conv and the head MatMul are quantized.
+    model = two_input_cnn(seed=2)
+    rng = np.random.default_rng(4)
+    samples = tuple(
+        {
+            "x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32),
+            "s": rng.standard_normal((2, 4)).astype(np.float32),
+        }
+        for _ in range(4)
+    )
+    result = rewrite(
+        model,
+        options=RewriteOptions(
+            quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+        ),
+    )
+    # (The default library folds the Mul into the first Conv's weights first.)
+    assert _float_layers(result.proto) == [("Conv", "x"), ("MatMul", "s")]
+    ops = collections.Counter(node.op_type for node in result.proto.graph.node)
+    assert ops["MatMulInteger"] == 1
+    assert _optimized_ops(result.model, tmp_path)["QLinearConv"] == 1
+    reasons = [skip.reason for skip in result.trace.skips if "first layer" in skip.reason]
+    assert reasons == ["kept float: the first layer on the model's inputs (int8 preset)"] * 2
+    assert any(
+        note.startswith("2 first layers (on the model's inputs) kept float")
+        for note in result.notes
+    )
+    float_out = ort.InferenceSession(model.SerializeToString()).run(None, samples[0])[0]
+    int8_out = ort.InferenceSession(result.proto.SerializeToString()).run(None, samples[0])[0]
+    assert _snr(float_out, int8_out) > 25
+    every = rewrite(
+        model,
+        options=RewriteOptions(
+            quantize="int8",
+            calibration_samples=CalibrationSamples(samples, first_layers_float=False),
+            speed_check=OFF,
+        ),
+    )
+    assert _float_layers(every.proto) == []
+    assert not any("first layer" in note for note in every.notes)
 
 
 def test_int8_without_samples_and_speed_check_leaves_conv_float_and_says_why():
