@@ -16,9 +16,13 @@ onnxruntime with ORT_ENABLE_ALL on one intra-op thread (CPU time of the calling 
 on all cores (wall time), medians of interleaved runs, and the task's own accuracy:
 
 * OCR: the text the package's own pipeline (RapidOCR) reads from images the calibration never
-  saw, with this variant's detector and recognizer; the recognizer's argmax per CTC frame
-  against float; the detector's probability map thresholded at 0.3 against float (pixels).
-  Calibration images and evaluation images are rendered from different sentences.
+  saw, with this variant's detector and recognizer (whole images and lines the same as
+  float's); the recognizer's argmax per CTC frame against float; the detector's probability
+  map thresholded at 0.3 against float (pixels). The images are rendered text pages (1000 px
+  wide, 6-8 lines at 22-28 px in DejaVu and Liberation fonts: the pipeline reads them at
+  their own size), calibration and evaluation pages from different sentences; the text is
+  also read from the small three-line images of the earlier runs (about 550 x 200 px, which
+  the pipeline scales up about 4x).
 * VAD: the speech segments the Silero pipeline (512-sample chunks with 64 samples of context,
   threshold 0.5, its minimum speech and silence durations) detects on a spoken signal
   (espeak-ng) the calibration never saw, against float; the largest change of a speech
@@ -447,9 +451,17 @@ def bench_ocr(models: Mapping[str, Path], folder: Path, rounds: int) -> list[Row
         for label, (images, reference) in references.items():
             text = read_text(engine, images)
             same = sum(a == b for a, b in zip(reference, text, strict=True))
+            lines = sum(a == b for ref, got in zip(reference, text) for a, b in zip(ref, got))
+            total = sum(map(len, reference))
             column = f"OCR text, {label} (both models)"
-            det_row.task[column] = f"{same}/{len(reference)} same"
+            det_row.task[column] = f"{same}/{len(reference)} same ({lines}/{total} lines)"
             rec_row.task[column] = det_row.task[column]
+            for ref, got in zip(reference, text, strict=True):
+                if ref != got:
+                    print(
+                        f"  {det_row.tool}, {label}: float {ref}\n  {' ' * len(det_row.tool)}"
+                        f"{' ' * len(label)}  reads {got}"
+                    )
         maps = [
             float(np.mean((run_model(det_row.path, x) > 0.3) == ref))
             for x, ref in zip(evaluation.det, det_reference, strict=True)
