@@ -1,18 +1,18 @@
 """The first layers: the approximate layers that compute first on the model's inputs.
 
-Under the int8 preset with calibration samples, those layers stay float. The first
-convolution of an image model sees the raw input and writes a feature map whose channels
-span very different ranges (edge filters next to near-constant ones), which one range per
-tensor then rounds coarsely for most channels; it carries little of the model's work (3 input
-channels), so keeping it float costs little time. Measured on the PP-OCRv4 recognizer
-(benchmarks/RESULTS.md): CTC frames agreeing with float 96.3% -> 97.5% on rendered text
-pages, for no measurable latency. Keeping float the layer that writes a graph output (the
-other rule practitioners use) was measured too and did not pay there (the recognizer's CTC
-head: 96.1% of frames, and 0.05x float's latency more); it is not applied.
+Under the int8 preset with calibration samples, those layers stay float, a rule practitioners
+follow: the first convolution of an image model reads the raw input and writes a feature map
+whose channels span very different ranges (edge filters next to near-constant ones), which
+one range per tensor then rounds coarsely for most channels, and every later layer works on
+that error; with 3 input channels it carries little of the model's work, so float costs
+little time there. Measured on the PP-OCRv4 recognizer (benchmarks/RESULTS.md, rendered text
+pages): CTC frames agreeing with float 96.3% -> 97.5%. Keeping float the layer that writes a
+graph output (the other such rule) did not pay there (the recognizer's CTC head: 96.1%), so
+it is not applied.
 
 A layer is first when a path from a graph input reaches one of its float nodes without
-passing through another node that holds weights (another approximate layer, or a
-Conv, MatMul, Gemm or recurrent op left float): the walk stops at such nodes.
+passing through another node that holds weights (another approximate layer, or a Conv,
+MatMul, Gemm or recurrent op left float): the walk stops at such nodes.
 """
 
 from __future__ import annotations
