@@ -451,7 +451,13 @@ def bench_ocr(models: Mapping[str, Path], folder: Path, rounds: int) -> list[Row
         for label, (images, reference) in references.items():
             text = read_text(engine, images)
             same = sum(a == b for a, b in zip(reference, text, strict=True))
-            lines = sum(a == b for ref, got in zip(reference, text) for a, b in zip(ref, got))
+            # Lines in reading order; a line split or joined shifts the rest (they count as read
+            # differently).
+            lines = sum(
+                a == b
+                for ref, got in zip(reference, text, strict=True)
+                for a, b in zip(ref, got, strict=False)
+            )
             total = sum(map(len, reference))
             column = f"OCR text, {label} (both models)"
             det_row.task[column] = f"{same}/{len(reference)} same ({lines}/{total} lines)"

@@ -221,7 +221,8 @@ def two_input_cnn(seed: int = 0) -> onnx.ModelProto:
 
     x is scaled (Mul) before a Conv, Relu, a second Conv and a pooled MatMul head; s goes
     through a MatMul of its own, concatenated to the head's output. The layers first on an input:
-    the first Conv (through the weightless Mul) and the MatMul on s.
+    the first Conv (through the weightless Mul; an image convolution, 3 channels) and the
+    MatMul on s (not a convolution).
     """
     rng = np.random.default_rng(seed)
     arrays = {
