@@ -1,22 +1,21 @@
 """The first layers: the approximate layers that compute first on the model's inputs.
 
 Under the int8 preset with calibration samples, those layers stay float, a rule practitioners
-follow: the first convolution of an image model reads the raw input and writes a feature map
-whose channels span very different ranges (edge filters next to near-constant ones), which
-one range per tensor then rounds coarsely for most channels, and every later layer works on
-that error; with 3 input channels it carries little of the model's work, so float costs
-little time there. Measured on the PP-OCRv4 recognizer (benchmarks/RESULTS.md, rendered text
-pages): CTC frames agreeing with float 96.3% -> 97.5%. Keeping float the layer that writes a
-graph output (the other such rule) did not pay there (the recognizer's CTC head: 96.1%), so
-it is not applied.
+follow for image models: the first convolution reads the raw image, every later layer works
+on its error, and with 3 input channels it carries little of the model's work, so float costs
+little time there (the reason usually given for its error: its output channels span very
+different ranges, which one int8 range per tensor rounds coarsely for most of them).
+Measured on the PP-OCRv4 recognizer (benchmarks/RESULTS.md, rendered text pages): CTC frames
+agreeing with float 96.3% -> 97.5%. Keeping float the layer that writes a graph output (the
+other such rule) did not pay there (the recognizer's CTC head: 96.1%), so it is not applied.
 
-Only image convolutions count: a layer is kept float when it holds a 2-D Conv whose constant
-weight reads at most 4 channels (an image's) and a path from a graph input reaches one of its
-float nodes without passing through another node that holds weights (another approximate
-layer, or a Conv, MatMul, Gemm or recurrent op left float): the walk stops at such nodes. On
-Silero VAD, whose first layer is a 1-D Conv over audio (its STFT), keeping it float was worse
-(a speech probability moved by up to 0.61 against 0.21 with it quantized), so the rule stays
-with the case it was measured on.
+Only image convolutions count: a layer is kept float when it holds a 2-D Conv that reads at
+most 4 channels (an image's) and a path from a graph input reaches one of its float nodes
+without passing through another node that holds weights (another approximate layer, or a
+Conv, MatMul, Gemm or recurrent op left float): the walk stops at such nodes. On Silero VAD,
+whose first layer is a 1-D Conv over audio (its STFT), keeping it float was worse (a speech
+probability moved by up to 0.61 against 0.21 with it quantized), so the rule stays with the
+case it was measured on.
 """
 
 from __future__ import annotations
@@ -49,14 +48,15 @@ _IMAGE_CHANNELS = 4
 
 
 def _image_conv(node: ir.Node) -> bool:
-    """A 2-D Conv whose constant weight [out, in, kh, kw] reads at most an image's channels."""
+    """A 2-D Conv that reads at most an image's channels (its weight: [out, in / group, kh, kw])."""
     if node.op_type != "Conv" or len(node.inputs) < 2 or node.inputs[1] is None:
         return False
     weight = node.inputs[1].const_value
-    if weight is None:
+    group = node.attribute("group", 1)
+    if weight is None or not isinstance(group, int):
         return False
     shape = tuple(weight.shape)
-    return len(shape) == 4 and int(shape[1]) <= _IMAGE_CHANNELS
+    return len(shape) == 4 and int(shape[1]) * group <= _IMAGE_CHANNELS
 
 
 def first_layers(float_model: ir.Model, layers: Layers) -> tuple[int, ...]:
