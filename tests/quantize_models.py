@@ -214,3 +214,50 @@ def conv_hardswish(seed: int = 0, *, expose_conv: bool = False) -> onnx.ModelPro
         weights,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def two_input_cnn(seed: int = 0) -> onnx.ModelProto:
+    """x [N, 3, 8, 8], s [N, 4] -> y [N, 16].
+
+    x is scaled (Mul) before a Conv, Relu, a second Conv and a pooled MatMul head; s goes
+    through a MatMul of its own, concatenated to the head's output. The layers first on an input:
+    the first Conv (through the weightless Mul; an image convolution, 3 channels) and the
+    MatMul on s (not a convolution).
+    """
+    rng = np.random.default_rng(seed)
+    arrays = {
+        "half": np.array(0.5),
+        "w0": rng.standard_normal((16, 3, 3, 3)) * np.sqrt(2 / 27),
+        "b0": 0.1 * rng.standard_normal(16),
+        "w1": rng.standard_normal((16, 16, 3, 3)) * np.sqrt(2 / 144),
+        "b1": 0.1 * rng.standard_normal(16),
+        "head": rng.standard_normal((16, 8)) / 4,
+        "side": rng.standard_normal((4, 8)) / 2,
+        "shape": np.array([-1, 16]),
+    }
+    weights = [
+        numpy_helper.from_array(np.asarray(a, np.int64 if n == "shape" else np.float32), n)
+        for n, a in arrays.items()
+    ]
+    nodes = [
+        helper.make_node("Mul", ["x", "half"], ["scaled"], "scale"),
+        helper.make_node("Conv", ["scaled", "w0", "b0"], ["c0"], "conv0", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["r0"], "relu0"),
+        helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"], "conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["c1"], ["pool"], "pool"),
+        helper.make_node("Reshape", ["pool", "shape"], ["flat"], "flatten"),
+        helper.make_node("MatMul", ["flat", "head"], ["h"], "head_matmul"),
+        helper.make_node("MatMul", ["s", "side"], ["t"], "side_matmul"),
+        helper.make_node("Concat", ["h", "t"], ["y"], "concat", axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "two_input_cnn",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8]),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16])],
+        weights,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])

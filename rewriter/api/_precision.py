@@ -49,6 +49,7 @@ from rewriter.quantize import (
     check_speed,
     correct_biases,
     find_layers,
+    first_layers,
     fusion_misses,
     kept_float_reason,
     materialize,
@@ -190,6 +191,8 @@ def rewrite_measured(
         layers = find_layers(float_model, [(m, t) for m, t in variants])
     notes.extend(layers.notes)
     choice: dict[int, int | None] = {layer.index: 0 for layer in layers}
+    first = first_layers(float_model, layers) if _keeps_first_layers(options) else ()
+    choice.update(dict.fromkeys(first, None))
     models = [m for m, _ in variants]
     with clock.phase("fusion"):
         layers, fusion_notes = _prefer_fused(run, float_model, models, layers, choice)
@@ -223,7 +226,12 @@ def rewrite_measured(
                 raise RewriteError(f"calibration: {exc}") from exc
         if correction.corrected:
             notes.append(correction.summary())
-    trace = _trace(before, variants[0][1], layers, choice, decision, speed, options, cleanup)
+    if first:
+        notes.append(
+            f"{len(first)} first layer{'s' * (len(first) != 1)} (on the model's inputs) kept "
+            "float: the int8 preset keeps them float with calibration samples"
+        )
+    trace = _trace(before, variants[0][1], layers, choice, decision, speed, options, cleanup, first)
     result = finish(prepared, built.model, trace, ruleset, options, clock)
     budget_result = None
     if options.budget is not None:
@@ -261,6 +269,21 @@ def _corrects_biases(options: RewriteOptions) -> bool:
         and options.budget is None
         and samples is not None
         and samples.bias_correction
+    )
+
+
+def _keeps_first_layers(options: RewriteOptions) -> bool:
+    """An int8 preset run with calibration samples keeps its first layers float.
+
+    (`rewriter.quantize.first_layers`; off with `CalibrationSamples.first_layers_float`.)
+    Not under an accuracy budget: the budget measures every layer and chooses itself.
+    """
+    samples = options.calibration_samples
+    return (
+        options.quantize == "int8"
+        and options.budget is None
+        and samples is not None
+        and samples.first_layers_float
     )
 
 
@@ -512,6 +535,7 @@ def _trace(
     speed: SpeedResult | None,
     options: RewriteOptions,
     cleanup: Trace,
+    first_float: Sequence[int] = (),
 ) -> Trace:
     """Stage 1, the chosen layers' rewrites, a skip per layer kept float, the clean-up."""
     entries: list[TraceEntry] = []
@@ -526,7 +550,9 @@ def _trace(
             continue
         primary = layer.options[0]
         first = primary.entries[0]
-        if layer.index in slower:
+        if layer.index in first_float:
+            reason = "kept float: the first layer on the model's inputs (int8 preset)"
+        elif layer.index in slower:
             reason = kept_float_reason(primary.rule, slower[layer.index])
         elif (layer.index, 0) in left_out and decision is not None:
             rank = decision.ranked.index((layer.index, 0)) + 1

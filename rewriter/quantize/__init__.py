@@ -14,6 +14,8 @@ whether they apply, by running models:
   (`AccuracyBudget`, `--accept snr>=35`) on one switchable model.
 * `check_speed` (`_speed`): layers whose approximate form runs slower go back to float.
 * `fusion_misses` (`_fusion`): layers onnxruntime did not fuse into its integer kernels.
+* `first_layers` (`_boundary`): the layers that compute first on the model's inputs, which
+  the int8 preset keeps float.
 * `correct_biases` (`_bias_correction`): each quantized Conv's bias corrected, layer by layer,
   so that its mean output per channel on the calibration samples is the float model's.
 
@@ -23,6 +25,7 @@ The orchestration (which stage runs when) is `rewriter.api`'s; this package neve
 from __future__ import annotations
 
 from rewriter.quantize._bias_correction import BiasCorrection, correct_biases
+from rewriter.quantize._boundary import first_layers
 from rewriter.quantize._budget import (
     Decision,
     budget_inputs,
@@ -78,6 +81,7 @@ __all__ = [
     "default_jobs",
     "find_layers",
     "finish",
+    "first_layers",
     "fusion_misses",
     "instance_calibration",
     "kept_float_reason",

@@ -57,12 +57,15 @@ class CalibrationSamples:
         bias_correction: under the int8 preset, correct each quantized Conv's bias so that
             its mean output per channel on the samples is the float model's
             (`rewriter.quantize.correct_biases`; `--no-bias-correction` turns it off).
+        first_layers_float: under the int8 preset, keep float the layers that compute
+            first on the model's inputs (`rewriter.quantize.first_layers`).
     """
 
     samples: tuple[Mapping[str, object], ...]
     method: str = "minmax"
     percentile: float = 99.999
     bias_correction: bool = True
+    first_layers_float: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "samples", tuple(self.samples))

@@ -17,7 +17,9 @@ Which rules depend on what the caller gives:
   library fuses HardSwish written out as `x * Clip(x + 3, 0, 6) / 6` into one op before the
   precision rules see it (int8_static.rw then quantizes a Conv output that only HardSwish
   reads from just below -3). With samples, the quantized Convs' biases are corrected
-  afterwards (`correct_biases`; `CalibrationSamples.bias_correction`).
+  afterwards (`correct_biases`; `CalibrationSamples.bias_correction`), and the layers that
+  compute first on the model's inputs stay float (`first_layers`;
+  `CalibrationSamples.first_layers_float`).
 * int4: MatMul with a constant weight gets 4-bit blocked weights as DequantizeLinear +
   MatMul (opset 21; onnxruntime fuses it into MatMulNBits), activation-aware with samples.
   Where onnxruntime does not fuse that form and the model imports `com.microsoft`

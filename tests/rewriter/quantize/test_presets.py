@@ -19,6 +19,7 @@ from tests.quantize_models import (
     hardswish_cnn,
     masked_attention,
     shared_weight_mlp,
+    two_input_cnn,
 )
 
 OFF = SpeedCheck(enabled=False)
@@ -46,7 +47,7 @@ def _snr(reference: np.ndarray, actual: np.ndarray) -> float:
 
 
 def test_int8_folds_batchnorm_then_writes_qdq_convs_that_onnxruntime_fuses(tmp_path):
-    calibration = CalibrationSamples(_samples(4, (2, 3, 16, 16), 1))
+    calibration = CalibrationSamples(_samples(4, (2, 3, 16, 16), 1), first_layers_float=False)
     options = RewriteOptions(quantize="int8", calibration_samples=calibration, speed_check=OFF)
     result = rewrite(cnn_bn(), options=options)
     ops = collections.Counter(node.op_type for node in result.model.graph)
@@ -71,7 +72,7 @@ def test_int8_quantizes_convs_of_a_hardswish_block_and_leaves_the_elementwise_st
     # QLinearConv, and the result is closer to float than the rules route that quantizes the
     # elementwise steps too (the same calibration samples).
     model = hardswish_cnn(seed=1)
-    calibration = CalibrationSamples(_samples(4, (4, 3, 16, 16), 1))
+    calibration = CalibrationSamples(_samples(4, (4, 3, 16, 16), 1), first_layers_float=False)
     options = RewriteOptions(quantize="int8", calibration_samples=calibration, speed_check=OFF)
     result = rewrite(model, options=options)
     ops = collections.Counter(node.op_type for node in result.model.graph)
@@ -145,7 +146,9 @@ def test_int8_starts_a_conv_output_range_that_only_hardswish_reads_just_below_mi
     model = conv_hardswish(seed=3)
     samples = _samples(4, (2, 4, 8, 8), 1)
     options = RewriteOptions(
-        quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+        quantize="int8",
+        calibration_samples=CalibrationSamples(samples, first_layers_float=False),
+        speed_check=OFF,
     )
     result = rewrite(model, options=options)
     lowest, highest, step = _output_range_before(result.proto, "HardSwish")
@@ -169,7 +172,9 @@ def test_int8_keeps_the_whole_range_of_a_conv_output_that_more_than_hardswish_re
     model = conv_hardswish(seed=3, expose_conv=True)
     samples = _samples(4, (2, 4, 8, 8), 1)
     options = RewriteOptions(
-        quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+        quantize="int8",
+        calibration_samples=CalibrationSamples(samples, first_layers_float=False),
+        speed_check=OFF,
     )
     result = rewrite(model, options=options)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -198,14 +203,18 @@ def test_int8_corrects_conv_biases_so_channel_means_match_float_on_the_samples()
     corrected = rewrite(
         model,
         options=RewriteOptions(
-            quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+            quantize="int8",
+            calibration_samples=CalibrationSamples(samples, first_layers_float=False),
+            speed_check=OFF,
         ),
     )
     plain = rewrite(
         model,
         options=RewriteOptions(
             quantize="int8",
-            calibration_samples=CalibrationSamples(samples, bias_correction=False),
+            calibration_samples=CalibrationSamples(
+                samples, bias_correction=False, first_layers_float=False
+            ),
             speed_check=OFF,
         ),
     )
@@ -226,7 +235,9 @@ def test_int8_bias_correction_takes_samples_stacked_along_a_new_first_axis():
         rewrite(
             model,
             options=RewriteOptions(
-                quantize="int8", calibration_samples=CalibrationSamples(given), speed_check=OFF
+                quantize="int8",
+                calibration_samples=CalibrationSamples(given, first_layers_float=False),
+                speed_check=OFF,
             ),
         )
         for given in (samples, stacked)
@@ -235,6 +246,61 @@ def test_int8_bias_correction_takes_samples_stacked_along_a_new_first_axis():
     x = _samples(1, (2, 4, 8, 8), 5)[0]
     outputs = [ort.InferenceSession(r.proto.SerializeToString()).run(None, x)[0] for r in results]
     np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def _float_layers(model: onnx.ModelProto) -> list[tuple[str, str]]:
+    """(op, the value it reads) of each Conv and MatMul that computes in float: its data
+    input is not a DequantizeLinear's output (the quantized MatMul is a MatMulInteger)."""
+    producers = {out: node.op_type for node in model.graph.node for out in node.output}
+    return sorted(
+        (node.op_type, node.input[0])
+        for node in model.graph.node
+        if node.op_type in ("Conv", "MatMul") and producers.get(node.input[0]) != "DequantizeLinear"
+    )
+
+
+def test_int8_with_samples_keeps_the_first_image_conv_float_and_says_why(tmp_path):
+    # The first Conv (reached from x through a weightless Mul, 3 channels) stays float; the
+    # MatMul first on s is no image convolution and is quantized, as are the second Conv and
+    # the head MatMul.
+    model = two_input_cnn(seed=2)
+    rng = np.random.default_rng(4)
+    samples = tuple(
+        {
+            "x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32),
+            "s": rng.standard_normal((2, 4)).astype(np.float32),
+        }
+        for _ in range(4)
+    )
+    result = rewrite(
+        model,
+        options=RewriteOptions(
+            quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+        ),
+    )
+    # (The default library folds the Mul into the first Conv's weights first.)
+    assert _float_layers(result.proto) == [("Conv", "x")]
+    ops = collections.Counter(node.op_type for node in result.proto.graph.node)
+    assert ops["MatMulInteger"] == 2
+    assert _optimized_ops(result.model, tmp_path)["QLinearConv"] == 1
+    reasons = [skip.reason for skip in result.trace.skips if "first layer" in skip.reason]
+    assert reasons == ["kept float: the first layer on the model's inputs (int8 preset)"]
+    assert any(
+        note.startswith("1 first layer (on the model's inputs) kept float") for note in result.notes
+    )
+    float_out = ort.InferenceSession(model.SerializeToString()).run(None, samples[0])[0]
+    int8_out = ort.InferenceSession(result.proto.SerializeToString()).run(None, samples[0])[0]
+    assert _snr(float_out, int8_out) > 25
+    every = rewrite(
+        model,
+        options=RewriteOptions(
+            quantize="int8",
+            calibration_samples=CalibrationSamples(samples, first_layers_float=False),
+            speed_check=OFF,
+        ),
+    )
+    assert _float_layers(every.proto) == []
+    assert not any("first layer" in note for note in every.notes)
 
 
 def test_int8_without_samples_and_speed_check_leaves_conv_float_and_says_why():
@@ -354,3 +420,54 @@ def test_an_unknown_preset_is_a_value_error():
     with pytest.raises(ValueError, match="unknown quantization preset 'int3'"):
         RewriteOptions(quantize="int3")
     assert rewriter.RewriteOptions(quantize="int8").quantize == "int8"
+
+
+def _two_convs(
+    first_weight: tuple[int, ...], group: int, x_shape: tuple[int, ...]
+) -> onnx.ModelProto:
+    """x -> Conv (first_weight, group) -> Relu -> a second Conv of the same rank."""
+    rng = np.random.default_rng(0)
+    channels = first_weight[0]
+    kernel = (1,) * (len(first_weight) - 2)
+    weights = [
+        onnx.numpy_helper.from_array(
+            (rng.standard_normal(first_weight) / 3).astype(np.float32), "w0"
+        ),
+        onnx.numpy_helper.from_array(
+            (rng.standard_normal((channels, channels, *kernel)) / 3).astype(np.float32), "w1"
+        ),
+    ]
+    nodes = [
+        onnx.helper.make_node("Conv", ["x", "w0"], ["c0"], "conv0", group=group),
+        onnx.helper.make_node("Relu", ["c0"], ["r0"], "relu0"),
+        onnx.helper.make_node("Conv", ["r0", "w1"], ["y"], "conv1"),
+    ]
+    graph = onnx.helper.make_graph(
+        nodes,
+        "two_convs",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x_shape))],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        weights,
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 14)])
+
+
+@pytest.mark.parametrize(
+    ("first_weight", "group", "x_shape"),
+    [
+        ((8, 1, 3), 1, (2, 1, 32)),  # a 1-D Conv over a signal (Silero VAD's STFT is one)
+        ((8, 1, 3, 3), 8, (2, 8, 8, 8)),  # depthwise over 8 feature channels, not an image
+    ],
+)
+def test_int8_quantizes_a_first_conv_that_is_no_image_convolution(first_weight, group, x_shape):
+    model = _two_convs(first_weight, group, x_shape)
+    rng = np.random.default_rng(1)
+    samples = tuple({"x": rng.standard_normal(x_shape).astype(np.float32)} for _ in range(3))
+    result = rewrite(
+        model,
+        options=RewriteOptions(
+            quantize="int8", calibration_samples=CalibrationSamples(samples), speed_check=OFF
+        ),
+    )
+    assert _float_layers(result.proto) == []
+    assert not any("first layer" in note for note in result.notes)
