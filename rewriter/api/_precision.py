@@ -64,6 +64,8 @@ from rewriter.verification import VerifyError, plain_samples
 if TYPE_CHECKING:
     import onnx
 
+    from rewriter.quantize import CalibrationSamples
+
 # Rounds of "leave out every approximate site found so far; do other rules take the nodes?"
 _DISCOVERY_ROUNDS = 4
 # The ops of onnxruntime's own domain that a preset may write when the model imports it.
@@ -263,13 +265,8 @@ def _corrects_biases(options: RewriteOptions) -> bool:
     and a correction made afterwards would change what it measured (on Silero VAD it moved a
     speech segment's end by one chunk where the chosen, uncorrected model keeps them all).
     """
-    samples = options.calibration_samples
-    return (
-        options.quantize == "int8"
-        and options.budget is None
-        and samples is not None
-        and samples.bias_correction
-    )
+    samples = _unbudgeted_int8_samples(options)
+    return samples is not None and samples.bias_correction
 
 
 def _keeps_first_layers(options: RewriteOptions) -> bool:
@@ -278,13 +275,15 @@ def _keeps_first_layers(options: RewriteOptions) -> bool:
     (`rewriter.quantize.first_layers`; off with `CalibrationSamples.first_layers_float`.)
     Not under an accuracy budget: the budget measures every layer and chooses itself.
     """
-    samples = options.calibration_samples
-    return (
-        options.quantize == "int8"
-        and options.budget is None
-        and samples is not None
-        and samples.first_layers_float
-    )
+    samples = _unbudgeted_int8_samples(options)
+    return samples is not None and samples.first_layers_float
+
+
+def _unbudgeted_int8_samples(options: RewriteOptions) -> CalibrationSamples | None:
+    """The calibration samples of an int8 preset run without an accuracy budget, else None."""
+    if options.quantize != "int8" or options.budget is not None:
+        return None
+    return options.calibration_samples
 
 
 def _without_approximate(

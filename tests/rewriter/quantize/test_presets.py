@@ -37,6 +37,16 @@ def _optimized_ops(model: ir.Model, tmp_path: Path) -> collections.Counter[str]:
     return collections.Counter(node.op_type for node in optimized.graph.node)
 
 
+def _int8_all_layers(
+    samples: tuple[dict[str, np.ndarray], ...], *, bias_correction: bool = True
+) -> RewriteOptions:
+    """The int8 preset without its speed check, its first layers quantized too."""
+    calibration = CalibrationSamples(
+        samples, bias_correction=bias_correction, first_layers_float=False
+    )
+    return RewriteOptions(quantize="int8", calibration_samples=calibration, speed_check=OFF)
+
+
 def _samples(count: int, shape: tuple[int, ...], seed: int) -> tuple[dict[str, np.ndarray], ...]:
     rng = np.random.default_rng(seed)
     return tuple({"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(count))
@@ -47,8 +57,7 @@ def _snr(reference: np.ndarray, actual: np.ndarray) -> float:
 
 
 def test_int8_folds_batchnorm_then_writes_qdq_convs_that_onnxruntime_fuses(tmp_path):
-    calibration = CalibrationSamples(_samples(4, (2, 3, 16, 16), 1), first_layers_float=False)
-    options = RewriteOptions(quantize="int8", calibration_samples=calibration, speed_check=OFF)
+    options = _int8_all_layers(_samples(4, (2, 3, 16, 16), 1))
     result = rewrite(cnn_bn(), options=options)
     ops = collections.Counter(node.op_type for node in result.model.graph)
     assert ops["BatchNormalization"] == 0
@@ -72,8 +81,7 @@ def test_int8_quantizes_convs_of_a_hardswish_block_and_leaves_the_elementwise_st
     # QLinearConv, and the result is closer to float than the rules route that quantizes the
     # elementwise steps too (the same calibration samples).
     model = hardswish_cnn(seed=1)
-    calibration = CalibrationSamples(_samples(4, (4, 3, 16, 16), 1), first_layers_float=False)
-    options = RewriteOptions(quantize="int8", calibration_samples=calibration, speed_check=OFF)
+    options = _int8_all_layers(_samples(4, (4, 3, 16, 16), 1))
     result = rewrite(model, options=options)
     ops = collections.Counter(node.op_type for node in result.model.graph)
     assert result.model.opset_imports[""] == 14
@@ -86,7 +94,7 @@ def test_int8_quantizes_convs_of_a_hardswish_block_and_leaves_the_elementwise_st
     every_step = rewrite(
         model,
         [library_path(), library_path() / "quantize" / "int8_static.rw"],
-        options=RewriteOptions(calibration_samples=calibration),
+        options=RewriteOptions(calibration_samples=options.calibration_samples),
     )
     assert collections.Counter(node.op_type for node in every_step.model.graph)["Clip"] == 2
     x = np.concatenate([sample["x"] for sample in _samples(8, (4, 3, 16, 16), 99)])
@@ -145,11 +153,7 @@ def test_int8_starts_a_conv_output_range_that_only_hardswish_reads_just_below_mi
     # would turn every clipped value into a small negative instead of 0).
     model = conv_hardswish(seed=3)
     samples = _samples(4, (2, 4, 8, 8), 1)
-    options = RewriteOptions(
-        quantize="int8",
-        calibration_samples=CalibrationSamples(samples, first_layers_float=False),
-        speed_check=OFF,
-    )
+    options = _int8_all_layers(samples)
     result = rewrite(model, options=options)
     lowest, highest, step = _output_range_before(result.proto, "HardSwish")
     # The Conv output's smallest calibrated value, read through a model that exposes it.
@@ -171,11 +175,7 @@ def test_int8_keeps_the_whole_range_of_a_conv_output_that_more_than_hardswish_re
     # The Conv output is a graph output too: its values below -3 are the model's own.
     model = conv_hardswish(seed=3, expose_conv=True)
     samples = _samples(4, (2, 4, 8, 8), 1)
-    options = RewriteOptions(
-        quantize="int8",
-        calibration_samples=CalibrationSamples(samples, first_layers_float=False),
-        speed_check=OFF,
-    )
+    options = _int8_all_layers(samples)
     result = rewrite(model, options=options)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     conv_low = min(float(np.min(session.run(["c0"], sample)[0])) for sample in samples)
@@ -202,21 +202,11 @@ def test_int8_corrects_conv_biases_so_channel_means_match_float_on_the_samples()
     samples = _samples(4, (2, 4, 8, 8), 1)
     corrected = rewrite(
         model,
-        options=RewriteOptions(
-            quantize="int8",
-            calibration_samples=CalibrationSamples(samples, first_layers_float=False),
-            speed_check=OFF,
-        ),
+        options=_int8_all_layers(samples),
     )
     plain = rewrite(
         model,
-        options=RewriteOptions(
-            quantize="int8",
-            calibration_samples=CalibrationSamples(
-                samples, bias_correction=False, first_layers_float=False
-            ),
-            speed_check=OFF,
-        ),
+        options=_int8_all_layers(samples, bias_correction=False),
     )
     assert any(note.startswith("bias correction: 2 quantized Convs") for note in corrected.notes)
     assert not any(note.startswith("bias correction") for note in plain.notes)
@@ -234,11 +224,7 @@ def test_int8_bias_correction_takes_samples_stacked_along_a_new_first_axis():
     results = [
         rewrite(
             model,
-            options=RewriteOptions(
-                quantize="int8",
-                calibration_samples=CalibrationSamples(given, first_layers_float=False),
-                speed_check=OFF,
-            ),
+            options=_int8_all_layers(given),
         )
         for given in (samples, stacked)
     ]
@@ -293,11 +279,7 @@ def test_int8_with_samples_keeps_the_first_image_conv_float_and_says_why(tmp_pat
     assert _snr(float_out, int8_out) > 25
     every = rewrite(
         model,
-        options=RewriteOptions(
-            quantize="int8",
-            calibration_samples=CalibrationSamples(samples, first_layers_float=False),
-            speed_check=OFF,
-        ),
+        options=_int8_all_layers(samples),
     )
     assert _float_layers(every.proto) == []
     assert not any("first layer" in note for note in every.notes)
