@@ -181,6 +181,12 @@ def rewrite_measured(
     # The float original as given, the speed check's yardstick (stage 1 changes the model).
     original = bytes(ir.to_onnx(prepared.model).SerializeToString()) if check else b""
     float_model, before = _float_model(prepared.model, ruleset, split, options, least_opset, clock)
+    if options.replay_steps is not None:
+        # A replay (the bisection of `--verify`) counts the steps of stage 1 one by one; the
+        # later stages build the model from measured layers, so they come whole, as one step.
+        if before.steps >= options.replay_steps:
+            return finish(prepared, float_model, before, ruleset, options, clock)
+        options = dataclasses.replace(options, replay_steps=None)
     if split is None:
         result = finish(prepared, float_model, before, ruleset, options, clock)
         return _without_approximate(result, source, options, notes)
