@@ -9,7 +9,13 @@ lowering emits every untouched part of a model exactly as it was read.
 from __future__ import annotations
 
 from ir import _schemas as schemas
-from ir._convert import ConversionError, check_model, check_proto, convert_version
+from ir._convert import (
+    ConversionError,
+    check_model,
+    check_proto,
+    convert_version,
+    runtime_ops_lost,
+)
 from ir._core import (
     Attr,
     AttrValue,
@@ -142,6 +148,7 @@ __all__ = [
     "merge_types",
     "numpy_dtype",
     "record_inferred_type",
+    "runtime_ops_lost",
     "save",
     "schemas",
     "scope_of",

@@ -12,7 +12,7 @@ import onnx.helper
 import onnx.shape_inference
 import onnx.version_converter
 
-from ir._core import IRError, Model
+from ir._core import IRError, Model, Node
 from ir._held_weights import HeldWeightsError, lower_holding_weights
 from ir._runtime_ops import RuntimeOp, find_runtime_op
 from ir._schemas import find_schema
@@ -112,6 +112,29 @@ def _runtime_nodes(
         op = find_runtime_op(node.op_type, node.domain, opset)
         if op is not None:
             yield node, op
+
+
+def runtime_ops_lost(model: Model, target: int) -> tuple[Node, ...]:
+    """The nodes (nested graphs too) a conversion of `model` to `target` would refuse.
+
+    They are onnxruntime's own default-domain ops (`_runtime_ops`) that it no longer runs at
+    `target` and that onnx has no op of the same meaning for there: the old experimental ops
+    (`ImageScaler`, `Affine`, ...) above opset 9. Rewritten in standard ops first, the model
+    converts.
+    """
+    current = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    if current is None or current == target:
+        return ()
+    lost = []
+    for node in model.graph.all_nodes():
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if find_schema(node.op_type, node.domain, current) is not None:
+            continue
+        op = find_runtime_op(node.op_type, node.domain, current)
+        if op is not None and not _converts(op, target):
+            lost.append(node)
+    return tuple(lost)
 
 
 def _converts(op: RuntimeOp, target: int) -> bool:

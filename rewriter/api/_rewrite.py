@@ -241,11 +241,13 @@ def _run(
     if target is None or current is None or target == current:
         return ir_model, rules(ir_model)
     kernels = KernelAvailability() if options.keep_runnable else None
-    if target > current:
+    if target > current and not ir.runtime_ops_lost(ir_model, target):
         with clock.phase("convert"):
             ir_model = convert_keeping_runnable(ir_model, target, kernels)
         return ir_model, Trace.conversion(current, target).followed_by(rules(ir_model))
-    # Rules that decompose ops the target lacks run first; then convert and run again.
+    # Rules that decompose ops the target lacks run first (down: ops newer than the target;
+    # up: onnxruntime's old default-domain ops, patterns/decompose/legacy_ops.rw); then
+    # convert and run again.
     trace = rules(ir_model)
     with clock.phase("convert"):
         ir_model = convert_keeping_runnable(ir_model, target, kernels)

@@ -245,11 +245,13 @@ OpsetChoice = tuple[dict[str, int], int | None]
 def _opsets(
     compiled: CompiledRule, lines: tuple[rules.NodePattern, ...]
 ) -> tuple[OpsetChoice, ...]:
-    """Opsets at which the rule applies; else (model, target) pairs for down-conversions.
+    """Opsets at which the rule applies; else (model, target) pairs for conversions.
 
     A rule such as `requires opset < 20` that matches an op of opset 20 (a decomposition for
     older runtimes) only fires when the model is converted down: its instances are built at
-    an opset that has the op and rewritten with `target_opset` below it.
+    an opset that has the op and rewritten with `target_opset` below it. One that matches an
+    op only old opsets have and `requires opset >= 10` (patterns/decompose/legacy_ops.rw)
+    fires before a conversion up: built at the old opset, rewritten with a newer target.
     """
     custom = _domains(lines, compiled)
     possible = [v for v in CANDIDATE_OPSETS if all(_line_possible(line, v) for line in lines)]
@@ -269,9 +271,11 @@ def _opsets(
     if found:
         return tuple(found)
     for version in possible:
-        for target in sorted(CANDIDATE_OPSETS, reverse=True):
-            opsets = {"": version, **custom}
-            if target < version and applicability(compiled, opsets, target) is None:
+        opsets = {"": version, **custom}
+        down = [t for t in sorted(CANDIDATE_OPSETS, reverse=True) if t < version]
+        up = [t for t in sorted(CANDIDATE_OPSETS) if t > version]
+        for target in (*down, *up):
+            if applicability(compiled, opsets, target) is None:
                 found.append((opsets, target))
                 break
     if not found:

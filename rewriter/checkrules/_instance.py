@@ -19,7 +19,7 @@ import numpy as np
 
 import ir
 from rewriter import rules
-from rewriter.checkrules import _recipes_custom, _recipes_nn, _recipes_shape
+from rewriter.checkrules import _recipes_custom, _recipes_legacy, _recipes_nn, _recipes_shape
 from rewriter.checkrules._analysis import RulePlan
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._dynamic import SYMBOLIC, DynamicError, computed_pieces, make_symbolic
@@ -36,7 +36,7 @@ from rewriter.checkrules._values import draw_constant
 from rewriter.engine import NodeRef, attr_to_python
 
 # Registered by import (the registry is filled as a side effect of these modules).
-_RECIPE_MODULES = (_recipes_nn, _recipes_shape, _recipes_custom)
+_RECIPE_MODULES = (_recipes_nn, _recipes_shape, _recipes_custom, _recipes_legacy)
 
 
 class RejectedError(Exception):

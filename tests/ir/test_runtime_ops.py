@@ -273,3 +273,19 @@ def test_values_of_a_graph_listed_out_of_order_are_typed():
     dtypes = {n: t.dtype if t is not None else None for n, t in types.items() if n != "y"}
     assert dtypes == dict.fromkeys(("dd", "var", "ve", "sd", "d"), ir.DataType.FLOAT)
     assert types["var"].shape == (2, 3, 1)
+
+
+def test_the_nodes_a_conversion_would_refuse_are_listed():
+    proto = _model("""
+    <ir_version: 4, opset_import: ["" : 8]>
+    g (float[1, 3, 2, 2] x) => (float[1, 3, 2, 2] z) {
+        y = ImageScaler <scale = 0.5, bias = [1.0, 2.0, 3.0]> (x)
+        t = ThresholdedRelu <alpha = 0.5> (y)
+        z = Affine <alpha = 2.0> (t)
+    }
+    """)
+    model = ir.from_onnx(proto)
+    assert ir.runtime_ops_lost(model, 9) == ()  # onnxruntime still runs them at 9
+    # ThresholdedRelu becomes the standard op at 10; the other two have no standard op.
+    assert [n.op_type for n in ir.runtime_ops_lost(model, 10)] == ["ImageScaler", "Affine"]
+    assert ir.runtime_ops_lost(model, 8) == ()
