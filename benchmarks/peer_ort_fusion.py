@@ -56,6 +56,7 @@ import onnx
 import onnx.numpy_helper
 import onnxruntime as ort
 
+import ir
 import rewriter
 from rewriter.verification import InputOptions, RuntimeOptions, VerifyError, VerifyOptions
 
@@ -336,7 +337,7 @@ def _verdict_of(
     )
     try:
         verdict = rewriter.verify(original, result, options)
-    except VerifyError as exc:
+    except (VerifyError, ir.IRError) as exc:  # IRError: a model the IR refuses to read
         return None, str(exc).splitlines()[0][:200]
     if verdict.ok:
         return True, ""
