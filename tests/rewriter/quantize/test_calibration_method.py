@@ -8,6 +8,7 @@ import onnxruntime as ort
 import pytest
 
 from rewriter.api import CalibrationSamples, RewriteOptions, SpeedCheck, library_path, rewrite
+from rewriter.cli import main
 from rewriter.quantize import calibration_method, collect_calibration
 
 OFF = SpeedCheck(enabled=False)
@@ -131,3 +132,26 @@ def test_calibration_method_resolves_the_callers_choice_then_the_presets(
     assert calibration_method(method, percentile, quantize) == expected
     samples = CalibrationSamples(({"x": np.zeros(SHAPE, np.float32)},), method, percentile)
     assert samples.resolved(quantize) == expected
+
+
+@pytest.mark.parametrize(
+    ("extra", "percentile_range"), [((), True), (("--calibration-method", "minmax"), False)]
+)
+def test_the_command_line_takes_the_presets_default_unless_a_method_is_named(
+    tmp_path, extra, percentile_range
+):
+    model = tmp_path / "model.onnx"
+    onnx.save(_conv_relu_conv(), model)
+    samples = _samples_with_one_outlier()
+    np.savez(tmp_path / "samples.npz", x=np.stack([sample["x"] for sample in samples]))
+    out = tmp_path / "out.onnx"
+    calibration = str(tmp_path / "samples.npz")
+    arguments = [str(model), "--quantize", "int8", "--calibration", calibration, *extra]
+    code = main([*arguments, "--no-speed-check", "-o", str(out)])
+    assert code == 0
+    low, high = _input_range(onnx.load(out))
+    if percentile_range:
+        expected = collect_calibration(_conv_relu_conv(), samples).values["x"]
+        assert abs(high - expected.range("percentile", 99.99)[1]) <= (high - low) / 255
+    else:
+        assert high >= OUTLIER - (high - low) / 255
