@@ -356,7 +356,9 @@ def _saturated() -> Any:
 
 def _statistics(model: ir.Model, options: RewriteOptions, ruleset: RuleSet) -> Any:
     try:
-        found = statistics_on(model, options.calibration, options.calibration_samples)
+        found = statistics_on(
+            model, options.calibration, options.calibration_samples, options.quantize
+        )
     except VerifyError as exc:
         raise RewriteError(f"calibration: {exc}") from exc
     return renamed_by_every_rule(found, ruleset)

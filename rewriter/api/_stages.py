@@ -60,16 +60,22 @@ def renamed_by_every_rule(calibration: Calibration | None, ruleset: RuleSet) -> 
 
 
 def statistics_on(
-    model: ir.Model, calibration: Calibration | None, samples: CalibrationSamples | None
+    model: ir.Model,
+    calibration: Calibration | None,
+    samples: CalibrationSamples | None,
+    quantize: str | None = None,
 ) -> Calibration | None:
-    """The statistics the approximate rules read: from `samples` run on `model`, or given."""
+    """The statistics the approximate rules read: from `samples` run on `model`, or given.
+
+    `quantize`: the run's preset, whose default calibration method applies when the samples
+    name none (`CalibrationSamples.resolved`).
+    """
     if samples is not None:
         # The quantization package (and verification's sessions) load only for samples.
         from rewriter.quantize import collect_calibration
 
-        return collect_calibration(
-            model, samples.samples, method=samples.method, percentile=samples.percentile
-        )
+        method, percentile = samples.resolved(quantize)
+        return collect_calibration(model, samples.samples, method=method, percentile=percentile)
     return calibration
 
 

@@ -290,7 +290,7 @@ def _rule_paths(args: argparse.Namespace) -> list[str] | None:
 def _calibrate(source: Path, args: argparse.Namespace) -> Calibration:
     """Statistics of the input model's values on the `--calibration` samples (`--why-not`)."""
     path = args.calibration
-    from rewriter.quantize import collect_calibration
+    from rewriter.quantize import calibration_method, collect_calibration
     from rewriter.verification import VerifyError
 
     given = Path(path)
@@ -299,12 +299,10 @@ def _calibrate(source: Path, args: argparse.Namespace) -> Calibration:
         raise RewriteError(f"--calibration {path}: the folder holds no .npz file")
     try:
         samples = load_samples([str(f) for f in files], option="--calibration")
-        return collect_calibration(
-            source,
-            samples,
-            method=args.calibration_method,
-            percentile=args.calibration_percentile,
+        method, percentile = calibration_method(
+            args.calibration_method, args.calibration_percentile, args.quantize
         )
+        return collect_calibration(source, samples, method=method, percentile=percentile)
     except VerifyError as exc:
         raise RewriteError(f"--calibration {path}: {exc}") from None
 

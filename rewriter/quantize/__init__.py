@@ -5,8 +5,10 @@ The rules that quantize are `.rw` files (`patterns/quantize/`) and built-ins of 
 whether they apply, by running models:
 
 * `collect_calibration` (`_calibration`): what a model's values hold on samples, the
-  statistics `calibrated_range` and `awq_scale` read; `instance_calibration`
-  (`_instance_calibration`) calibrates check-rules' instances of rules that read them.
+  statistics `calibrated_range` and `awq_scale` read; `calibration_method`: how ranges come
+  from them when the caller names no method (the int8 preset: the 99.99th percentile);
+  `instance_calibration` (`_instance_calibration`) calibrates check-rules' instances of rules
+  that read them.
 * `preset` (`_presets`): the rule files and rules of `--quantize int8|int4|float16`.
 * `find_layers`, `materialize` (`_sites`): the approximate rewrites of a staged run grouped
   into layers, and models that compute each layer float, approximate or switchably.
@@ -35,7 +37,11 @@ from rewriter.quantize._budget import (
     tune,
 )
 from rewriter.quantize._budget_types import AccuracyBudget, BudgetResult, BudgetStep, SiteResult
-from rewriter.quantize._calibration import CalibrationSamples, collect_calibration
+from rewriter.quantize._calibration import (
+    CalibrationSamples,
+    calibration_method,
+    collect_calibration,
+)
 from rewriter.quantize._fusion import fusion_misses
 from rewriter.quantize._instance_calibration import (
     CALIBRATION_BUILTINS,
@@ -74,6 +80,7 @@ __all__ = [
     "SpeedCheck",
     "SpeedResult",
     "budget_inputs",
+    "calibration_method",
     "check_speed",
     "choice_without",
     "collect_calibration",

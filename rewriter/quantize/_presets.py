@@ -16,10 +16,11 @@ Which rules depend on what the caller gives:
   them, 97.5% without) for a few percent of latency. Opset 14 at least, so that the default
   library fuses HardSwish written out as `x * Clip(x + 3, 0, 6) / 6` into one op before the
   precision rules see it (int8_static.rw then quantizes a Conv output that only HardSwish
-  reads from just below -3). With samples, the quantized Convs' biases are corrected
-  afterwards (`correct_biases`; `CalibrationSamples.bias_correction`), and the layers that
-  compute first on the model's inputs stay float (`first_layers`;
-  `CalibrationSamples.first_layers_float`).
+  reads from just below -3). With samples, activation ranges are the 99.99th percentile of
+  the values seen unless the caller names a method (`calibration_method`), the quantized
+  Convs' biases are corrected afterwards (`correct_biases`;
+  `CalibrationSamples.bias_correction`), and the layers that compute first on the model's
+  inputs stay float (`first_layers`; `CalibrationSamples.first_layers_float`).
 * int4: MatMul with a constant weight gets 4-bit blocked weights as DequantizeLinear +
   MatMul (opset 21; onnxruntime fuses it into MatMulNBits), activation-aware with samples.
   Where onnxruntime does not fuse that form and the model imports `com.microsoft`

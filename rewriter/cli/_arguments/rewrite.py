@@ -140,17 +140,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--calibration-method",
         choices=("minmax", "percentile", "entropy"),
-        default="minmax",
+        default=None,
         help="how activation ranges come from the calibration samples when a rule names no "
         "method: smallest and largest value, the --calibration-percentile of the values, or "
-        "the clipping threshold of least information loss (entropy; default: minmax)",
+        "the clipping threshold of least information loss (entropy; default: percentile "
+        "99.99 with --quantize int8, minmax otherwise)",
     )
     parser.add_argument(
         "--calibration-percentile",
         type=float,
-        default=99.999,
+        default=None,
         metavar="P",
-        help="the percentile of --calibration-method percentile (default 99.999)",
+        help="the percentile of the percentile method (default 99.99 when --quantize int8 "
+        "chooses the method, else 99.999)",
     )
     parser.add_argument(
         "--no-bias-correction",
