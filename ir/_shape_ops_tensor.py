@@ -646,6 +646,33 @@ def _if(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
     return found
 
 
+def _loop(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    """Loop: a carried value keeps its shape when the body gives it back unchanged.
+
+    The body's inputs are typed from their declarations; where the initial value has every
+    dim known and equal to its body input's, and the body computes the same dims for its
+    next value, every iteration starts from that shape, so the final value (or the initial
+    one, after no iteration) has it. Scan outputs are left to onnx's inference.
+    """
+    body = node.attribute("body")
+    if not isinstance(body, Graph):
+        return []
+    found: list[OutputFacts] = []
+    carried = len(node.inputs) - 2
+    for k in range(max(carried, 0)):
+        if 2 + k >= len(body.inputs) or 1 + k >= len(body.outputs):
+            break
+        start = facts.shape(input_at(node, 2 + k))
+        known = start is not None and all(d is not None for d in start)
+        same = (
+            known
+            and facts.shape(body.inputs[2 + k]) == start
+            and facts.shape(body.outputs[1 + k]) == start
+        )
+        found.append(OutputFacts(start) if same else OutputFacts())
+    return found
+
+
 RULES: dict[str, Rule] = {
     "Shape": _shape,
     "Size": _size,
@@ -670,4 +697,5 @@ RULES: dict[str, Rule] = {
     "Scatter": _shape_of_input(0),
     "EyeLike": _shape_of_input(0),
     "If": _if,
+    "Loop": _loop,
 }

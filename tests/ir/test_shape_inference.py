@@ -424,6 +424,67 @@ def test_two_loop_bodies_naming_a_value_t_keep_their_own_shapes() -> None:
     assert facts(model)["second"] == (9,)
 
 
+def test_a_loop_output_whose_body_changes_its_shape_has_no_dims_from_the_body() -> None:
+    # The body declares its carried input [1] like the initial value, but appends to it: the
+    # final value has n + 1 elements, not 1.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 17]>
+    g (int64 n) => (float[?] grown) {
+        small = Constant <value = float[1] {0.0}> ()
+        cond = Constant <value = bool {1}> ()
+        grown = Loop (n, cond, small) <
+            body = grow (int64 i, bool keep, float[1] carried) => (bool keep_out, float[?] u) {
+                keep_out = Identity (keep)
+                one = Constant <value = float[1] {1.0}> ()
+                u = Concat <axis = 0> (carried, one)
+            }
+        >
+    }""")
+    fact = facts(inferred(proto))["grown"]
+    (computed,) = session(proto).run(None, {"n": np.array(3, np.int64)})
+    assert computed.shape == (4,)
+    assert fact is None or fact == (None,)
+
+
+def test_range_to_a_dim_from_whole_float_constants_has_that_length() -> None:
+    # The dynamo exporter writes Range(CastLike(0.0, n), n, CastLike(1.0, n)) for arange(n):
+    # its length is the dim n was read from.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[B, S] x) => (float[?, ?] y) <float zero = {0.0}, float one = {1.0}> {
+        s = Shape <start = 1, end = 2> (x)
+        n = Squeeze (s)
+        a = CastLike (zero, n)
+        d = CastLike (one, n)
+        r = Range (a, n, d)
+        f = Cast <to = 1> (r)
+        y = Add (x, f)
+    }""")
+    found = assert_facts_hold(proto, [{"B": 2, "S": 5}, {"B": 3, "S": 1}])
+    assert found["r"] == ("S",)
+    assert found["y"] == ("B", "S")
+
+
+def test_declared_shapes_of_computed_values_are_no_facts() -> None:
+    # value_info says t is [N, M] and the output says [N, M]; both are Reshapes to a shape read
+    # from an input, which onnxruntime computes as given.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[N, M] x, int64[2] s) => (float[N, M] y) <float[N, M] t> {
+        t = Reshape (x, s)
+        y = Relu (t)
+    }""")
+    model = inferred(proto)
+    found = facts(model)
+    for name in ("t", "y"):  # two dims, neither of them N or M (onnx names unknown ones)
+        assert len(found[name] or ()) == 2
+        assert not {"N", "M"} & set(found[name] or ())
+    (computed,) = session(proto).run(
+        None, {"x": np.zeros((2, 3), np.float32), "s": np.array([3, 2])}
+    )
+    assert computed.shape == (3, 2)
+    lowered = ir.to_onnx(model)
+    assert lowered.graph.output[0].type == proto.graph.output[0].type
+    assert lowered.graph.value_info[0].type == proto.graph.value_info[0].type
+
+
 def test_rewriting_loop_bodies_keeps_their_outputs() -> None:
     import rewriter
 
