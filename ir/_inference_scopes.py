@@ -39,8 +39,9 @@ class PreparedModel:
 
     `nested` says whether the main graph holds subgraphs; `values` maps every name of
     `proto`'s main graph and subgraphs to its IR value;
-    `declared_symbols` holds every `dim_param` the model itself writes (any graph), and
-    `elsewhere_symbols` those written anywhere but in the main graph's output types;
+    `declared_symbols` holds every `dim_param` of the declared types that are facts (the
+    inputs of every graph), and `elsewhere_symbols` those the model writes anywhere but in
+    the main graph's output types;
     `output_types` holds the main graph's declared output types (left out of `proto`), by
     output index.
     """
@@ -62,9 +63,12 @@ def prepare(model: Model) -> PreparedModel:
     _hide_overridable_values(proto.graph)
     nested = _has_subgraphs(proto.graph)
     graphs = list(_graphs_in(proto.graph)) if nested else [proto.graph]
-    symbols = frozenset(_symbols_in(graphs, main_outputs=True))
     elsewhere = frozenset(_symbols_in(graphs, main_outputs=False))
     outputs = _forget_computed_shapes(graphs)
+    # Only the inputs' symbols are left, the ones that are facts: a value_info symbol (one an
+    # exporter copied from onnx's inference, `unk__6`) must not pass for one when onnx's
+    # inference invents the same name again.
+    symbols = frozenset(_symbols_in(graphs, main_outputs=True))
     if nested:
         values: dict[str, Value] = {}
         taken = set(_names_in(graphs))
@@ -142,8 +146,12 @@ def _forget_computed_shapes(graphs: Sequence[onnx.GraphProto]) -> dict[int, onnx
     """
     saved: dict[int, onnx.TypeProto] = {}
     for position, graph in enumerate(graphs):
+        # value_info may describe an initializer too: its tensor is the fact (onnx's
+        # inference reads a shapeless entry for it as a tensor of unknown shape)
+        given = {t.name for t in graph.initializer} | {i.name for i in graph.input}
         for info in graph.value_info:
-            _forget_shape(info.type)
+            if info.name not in given:
+                _forget_shape(info.type)
         for index, output in enumerate(graph.output):
             if position == 0 and output.type.HasField("tensor_type"):
                 saved[index] = onnx.TypeProto()

@@ -485,6 +485,41 @@ def test_declared_shapes_of_computed_values_are_no_facts() -> None:
     assert lowered.graph.value_info[0].type == proto.graph.value_info[0].type
 
 
+def test_value_info_of_an_initializer_keeps_its_data_readable() -> None:
+    # dynamo exports list initializers in value_info too; their declared shape stays, so that
+    # onnx's inference reads the Slice's bounds as the tensors they are.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[B, 4, S, 16] x) => (float[?, ?, ?, ?] y)
+        <int64[1] a = {0}, int64[1] b = {8}, int64[1] c = {3}, int64[1] d = {1},
+         int64[1] a, int64[1] b, int64[1] c, int64[1] d, float[B, 4, S, 16] t> {
+        t = Relu (x)
+        y = Slice (t, a, b, c, d)
+    }""")
+    found = assert_facts_hold(proto, [{"B": 2, "S": 3}])
+    assert found["y"] == ("B", 4, "S", 8)
+
+
+def test_a_piece_of_a_split_to_sequence_has_its_size_on_the_axis() -> None:
+    # The dynamo exporter splits the fused QKV projection with SplitToSequence; the sequence's
+    # element type says nothing of one piece, the piece at a constant position does.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[B, S, 12] x) => (float[?, ?, ?] q, float[?, ?, ?] k, float[?, ?] r)
+        <int64 one = {1}, int64 last = {-1}, int64 five = {5}, int64[3] sizes = {2, 4, 6}> {
+        parts = SplitToSequence <axis = 2> (x, sizes)
+        q = SequenceAt (parts, one)
+        even = SplitToSequence <axis = 2> (x, five)
+        k = SequenceAt (even, last)
+        rows = SplitToSequence <axis = 1, keepdims = 0> (x)
+        r = SequenceAt (rows, one)
+    }""")
+    found = facts(inferred(proto))
+    assert found["q"] == ("B", "S", 4)
+    assert found["k"] == ("B", "S", 2)
+    assert found["r"] == ("B", 12)
+    q, k, r = session(proto).run(None, {"x": np.zeros((2, 3, 12), np.float32)})
+    assert (q.shape, k.shape, r.shape) == ((2, 3, 4), (2, 3, 2), (2, 12))
+
+
 def test_rewriting_loop_bodies_keeps_their_outputs() -> None:
     import rewriter
 
