@@ -74,9 +74,10 @@ from ir._inference_scopes import (
 from ir._runtime_ops import find_runtime_op, runtime_op_names
 from ir._schemas import find_schema
 from ir._shape_disputes import has_disputed_dims
-from ir._shape_facts import OutputFacts, RuleTable, Shape, ShapeData
+from ir._shape_facts import OutputFacts, RuleTable, Shape, ShapeData, broadcast_bounds
+from ir._shape_ops_elementwise import BROADCASTING_OPS
 from ir._shape_ops_tensor import tensor_data
-from ir._symbolic_dims import DimExpr, const, from_dim, symbol, to_dim
+from ir._symbolic_dims import DimExpr, assume_at_most, const, from_dim, symbol, to_dim
 
 logger = logging.getLogger(__name__)
 
@@ -435,6 +436,9 @@ class _Walk:
         # Values computed from an op only onnxruntime defines (onnx's inference stops there):
         # typed node by node.
         self.typed_by_node: dict[Value, None] = {}
+        # Bounds (x, c): x <= c on every run, implied by a broadcast of the main graph that
+        # fails otherwise (`broadcast_bounds`); the recorded facts are simplified under them.
+        self.bounds: dict[tuple[DimExpr, int], None] = {}
         self.invented: dict[str, None] = {}
         self.untrusted = _container_symbols(onnx_types.values(), declared)
         self.printed: dict[str, DimExpr] = {}
@@ -526,6 +530,9 @@ class _Walk:
             self.shapes[value] = self._unify(mine.shape, theirs)
             if mine.data is not None and self._may_hold_elements(value):
                 self.elements[value] = mine.data
+        if node.op_type in BROADCASTING_OPS and node.graph is self.model.graph:
+            shapes = [self.shape(value) for value in node.inputs if value is not None]
+            self.bounds.update(dict.fromkeys(broadcast_bounds(shapes)))
 
     def _static_inputs(self, node: Node) -> bool:
         """True when every input of `node` has a known rank and numeric dims."""
@@ -696,7 +703,16 @@ class _Walk:
 
     def _final_exprs(self, value: Value) -> Shape | None:
         shape = self.shapes.get(value)
-        return None if shape is None else tuple(self._resolved(d) for d in shape)
+        return None if shape is None else tuple(self._final(d) for d in shape)
+
+    def _final(self, dim: DimExpr | None) -> DimExpr | None:
+        """`dim` as recorded: resolved, and simplified under the model's bounds."""
+        final = self._resolved(dim)
+        if final is None:
+            return None
+        for bound, limit in self.bounds:
+            final = assume_at_most(final, bound, limit)
+        return final
 
     def _fact(self, value: Value, shape: Shape | None, aliases: dict[str, str]) -> Type | None:
         found = self.onnx_types.get(value)
@@ -707,8 +723,7 @@ class _Walk:
             return TensorType(dtype) if dtype != DataType.UNDEFINED else None
         dims: list[Dim] = []
         for dim in shape:
-            final = self._resolved(dim)
-            printed = to_dim(final)
+            printed = to_dim(self._final(dim))
             dims.append(aliases.get(printed, printed) if isinstance(printed, str) else printed)
         return TensorType(dtype, tuple(dims))
 

@@ -420,3 +420,6 @@ RULES: dict[str, Rule] = {
     "Cast": _cast,
     "CastLike": _cast_like,
 }
+
+# The ops whose inputs broadcast against one another (numpy's rules).
+BROADCASTING_OPS = frozenset(_BROADCASTING)

@@ -201,7 +201,8 @@ def test_products_and_sums_of_shape_values_through_int32() -> None:
 
 def test_slice_of_a_longer_buffer_broadcasts_to_the_sequence() -> None:
     # position_ids[:, :seq] of a [1, 128] buffer is min(seq, 128) long; added to a
-    # [batch, seq] tensor it can only be seq (or the node fails).
+    # [batch, seq] tensor it can only be seq (or the node fails), so seq <= 128 on every run
+    # and the cut is seq long.
     text = """<ir_version: 8, opset_import: ["" : 17]>
     g (float[batch, seq] x) => (float[batch, seq] y) {
         buffer_shape = Constant <value = int64[2] {1, 128}> ()
@@ -215,14 +216,14 @@ def test_slice_of_a_longer_buffer_broadcasts_to_the_sequence() -> None:
         y = Add (x, p)
     }"""
     found = assert_facts_hold(parse(text), [{"batch": 2, "seq": 5}, {"batch": 1, "seq": 128}])
-    assert found["p"] == (1, "min(seq, 128)")
+    assert found["p"] == (1, "seq")
     assert found["y"] == ("batch", "seq")
 
 
 def test_causal_mask_cut_from_a_fixed_buffer_keeps_the_query_rows() -> None:
     # GPT-2's mask[:, :, total - seq : total, :total] of a [1, 1, 32, 32] buffer: its rows are
     # min(total, 32) - min(past, 32); against the scores [batch, heads, seq, total] the
-    # columns run only where total <= 32, so the rows are seq.
+    # columns run only where total <= 32, so the rows are seq (the cut as well).
     text = """<ir_version: 8, opset_import: ["" : 17]>
     g (float[batch, 4, seq, 16] q, float[batch, 4, past, 16] past_k, float[batch, 4, seq, 16] k)
       => (float[batch, 4, seq, ?] y) {
@@ -246,7 +247,7 @@ def test_causal_mask_cut_from_a_fixed_buffer_keeps_the_query_rows() -> None:
     }"""
     sizes = [{"batch": 2, "seq": 3, "past": 4}, {"batch": 1, "seq": 1, "past": 31}]
     found = assert_facts_hold(parse(text), sizes)
-    assert found["rows"] == (1, 1, "min(past + seq, 32) - min(past, 32)", 32)
+    assert found["rows"] == (1, 1, "seq", 32)
     assert found["y"] == ("batch", 4, "seq", "past + seq")
 
 
@@ -518,6 +519,23 @@ def test_a_piece_of_a_split_to_sequence_has_its_size_on_the_axis() -> None:
     assert found["r"] == ("B", 12)
     q, k, r = session(proto).run(None, {"x": np.zeros((2, 3, 12), np.float32)})
     assert (q.shape, k.shape, r.shape) == ((2, 3, 4), (2, 3, 2), (2, 12))
+
+
+def test_a_cut_that_a_main_graph_broadcast_needs_whole_is_whole_everywhere() -> None:
+    # position_ids[:, :S] of a buffer of 8 rows is min(S, 8) rows; added to a tensor of S
+    # rows it must be S rows (or the Add fails), so every fact takes S <= 8.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[B, S, 4] x) => (float[?, ?, ?] y, float[?, ?, ?] cut)
+        <float[1, 8, 4] table = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31},
+         int64[1] zero = {0}, int64[1] one = {1}> {
+        s = Shape <start = 1, end = 2> (x)
+        cut = Slice (table, zero, s, one)
+        y = Add (x, cut)
+    }""")
+    found = assert_facts_hold(proto, [{"B": 2, "S": 3}, {"B": 1, "S": 8}, {"B": 2, "S": 1}])
+    assert found["cut"] == (1, "S", 4)
+    assert found["y"] == ("B", "S", 4)
 
 
 def test_rewriting_loop_bodies_keeps_their_outputs() -> None:
