@@ -26,7 +26,10 @@ from ir._contrib_ops import ContribOp, StandInput, find_contrib_op
 from ir._core import (
     Dim,
     IRError,
+    MapType,
     Node,
+    OptionalType,
+    SequenceType,
     SparseTensorType,
     Tensor,
     TensorType,
@@ -150,9 +153,26 @@ _COMBINED = "fact_type"
 
 def _declared_fact(declared: Type, *, computed: bool) -> Type | None:
     """What a value's declared type states as fact (see `fact_type`)."""
-    if computed and isinstance(declared, TensorType):
-        return TensorType(declared.dtype) if declared.dtype else None
+    if computed:
+        if isinstance(declared, TensorType) and not declared.dtype:
+            return None
+        return _without_shapes(declared)
     return _sizes_only(declared)
+
+
+def _without_shapes(t: Type | None) -> Type | None:
+    """`t` with every tensor shape in it left out (element types kept)."""
+    if isinstance(t, TensorType):
+        return TensorType(t.dtype)
+    if isinstance(t, SparseTensorType):
+        return SparseTensorType(t.dtype)
+    if isinstance(t, SequenceType):
+        return SequenceType(_without_shapes(t.elem), t.denotation)
+    if isinstance(t, OptionalType):
+        return OptionalType(_without_shapes(t.elem), t.denotation)
+    if isinstance(t, MapType):
+        return MapType(t.key, _without_shapes(t.value), t.denotation)
+    return t
 
 
 def inferred_type(value: Value) -> Type | None:

@@ -161,10 +161,14 @@ def _forget_computed_shapes(graphs: Sequence[onnx.GraphProto]) -> dict[int, onnx
 
 
 def _forget_shape(type_proto: onnx.TypeProto) -> None:
-    """Clear the shape of a tensor type (other types are left as they are)."""
-    for kind in ("tensor_type", "sparse_tensor_type"):
-        if type_proto.HasField(kind):
-            getattr(type_proto, kind).ClearField("shape")
+    """Clear the shapes of the tensor types in `type_proto` (a sequence's elements too)."""
+    kind = type_proto.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        getattr(type_proto, kind).ClearField("shape")
+    elif kind in ("sequence_type", "optional_type"):
+        _forget_shape(getattr(type_proto, kind).elem_type)
+    elif kind == "map_type":
+        _forget_shape(type_proto.map_type.value_type)
 
 
 def _hide_overridable_values(graph: onnx.GraphProto) -> None:

@@ -50,3 +50,9 @@ def test_a_graph_input_keeps_every_declared_dim():
     value = _graph_input(declared)
     value.meta[_infer.INFERRED] = ir.TensorType(FLOAT, (None, 4))
     assert ir.fact_type(value) == declared
+
+
+def test_a_computed_sequence_keeps_only_its_element_type():
+    value = _computed(ir.TensorType(FLOAT))
+    value.type = ir.SequenceType(ir.TensorType(FLOAT, ("N", 4)))
+    assert ir.fact_type(value) == ir.SequenceType(ir.TensorType(FLOAT))
