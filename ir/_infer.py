@@ -3,7 +3,8 @@
 Inferred types are facts for rewriting, not part of the model: they are stored on each
 `Value` (`value.meta["inferred_type"]`), so lowering never adds value_info the input did not
 have and a fact never passes from one value to another of the same name. `fact_type(value)`
-combines the declared type with the inferred one. Whole-model inference is
+combines the declared type with the inferred one; of a computed value, only the declared
+element type is a fact. Whole-model inference is
 `_shape_inference.infer_types`; `infer_node_types` types one node (the pass manager's
 per-rewrite update).
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Callable, Mapping
 
 import onnx
@@ -26,7 +26,10 @@ from ir._contrib_ops import ContribOp, StandInput, find_contrib_op
 from ir._core import (
     Dim,
     IRError,
+    MapType,
     Node,
+    OptionalType,
+    SequenceType,
     SparseTensorType,
     Tensor,
     TensorType,
@@ -42,13 +45,6 @@ from ir._shape_disputes import has_disputed_dims
 logger = logging.getLogger(__name__)
 
 INFERRED = "inferred_type"
-# Set on a value whose declared dims are not facts: it is computed from a node whose output
-# dims onnx's inference (which exporters write value_info with) and onnxruntime compute
-# differently (see `_shape_disputes`). Its inferred type alone says what is known.
-UNSURE_DECLARED_DIMS = "unsure_declared_dims"
-# Set on a graph output whose declared rank the graph contradicts (an exporter's stale output
-# type, which onnxruntime only warns about): its declared shape is no fact at all.
-DECLARED_RANK_WRONG = "declared_rank_wrong"
 # Constant inputs up to this many elements are handed to node inference as data, so that
 # Reshape/Expand/Slice-style ops get static output shapes.
 _DATA_ELEMENTS_LIMIT = 64
@@ -63,24 +59,20 @@ ONNX_INFERENCE_ERRORS = (
 )
 
 
-def is_invented_dim(dim: object) -> bool:
-    """Whether `dim` is a name onnx's shape inference made up for a dim it could not tell.
-
-    Such names (`unk__12`) reach value_info from exporters that write inference results.
-    """
-    return isinstance(dim, str) and _INVENTED.fullmatch(dim) is not None
-
-
-_INVENTED = re.compile(r"unk__\d+")
-
-
 def fact_type(value: Value) -> Type | None:
     """The most specific type known for `value`: declared, inferred, or from its constant.
 
-    A negative declared dim (exporters write -1 for "unknown") is no size: it is unknown here.
-    A dim onnx's inference invented (`unk__12`) in the declared type of a value the graph
-    computes is unknown too: it names no relation the model states, and after a rewrite
-    upstream it would keep a stale name where inference now knows the dim.
+    Of a value no node computes (a graph input), the declared type is a fact: a caller must
+    feed what it declares. A negative declared dim (exporters write -1 for "unknown") is no
+    size: it is unknown here.
+
+    Of a computed value (a node output, also when it is a graph output), only the declared
+    element type is a fact: onnxruntime refuses a model whose value_info or graph output
+    names another element type than the node computes, but it runs one that declares
+    another shape, computing what the nodes compute (for a graph output it only warns). Its
+    shape facts are the inferred ones, which inference finds from the inputs' declared
+    shapes and the constants, never from the declarations of computed values
+    (`_shape_inference`). The declaration stays in the model as it was.
 
     Rules ask this of the same values again and again: the combination of a declared and an
     inferred type is kept in the value's meta with the two objects it was made from, and
@@ -88,29 +80,25 @@ def fact_type(value: Value) -> Type | None:
     """
     declared = value.type
     meta = value._meta
+    computed = value._producer is not None
     if not meta:
-        return None if declared is None else _declared_fact(value, declared, _NO_FLAGS)
+        return None if declared is None else _declared_fact(declared, computed=computed)
     inferred = _stored_inference(meta)
-    flags = _DeclaredFlags(
-        bool(meta.get(UNSURE_DECLARED_DIMS)),
-        bool(meta.get(DECLARED_RANK_WRONG)),
-        value._producer is not None,
-    )
     if declared is None:
         return inferred
     if inferred is None:
-        return _declared_fact(value, declared, flags)
+        return _declared_fact(declared, computed=computed)
     known = meta.get(_COMBINED)
     if (
         isinstance(known, _Combined)
         and known.declared is declared
         and known.inferred is inferred
-        and known.flags == flags
+        and known.computed == computed
     ):
         return known.fact
-    fact = _declared_fact(value, declared, flags)
+    fact = _declared_fact(declared, computed=computed)
     combined = inferred if fact is None else merge_types(fact, inferred)
-    meta[_COMBINED] = _Combined(declared, inferred, flags, combined)
+    meta[_COMBINED] = _Combined(declared, inferred, computed, combined)
     return combined
 
 
@@ -150,24 +138,12 @@ class SharedInferredType:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _DeclaredFlags:
-    """What besides the declared type decides how much of it is fact (see `fact_type`)."""
-
-    unsure_dims: bool  # UNSURE_DECLARED_DIMS: the dims are no facts
-    rank_wrong: bool  # DECLARED_RANK_WRONG: the shape is no fact
-    computed: bool  # a node computes the value: dims inference invented are no facts
-
-
-_NO_FLAGS = _DeclaredFlags(unsure_dims=False, rank_wrong=False, computed=False)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class _Combined:
     """What `fact_type` made of a declared and an inferred type, and from which objects."""
 
     declared: Type
     inferred: Type
-    flags: _DeclaredFlags
+    computed: bool  # whether a node computes the value (its declared shape is no fact)
     fact: Type
 
 
@@ -175,16 +151,28 @@ class _Combined:
 _COMBINED = "fact_type"
 
 
-def _declared_fact(value: Value, declared: Type, flags: _DeclaredFlags) -> Type | None:
+def _declared_fact(declared: Type, *, computed: bool) -> Type | None:
     """What a value's declared type states as fact (see `fact_type`)."""
-    fact = _sizes_only(declared)
-    if value._producer is not None:
-        fact = _without_invented_dims(fact)
-    if flags.unsure_dims:
-        fact = _without_dims(fact)
-    if flags.rank_wrong and isinstance(fact, TensorType):
-        fact = TensorType(fact.dtype)
-    return fact
+    if computed:
+        if isinstance(declared, TensorType) and not declared.dtype:
+            return None
+        return _without_shapes(declared)
+    return _sizes_only(declared)
+
+
+def _without_shapes(t: Type | None) -> Type | None:
+    """`t` with every tensor shape in it left out (element types kept)."""
+    if isinstance(t, TensorType):
+        return TensorType(t.dtype)
+    if isinstance(t, SparseTensorType):
+        return SparseTensorType(t.dtype)
+    if isinstance(t, SequenceType):
+        return SequenceType(_without_shapes(t.elem), t.denotation)
+    if isinstance(t, OptionalType):
+        return OptionalType(_without_shapes(t.elem), t.denotation)
+    if isinstance(t, MapType):
+        return MapType(t.key, _without_shapes(t.value), t.denotation)
+    return t
 
 
 def inferred_type(value: Value) -> Type | None:
@@ -199,16 +187,6 @@ def _sizes_only(t: Type | None) -> Type | None:
     if not any(isinstance(d, int) and d < 0 for d in t.shape):
         return t
     dims = tuple(None if isinstance(d, int) and d < 0 else d for d in t.shape)
-    return dataclasses.replace(t, shape=dims)
-
-
-def _without_invented_dims(t: Type | None) -> Type | None:
-    """`t` with the dims onnx's inference invented made unknown."""
-    if not isinstance(t, TensorType) or t.shape is None:
-        return t
-    if not any(is_invented_dim(d) for d in t.shape):
-        return t
-    dims = tuple(None if is_invented_dim(d) else d for d in t.shape)
     return dataclasses.replace(t, shape=dims)
 
 
@@ -232,13 +210,11 @@ def lift_inferred_type(proto: onnx.TypeProto) -> Type | None:
 def take_declared_type(target: Value, source: Value) -> None:
     """Give `target` the declared type of `source` (a graph output passing to another value).
 
-    What the facts found about that declaration goes with it: a declared rank the graph
-    contradicts, or declared dims that are no facts, stay so on `target`.
+    The declaration goes with the output into the model as it was; of a computed value it
+    states no shape fact (`fact_type`), so it cannot stand in for what `target`'s node
+    computes.
     """
     target.type = source.type
-    for flag in (UNSURE_DECLARED_DIMS, DECLARED_RANK_WRONG):
-        if source.meta.get(flag):
-            target.meta[flag] = True
 
 
 def record_inferred_type(value: Value, t: Type) -> None:

@@ -9,7 +9,9 @@ read back from them: their values are typed per call site or, here, not at all.
 
 The copy also differs from the model in ways that keep facts sound (see `prepare`):
 initializers that are also graph inputs are left out (a caller may feed another value), and
-the symbolic dims of the main graph's outputs are cleared (the exporter names them itself).
+the declared shapes of computed values (value_info, graph and subgraph outputs) are left out:
+onnx's inference would keep them as they are, while onnxruntime computes what the nodes compute
+and only warns where a graph output's shape differs from its declaration (`ir.fact_type`).
 Sparse initializers become graph inputs of their dense type: onnx types them as sparse
 tensors, which no op's inference accepts, while runtimes compute with the dense tensor. A main
 graph whose nodes are out of order (onnxruntime runs such models, and its fusion tests build
@@ -28,7 +30,6 @@ import onnx
 import onnx.helper
 
 from ir._core import Graph, Model, Node, Value, topological_order
-from ir._infer import is_invented_dim
 from ir._serde import to_onnx
 
 
@@ -38,10 +39,11 @@ class PreparedModel:
 
     `nested` says whether the main graph holds subgraphs; `values` maps every name of
     `proto`'s main graph and subgraphs to its IR value;
-    `declared_symbols` holds every `dim_param` the model itself writes (any graph), and
-    `elsewhere_symbols` those written anywhere but in the main graph's output types;
-    `output_types` holds the main graph's declared output types whose symbols were cleared,
-    by output index.
+    `declared_symbols` holds every `dim_param` of the declared types that are facts (the
+    inputs of every graph), and `elsewhere_symbols` those the model writes anywhere but in
+    the main graph's output types;
+    `output_types` holds the main graph's declared output types (left out of `proto`), by
+    output index.
     """
 
     proto: onnx.ModelProto
@@ -59,11 +61,14 @@ def prepare(model: Model) -> PreparedModel:
     for graph in _graphs_in(proto.graph):
         _sparse_as_dense_inputs(graph)
     _hide_overridable_values(proto.graph)
-    _forget_invented_dims(proto.graph)
     nested = _has_subgraphs(proto.graph)
     graphs = list(_graphs_in(proto.graph)) if nested else [proto.graph]
-    symbols = frozenset(_symbols_in(graphs, main_outputs=True))
     elsewhere = frozenset(_symbols_in(graphs, main_outputs=False))
+    outputs = _forget_computed_shapes(graphs)
+    # Only the inputs' symbols are left, the ones that are facts: a value_info symbol (one an
+    # exporter copied from onnx's inference, `unk__6`) must not pass for one when onnx's
+    # inference invents the same name again.
+    symbols = frozenset(_symbols_in(graphs, main_outputs=True))
     if nested:
         values: dict[str, Value] = {}
         taken = set(_names_in(graphs))
@@ -71,7 +76,6 @@ def prepare(model: Model) -> PreparedModel:
         _rename_scope(proto.graph, model.graph, {}, values, fresh, is_main=True)
     else:
         values = {v.name: v for v in model.graph.values()}
-    outputs = _open_output_symbols(proto)
     return PreparedModel(proto, nested, values, symbols, elsewhere, outputs)
 
 
@@ -96,15 +100,11 @@ def _sort_main_graph(proto: onnx.GraphProto, graph: Graph) -> None:
 HIDDEN_DOMAIN = "ir.hidden"
 
 
-def hide_nodes(
-    prepared: PreparedModel, nodes: Mapping[Node, None], downstream: Mapping[Value, None]
-) -> None:
+def hide_nodes(prepared: PreparedModel, nodes: Mapping[Node, None]) -> None:
     """Keep onnx's inference from typing `nodes` and the values computed from them.
 
-    Each of `nodes` moves to a domain onnx does not know, so its outputs get no type, and the
-    declared dims of `downstream` values (value_info, graph and body outputs) are cleared, so
-    a dim that an exporter wrote from onnx's inference is not read back as a fact. The
-    declared types of the main graph's outputs are saved for `restore_outputs`.
+    Each of `nodes` moves to a domain onnx does not know, so its outputs get no type (and
+    nothing computed from them gets dims: the declared ones are left out by `prepare`).
     """
     values = prepared.values
     graphs = _graphs_in(prepared.proto.graph) if prepared.nested else (prepared.proto.graph,)
@@ -113,22 +113,6 @@ def hide_nodes(
             value = next((values.get(name) for name in node.output if name), None)
             if value is not None and value.producer() in nodes:
                 node.domain = HIDDEN_DOMAIN
-        kept = [info for info in graph.value_info if values.get(info.name) not in downstream]
-        if len(kept) != len(graph.value_info):
-            del graph.value_info[:]
-            graph.value_info.extend(kept)
-        is_main = graph is prepared.proto.graph
-        for index, output in enumerate(graph.output):
-            if values.get(output.name) not in downstream:
-                continue
-            if not output.type.HasField("tensor_type"):
-                continue
-            if is_main and index not in prepared.output_types:
-                prepared.output_types[index] = onnx.TypeProto()
-                prepared.output_types[index].CopyFrom(output.type)
-            for dim in output.type.tensor_type.shape.dim:
-                dim.ClearField("dim_value")
-                dim.ClearField("dim_param")
     prepared.proto.opset_import.append(onnx.helper.make_opsetid(HIDDEN_DOMAIN, 1))
 
 
@@ -146,27 +130,45 @@ def types_by_value(inferred: onnx.ModelProto, prepared: PreparedModel) -> dict[V
     return found
 
 
-def restore_outputs(proto: onnx.ModelProto, saved: dict[int, onnx.TypeProto]) -> None:
-    """Put the declared output types back into `proto` (undoes `prepare`'s clearing)."""
-    for index, type_proto in saved.items():
-        proto.graph.output[index].type.CopyFrom(type_proto)
-
-
 # ---------------------------------------------------------------------------------------------
 
 
-def _forget_invented_dims(graph: onnx.GraphProto) -> None:
-    """Clear the dims onnx invented (`unk__12`) in value_info.
+def _forget_computed_shapes(graphs: Sequence[onnx.GraphProto]) -> dict[int, onnx.TypeProto]:
+    """Leave out the declared shapes of computed values; returns the main graph's output types.
 
-    Inference then computes them again instead of keeping a name that says nothing (see
-    `ir.fact_type`).
+    A value_info entry or a graph output (of the main graph, `graphs[0]`, or a subgraph)
+    keeps its element type, which onnxruntime checks when it loads the model, and loses its
+    shape, which it does not: it computes what the nodes compute, and for a graph output only
+    warns where that differs from the declaration. onnx's inference would keep a declared
+    shape as it is (and value_info dims an exporter wrote from an earlier inference, `unk__12`,
+    as names), so the shapes inferred here are the ones the nodes compute from the inputs.
+    Graph inputs keep their shapes: a caller must feed what they declare.
     """
-    for info in graph.value_info:
-        if not info.type.HasField("tensor_type"):
-            continue
-        for dim in info.type.tensor_type.shape.dim:
-            if is_invented_dim(dim.dim_param):
-                dim.ClearField("dim_param")
+    saved: dict[int, onnx.TypeProto] = {}
+    for position, graph in enumerate(graphs):
+        # value_info may describe an initializer too: its tensor is the fact (onnx's
+        # inference reads a shapeless entry for it as a tensor of unknown shape)
+        given = {t.name for t in graph.initializer} | {i.name for i in graph.input}
+        for info in graph.value_info:
+            if info.name not in given:
+                _forget_shape(info.type)
+        for index, output in enumerate(graph.output):
+            if position == 0 and output.type.HasField("tensor_type"):
+                saved[index] = onnx.TypeProto()
+                saved[index].CopyFrom(output.type)
+            _forget_shape(output.type)
+    return saved
+
+
+def _forget_shape(type_proto: onnx.TypeProto) -> None:
+    """Clear the shapes of the tensor types in `type_proto` (a sequence's elements too)."""
+    kind = type_proto.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        getattr(type_proto, kind).ClearField("shape")
+    elif kind in ("sequence_type", "optional_type"):
+        _forget_shape(getattr(type_proto, kind).elem_type)
+    elif kind == "map_type":
+        _forget_shape(type_proto.map_type.value_type)
 
 
 def _hide_overridable_values(graph: onnx.GraphProto) -> None:
@@ -181,28 +183,6 @@ def _hide_overridable_values(graph: onnx.GraphProto) -> None:
     if len(kept) != len(graph.initializer):
         del graph.initializer[:]
         graph.initializer.extend(kept)
-
-
-def _open_output_symbols(proto: onnx.ModelProto) -> dict[int, onnx.TypeProto]:
-    """Clear the symbolic dims of the main graph's outputs; returns the declared types.
-
-    An exporter names output dims itself ("time_out"), and onnx's inference keeps a declared
-    output type as it is, so the output's dims would never meet the dims of the values that
-    compute it.
-    """
-    saved: dict[int, onnx.TypeProto] = {}
-    for index, output in enumerate(proto.graph.output):
-        if not output.type.HasField("tensor_type"):
-            continue
-        dims = output.type.tensor_type.shape.dim
-        if not any(d.HasField("dim_param") for d in dims):
-            continue
-        saved[index] = onnx.TypeProto()
-        saved[index].CopyFrom(output.type)
-        for d in dims:
-            if d.HasField("dim_param"):
-                d.ClearField("dim_param")
-    return saved
 
 
 def _sparse_as_dense_inputs(graph: onnx.GraphProto) -> None:

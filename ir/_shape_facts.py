@@ -231,17 +231,34 @@ def broadcast(shapes: Sequence[Shape | None]) -> Shape | None:
         known.append(shape)
     if not known:
         return None
-    rank = max(len(s) for s in known)
-    columns = [
-        [s[position - rank + len(s)] for s in known if position - rank + len(s) >= 0]
-        for position in range(rank)
-    ]
+    columns = _columns(known)
     for bound, limit in _bounds_implied(columns):
         columns = [
             [assume_at_most(d, bound, limit) if d is not None else None for d in column]
             for column in columns
         ]
     return tuple(broadcast_dim(column) for column in columns)
+
+
+def broadcast_bounds(shapes: Sequence[Shape | None]) -> list[tuple[DimExpr, int]]:
+    """(x, c) for each bound every run of a broadcast of `shapes` implies: x <= c.
+
+    What `broadcast` assumes within its result (see there); a node that computes the broadcast
+    on every run (one of the main graph) makes the bound hold for the whole model.
+    """
+    known = [shape for shape in shapes if shape is not None]
+    if len(known) != len(shapes) or not known:
+        return []
+    return _bounds_implied(_columns(known))
+
+
+def _columns(shapes: Sequence[Shape]) -> list[list[DimExpr | None]]:
+    """The dims of `shapes` aligned from the right, one list per output axis."""
+    rank = max(len(s) for s in shapes)
+    return [
+        [s[position - rank + len(s)] for s in shapes if position - rank + len(s) >= 0]
+        for position in range(rank)
+    ]
 
 
 def _bounds_implied(columns: Sequence[Sequence[DimExpr | None]]) -> list[tuple[DimExpr, int]]:

@@ -19,9 +19,12 @@ symbols are two possibly different sizes.
 
 Where onnx's inference and onnxruntime compute different output dims (`_shape_disputes`:
 pooling with `ceil_mode`, Resize by scales, ...), onnx's answer is no fact: such a node is
-hidden from the whole-model inference (its op moved to a domain onnx does not know), the
-values computed from it are typed node by node from the walk's own facts, and their declared
-dims (value_info, which exporters fill with onnx's inference) are not believed either.
+hidden from the whole-model inference (its op moved to a domain onnx does not know), and the
+values computed from it are typed node by node from the walk's own facts.
+
+The declared shapes of computed values (value_info, graph outputs) are no facts (`fact_type`):
+inference runs without them (`_inference_scopes.prepare`), so every dim of a computed value
+is one its nodes compute from the inputs' declared shapes and the constants.
 
 Facts belong to values: each is recorded on its IR `Value` (`value.meta["inferred_type"]`),
 per graph; function bodies get none beyond their declared types. Invariants: a fact holds for
@@ -54,30 +57,27 @@ from ir._core import (
 )
 from ir._enums import DataType
 from ir._infer import (
-    DECLARED_RANK_WRONG,
     INFERRED,
     ONNX_INFERENCE_ERRORS,
-    UNSURE_DECLARED_DIMS,
     NodeInferenceError,
     SharedInferredType,
     fact_type,
     infer_node_types,
-    is_invented_dim,
     lift_inferred_type,
 )
 from ir._inference_scopes import (
     PreparedModel,
     hide_nodes,
     prepare,
-    restore_outputs,
     types_by_value,
 )
 from ir._runtime_ops import find_runtime_op, runtime_op_names
 from ir._schemas import find_schema
 from ir._shape_disputes import has_disputed_dims
-from ir._shape_facts import OutputFacts, RuleTable, Shape, ShapeData
+from ir._shape_facts import OutputFacts, RuleTable, Shape, ShapeData, broadcast_bounds
+from ir._shape_ops_elementwise import BROADCASTING_OPS
 from ir._shape_ops_tensor import tensor_data
-from ir._symbolic_dims import DimExpr, const, from_dim, symbol, to_dim
+from ir._symbolic_dims import DimExpr, assume_at_most, const, from_dim, symbol, to_dim
 
 logger = logging.getLogger(__name__)
 
@@ -115,15 +115,13 @@ def _infer_graphs(model: Model) -> int:
     disputed = _disputed_nodes(model)
     downstream = _computed_from(disputed)
     if disputed:
-        hide_nodes(prepared, disputed, downstream)
+        hide_nodes(prepared, disputed)
     inferred = _onnx_inference(prepared.proto)
-    restore_outputs(prepared.proto, prepared.output_types)
     onnx_types = types_by_value(inferred, prepared) if inferred is not None else {}
     if inferred is not None and not disputed:
         shared = _SharedTypes()
         if not _has_gaps(model, onnx_types, prepared.declared_symbols, shared):
-            gained = _record_onnx_types(onnx_types, shared)
-            return gained + _distrust_wrong_output_ranks(model)
+            return _record_onnx_types(onnx_types, shared)
     walk = _Walk(model, onnx_types, prepared.declared_symbols, per_node=inferred is None)
     walk.downstream = downstream
     walk.typed_by_node = _computed_from(_runtime_nodes(model))
@@ -334,39 +332,10 @@ def _record_onnx_types(types: dict[Value, Any], shared: _SharedTypes) -> int:
     """
     gained = 0
     for value, type_proto in types.items():
-        if _declares_every_dim(value) and not _has_invented_dims(value):
-            continue  # declared types are kept as they are
+        if value.producer() is None and _declares_every_dim(value):
+            continue  # a graph input's declared type is the fact
         value.meta[INFERRED] = shared.record(type_proto)
         gained += 1
-    return gained
-
-
-def _distrust_wrong_output_ranks(model: Model) -> int:
-    """Mark graph outputs whose declared rank their producer contradicts; type them anew.
-
-    onnx's inference keeps a declared output type as it is, so where it typed the whole
-    model a stale output type (`float` for a Reshape to 4 dims, which onnxruntime only warns
-    about) would stand as the fact. The producer, typed alone from its inputs' facts, says
-    the rank every run has (`DECLARED_RANK_WRONG`, as the walk finds it). Returns how many
-    outputs gained a fact.
-    """
-    gained = 0
-    for value in model.graph.outputs:
-        node = value.producer()
-        declared = _declared_shape(value)
-        if node is None or declared is None:
-            continue
-        try:
-            found = infer_node_types(node, model.opset_imports)
-        except NodeInferenceError:
-            continue
-        computed = found[value.index] if found is not None else None
-        if not isinstance(computed, TensorType) or computed.shape is None:
-            continue
-        if len(computed.shape) != len(declared):
-            value.meta[DECLARED_RANK_WRONG] = True
-            value.meta[INFERRED] = computed
-            gained += 1
     return gained
 
 
@@ -383,17 +352,6 @@ def _declares_every_dim(value: Value) -> bool:
         return True
     return declared.shape is not None and all(
         isinstance(d, str) or (isinstance(d, int) and d >= 0) for d in declared.shape
-    )
-
-
-def _has_invented_dims(value: Value) -> bool:
-    """Whether a computed value's declared type names a dim onnx invented (see fact_type)."""
-    declared = value.type
-    return (
-        value.producer() is not None
-        and isinstance(declared, TensorType)
-        and declared.shape is not None
-        and any(is_invented_dim(d) for d in declared.shape)
     )
 
 
@@ -473,14 +431,14 @@ class _Walk:
         self.dtypes: dict[Value, DataType] = {}
         self.substitution: dict[str, DimExpr] = {}
         # Values computed from a node with disputed dims: onnx's inference did not see them
-        # (typed node by node here), and their declared dims are no facts.
+        # (typed node by node here).
         self.downstream: dict[Value, None] = {}
         # Values computed from an op only onnxruntime defines (onnx's inference stops there):
-        # typed node by node; their declared dims stay facts.
+        # typed node by node.
         self.typed_by_node: dict[Value, None] = {}
-        # Graph outputs whose declared rank the graph contradicts: their declared shape is no
-        # fact (`DECLARED_RANK_WRONG`).
-        self.wrong_rank: dict[Value, None] = {}
+        # Bounds (x, c): x <= c on every run, implied by a broadcast of the main graph that
+        # fails otherwise (`broadcast_bounds`); the recorded facts are simplified under them.
+        self.bounds: dict[tuple[DimExpr, int], None] = {}
         self.invented: dict[str, None] = {}
         self.untrusted = _container_symbols(onnx_types.values(), declared)
         self.printed: dict[str, DimExpr] = {}
@@ -569,15 +527,12 @@ class _Walk:
                 theirs = self._unify(per_node[index], theirs)
             if distrusted and theirs is not None:
                 theirs = (None,) * len(theirs)
-            if _rank_conflict(mine.shape, theirs) and value.is_graph_output():
-                # onnx keeps a graph output's declared type where its own inference finds
-                # another rank (an exporter's stale output type: a Reshape to 3 dims
-                # declared 2-D); the rule's rank holds for every input, the declared does not.
-                theirs = None
-                self.wrong_rank[value] = None
             self.shapes[value] = self._unify(mine.shape, theirs)
             if mine.data is not None and self._may_hold_elements(value):
                 self.elements[value] = mine.data
+        if node.op_type in BROADCASTING_OPS and node.graph is self.model.graph:
+            shapes = [self.shape(value) for value in node.inputs if value is not None]
+            self.bounds.update(dict.fromkeys(broadcast_bounds(shapes)))
 
     def _static_inputs(self, node: Node) -> bool:
         """True when every input of `node` has a known rank and numeric dims."""
@@ -729,13 +684,7 @@ class _Walk:
             if value.producer() is None and value not in self.onnx_types:
                 continue  # an initializer: its tensor is the fact
             fact = self._fact(value, shape, aliases)
-            unsure = value in self.downstream and _has_declared_dims(value)
-            if unsure:
-                value.meta[UNSURE_DECLARED_DIMS] = True
-            if value in self.wrong_rank or _contradicts_declared_rank(value, shape):
-                value.meta[DECLARED_RANK_WRONG] = True
-                unsure = True
-            if fact is None or (not unsure and _declared_covers(value, fact)):
+            if fact is None or _declared_covers(value, fact):
                 continue
             value.meta[INFERRED] = fact
             gained += 1
@@ -754,7 +703,16 @@ class _Walk:
 
     def _final_exprs(self, value: Value) -> Shape | None:
         shape = self.shapes.get(value)
-        return None if shape is None else tuple(self._resolved(d) for d in shape)
+        return None if shape is None else tuple(self._final(d) for d in shape)
+
+    def _final(self, dim: DimExpr | None) -> DimExpr | None:
+        """`dim` as recorded: resolved, and simplified under the model's bounds."""
+        final = self._resolved(dim)
+        if final is None:
+            return None
+        for bound, limit in self.bounds:
+            final = assume_at_most(final, bound, limit)
+        return final
 
     def _fact(self, value: Value, shape: Shape | None, aliases: dict[str, str]) -> Type | None:
         found = self.onnx_types.get(value)
@@ -765,19 +723,9 @@ class _Walk:
             return TensorType(dtype) if dtype != DataType.UNDEFINED else None
         dims: list[Dim] = []
         for dim in shape:
-            final = self._resolved(dim)
-            printed = to_dim(final)
+            printed = to_dim(self._final(dim))
             dims.append(aliases.get(printed, printed) if isinstance(printed, str) else printed)
         return TensorType(dtype, tuple(dims))
-
-
-def _rank_conflict(mine: Shape | None, theirs: Shape | None) -> bool:
-    return mine is not None and theirs is not None and len(mine) != len(theirs)
-
-
-def _contradicts_declared_rank(value: Value, shape: Shape | None) -> bool:
-    """A graph output whose declared rank is not the rank the graph computes for it."""
-    return value.is_graph_output() and _rank_conflict(shape, _declared_shape(value))
 
 
 def _container_symbols(types: Iterable[Any], declared: frozenset[str]) -> frozenset[str]:
@@ -815,12 +763,6 @@ def _declared_shape(value: Value) -> Shape | None:
     return tuple(from_dim(d) for d in declared.shape)
 
 
-def _has_declared_dims(value: Value) -> bool:
-    """True when the value's declared type states a dim (a number or a symbol)."""
-    shape = _declared_shape(value)
-    return shape is not None and any(d is not None for d in shape)
-
-
 def _names_a_found_number(declared: Sequence[Dim], found: Sequence[Dim] | None) -> bool:
     """True when some dim is declared as a symbol where the facts found a number."""
     if found is None or len(found) != len(declared):
@@ -831,9 +773,12 @@ def _names_a_found_number(declared: Sequence[Dim], found: Sequence[Dim] | None) 
 
 
 def _declared_covers(value: Value, fact: Type) -> bool:
-    """True when the value's declared type already says all `fact` says."""
+    """True when the value's declared type already says all `fact` says.
+
+    Only a value no node computes has a declared type that is a fact (`fact_type`).
+    """
     declared = value.type
-    if declared is None:
+    if declared is None or value.producer() is not None:
         return False
     if not isinstance(declared, TensorType) or not isinstance(fact, TensorType):
         return True

@@ -11,16 +11,21 @@ type cannot hold (onnxruntime wraps it: 65536 * 65536 is 0 in int32, -1 cast to 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
-from ir._core import Node
+import numpy as np
+
+from ir._core import Node, Tensor, Value
 from ir._enums import DataType
 from ir._shape_facts import (
+    MAX_ELEMENTS,
     OutputFacts,
     Rule,
     ShapeData,
     ShapeFacts,
     attr_int,
+    attr_tensor,
     broadcast,
     held_by,
     input_at,
@@ -86,7 +91,6 @@ _UNARY = [
     "LayerNormalization",
     "GroupNormalization",
     "RMSNormalization",
-    "CastLike",
     # onnxruntime's elementwise ops in the default domain (see `_runtime_ops`).
     "SimplifiedLayerNormalization",
     "Affine",
@@ -178,21 +182,62 @@ def _dropout(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
 
 
 def _cast(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
-    """Cast keeps the shape; a shape value stays one when cast to a wide integer type.
-
-    An element the target type cannot hold is unknown (onnxruntime wraps it).
-    """
+    """Cast keeps the shape; a shape value stays one when cast to a wide integer type."""
     source = input_at(node, 0)
-    target = attr_int(node, "to", 0)
+    return [OutputFacts(facts.shape(source), _cast_data(facts, source, attr_int(node, "to", 0)))]
+
+
+def _cast_like(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    """CastLike: Cast to the element type of its second input."""
+    source = input_at(node, 0)
+    target = facts.dtype(input_at(node, 1))
+    return [OutputFacts(facts.shape(source), _cast_data(facts, source, int(target)))]
+
+
+def _cast_data(facts: ShapeFacts, source: Value | None, target: int) -> ShapeData | None:
+    """The elements of `source` cast to `target`, when they are known and it holds them.
+
+    A shape value stays one in a wide integer type; so does a small float constant of whole
+    numbers (exporters write `CastLike(0.0, n)` for the start of a Range to `n`), which such
+    a cast keeps exactly. An element the target type cannot hold is unknown (onnxruntime
+    wraps it).
+    """
     data = facts.data(source)
     if data is not None and target == DataType.BOOL:
-        data = ShapeData(tuple(_truth(e) for e in data.elements), data.scalar)
-    elif target not in _WIDE_INTEGERS:
-        data = None
-    elif data is not None:
-        wide = DataType(target)
-        data = ShapeData(tuple(held_by(e, wide) for e in data.elements), data.scalar)
-    return [OutputFacts(facts.shape(source), data)]
+        return ShapeData(tuple(_truth(e) for e in data.elements), data.scalar)
+    if target not in _WIDE_INTEGERS:
+        return None
+    if data is None:
+        data = _whole_float_constant(source)
+    if data is None:
+        return None
+    wide = DataType(target)
+    return ShapeData(tuple(held_by(e, wide) for e in data.elements), data.scalar)
+
+
+def _whole_float_constant(value: Value | None) -> ShapeData | None:
+    """The elements of a small float constant of rank 0 or 1 when each is a whole number."""
+    tensor = _constant_tensor(value)
+    if tensor is None or not tensor.dtype.is_floating:
+        return None
+    if len(tensor.shape) > 1 or tensor.size > MAX_ELEMENTS:
+        return None
+    numbers = np.asarray(tensor.numpy(), dtype=np.float64).reshape(-1).tolist()
+    if not all(math.isfinite(n) and n.is_integer() and abs(n) < 2**53 for n in numbers):
+        return None
+    return ShapeData(tuple(const(int(n)) for n in numbers), scalar=len(tensor.shape) == 0)
+
+
+def _constant_tensor(value: Value | None) -> Tensor | None:
+    """The tensor of an initializer no caller can override, or of a Constant's `value`."""
+    if value is None:
+        return None
+    if value.const_value is not None:
+        return None if value.is_graph_input() else value.const_value
+    node = value.producer()
+    if node is None or node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+        return None
+    return attr_tensor(node, "value")
 
 
 # element functions -----------------------------------------------------------------------------
@@ -373,4 +418,8 @@ RULES: dict[str, Rule] = {
     "Identity": _identity,
     "Dropout": _dropout,
     "Cast": _cast,
+    "CastLike": _cast_like,
 }
+
+# The ops whose inputs broadcast against one another (numpy's rules).
+BROADCASTING_OPS = frozenset(_BROADCASTING)

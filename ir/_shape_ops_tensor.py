@@ -646,6 +646,91 @@ def _if(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
     return found
 
 
+def _sequence_at(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    """SequenceAt of a SplitToSequence, at a constant position: that piece's shape.
+
+    The pieces of one sequence may differ in shape, so a sequence's element type is no fact
+    about any one of them (`_shape_inference`); the piece a constant position picks is the
+    split input's shape with the axis cut to that piece's size: the `split` entry there, a
+    scalar `split` where the dim is static, or 1 (dropped without `keepdims`) with no
+    `split` at all.
+    """
+    sequence = input_at(node, 0)
+    split_node = sequence.producer() if sequence is not None else None
+    position = facts.data(input_at(node, 1))
+    if (
+        split_node is None
+        or split_node.op_type != "SplitToSequence"
+        or split_node.domain not in ("", "ai.onnx")
+        or position is None
+        or len(position.elements) != 1
+    ):
+        return []
+    index = position.elements[0].as_int() if position.elements[0] is not None else None
+    source = facts.shape(input_at(split_node, 0))
+    if index is None or source is None:
+        return []
+    axis = normalize_axis(attr_int(split_node, "axis", 0), len(source))
+    if axis is None:
+        return []
+    split = input_at(split_node, 1)
+    if split is None:
+        if attr_int(split_node, "keepdims", 1) == 0:
+            return [OutputFacts((*source[:axis], *source[axis + 1 :]))]
+        return [OutputFacts((*source[:axis], const(1), *source[axis + 1 :]))]
+    size = _piece_size(facts, split, source[axis], index)
+    if size is None:
+        return []
+    return [OutputFacts((*source[:axis], size, *source[axis + 1 :]))]
+
+
+def _piece_size(facts: ShapeFacts, split: Value, dim: DimExpr | None, index: int) -> DimExpr | None:
+    """The size of piece `index` of a SplitToSequence by `split` along a dim of size `dim`."""
+    data = facts.data(split)
+    sizes = data.ints() if data is not None else None
+    if data is None or sizes is None:
+        return None
+    if not data.scalar:
+        if not -len(sizes) <= index < len(sizes):
+            return None
+        return const(sizes[index])
+    total = dim.as_int() if dim is not None else None
+    chunk = sizes[0] if sizes else 0
+    if total is None or chunk <= 0:
+        return None
+    pieces = [min(chunk, total - start) for start in range(0, total, chunk)]
+    if not -len(pieces) <= index < len(pieces):
+        return None
+    return const(pieces[index])
+
+
+def _loop(node: Node, facts: ShapeFacts) -> Sequence[OutputFacts]:
+    """Loop: a carried value keeps its shape when the body gives it back unchanged.
+
+    The body's inputs are typed from their declarations; where the initial value has every
+    dim known and equal to its body input's, and the body computes the same dims for its
+    next value, every iteration starts from that shape, so the final value (or the initial
+    one, after no iteration) has it. Scan outputs are left to onnx's inference.
+    """
+    body = node.attribute("body")
+    if not isinstance(body, Graph):
+        return []
+    found: list[OutputFacts] = []
+    carried = len(node.inputs) - 2
+    for k in range(max(carried, 0)):
+        if 2 + k >= len(body.inputs) or 1 + k >= len(body.outputs):
+            break
+        start = facts.shape(input_at(node, 2 + k))
+        known = start is not None and all(d is not None for d in start)
+        same = (
+            known
+            and facts.shape(body.inputs[2 + k]) == start
+            and facts.shape(body.outputs[1 + k]) == start
+        )
+        found.append(OutputFacts(start) if same else OutputFacts())
+    return found
+
+
 RULES: dict[str, Rule] = {
     "Shape": _shape,
     "Size": _size,
@@ -670,4 +755,6 @@ RULES: dict[str, Rule] = {
     "Scatter": _shape_of_input(0),
     "EyeLike": _shape_of_input(0),
     "If": _if,
+    "Loop": _loop,
+    "SequenceAt": _sequence_at,
 }

@@ -15,8 +15,13 @@ def _computed(declared: ir.TensorType) -> ir.Value:
     return node.outputs[0]
 
 
+def _graph_input(declared: ir.TensorType) -> ir.Value:
+    """A value no node computes (a graph input), with a declared type."""
+    return ir.Value("z", type=declared)
+
+
 def test_a_replaced_inferred_type_is_read_again():
-    value = _computed(ir.TensorType(FLOAT, ("N", None)))
+    value = _graph_input(ir.TensorType(FLOAT, ("N", None)))
     value.meta[_infer.INFERRED] = ir.TensorType(FLOAT, (None, 4))
     assert ir.fact_type(value) == ir.TensorType(FLOAT, ("N", 4))
     value.meta[_infer.INFERRED] = ir.TensorType(FLOAT, (None, 5))
@@ -24,29 +29,30 @@ def test_a_replaced_inferred_type_is_read_again():
 
 
 def test_a_replaced_declared_type_is_read_again():
-    value = _computed(ir.TensorType(FLOAT, ("N", None)))
+    value = _graph_input(ir.TensorType(FLOAT, ("N", None)))
     value.meta[_infer.INFERRED] = ir.TensorType(FLOAT, (None, 4))
     assert ir.fact_type(value) == ir.TensorType(FLOAT, ("N", 4))
     value.type = ir.TensorType(FLOAT, ("M", None))
     assert ir.fact_type(value) == ir.TensorType(FLOAT, ("M", 4))
 
 
-def test_flags_set_after_a_first_answer_count():
+def test_the_declared_shape_of_a_computed_value_is_no_fact():
     value = _computed(ir.TensorType(FLOAT, ("N", 4)))
-    value.meta[_infer.INFERRED] = ir.TensorType(FLOAT, (None, None))
-    assert ir.fact_type(value) == ir.TensorType(FLOAT, ("N", 4))
-    value.meta[_infer.UNSURE_DECLARED_DIMS] = True
-    assert ir.fact_type(value) == ir.TensorType(FLOAT, (None, None))
-    value.meta[_infer.DECLARED_RANK_WRONG] = True
-    value.meta[_infer.INFERRED] = ir.TensorType(FLOAT)
     assert ir.fact_type(value) == ir.TensorType(FLOAT)
+    value.meta[_infer.INFERRED] = ir.TensorType(ir.DataType.UNDEFINED, (None, None))
+    assert ir.fact_type(value) == ir.TensorType(FLOAT, (None, None))
+    value.meta[_infer.INFERRED] = ir.TensorType(FLOAT, ("N", 4))
+    assert ir.fact_type(value) == ir.TensorType(FLOAT, ("N", 4))
 
 
-def test_dims_inference_invented_are_no_facts_of_a_computed_value():
-    invented = ir.TensorType(FLOAT, ("unk__3", 4))
-    value = _computed(invented)
+def test_a_graph_input_keeps_every_declared_dim():
+    declared = ir.TensorType(FLOAT, ("unk__3", 4))
+    value = _graph_input(declared)
     value.meta[_infer.INFERRED] = ir.TensorType(FLOAT, (None, 4))
-    assert ir.fact_type(value) == ir.TensorType(FLOAT, (None, 4))
-    graph_input = ir.Value("z", type=invented)
-    graph_input.meta[_infer.INFERRED] = ir.TensorType(FLOAT, (None, 4))
-    assert ir.fact_type(graph_input) == invented
+    assert ir.fact_type(value) == declared
+
+
+def test_a_computed_sequence_keeps_only_its_element_type():
+    value = _computed(ir.TensorType(FLOAT))
+    value.type = ir.SequenceType(ir.TensorType(FLOAT, ("N", 4)))
+    assert ir.fact_type(value) == ir.SequenceType(ir.TensorType(FLOAT))

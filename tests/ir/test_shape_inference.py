@@ -201,7 +201,8 @@ def test_products_and_sums_of_shape_values_through_int32() -> None:
 
 def test_slice_of_a_longer_buffer_broadcasts_to_the_sequence() -> None:
     # position_ids[:, :seq] of a [1, 128] buffer is min(seq, 128) long; added to a
-    # [batch, seq] tensor it can only be seq (or the node fails).
+    # [batch, seq] tensor it can only be seq (or the node fails), so seq <= 128 on every run
+    # and the cut is seq long.
     text = """<ir_version: 8, opset_import: ["" : 17]>
     g (float[batch, seq] x) => (float[batch, seq] y) {
         buffer_shape = Constant <value = int64[2] {1, 128}> ()
@@ -215,14 +216,14 @@ def test_slice_of_a_longer_buffer_broadcasts_to_the_sequence() -> None:
         y = Add (x, p)
     }"""
     found = assert_facts_hold(parse(text), [{"batch": 2, "seq": 5}, {"batch": 1, "seq": 128}])
-    assert found["p"] == (1, "min(seq, 128)")
+    assert found["p"] == (1, "seq")
     assert found["y"] == ("batch", "seq")
 
 
 def test_causal_mask_cut_from_a_fixed_buffer_keeps_the_query_rows() -> None:
     # GPT-2's mask[:, :, total - seq : total, :total] of a [1, 1, 32, 32] buffer: its rows are
     # min(total, 32) - min(past, 32); against the scores [batch, heads, seq, total] the
-    # columns run only where total <= 32, so the rows are seq.
+    # columns run only where total <= 32, so the rows are seq (the cut as well).
     text = """<ir_version: 8, opset_import: ["" : 17]>
     g (float[batch, 4, seq, 16] q, float[batch, 4, past, 16] past_k, float[batch, 4, seq, 16] k)
       => (float[batch, 4, seq, ?] y) {
@@ -246,7 +247,7 @@ def test_causal_mask_cut_from_a_fixed_buffer_keeps_the_query_rows() -> None:
     }"""
     sizes = [{"batch": 2, "seq": 3, "past": 4}, {"batch": 1, "seq": 1, "past": 31}]
     found = assert_facts_hold(parse(text), sizes)
-    assert found["rows"] == (1, 1, "min(past + seq, 32) - min(past, 32)", 32)
+    assert found["rows"] == (1, 1, "seq", 32)
     assert found["y"] == ("batch", 4, "seq", "past + seq")
 
 
@@ -422,6 +423,119 @@ def test_two_loop_bodies_naming_a_value_t_keep_their_own_shapes() -> None:
     assert facts(model, _subgraph(model, "Loop", "body", 1))["t"] == (9,)
     assert facts(model)["first"] == (1,)
     assert facts(model)["second"] == (9,)
+
+
+def test_a_loop_output_whose_body_changes_its_shape_has_no_dims_from_the_body() -> None:
+    # The body declares its carried input [1] like the initial value, but appends to it: the
+    # final value has n + 1 elements, not 1.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 17]>
+    g (int64 n) => (float[?] grown) {
+        small = Constant <value = float[1] {0.0}> ()
+        cond = Constant <value = bool {1}> ()
+        grown = Loop (n, cond, small) <
+            body = grow (int64 i, bool keep, float[1] carried) => (bool keep_out, float[?] u) {
+                keep_out = Identity (keep)
+                one = Constant <value = float[1] {1.0}> ()
+                u = Concat <axis = 0> (carried, one)
+            }
+        >
+    }""")
+    fact = facts(inferred(proto))["grown"]
+    (computed,) = session(proto).run(None, {"n": np.array(3, np.int64)})
+    assert computed.shape == (4,)
+    assert fact is None or fact == (None,)
+
+
+def test_range_to_a_dim_from_whole_float_constants_has_that_length() -> None:
+    # The dynamo exporter writes Range(CastLike(0.0, n), n, CastLike(1.0, n)) for arange(n):
+    # its length is the dim n was read from.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[B, S] x) => (float[?, ?] y) <float zero = {0.0}, float one = {1.0}> {
+        s = Shape <start = 1, end = 2> (x)
+        n = Squeeze (s)
+        a = CastLike (zero, n)
+        d = CastLike (one, n)
+        r = Range (a, n, d)
+        f = Cast <to = 1> (r)
+        y = Add (x, f)
+    }""")
+    found = assert_facts_hold(proto, [{"B": 2, "S": 5}, {"B": 3, "S": 1}])
+    assert found["r"] == ("S",)
+    assert found["y"] == ("B", "S")
+
+
+def test_declared_shapes_of_computed_values_are_no_facts() -> None:
+    # value_info says t is [N, M] and the output says [N, M]; both are Reshapes to a shape read
+    # from an input, which onnxruntime computes as given.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[N, M] x, int64[2] s) => (float[N, M] y) <float[N, M] t> {
+        t = Reshape (x, s)
+        y = Relu (t)
+    }""")
+    model = inferred(proto)
+    found = facts(model)
+    for name in ("t", "y"):  # two dims, neither of them N or M (onnx names unknown ones)
+        assert len(found[name] or ()) == 2
+        assert not {"N", "M"} & set(found[name] or ())
+    (computed,) = session(proto).run(
+        None, {"x": np.zeros((2, 3), np.float32), "s": np.array([3, 2])}
+    )
+    assert computed.shape == (3, 2)
+    lowered = ir.to_onnx(model)
+    assert lowered.graph.output[0].type == proto.graph.output[0].type
+    assert lowered.graph.value_info[0].type == proto.graph.value_info[0].type
+
+
+def test_value_info_of_an_initializer_keeps_its_data_readable() -> None:
+    # dynamo exports list initializers in value_info too; their declared shape stays, so that
+    # onnx's inference reads the Slice's bounds as the tensors they are.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[B, 4, S, 16] x) => (float[?, ?, ?, ?] y)
+        <int64[1] a = {0}, int64[1] b = {8}, int64[1] c = {3}, int64[1] d = {1},
+         int64[1] a, int64[1] b, int64[1] c, int64[1] d, float[B, 4, S, 16] t> {
+        t = Relu (x)
+        y = Slice (t, a, b, c, d)
+    }""")
+    found = assert_facts_hold(proto, [{"B": 2, "S": 3}])
+    assert found["y"] == ("B", 4, "S", 8)
+
+
+def test_a_piece_of_a_split_to_sequence_has_its_size_on_the_axis() -> None:
+    # The dynamo exporter splits the fused QKV projection with SplitToSequence; the sequence's
+    # element type says nothing of one piece, the piece at a constant position does.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[B, S, 12] x) => (float[?, ?, ?] q, float[?, ?, ?] k, float[?, ?] r)
+        <int64 one = {1}, int64 last = {-1}, int64 five = {5}, int64[3] sizes = {2, 4, 6}> {
+        parts = SplitToSequence <axis = 2> (x, sizes)
+        q = SequenceAt (parts, one)
+        even = SplitToSequence <axis = 2> (x, five)
+        k = SequenceAt (even, last)
+        rows = SplitToSequence <axis = 1, keepdims = 0> (x)
+        r = SequenceAt (rows, one)
+    }""")
+    found = facts(inferred(proto))
+    assert found["q"] == ("B", "S", 4)
+    assert found["k"] == ("B", "S", 2)
+    assert found["r"] == ("B", 12)
+    q, k, r = session(proto).run(None, {"x": np.zeros((2, 3, 12), np.float32)})
+    assert (q.shape, k.shape, r.shape) == ((2, 3, 4), (2, 3, 2), (2, 12))
+
+
+def test_a_cut_that_a_main_graph_broadcast_needs_whole_is_whole_everywhere() -> None:
+    # position_ids[:, :S] of a buffer of 8 rows is min(S, 8) rows; added to a tensor of S
+    # rows it must be S rows (or the Add fails), so every fact takes S <= 8.
+    proto = parse("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[B, S, 4] x) => (float[?, ?, ?] y, float[?, ?, ?] cut)
+        <float[1, 8, 4] table = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31},
+         int64[1] zero = {0}, int64[1] one = {1}> {
+        s = Shape <start = 1, end = 2> (x)
+        cut = Slice (table, zero, s, one)
+        y = Add (x, cut)
+    }""")
+    found = assert_facts_hold(proto, [{"B": 2, "S": 3}, {"B": 1, "S": 8}, {"B": 2, "S": 1}])
+    assert found["cut"] == (1, "S", 4)
+    assert found["y"] == ("B", "S", 4)
 
 
 def test_rewriting_loop_bodies_keeps_their_outputs() -> None:

@@ -779,13 +779,14 @@ def test_bert_ts17_gets_onnxruntime_fusions():
     # Attention with the Q, K, V projections packed, as onnxruntime's optimizer writes it: the
     # shape facts relate the mask's dims, [batch, 1, 1, sequence], to the projections' through
     # the exporter's Shape/Gather/Concat/Reshape chains
+    # and the embeddings' LayerNorm too: its position embeddings, cut from a table of 128 rows,
+    # are as long as the sequence, since the Add of the token embeddings fails otherwise
     assert _contrib_ops(proto) == {
-        "SkipLayerNormalization": 12,
+        "SkipLayerNormalization": 13,
         "BiasGelu": 6,
         "Attention": 6,
     }
-    # the embeddings' LayerNorm adds position embeddings whose shape is not provably the sum's
-    assert collections.Counter(n.op_type for n in proto.graph.node)["LayerNormalization"] == 1
+    assert collections.Counter(n.op_type for n in proto.graph.node)["LayerNormalization"] == 0
     run_npz_samples("bert_ts17", proto)
 
 
