@@ -558,7 +558,9 @@ def bindings(instance: Instance, model: ir.Model) -> dict[str, Any]:
         if name is None:
             result[var] = None
         elif isinstance(name, tuple):
-            result[var] = tuple(by_name[n] for n in name)
+            # (a partial instance may lack the items of the line that failed)
+            if all(n in by_name for n in name):
+                result[var] = tuple(by_name[n] for n in name)
         elif name in by_name:
             result[var] = by_name[name]
     for var, (line, attr_name) in instance.attr_values.items():

@@ -41,14 +41,18 @@ def _input_shape(
 def transpose(lb: LineBuild) -> None:
     """A permutation of the input's axes (or none: reversed)."""
     x = lb.slots[0]
-    fixed = lb.fixed_attrs.get("perm")
+    # A perm the rule fixes, or one a where-hint forced, decides the rank.
+    hinted = lb.choices.overrides.get(lb.attr_keys.get("perm", lb.key("attr", "perm")))
+    fixed = lb.fixed_attrs.get("perm") or (hinted if isinstance(hinted, list) else None)
     template = lb.template(x)
     if x.shape is None and template is None and ("rank", x.key) not in lb.choices.overrides:
         # Permutations of 1 or 2 axes all commute: prefer ranks where composing them can err.
         rank = len(fixed) if fixed else lb.choices.pick(lb.key("rank"), (3, 4, 3, 4, 5, 2))
         lb.choices.override(("rank", x.key), rank)
     shape = _input_shape(lb, x)
-    lb.attr("perm", lambda key: lb.choices.permutation(key, len(shape)), omit_percent=15)
+    perm = lb.attr("perm", lambda key: lb.choices.permutation(key, len(shape)), omit_percent=15)
+    if perm is not None and sorted(int(a) for a in perm) != list(range(len(shape))):
+        raise RecipeError(f"perm {list(perm)} does not permute {len(shape)} axes")
     open_attributes(lb, len(shape))
 
 
