@@ -8,6 +8,7 @@ For a line that is false, a few shapes of condition name a choice directly:
 * `shape(v) in E`, `dtype(v) in E`, `[dtype(a), dtype(b)] in E`: one element of `E`;
 * `v == u` for a free `v` and a defined `u`: `v` becomes the same value (non-linear use);
 * `v == none` for an optional input `v?`: `v` is left out;
+* `normalize_axis(a, r) == [k, ...]` (axes the rule lists): `a` becomes that list;
 * `f(a) == f(b)` with one choosable variable on each side: `b` takes `a`'s value;
 * `all(value(v) == E)`, `not any(value(v))`, `all_close(value(v), E)`: `v` is filled;
   `all(value(v) > k)` (or `>=`, `<`, `<=`) fills it with a value on that side of `k`;
@@ -122,6 +123,8 @@ class Repairer:
                 ("value", name), self.choices.pick(("bound", name, tag), (low, low + 1, low + 3))
             )
         elif expr.op == "==":
+            if self._assign_axes(expr.left, expr.right):
+                return
             if self._assign(expr.left, expr.right) or self._assign(expr.right, expr.left):
                 return
             self._copy(expr.left, expr.right)
@@ -190,19 +193,32 @@ class Repairer:
         return False
 
     def _assign_axis(self, target: rules.Call, value: Any) -> bool:
-        """`normalize_axis(a, r) == v`: `a` becomes `v` (or `v - r`, the same axis).
-
-        A list `v` (axes) is given as it is.
-        """
+        """`normalize_axis(a, r) == v`: `a` becomes `v` (or `v - r`, the same axis)."""
         rank = self.value(target.args[1]) if len(target.args) == 2 else None
-        if isinstance(rank, bool) or not isinstance(rank, int):
-            return False
-        if isinstance(value, list) and value and all(_is_axis(a, rank) for a in value):
-            return self._assign_value(target.args[0], value)
-        if not _is_axis(value, rank):
+        if isinstance(rank, bool) or not isinstance(rank, int) or not _is_axis(value, rank):
             return False
         negative = self.choices.chance(("repair_axis", _expr_key(target.args[0])), 30)
         return self._assign_value(target.args[0], value - rank if negative else value)
+
+    def _assign_axes(self, target: rules.Expr, source: rules.Expr) -> bool:
+        """`normalize_axis(a, r) == [k, ...]` with listed axes: `a` becomes that list.
+
+        (Only a list the rule writes: one computed from another value's axes is left to
+        `_copy`, which keeps the value's own form.)
+        """
+        if not (
+            isinstance(target, rules.Call)
+            and target.func == "normalize_axis"
+            and len(target.args) == 2
+            and isinstance(source, rules.ListExpr)
+        ):
+            return False
+        rank, axes = self.value(target.args[1]), self.value(source)
+        if isinstance(rank, bool) or not isinstance(rank, int) or not isinstance(axes, list):
+            return False
+        if not axes or not all(_is_axis(a, rank) for a in axes):
+            return False
+        return self._assign_value(target.args[0], axes)
 
     def _assign_dim(self, target: rules.Index, value: Any) -> bool:
         """`shape(v)[i] == n` for a free `v` of known shape: that dim of `v` becomes n."""
