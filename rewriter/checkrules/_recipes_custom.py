@@ -205,7 +205,8 @@ def ms_multi_head_attention(lb: LineBuild) -> None:
     both), bias [2 * hidden + v_hidden], and optionally a past key [B, heads, P, head_size]
     and past value [B, heads, P, v_head_size]; the present key and value (outputs 1 and 2)
     are the past ones with the new key and value appended, [B, heads, P + L, ...]. The masks
-    (inputs 4 and 5) are not built.
+    (inputs 4 and 5) are not built; query, key and value decided by earlier lines must agree
+    on the batch, key and value on the length.
     """
     query, key, value = lb.slots[0], lb.present(1), lb.present(2)
     if key is None or value is None:
@@ -238,6 +239,9 @@ def ms_multi_head_attention(lb: LineBuild) -> None:
     assert value.shape is not None, "value is decided"
     if len(query.shape) != 3 or len(key.shape) != 3 or len(value.shape) != 3:
         raise RecipeError("MultiHeadAttention is built on 3-D query, key and value")
+    if len({query.shape[0], key.shape[0], value.shape[0]}) != 1 or key.shape[1] != value.shape[1]:
+        # (onnxruntime refuses such inputs: an instance it cannot run checks nothing)
+        raise RecipeError("MultiHeadAttention's query, key and value disagree on batch or length")
     hidden, v_hidden = query.shape[2], value.shape[2]
     if hidden % heads or v_hidden % heads or key.shape[2] != hidden:
         raise RecipeError("MultiHeadAttention's hidden sizes do not split into num_heads")
