@@ -63,6 +63,9 @@ from rewriter.verification import InputOptions, RuntimeOptions, VerifyError, Ver
 ROOT = Path(__file__).resolve().parent.parent
 TESTS_PATH = "onnxruntime/test/python/transformers"
 HARVEST = Path(__file__).resolve().parent / "peer_ort_fusion_harvest.py"
+# Why onnxruntime's fusions on these models are not exact (written by hand, checked by the
+# commands it gives); appended to the measured section.
+WHY_MD = Path(__file__).resolve().parent / "results" / "peer_ort_fusion_why.md"
 
 # The test files of onnxruntime's BERT/GPT-2 fusions (model generators, Gelu variants).
 DEFAULT_TESTS = (
@@ -697,6 +700,9 @@ def results_section(report_text: str, argv: list[str] | None) -> str:
         ).rstrip(),
         "",
     ]
+    if WHY_MD.exists():
+        # the written analysis of the peer's inexact fusions, kept beside the measured tables
+        lines += [WHY_MD.read_text().rstrip(), ""]
     return "\n".join(lines)
 
 

@@ -4,6 +4,11 @@ An attempt is accepted only when the rule's own matcher matches at the anchor no
 built model (so the instance is one the engine would rewrite). A rejected attempt says why,
 and how far it got (`stage`): the reason of the furthest stage over all attempts is what
 "not instantiable" reports.
+
+A line that cannot be built often fails because of what the lines before it drew (a Squeeze
+of axis 0 after a Slice that cut another axis): the `where` parts that read only the values
+those lines bound, and the `v == none` of optional inputs, are repaired on the partial
+instance too, so the next round builds the failed line from what the rule asks.
 """
 
 from __future__ import annotations
@@ -13,10 +18,10 @@ from collections.abc import Mapping
 
 import ir
 from rewriter import rules
-from rewriter.checkrules._analysis import RulePlan
+from rewriter.checkrules._analysis import RulePlan, names_in
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._instance import Instance, RejectedError, bindings, build_instance
-from rewriter.checkrules._repair import Repairer
+from rewriter.checkrules._repair import Repairer, absent_input
 from rewriter.engine import Calibration, EvalContext, Match, Matcher
 from rewriter.quantize import instance_calibration
 
@@ -64,7 +69,10 @@ def attempt(plan: RulePlan, choices: Choices, ruleset: rules.RuleSet) -> Accepte
         try:
             instance = build_instance(plan, choices)
         except RejectedError as exc:
-            return Rejection(STAGE_BUILD, str(exc))
+            rejection = Rejection(STAGE_BUILD, str(exc))
+            if exc.partial is None or not _repair_before(plan, choices, ruleset, exc.partial):
+                return rejection
+            continue
         model = ir.from_onnx(instance.proto)
         ir.infer_types(model)
         targets = {"": instance.target} if instance.target is not None else {}
@@ -90,6 +98,43 @@ def attempt(plan: RulePlan, choices: Choices, ruleset: rules.RuleSet) -> Accepte
         if not repairer.changed:
             return rejection
     return rejection
+
+
+def _repair_before(
+    plan: RulePlan, choices: Choices, ruleset: rules.RuleSet, partial: Instance
+) -> bool:
+    """Repair the `where` parts the lines built before a failed line decide; True if any changed.
+
+    A part decides when every variable it reads is bound (the optional inputs a part asks to
+    be absent may be unbound: they belong to the failed line).
+    """
+    try:
+        model = ir.from_onnx(partial.proto)
+        ir.infer_types(model)
+    except Exception:  # a partial model that does not lift gives no hints
+        return False
+    targets = {"": partial.target} if partial.target is not None else {}
+    known = bindings(partial, model)
+    ctx = EvalContext(known, model.opset_imports, ruleset.functions, targets)
+    repairer = Repairer(plan, choices, ctx, partial.const_vars)
+    for index, condition in enumerate(plan.conditions):
+        for part_index, part in enumerate(_decided_parts(condition, known, repairer.optional)):
+            repairer.repair(part, ("before", index, part_index))
+    return repairer.changed
+
+
+def _decided_parts(
+    condition: rules.Expr, known: Mapping[str, object], optional: frozenset[str]
+) -> list[rules.Expr]:
+    """The conjuncts of `condition` that read only bound variables, or ask `v == none`."""
+    if isinstance(condition, rules.BoolOp) and condition.op == "and":
+        return [
+            *_decided_parts(condition.left, known, optional),
+            *_decided_parts(condition.right, known, optional),
+        ]
+    if absent_input(condition, optional) is not None:
+        return [condition]
+    return [condition] if all(name in known for name in names_in(condition)) else []
 
 
 def _match(

@@ -40,7 +40,13 @@ _RECIPE_MODULES = (_recipes_nn, _recipes_shape, _recipes_custom, _recipes_legacy
 
 
 class RejectedError(Exception):
-    """The attempt produced no valid instance (the message says why)."""
+    """The attempt produced no valid instance (the message says why).
+
+    `partial` holds the lines built before the one that failed, when a line failed (so that
+    the `where` lines about them can still hint the next attempt).
+    """
+
+    partial: Instance | None = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -372,6 +378,20 @@ class _Build:
         return added
 
     # models ----------------------------------------------------------------------------------
+    def instance(self, proto: Any) -> Instance:
+        """The instance of `proto`, with the variables bound by the lines built so far."""
+        return Instance(
+            proto=proto,
+            opsets=dict(self.opsets),
+            target=self.target,
+            anchor_name=f"n{self.plan.compiled.anchor}",
+            var_names=dict(self.var_names),
+            attr_values=dict(self.attr_values),
+            node_refs=dict(self.node_refs),
+            const_vars=frozenset(self.const_vars),
+            base_dtype=self.base_dtype,
+        )
+
     def model(self, outputs: list[str]) -> Any:
         """The ModelProto of the lines built so far, with `outputs` as graph outputs."""
         import onnx
@@ -500,7 +520,11 @@ def build_instance(plan: RulePlan, choices: Choices) -> Instance:
     """Build one instance from `choices` (raises RejectedError when it does not type-check)."""
     build = _Build(plan, choices)
     for index in plan.order:
-        build.build_line(index)
+        try:
+            build.build_line(index)
+        except RejectedError as exc:
+            exc.partial = build.instance(build.model([]))
+            raise
     outputs = [build.sink(name) for name in _graph_outputs(plan)]
     outputs += build.extra_readers()
     proto = build.model(outputs)
@@ -513,17 +537,7 @@ def build_instance(plan: RulePlan, choices: Choices) -> Instance:
         ir.check_proto(proto)
     except Exception as exc:  # the checker's own error types vary across onnx versions
         raise RejectedError(f"onnx checker: {_first_line(exc)}") from exc
-    return Instance(
-        proto=proto,
-        opsets=dict(build.opsets),
-        target=build.target,
-        anchor_name=f"n{plan.compiled.anchor}",
-        var_names=dict(build.var_names),
-        attr_values=dict(build.attr_values),
-        node_refs=dict(build.node_refs),
-        const_vars=frozenset(build.const_vars),
-        base_dtype=build.base_dtype,
-    )
+    return build.instance(proto)
 
 
 def bindings(instance: Instance, model: ir.Model) -> dict[str, Any]:
@@ -544,7 +558,9 @@ def bindings(instance: Instance, model: ir.Model) -> dict[str, Any]:
         if name is None:
             result[var] = None
         elif isinstance(name, tuple):
-            result[var] = tuple(by_name[n] for n in name)
+            # (a partial instance may lack the items of the line that failed)
+            if all(n in by_name for n in name):
+                result[var] = tuple(by_name[n] for n in name)
         elif name in by_name:
             result[var] = by_name[name]
     for var, (line, attr_name) in instance.attr_values.items():

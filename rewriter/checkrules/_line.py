@@ -268,16 +268,24 @@ class LineBuild:
             options = [o for o in options if len(o) == rank] or options
         return self.choices.pick(("shape", slot.key), options)
 
-    def draw_shape(self, slot: Slot, min_rank: int = 1, max_rank: int = 4) -> Shape:
+    def draw_shape(
+        self,
+        slot: Slot,
+        min_rank: int = 1,
+        max_rank: int = 4,
+        *,
+        template_max_rank: int | None = None,
+    ) -> Shape:
         """A fresh shape for a slot with nothing known (rank and dims small).
 
-        The template's shape when it has a rank in `[min_rank, max_rank]`.
+        The template's shape when it has a rank in `[min_rank, template_max_rank]` (by
+        default `max_rank`: a recipe may take a template's higher rank without drawing one).
         """
         forced = self.choices.overrides.get(("shape", slot.key))
         if forced is not None:
             return tuple(int(d) for d in forced)
         template = self.template(slot)
-        if template is not None and min_rank <= len(template) <= max_rank:
+        if template is not None and min_rank <= len(template) <= (template_max_rank or max_rank):
             return template
         rank_key = ("rank", slot.key)
         if rank_key in self.choices.overrides:

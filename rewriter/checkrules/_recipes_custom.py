@@ -202,16 +202,24 @@ def ms_multi_head_attention(lb: LineBuild) -> None:
     """MultiHeadAttention on separate 3-D query, key and value, with an optional packed bias.
 
     Query [B, S, hidden], key [B, L, hidden], value [B, L, v_hidden] (num_heads dividing
-    both), bias [2 * hidden + v_hidden]; the other optional inputs are not built.
+    both), bias [2 * hidden + v_hidden], and optionally a past key [B, heads, P, head_size]
+    and past value [B, heads, P, v_head_size]; the present key and value (outputs 1 and 2)
+    are the past ones with the new key and value appended, [B, heads, P + L, ...]. The masks
+    (inputs 4 and 5) are not built; query, key and value decided by earlier lines must agree
+    on the batch, key and value on the length.
     """
     query, key, value = lb.slots[0], lb.present(1), lb.present(2)
     if key is None or value is None:
         raise RecipeError("MultiHeadAttention is built with a separate key and value")
-    if any(lb.present(i) is not None for i in range(4, len(lb.slots))):
-        raise RecipeError("MultiHeadAttention is built without masks or past key and value")
+    if any(lb.present(i) is not None for i in (4, 5, *range(8, len(lb.slots)))):
+        raise RecipeError("MultiHeadAttention is built without masks")
+    past_key, past_value = lb.present(6), lb.present(7)
+    if (past_key is None) != (past_value is None):
+        raise RecipeError("MultiHeadAttention is built with both past key and value or neither")
     known = query.resolved or key.resolved or value.resolved
     dtype = known.dtype if known is not None else ir.DataType.FLOAT
-    heads = int(lb.attr("num_heads", lambda k: lb.choices.integer(k, 1, 2), omit_percent=0))
+    widths = [s.shape[2] for s in (query, key, value) if s.shape is not None and len(s.shape) == 3]
+    heads = int(lb.attr("num_heads", lambda k: _heads(lb, k, widths), omit_percent=0))
     if heads < 1:
         raise RecipeError("MultiHeadAttention needs num_heads >= 1")
     size = lb.choices.integer(lb.key("head_size"), 1, 3)
@@ -231,6 +239,9 @@ def ms_multi_head_attention(lb: LineBuild) -> None:
     assert value.shape is not None, "value is decided"
     if len(query.shape) != 3 or len(key.shape) != 3 or len(value.shape) != 3:
         raise RecipeError("MultiHeadAttention is built on 3-D query, key and value")
+    if len({query.shape[0], key.shape[0], value.shape[0]}) != 1 or key.shape[1] != value.shape[1]:
+        # (onnxruntime refuses such inputs: an instance it cannot run checks nothing)
+        raise RecipeError("MultiHeadAttention's query, key and value disagree on batch or length")
     hidden, v_hidden = query.shape[2], value.shape[2]
     if hidden % heads or v_hidden % heads or key.shape[2] != hidden:
         raise RecipeError("MultiHeadAttention's hidden sizes do not split into num_heads")
@@ -238,6 +249,36 @@ def ms_multi_head_attention(lb: LineBuild) -> None:
     bias = lb.present(3)
     if bias is not None:
         lb.set(bias, dtype, (2 * hidden + v_hidden,))
-    lb.output_specs = [TensorSpec(dtype, (query.shape[0], query.shape[1], v_hidden))][
-        : max(lb.output_count, 1)
+    past = _past_length(lb, query.shape[0], heads, (hidden // heads, v_hidden // heads))
+    total = past + key.shape[1]
+    specs = [
+        TensorSpec(dtype, (query.shape[0], query.shape[1], v_hidden)),
+        TensorSpec(dtype, (query.shape[0], heads, total, hidden // heads)),
+        TensorSpec(dtype, (query.shape[0], heads, total, v_hidden // heads)),
     ]
+    lb.output_specs = specs[: max(lb.output_count, 1)]
+
+
+def _heads(lb: LineBuild, key: Hashable, widths: list[int]) -> int:
+    """num_heads: 1 or 2, but 1 where earlier lines decided a width 2 does not divide."""
+    heads = lb.choices.integer(key, 1, 2)
+    return heads if all(width % heads == 0 for width in widths) else 1
+
+
+def _past_length(lb: LineBuild, batch: int, heads: int, sizes: tuple[int, int]) -> int:
+    """Decide MultiHeadAttention's past key and value [batch, heads, P, size]; P (0 if none)."""
+    past_key, past_value = lb.present(6), lb.present(7)
+    if past_key is None or past_value is None:
+        return 0
+    length = lb.choices.integer(lb.key("past_seq"), 1, 3)
+    dtype = lb.slots[0].resolved.dtype if lb.slots[0].resolved is not None else _float_dtype(lb)
+    for slot, size in ((past_key, sizes[0]), (past_value, sizes[1])):
+        if slot.shape is None:
+            lb.set(slot, dtype, (batch, heads, length, size))
+    assert past_key.shape is not None, "the past key is decided"
+    assert past_value.shape is not None, "the past value is decided"
+    # A past decided by earlier lines (a Squeeze of a cache slice) may not fit yet: the
+    # instance is still built, so that the rule's `where` lines, which must require the fit,
+    # fail on it and their hints force the cache's shape (an instance is only accepted with
+    # every `where` line true).
+    return past_key.shape[2] if len(past_key.shape) == 4 else 0

@@ -23,9 +23,16 @@ from rewriter.checkrules._recipes import axis_in, float_attr, open_attributes, r
 INT64_MAX = 2**63 - 1
 
 
-def _input_shape(lb: LineBuild, slot: Slot, min_rank: int = 1, max_rank: int = 4) -> Shape:
+def _input_shape(
+    lb: LineBuild,
+    slot: Slot,
+    min_rank: int = 1,
+    max_rank: int = 4,
+    template_max_rank: int | None = None,
+) -> Shape:
     if slot.shape is None:
-        lb.set(slot, lb.dtype_for(slot.position), lb.draw_shape(slot, min_rank, max_rank))
+        shape = lb.draw_shape(slot, min_rank, max_rank, template_max_rank=template_max_rank)
+        lb.set(slot, lb.dtype_for(slot.position), shape)
     assert slot.shape is not None, "the shape was just decided"
     return slot.shape
 
@@ -34,14 +41,18 @@ def _input_shape(lb: LineBuild, slot: Slot, min_rank: int = 1, max_rank: int = 4
 def transpose(lb: LineBuild) -> None:
     """A permutation of the input's axes (or none: reversed)."""
     x = lb.slots[0]
-    fixed = lb.fixed_attrs.get("perm")
+    # A perm the rule fixes, or one a where-hint forced, decides the rank.
+    hinted = lb.choices.overrides.get(lb.attr_keys.get("perm", lb.key("attr", "perm")))
+    fixed = lb.fixed_attrs.get("perm") or (hinted if isinstance(hinted, list) else None)
     template = lb.template(x)
     if x.shape is None and template is None and ("rank", x.key) not in lb.choices.overrides:
         # Permutations of 1 or 2 axes all commute: prefer ranks where composing them can err.
         rank = len(fixed) if fixed else lb.choices.pick(lb.key("rank"), (3, 4, 3, 4, 5, 2))
         lb.choices.override(("rank", x.key), rank)
     shape = _input_shape(lb, x)
-    lb.attr("perm", lambda key: lb.choices.permutation(key, len(shape)), omit_percent=15)
+    perm = lb.attr("perm", lambda key: lb.choices.permutation(key, len(shape)), omit_percent=15)
+    if perm is not None and sorted(int(a) for a in perm) != list(range(len(shape))):
+        raise RecipeError(f"perm {list(perm)} does not permute {len(shape)} axes")
     open_attributes(lb, len(shape))
 
 
@@ -98,13 +109,22 @@ def expand(lb: LineBuild) -> None:
         lb.int_values(target, lb.choices.pick(("value", target.key, "form"), options))
 
 
-def _slice_params(lb: LineBuild, shape: Shape) -> tuple[list[int], list[int], list[int], list[int]]:
-    """starts, ends, axes, steps: a full slice, a crop, a reversal or a strided slice."""
+def _slice_params(
+    lb: LineBuild, shape: Shape, forced_axes: list[int] | None = None
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """starts, ends, axes, steps: a full slice, a crop, a reversal or a strided slice.
+
+    `forced_axes` are the axes a where-hint gave the axes input (the bounds follow them).
+    """
     rank = len(shape)
     if rank == 0:
         raise RecipeError("Slice needs rank >= 1")
     choices = lb.choices
     axes = [a for a in range(rank) if choices.chance(lb.key("axis", a), 60)] or [rank - 1]
+    if forced_axes is not None and all(-rank <= a < rank for a in forced_axes):
+        axes = [a + rank if a < 0 else a for a in forced_axes]
+        if len(set(axes)) != len(axes):
+            raise RecipeError("Slice's hinted axes repeat an axis")
     form = choices.pick(lb.key("slice_form"), ("full", "crop", "strided", "reverse", "full_max"))
     starts, ends, steps = [], [], []
     for a in axes:
@@ -131,11 +151,20 @@ def _slice_params(lb: LineBuild, shape: Shape) -> tuple[list[int], list[int], li
     return starts, ends, axes, steps
 
 
+def _forced_axes(lb: LineBuild) -> list[int] | None:
+    """The axes input's values a where-hint forced (`normalize_axis(value(axes), r) == k`)."""
+    slot = lb.present(3)
+    forced = None if slot is None else lb.choices.overrides.get(("value", slot.key))
+    if forced is None:
+        return None
+    return [int(a) for a in np.ravel(np.asarray(forced))]
+
+
 @recipe("Slice")
 def slice_op(lb: LineBuild) -> None:
     """Slice with constant starts/ends/axes/steps (inputs from opset 10, attributes before)."""
-    shape = _input_shape(lb, lb.slots[0])
-    starts, ends, axes, steps = _slice_params(lb, shape)
+    shape = _input_shape(lb, lb.slots[0], template_max_rank=5)
+    starts, ends, axes, steps = _slice_params(lb, shape, _forced_axes(lb))
     if lb.has_attr("starts"):
         lb.attr("starts", lambda key: starts, omit_percent=0)
         lb.attr("ends", lambda key: ends, omit_percent=0)
@@ -144,8 +173,23 @@ def slice_op(lb: LineBuild) -> None:
     for position, values in ((1, starts), (2, ends), (3, axes), (4, steps)):
         slot = lb.present(position)
         if slot is not None:
+            _fit_hint(lb, slot.key, len(values))
             lb.int_values(slot, values)
     open_attributes(lb, len(shape))
+
+
+def _fit_hint(lb: LineBuild, key: str, count: int) -> None:
+    """Read a hinted bound vector that does not fit the slice's `count` axes as one value.
+
+    (A hint copied from a value an earlier draw gave two entries; the `where` lines that
+    hinted it name one entry, `int(value(starts)) == k`.)
+    """
+    forced = lb.choices.overrides.get(("value", key))
+    if forced is None:
+        return
+    array = np.ravel(np.asarray(forced))
+    if array.size not in (1, count):
+        lb.choices.override(("value", key), array[0])
 
 
 def _pads(lb: LineBuild, shape: Shape, mode: str) -> list[int]:

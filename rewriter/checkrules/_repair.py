@@ -7,6 +7,8 @@ For a line that is false, a few shapes of condition name a choice directly:
   or an attribute variable): the choice becomes the value of `E` on this instance;
 * `shape(v) in E`, `dtype(v) in E`, `[dtype(a), dtype(b)] in E`: one element of `E`;
 * `v == u` for a free `v` and a defined `u`: `v` becomes the same value (non-linear use);
+* `v == none` for an optional input `v?`: `v` is left out;
+* `normalize_axis(a, r) == [k, ...]` (axes the rule lists): `a` becomes that list;
 * `f(a) == f(b)` with one choosable variable on each side: `b` takes `a`'s value;
 * `all(value(v) == E)`, `not any(value(v))`, `all_close(value(v), E)`: `v` is filled;
   `all(value(v) > k)` (or `>=`, `<`, `<=`) fills it with a value on that side of `k`;
@@ -30,7 +32,7 @@ import numpy as np
 
 import ir
 from rewriter import rules
-from rewriter.checkrules._analysis import RulePlan, names_in
+from rewriter.checkrules._analysis import RulePlan, names_in, walk
 from rewriter.checkrules._choices import Choices
 from rewriter.checkrules._dynamic import SYMBOLIC
 from rewriter.engine import UNKNOWN, EvalContext, EvalError, evaluate, truth
@@ -53,6 +55,12 @@ class Repairer:
         self.choices = choices
         self.ctx = ctx
         self.const_vars = const_vars
+        self.optional = frozenset(
+            p.name
+            for line in plan.lines
+            for p in line.inputs
+            if isinstance(p, rules.InputVar) and p.optional
+        )
         self.changed = False
 
     def value(self, expr: rules.Expr) -> Any:
@@ -98,6 +106,10 @@ class Repairer:
 
     # comparisons -----------------------------------------------------------------------------
     def _compare(self, expr: rules.Compare, tag: object) -> None:
+        absent = absent_input(expr, self.optional)
+        if absent is not None:
+            self._set(("present", absent), False)
+            return
         readers = _wants_more_uses(expr)
         bound = _wants_lower_bound(expr) or self._computed_lower_bound(expr)
         if _asks_unknown_dims(expr):
@@ -111,6 +123,8 @@ class Repairer:
                 ("value", name), self.choices.pick(("bound", name, tag), (low, low + 1, low + 3))
             )
         elif expr.op == "==":
+            if self._assign_axes(expr.left, expr.right):
+                return
             if self._assign(expr.left, expr.right) or self._assign(expr.right, expr.left):
                 return
             self._copy(expr.left, expr.right)
@@ -152,6 +166,8 @@ class Repairer:
             return self._assign_value(target.args[0], value)
         if isinstance(target, rules.Call) and target.func == "normalize_axis":
             return self._assign_axis(target, value)
+        if isinstance(target, rules.Index):
+            return self._assign_dim(target, value)
         if isinstance(target, rules.Call) and len(target.args) == 1:
             arg = target.args[0]
             if not isinstance(arg, rules.Name) or not self._free(arg.name):
@@ -178,16 +194,57 @@ class Repairer:
 
     def _assign_axis(self, target: rules.Call, value: Any) -> bool:
         """`normalize_axis(a, r) == v`: `a` becomes `v` (or `v - r`, the same axis)."""
-        if len(target.args) != 2 or isinstance(value, bool) or not isinstance(value, int):
-            return False
-        rank = self.value(target.args[1])
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= value < rank:
+        rank = self.value(target.args[1]) if len(target.args) == 2 else None
+        if isinstance(rank, bool) or not isinstance(rank, int) or not _is_axis(value, rank):
             return False
         negative = self.choices.chance(("repair_axis", _expr_key(target.args[0])), 30)
         return self._assign_value(target.args[0], value - rank if negative else value)
 
+    def _assign_axes(self, target: rules.Expr, source: rules.Expr) -> bool:
+        """`normalize_axis(a, r) == [k, ...]` with listed axes: `a` becomes that list.
+
+        (Only a list the rule writes: one computed from another value's axes is left to
+        `_copy`, which keeps the value's own form.)
+        """
+        if not (
+            isinstance(target, rules.Call)
+            and target.func == "normalize_axis"
+            and len(target.args) == 2
+            and isinstance(source, rules.ListExpr)
+        ):
+            return False
+        rank, axes = self.value(target.args[1]), self.value(source)
+        if isinstance(rank, bool) or not isinstance(rank, int) or not isinstance(axes, list):
+            return False
+        if not axes or not all(_is_axis(a, rank) for a in axes):
+            return False
+        return self._assign_value(target.args[0], axes)
+
+    def _assign_dim(self, target: rules.Index, value: Any) -> bool:
+        """`shape(v)[i] == n` for a free `v` of known shape: that dim of `v` becomes n."""
+        if isinstance(target.index, rules.Slice) or not _is_axis(value, 2**31) or value < 1:
+            return False
+        call, index = target.obj, self.value(target.index)
+        if not (
+            isinstance(call, rules.Call)
+            and call.func == "shape"
+            and len(call.args) == 1
+            and isinstance(call.args[0], rules.Name)
+            and self._free(call.args[0].name)
+        ):
+            return False
+        shape = self.value(call)
+        if not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+            return False
+        if not _is_axis(index, len(shape)):
+            return False
+        dims = list(shape)
+        dims[index] = value
+        self._set(("shape", call.args[0].name), tuple(dims))
+        return True
+
     def _set_variable(self, name: str, value: Any) -> bool:
-        if not _is_data(value):
+        if not _is_data(value) or not _fits_int64(value):
             return False
         if name in self.plan.attr_vars:
             if isinstance(value, np.ndarray):
@@ -201,7 +258,12 @@ class Repairer:
         return False
 
     def _copy(self, left: rules.Expr, right: rules.Expr) -> None:
-        """`f(a) == f(b)`: give `b` the value `a` has (attributes or constants alike)."""
+        """`f(a) == f(b)`: give `b` the value `a` has (attributes or constants alike).
+
+        Not across arithmetic (`int(value(e)) == 2 * int(value(s))`: `s` is not `e`).
+        """
+        if any(isinstance(e, rules.Binary) for side in (left, right) for e in walk(side)):
+            return
         sources = [n for n in dict.fromkeys(names_in(left)) if self._choosable(n)]
         targets = [n for n in dict.fromkeys(names_in(right)) if self._choosable(n)]
         sources = [n for n in sources if self.ctx.bindings.get(n) is not None]
@@ -320,6 +382,32 @@ def _equal(a: Any, b: Any) -> bool:
         return bool(np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
     except (TypeError, ValueError):
         return False
+
+
+def absent_input(expr: rules.Expr, optional: frozenset[str]) -> str | None:
+    """The optional input `v` of `v == none` (either side), else None."""
+    if not isinstance(expr, rules.Compare) or expr.op != "==":
+        return None
+    for name, other in ((expr.left, expr.right), (expr.right, expr.left)):
+        if (
+            isinstance(name, rules.Name)
+            and name.name in optional
+            and isinstance(other, rules.Const)
+            and other.value is None
+        ):
+            return name.name
+    return None
+
+
+def _is_axis(value: Any, rank: int) -> bool:
+    """True for an int in `[0, rank)`."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < rank
+
+
+def _fits_int64(value: Any) -> bool:
+    """False for an int (or ints) no int64 holds (twice a slice's `-INT64_MAX` end, say)."""
+    ints = [v for v in np.ravel(np.asarray(value, dtype=object)) if isinstance(v, int)]
+    return all(-(2**63) <= v < 2**63 for v in ints)
 
 
 def _is_data(value: Any) -> bool:

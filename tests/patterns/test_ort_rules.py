@@ -747,6 +747,72 @@ def test_ort_attention_from_packed_projection_near_misses(cuts):
     assert not fired(rewrite(model, MHA))
 
 
+def packed_mha_past_model(
+    past_order: tuple[int, int] = (0, 1), present_order: str = "uk, uv", split: bool = False
+):
+    """The packed projection's MultiHeadAttention with a past cut from onnxruntime's packed
+    [2, B, heads, P, head_size] cache (two Slices of axis 0, or one Split) and the present
+    packed back (Unsqueeze at 0, Concat on axis 0), as onnxscript's attention test writes it.
+    `past_order` gives the cache entries read as past key and value."""
+    key_at, value_at = past_order
+    if split:
+        cut = "k5, v5 = Split <axis = 0> (past)"
+    else:
+        cut = f"""k5 = Slice (past, c{key_at}, c{key_at + 1}, zero)
+            v5 = Slice (past, c{value_at}, c{value_at + 1}, zero)"""
+    return build(
+        f"""{_ms(opset=17)}
+        g (float[B, S, 8] x, float[8, 48] w, float[48] b, float[2, B, 2, P, 8] past)
+            => (float[B, S, 16] y, float[2, B, 2, T, 8] present) {{
+            p = MatMul (x, w)
+            q = Slice (p, c0, c16, last)
+            k = Slice (p, c16, c32, last)
+            v = Slice (p, c32, c48, last)
+            {cut}
+            pk = Squeeze (k5, zero)
+            pv = Squeeze (v5, zero)
+            y, prk, prv = com.microsoft.MultiHeadAttention <num_heads = 2> (q, k, v, b, , , pk, pv)
+            uk = Unsqueeze (prk, zero)
+            uv = Unsqueeze (prv, zero)
+            present = Concat <axis = 0> ({present_order})
+        }}""",
+        check=False,  # onnx has no schema for com.microsoft ops
+        **{f"c{n}": np.array([n], np.int64) for n in (0, 1, 2, 16, 32, 48)},
+        zero=np.array([0], np.int64),
+        last=np.array([-1], np.int64),
+    )
+
+
+@pytest.mark.parametrize(
+    ("split", "rule"),
+    [
+        (False, "ort_attention_from_packed_projection_with_past"),
+        (True, "ort_attention_from_packed_projection_with_split_past"),
+    ],
+)
+def test_ort_attention_from_packed_projection_with_past(split, rule):
+    # onnxscript's attention_with_past fusion: Attention reads onnxruntime's packed cache as
+    # its `past` and writes the packed `present`, as the Slices, Squeezes, MultiHeadAttention,
+    # Unsqueezes and Concat did
+    model = packed_mha_past_model(split=split)
+    result = rewrite(model, MHA)
+    check_fired(model, result, {rule: 1}, ["Attention"])
+    (node,) = result.proto.graph.node
+    assert list(node.input) == ["x", "w", "b", "", "past"]
+    assert list(node.output) == ["y", "present"]
+
+
+@pytest.mark.parametrize(
+    ("past_order", "present_order"), [((1, 0), "uk, uv"), ((0, 1), "uv, uk"), ((0, 0), "uk, uv")]
+)
+def test_ort_attention_with_past_near_misses(past_order, present_order):
+    # the cache's entries read as value and key, the present packed value first, the key's
+    # entry read twice: Attention's past and present hold the key first, the value second
+    model = packed_mha_past_model(past_order, present_order)
+    result = rewrite(model, MHA)
+    assert "Attention" not in [n.op_type for n in result.proto.graph.node]
+
+
 def test_ort_attention_near_miss_keeps_mha_when_k_projects_another_input():
     model = bert_attention_model(same_input=False)
     result = rewrite(model, MHA, FOLDING)

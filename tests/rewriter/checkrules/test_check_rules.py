@@ -390,3 +390,17 @@ def test_rules_a_boolean_param_switches_off_are_checked_with_it_switched(tmp_pat
     assert wrong.detail.startswith("with param keep_negatives = false")
     assert main(["check-rules", str(path), "--jobs", "2", "--strict"]) == 1
     assert "abs_for_relu_when_negatives_go" in capsys.readouterr().out
+
+
+def test_where_hints_reach_the_lines_built_before_a_failed_line() -> None:
+    # onnxruntime's packed cache: a Squeeze of axis 0 fails after Slices that cut another axis
+    # of a rank-4 cache, and MultiHeadAttention refuses the masks the rule asks absent
+    # (`kpm == none`); hinting the Slices from the `where` lines about them, the cache from
+    # its rank-5 template and the absent masks builds instances the rule matches
+    library = Path(__file__).resolve().parents[3] / "patterns" / "ort" / "attention.rw"
+    names = [
+        "ort_attention_from_packed_projection_with_past",
+        "ort_attention_from_packed_projection_with_split_past",
+    ]
+    reports = check_rules(load_rules(library), CheckOptions(seed=0), names=names)
+    assert {r.name: r.status for r in reports} == dict.fromkeys(names, Status.VERIFIED), reports
