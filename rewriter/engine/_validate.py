@@ -70,8 +70,9 @@ def find_change_problem(journal: ir.Journal, model: ir.Model) -> str | None:
     A built-in pass is held to what a rule's rewrite is held to, whatever it changed: every
     node it added or rewired reads values defined where it is, graph outputs are still
     computed, no cycle appeared, a value that took another's place in a node input or a graph
-    output has no contradicting dtype, rank or static dims, and every added node passes
-    onnx's per-node inference with outputs that agree with the types recorded on them.
+    output has no contradicting dtype, rank or static dims, and every added node (and every
+    node whose input list changed length) passes onnx's per-node inference with outputs that
+    agree with the types recorded on them.
     Graphs the changes took out of the model (an inlined branch) are not judged.
     """
     opsets = model.opset_imports
@@ -91,13 +92,24 @@ def find_change_problem(journal: ir.Journal, model: ir.Model) -> str | None:
             ir.topological_order(graph)
         except ir.GraphStructureError as exc:
             return str(exc)
+    # A node whose input list grew or shrank (a Concat with another Concat's inputs spliced
+    # in) has no value standing in another's place: the node is judged whole instead, its
+    # outputs against what onnx's inference gives from its new inputs.
+    resized = dict.fromkeys(
+        change.node for change in changes if (change.old is None) != (change.new is None)
+    )
     for change in changes:
-        if change.node.graph not in live:
+        if change.node.graph not in live or change.node in resized:
             continue
         if change.old is not None and change.new is not None:
             problem = _replacement_problem(change.old, change.new)
             if problem is not None:
                 return f"{_label(change.node)} input {change.index}: {problem}"
+    for node in resized:
+        if node.graph in live:
+            problem = _ill_typed(node, opsets)
+            if problem is not None:
+                return problem
     for output in journal.output_changes():
         problem = _replacement_problem(output.old, output.new)
         if problem is not None:

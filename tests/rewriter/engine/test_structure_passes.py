@@ -161,6 +161,26 @@ def test_concats_on_the_same_axis_flatten_at_any_position():
     _same_outputs(proto, result)
 
 
+def test_a_run_keeps_a_flattening_whose_inputs_have_other_static_sizes():
+    # onnxoptimizer's test_fuse_concats: the spliced inputs take other positions with other
+    # sizes than the inner Concat's output had; the run's check of the pass judges the
+    # Concat whole (its output type from its new inputs), not input by input.
+    proto = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 13]>
+        g (float[2, 3, 4] a, float[4, 3, 4] b, float[2, 3, 4] c, float[4, 3, 4] d,
+           float[2, 3, 4] e, float[4, 3, 4] f, float[4, 3, 4] g) => (float[22, 3, 4] z) {
+            x = Concat <axis = 0> (a, b, c)
+            y = Concat <axis = 0> (d, e, f)
+            z = Concat <axis = 0> (x, g, y)
+        }"""
+    )
+    result = rewriter.rewrite(proto)
+    assert not result.trace.warnings
+    (node,) = result.proto.graph.node
+    assert list(node.input) == ["a", "b", "c", "g", "d", "e", "f"]
+    _same_outputs(proto, result.proto)
+
+
 def test_concats_on_other_axes_or_with_other_readers_stay():
     proto, result, count = _flatten(
         """<ir_version: 8, opset_import: ["" : 13]>
