@@ -105,13 +105,16 @@ def _runtime_nodes(
 ) -> Iterator[tuple[onnx.NodeProto, RuntimeOp]]:
     """The nodes of onnxruntime's ops onnx has no schema for at `opset` (subgraphs too)."""
     for node in _all_nodes(graph):
-        if node.domain not in ("", "ai.onnx"):
-            continue
-        if find_schema(node.op_type, node.domain, opset) is not None:
-            continue
-        op = find_runtime_op(node.op_type, node.domain, opset)
+        op = _runtime_op(node.op_type, node.domain, opset)
         if op is not None:
             yield node, op
+
+
+def _runtime_op(op_type: str, domain: str, opset: int) -> RuntimeOp | None:
+    """The op onnxruntime runs by that name in the default domain at `opset`, onnx none."""
+    if domain not in ("", "ai.onnx") or find_schema(op_type, domain, opset) is not None:
+        return None
+    return find_runtime_op(op_type, domain, opset)
 
 
 def runtime_ops_lost(model: Model, target: int) -> tuple[Node, ...]:
@@ -127,11 +130,7 @@ def runtime_ops_lost(model: Model, target: int) -> tuple[Node, ...]:
         return ()
     lost = []
     for node in model.graph.all_nodes():
-        if node.domain not in ("", "ai.onnx"):
-            continue
-        if find_schema(node.op_type, node.domain, current) is not None:
-            continue
-        op = find_runtime_op(node.op_type, node.domain, current)
+        op = _runtime_op(node.op_type, node.domain, current)
         if op is not None and not _converts(op, target):
             lost.append(node)
     return tuple(lost)

@@ -6,7 +6,9 @@ attention step whose additive mask is written as transformers writes it,
 `(1 - mask) * finfo(float32).min`, before a Softmax (float16 must keep it finite).
 `shared_weight_mlp`: two MatMuls that read one weight (onnxruntime does not fuse a 4-bit
 DequantizeLinear that two MatMuls read). `conv_hardswish`: a Conv whose output reaches far
-below -3 before a HardSwish (the output's quantized range need not go there).
+below -3 before a HardSwish (the output's quantized range need not go there). `two_convs`:
+Conv -> Relu -> Conv of any rank and group (which first layers the int8 preset keeps float;
+how activation ranges are read).
 """
 
 from __future__ import annotations
@@ -258,6 +260,44 @@ def two_input_cnn(seed: int = 0) -> onnx.ModelProto:
             helper.make_tensor_value_info("s", TensorProto.FLOAT, ["N", 4]),
         ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16])],
+        weights,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def two_convs(
+    first_weight: tuple[int, ...],
+    group: int,
+    x_shape: tuple[int, ...],
+    *,
+    divisor: float = 3.0,
+) -> onnx.ModelProto:
+    """x -> Conv (first_weight, group) -> Relu -> a second Conv of the same rank.
+
+    Weights are standard normal draws (seed 0) divided by `divisor`.
+    """
+    rng = np.random.default_rng(0)
+    channels = first_weight[0]
+    kernel = (1,) * (len(first_weight) - 2)
+    weights = [
+        numpy_helper.from_array(
+            (rng.standard_normal(first_weight) / divisor).astype(np.float32), "w0"
+        ),
+        numpy_helper.from_array(
+            (rng.standard_normal((channels, channels, *kernel)) / divisor).astype(np.float32),
+            "w1",
+        ),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["c0"], "conv0", group=group),
+        helper.make_node("Relu", ["c0"], ["r0"], "relu0"),
+        helper.make_node("Conv", ["r0", "w1"], ["y"], "conv1"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "two_convs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         weights,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])

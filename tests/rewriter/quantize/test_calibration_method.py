@@ -10,6 +10,7 @@ import pytest
 from rewriter.api import CalibrationSamples, RewriteOptions, SpeedCheck, library_path, rewrite
 from rewriter.cli import main
 from rewriter.quantize import calibration_method, collect_calibration
+from tests.quantize_models import two_convs
 
 OFF = SpeedCheck(enabled=False)
 SHAPE = (2, 16, 8, 8)
@@ -18,26 +19,7 @@ OUTLIER = 40.0
 
 def _conv_relu_conv() -> onnx.ModelProto:
     """x [2, 16, 8, 8] -> 1x1 Conv -> Relu -> 1x1 Conv (16 input channels: no image Conv)."""
-    rng = np.random.default_rng(0)
-    weights = [
-        onnx.numpy_helper.from_array(
-            (rng.standard_normal((16, 16, 1, 1)) / 4).astype(np.float32), name
-        )
-        for name in ("w0", "w1")
-    ]
-    nodes = [
-        onnx.helper.make_node("Conv", ["x", "w0"], ["c0"], "conv0"),
-        onnx.helper.make_node("Relu", ["c0"], ["r0"], "relu0"),
-        onnx.helper.make_node("Conv", ["r0", "w1"], ["y"], "conv1"),
-    ]
-    graph = onnx.helper.make_graph(
-        nodes,
-        "conv_relu_conv",
-        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(SHAPE))],
-        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
-        weights,
-    )
-    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 14)])
+    return two_convs((16, 16, 1, 1), 1, SHAPE, divisor=4.0)
 
 
 def _samples_with_one_outlier() -> tuple[dict[str, np.ndarray], ...]:

@@ -19,6 +19,7 @@ from tests.quantize_models import (
     hardswish_cnn,
     masked_attention,
     shared_weight_mlp,
+    two_convs,
     two_input_cnn,
 )
 
@@ -404,36 +405,6 @@ def test_an_unknown_preset_is_a_value_error():
     assert rewriter.RewriteOptions(quantize="int8").quantize == "int8"
 
 
-def _two_convs(
-    first_weight: tuple[int, ...], group: int, x_shape: tuple[int, ...]
-) -> onnx.ModelProto:
-    """x -> Conv (first_weight, group) -> Relu -> a second Conv of the same rank."""
-    rng = np.random.default_rng(0)
-    channels = first_weight[0]
-    kernel = (1,) * (len(first_weight) - 2)
-    weights = [
-        onnx.numpy_helper.from_array(
-            (rng.standard_normal(first_weight) / 3).astype(np.float32), "w0"
-        ),
-        onnx.numpy_helper.from_array(
-            (rng.standard_normal((channels, channels, *kernel)) / 3).astype(np.float32), "w1"
-        ),
-    ]
-    nodes = [
-        onnx.helper.make_node("Conv", ["x", "w0"], ["c0"], "conv0", group=group),
-        onnx.helper.make_node("Relu", ["c0"], ["r0"], "relu0"),
-        onnx.helper.make_node("Conv", ["r0", "w1"], ["y"], "conv1"),
-    ]
-    graph = onnx.helper.make_graph(
-        nodes,
-        "two_convs",
-        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x_shape))],
-        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
-        weights,
-    )
-    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 14)])
-
-
 @pytest.mark.parametrize(
     ("first_weight", "group", "x_shape"),
     [
@@ -442,7 +413,7 @@ def _two_convs(
     ],
 )
 def test_int8_quantizes_a_first_conv_that_is_no_image_convolution(first_weight, group, x_shape):
-    model = _two_convs(first_weight, group, x_shape)
+    model = two_convs(first_weight, group, x_shape)
     rng = np.random.default_rng(1)
     samples = tuple({"x": rng.standard_normal(x_shape).astype(np.float32)} for _ in range(3))
     result = rewrite(
