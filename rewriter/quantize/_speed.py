@@ -11,16 +11,26 @@ is timed against the float original (the model as the caller gave it): when it i
 slower, every layer goes back to float.
 
 Timing: whole-model runs on the same inputs, the two models alternating (A B A B ...) so that
-the machine's load falls on both alike, `rounds` pairs after a warm-up run each; the medians
-are compared (more pairs for models that run in a millisecond or less, up to about a second
-per comparison). With one intra-op thread the calling thread's CPU time is measured (onnxruntime
-then runs the graph on it), which leaves out waiting for a core on a busy machine; otherwise
-wall time.
+the machine's load falls on both alike, `rounds` pairs after a warm-up run each (more pairs for
+models that run in a millisecond or less, up to about a second per comparison). With one
+intra-op thread the calling thread's CPU time is measured (onnxruntime then runs the graph on
+it), which leaves out waiting for a core on a busy machine; otherwise wall time.
+
+Deciding: each pair gives a ratio (approximate run over the float run next to it, so a change
+of load between pairs cancels), and a group goes back to float only when the ratios show it
+slower by more than `margin` with 95% confidence: a sign test, whose one-sided lower bound on
+the median ratio is an order statistic of the ratios (with 7 pairs, the smallest: every pair
+must agree). While the bounds straddle `1 + margin`, the comparison is extended with more pairs
+(up to 4x `rounds`); a group still undecided then keeps its approximate form, as not shown
+slower. On a loaded machine the medians of a few runs each moved by more than the margin from
+one run to the next, so the same model was kept float in one run and quantized in the next;
+paired ratios and a confidence bound make the decision one that repeats.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +45,10 @@ LEVELS = ("disabled", "basic", "extended", "all")
 # A comparison of two fast models runs more pairs than `rounds`, up to about this long.
 _SECONDS_PER_COMPARISON = 1.0
 _MOST_ROUNDS = 200
+# An undecided comparison grows to at most this many times its pairs.
+_MOST_EXTENSION = 4
+# One-sided error allowed when calling a group slower (or not slower): 5%.
+_ALPHA = 0.05
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,8 +60,8 @@ class SpeedCheck:
         level: graph optimization level: "disabled", "basic", "extended" or "all".
         providers: onnxruntime execution providers.
         rounds: timed runs of each model per comparison, alternating with the other's.
-        margin: a group goes back to float only when float is faster by more than this share
-            (timing noise of a few percent must not decide).
+        margin: a group goes back to float only when its timed pairs show float faster by
+            more than this share with 95% confidence (timing noise must not decide).
         samples: inputs to time on (the first is used); empty: the caller's default.
         enabled: False skips the check (`--no-speed-check`).
         progress: called with a few words as each group is timed (for a status line).
@@ -95,10 +109,18 @@ class GroupTiming:
     approximate_ms: float
     float_ms: float
     kept_float: bool
+    ratio: float | None = None
+    bounds: tuple[float, float] = (0.0, float("inf"))
+    pairs: int = 0
 
     @property
     def slower_by(self) -> float:
-        """How much slower the approximate version is (negative: faster)."""
+        """How much slower the approximate version is (negative: faster).
+
+        The median of the pairs' ratios when measured in pairs, else the ratio of the medians.
+        """
+        if self.ratio is not None:
+            return self.ratio - 1.0
         return self.approximate_ms / self.float_ms - 1.0 if self.float_ms > 0 else 0.0
 
 
@@ -158,6 +180,8 @@ class SpeedResult:
                     "approximate_ms": g.approximate_ms,
                     "float_ms": g.float_ms,
                     "slower_by": g.slower_by,
+                    "ratio_bounds": list(g.bounds),
+                    "pairs": g.pairs,
                     "kept_float": g.kept_float,
                 }
                 for g in self.groups
@@ -198,11 +222,13 @@ class _Timer:
             raise RewriteError(f"speed check: onnxruntime cannot run a model: {exc}") from exc
         return session
 
-    def compare(self, first: Any, second: Any) -> tuple[float, float]:
-        """Median milliseconds per run of each session, their runs alternating.
+    def compare(self, first: Any, second: Any, margin: float) -> Comparison:
+        """The two sessions timed in alternating pairs until the ratio is decided.
 
         At least `rounds` pairs; a fast model gets more, up to about a second per comparison
-        (medians of sub-millisecond runs need many to settle).
+        (medians of sub-millisecond runs need many to settle). While the confidence bounds
+        of the ratio straddle `1 + margin`, more pairs are timed, up to `_MOST_EXTENSION`
+        times as many.
         """
         start = time.perf_counter()
         first.run(None, self.feeds)
@@ -210,12 +236,71 @@ class _Timer:
         pair = max(time.perf_counter() - start, 1e-6)
         rounds = max(self.check.rounds, min(_MOST_ROUNDS, int(_SECONDS_PER_COMPARISON / pair)))
         times: tuple[list[float], list[float]] = ([], [])
-        for _ in range(rounds):
-            for session, bucket in ((first, times[0]), (second, times[1])):
-                start = self.clock()
-                session.run(None, self.feeds)
-                bucket.append(self.clock() - start)
-        return 1000 * statistics.median(times[0]), 1000 * statistics.median(times[1])
+        target = rounds
+        while True:
+            while len(times[0]) < target:
+                for session, bucket in ((first, times[0]), (second, times[1])):
+                    begin = self.clock()
+                    session.run(None, self.feeds)
+                    bucket.append(self.clock() - begin)
+            comparison = Comparison.of(times[0], times[1])
+            if not comparison.undecided(margin) or target >= _MOST_EXTENSION * rounds:
+                return comparison
+            target = min(_MOST_EXTENSION * rounds, 2 * target)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Comparison:
+    """Two models timed in pairs: medians, and the median ratio with its confidence bounds."""
+
+    first_ms: float
+    second_ms: float
+    ratio: float
+    bounds: tuple[float, float]
+    pairs: int
+
+    @classmethod
+    def of(cls, first: Sequence[float], second: Sequence[float]) -> Comparison:
+        """From the seconds of each run, `first[i]` and `second[i]` timed one after the other."""
+        ratios = sorted(
+            a / b if b > 0 else float("inf") for a, b in zip(first, second, strict=True)
+        )
+        return cls(
+            1000 * statistics.median(first),
+            1000 * statistics.median(second),
+            statistics.median(ratios),
+            median_bounds(ratios),
+            len(ratios),
+        )
+
+    def slower(self, margin: float) -> bool:
+        """The first model is slower than the second by more than `margin`, with confidence."""
+        return self.bounds[0] > 1.0 + margin
+
+    def undecided(self, margin: float) -> bool:
+        """The bounds straddle `1 + margin`: neither slower nor not slower is shown."""
+        return self.bounds[0] <= 1.0 + margin < self.bounds[1]
+
+
+def median_bounds(ordered: Sequence[float], alpha: float = _ALPHA) -> tuple[float, float]:
+    """One-sided (1 - alpha) lower and upper bounds on the median of what `ordered` samples.
+
+    Distribution-free (a sign test): the median lies below the k-th smallest sample only if at
+    most k - 1 samples fall below it, which has probability P(Binomial(n, 1/2) <= k - 1); the
+    bound is the largest order statistic where that is at most `alpha`. Too few samples for
+    any bound (fewer than 5 at 5%) give (0, inf).
+    """
+    n = len(ordered)
+    cumulative = 0.0
+    index = -1
+    for k in range(n):
+        cumulative += math.comb(n, k) / 2**n
+        if cumulative > alpha:
+            break
+        index = k
+    if index < 0:
+        return 0.0, float("inf")
+    return ordered[index], ordered[n - 1 - index]
 
 
 def _groups(layers: Layers, choice: Mapping[int, int | None]) -> list[tuple[str, list[int]]]:
@@ -254,32 +339,42 @@ def check_speed(
             progress(f"speed check: group {number}/{len(groups)} (`{rule}`, {len(members)} layers)")
         without = {**current, **dict.fromkeys(members)}
         other = timer.session(build(without))
-        approximate_ms, float_ms = timer.compare(current_session, other)
-        slower = approximate_ms > float_ms * (1.0 + check.margin)
-        timings.append(GroupTiming(rule, tuple(members), approximate_ms, float_ms, slower))
+        measured = timer.compare(current_session, other, check.margin)
+        slower = measured.slower(check.margin)
+        timings.append(_timing(rule, members, measured, slower))
         if slower:
             current, current_session = without, other
     float_session = timer.session(reference if reference is not None else build({}))
-    final_ms, float_ms = timer.compare(current_session, float_session)
-    if any(option is not None for option in current.values()) and final_ms > float_ms * (
-        1.0 + check.margin
-    ):
+    measured = timer.compare(current_session, float_session, check.margin)
+    final_ms, float_ms = measured.first_ms, measured.second_ms
+    if any(option is not None for option in current.values()) and measured.slower(check.margin):
         notes.append(
             f"every layer kept float: the approximate model was still slower by "
-            f"{100 * (final_ms / float_ms - 1):.0f}% than the float one"
+            f"{100 * (measured.ratio - 1):.0f}% than the float one"
         )
         members = [index for index, option in current.items() if option is not None]
         # Named after the rules it holds, so that the reason names their precision.
         rules = ", ".join(
             dict.fromkeys(rule for rule, group in groups if set(group) & set(members))
         )
-        timings.append(
-            GroupTiming(f"every layer ({rules})", tuple(members), final_ms, float_ms, True)
-        )
+        timings.append(_timing(f"every layer ({rules})", members, measured, True))
         current = dict.fromkeys(current)
         final_ms = float_ms
     seconds = time.perf_counter() - start
     return current, SpeedResult(check, float_ms, final_ms, tuple(timings), seconds, tuple(notes))
+
+
+def _timing(rule: str, members: Sequence[int], measured: Comparison, kept: bool) -> GroupTiming:
+    return GroupTiming(
+        rule,
+        tuple(members),
+        measured.first_ms,
+        measured.second_ms,
+        kept,
+        measured.ratio,
+        measured.bounds,
+        measured.pairs,
+    )
 
 
 def first_feeds(samples: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
