@@ -38,25 +38,30 @@ from rewriter.api._options import RewriteOptions
 from rewriter.api._rewrite import PhaseClock, RewriteResult, finish, prepare
 from rewriter.api._stages import SplitRules, renamed_by_every_rule, split_rules, statistics_on
 from rewriter.api._vocabulary import pass_manager
-from rewriter.engine import KernelAvailability, RunOptions, SkipEntry, Trace, TraceEntry
+from rewriter.engine import (
+    KernelAvailability,
+    RunOptions,
+    SkipEntry,
+    Trace,
+    TraceEntry,
+    int8_sums_saturate,
+)
 from rewriter.quantize import (
+    SATURATION_NOTE,
     AccuracyBudget,
     Decision,
     Layers,
     SpeedCheck,
     SpeedResult,
     budget_inputs,
-    calibration_feeds,
     check_speed,
     correct_biases,
     find_layers,
     first_layers,
     fusion_misses,
-    integer_kernels_saturate,
     kept_float_reason,
     materialize,
     name_every_node,
-    output_snr,
     preset,
     tune,
 )
@@ -71,10 +76,6 @@ if TYPE_CHECKING:
 
 # Rounds of "leave out every approximate site found so far; do other rules take the nodes?"
 _DISCOVERY_ROUNDS = 4
-# Inputs drawn to compare a model's outputs on when the caller gave no samples.
-_PLAIN_SAMPLES = 4
-_CPU = ("CPUExecutionProvider",)
-_INT8 = 3  # onnx.TensorProto.INT8 (onnx is imported lazily here)
 # The ops of onnxruntime's own domain that a preset may write when the model imports it.
 _RUNTIME_DOMAIN = "com.microsoft"
 
@@ -134,7 +135,10 @@ def _preset_rules(
     adjusted = dataclasses.replace(
         options, exclude_rules=frozenset(options.exclude_rules) | chosen.excluded_rules
     )
-    return ruleset, adjusted, list(chosen.notes), chosen.min_opset
+    notes = list(chosen.notes)
+    if chosen.name == "int8" and "weight_bits" not in options.params and int8_sums_saturate():
+        notes.append(SATURATION_NOTE)
+    return ruleset, adjusted, notes, chosen.min_opset
 
 
 def _with_preset_files(rules: RulesLike, files: Sequence[str]) -> list[str | os.PathLike[str]]:
@@ -179,30 +183,6 @@ def rewrite_measured(
         RewriteError: bad rules or model; calibration samples or budget inputs the model
             cannot run; models that cannot be measured.
     """
-    result, reference = _rewrite_measured(model, rules, options)
-    if reference is None:
-        return result
-    return _prefer_unsaturated_weights(model, rules, options, result, reference)
-
-
-@dataclasses.dataclass(frozen=True)
-class _FloatReference:
-    """The float model a precision stage started from, and inputs to compare outputs on."""
-
-    model: bytes
-    feeds: list[dict[str, Any]]
-
-
-def _rewrite_measured(
-    model: str | os.PathLike[str] | ir.Model | onnx.ModelProto,
-    rules: RulesLike,
-    options: RewriteOptions,
-) -> tuple[RewriteResult, _FloatReference | None]:
-    """The measured run, and what the int8 weights' check compares with.
-
-    None in place of that: no precision stage ran, or the run gets no check
-    (`_checks_kernels`).
-    """
     clock = PhaseClock()
     ruleset, options, notes, least_opset = _preset_rules(rules, options, clock)
     split = split_rules(ruleset)
@@ -216,19 +196,13 @@ def _rewrite_measured(
         # A replay (the bisection of `--verify`) counts the steps of stage 1 one by one; the
         # later stages build the model from measured layers, so they come whole, as one step.
         if before.steps >= options.replay_steps:
-            return finish(prepared, float_model, before, ruleset, options, clock), None
+            return finish(prepared, float_model, before, ruleset, options, clock)
         options = dataclasses.replace(options, replay_steps=None)
     if split is None:
         result = finish(prepared, float_model, before, ruleset, options, clock)
-        return _without_approximate(result, source, options, notes), None
+        return _without_approximate(result, source, options, notes)
     run = _Run(ruleset, split, options, options, clock, notes)
     name_every_node(float_model)
-    reference = None
-    if _checks_kernels(model, options):
-        reference = _FloatReference(
-            bytes(ir.to_onnx(float_model).SerializeToString()),
-            _reference_feeds(float_model, options),
-        )
     with clock.phase("calibrate"):
         statistics = _statistics(float_model, options, ruleset)
     with clock.phase("rewrite"):
@@ -296,74 +270,9 @@ def _rewrite_measured(
         **result.timings,
         **{k: v for k, v in clock.seconds.items() if k not in result.timings},
     }
-    measured = dataclasses.replace(
+    return dataclasses.replace(
         result, budget=budget_result, speed=speed, notes=tuple(notes), timings=timings
     )
-    return measured, reference
-
-
-def _checks_kernels(model: object, options: RewriteOptions) -> bool:
-    """Whether a run gets the int8 weights' check (`_prefer_unsaturated_weights`).
-
-    The int8 preset, weights' width not set by the caller (`--param reduce_range=...`), and
-    the model given so that it can be rewritten again (a copy, a file or a proto).
-    """
-    return (
-        options.quantize == "int8"
-        and "reduce_range" not in options.params
-        and (options.copy or not isinstance(model, ir.Model))
-    )
-
-
-def _reference_feeds(float_model: ir.Model, options: RewriteOptions) -> list[dict[str, Any]]:
-    """The calibration samples, or else plain random inputs, to compare outputs on."""
-    if options.calibration_samples is not None:
-        return calibration_feeds(float_model, options.calibration_samples.samples)
-    return plain_samples(ir.to_onnx(float_model), _PLAIN_SAMPLES)
-
-
-def _prefer_unsaturated_weights(
-    model: str | os.PathLike[str] | ir.Model | onnx.ModelProto,
-    rules: RulesLike,
-    options: RewriteOptions,
-    result: RewriteResult,
-    reference: _FloatReference,
-) -> RewriteResult:
-    """`result`, or the model rewritten again with 7-bit weights.
-
-    Where onnxruntime's uint8 x int8 kernels saturate on this machine
-    (`rewriter.quantize.integer_kernels_saturate`) and the model holds int8 weights, the 7-bit
-    one when it runs closer to float on the samples.
-    """
-    providers = options.speed_check.providers if options.speed_check else _CPU
-    holds_int8 = any(t.data_type == _INT8 for t in result.proto.graph.initializer)
-    if not holds_int8 or not integer_kernels_saturate(tuple(providers)):
-        return result
-    reduced = _rewrite_measured(
-        model, rules, dataclasses.replace(options, params={**options.params, "reduce_range": True})
-    )[0]
-    written = bytes(result.proto.SerializeToString())
-    eight = output_snr(reference.model, written, reference.feeds, providers)
-    seven = output_snr(
-        reference.model, bytes(reduced.proto.SerializeToString()), reference.feeds, providers
-    )
-    samples = "calibration" if options.calibration_samples is not None else "plain"
-    found = (
-        f"onnxruntime's uint8 x int8 kernels saturate on this machine (x86 without VNNI adds "
-        f"two products in 16 bits); on the {samples} samples the model runs at "
-        f"{eight:.1f} dB against float with 8-bit weights, "
-        f"{seven:.1f} dB with 7-bit ones"
-    )
-    # Under a budget, a model that meets it wins over one that does not, whatever the SNR.
-    if (_meets_budget(reduced), seven) > (_meets_budget(result), eight):
-        note = f"weights in 7 bits (reduce_range): {found}"
-        return dataclasses.replace(reduced, notes=(*reduced.notes, note))
-    note = f"weights kept in 8 bits: {found}"
-    return dataclasses.replace(result, notes=(*result.notes, note))
-
-
-def _meets_budget(result: RewriteResult) -> bool:
-    return result.budget is None or result.budget.ok
 
 
 def _corrects_biases(options: RewriteOptions) -> bool:

@@ -61,7 +61,7 @@ from rewriter.engine._pending import (
     RewriteRejectedError,
 )
 from rewriter.engine._pipeline import DEFAULT_PIPELINE
-from rewriter.engine._runtime import KernelAvailability
+from rewriter.engine._runtime import KernelAvailability, int8_sums_saturate
 from rewriter.engine._trace import (
     SkipEntry,
     SnapshotNode,
@@ -151,6 +151,7 @@ __all__ = [
     "evaluate",
     "find_matches",
     "graph_label",
+    "int8_sums_saturate",
     "is_const",
     "labels",
     "node_label",

@@ -9,6 +9,7 @@ onnxruntime is imported here, when a fold runs, and used only through its public
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import logging
@@ -180,3 +181,39 @@ def _builds_a_session(
         text = str(exc)
         return not ("NOT_IMPLEMENTED" in text or "Could not find an implementation" in text)
     return True
+
+
+# The probe's depth: many pairs of products, as a layer's reduction has.
+_PROBE_DEPTH = 64
+
+
+@functools.lru_cache(maxsize=1)
+def int8_sums_saturate() -> bool:
+    """Whether onnxruntime's uint8 x int8 matrix product loses sums on this machine.
+
+    Its integer kernels (MatMulInteger, DynamicQuantizeMatMul, QLinearConv) on an x86 CPU
+    without VNNI (AVX2 only: AMD EPYC before Zen 4, Intel before Cascade Lake) multiply with
+    vpmaddubsw, which adds two products in 16 bits: 255 * 127 * 2 > 32767 saturates, and the
+    model run is not the model written. Asked of the runtime itself, once per process: a
+    MatMulInteger of uint8 255s by int8 127s, whose exact sums are depth * 255 * 127 (on one
+    AMD EPYC with onnxruntime 1.32 every one came out as 32 * 32767). False when onnxruntime
+    cannot run the probe.
+    """
+    import onnxruntime as ort
+
+    activations = np.full((8, _PROBE_DEPTH), 255, np.uint8)
+    weights = np.full((_PROBE_DEPTH, 8), 127, np.int8)
+    node = ir.Node("MatMulInteger", [ir.Value("x"), ir.Value("w")], outputs=["y"])
+    feeds = {"x": activations, "w": weights}
+    model = ir.evaluation_model([node], feeds, ["y"], {"": 13})
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    try:
+        session = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        sums = session.run(None, feeds)[0]
+    except Exception as exc:  # onnxruntime raises its own untyped error classes
+        logger.debug("the int8 saturation probe did not run: %s", exc)
+        return False
+    return bool(np.any(sums != _PROBE_DEPTH * 255 * 127))

@@ -15,9 +15,6 @@ whether they apply, by running models:
 * `tune`, `finish` (`_budget`, measuring with `_sensitivity`): the accuracy budget
   (`AccuracyBudget`, `--accept snr>=35`) on one switchable model.
 * `check_speed` (`_speed`): layers whose approximate form runs slower go back to float.
-* `integer_kernels_saturate`, `output_snr` (`_saturation`): whether onnxruntime's uint8 x
-  int8 kernels lose sums on this machine (x86 without VNNI), and how close a model runs to
-  float; where they do, the int8 preset also tries 7-bit weights.
 * `fusion_misses` (`_fusion`): layers onnxruntime did not fuse into its integer kernels.
 * `first_layers` (`_boundary`): the layers that compute first on the model's inputs, which
   the int8 preset keeps float.
@@ -42,7 +39,6 @@ from rewriter.quantize._budget import (
 from rewriter.quantize._budget_types import AccuracyBudget, BudgetResult, BudgetStep, SiteResult
 from rewriter.quantize._calibration import (
     CalibrationSamples,
-    calibration_feeds,
     calibration_method,
     collect_calibration,
 )
@@ -52,8 +48,7 @@ from rewriter.quantize._instance_calibration import (
     instance_calibration,
     reads_calibration,
 )
-from rewriter.quantize._presets import PRESETS, Preset, preset
-from rewriter.quantize._saturation import integer_kernels_saturate, output_snr
+from rewriter.quantize._presets import PRESETS, SATURATION_NOTE, Preset, preset
 from rewriter.quantize._sensitivity import Evaluation, default_jobs, nan_where_finite
 from rewriter.quantize._sites import (
     Layer,
@@ -69,6 +64,7 @@ from rewriter.quantize._speed import GroupTiming, SpeedCheck, SpeedResult, check
 __all__ = [
     "CALIBRATION_BUILTINS",
     "PRESETS",
+    "SATURATION_NOTE",
     "AccuracyBudget",
     "BiasCorrection",
     "BudgetResult",
@@ -85,7 +81,6 @@ __all__ = [
     "SpeedCheck",
     "SpeedResult",
     "budget_inputs",
-    "calibration_feeds",
     "calibration_method",
     "check_speed",
     "choice_without",
@@ -97,12 +92,10 @@ __all__ = [
     "first_layers",
     "fusion_misses",
     "instance_calibration",
-    "integer_kernels_saturate",
     "kept_float_reason",
     "materialize",
     "name_every_node",
     "nan_where_finite",
-    "output_snr",
     "preset",
     "reads_calibration",
     "switch_name",

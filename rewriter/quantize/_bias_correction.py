@@ -28,9 +28,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 import ir
-from rewriter.quantize._calibration import calibration_feeds
 from rewriter.quantize._sites import Layers
-from rewriter.verification import VerifyError
+from rewriter.verification import VerifyError, analyze_inputs, split_samples
 
 _LOG = logging.getLogger(__name__)
 
@@ -179,8 +178,12 @@ def correct_biases(
     pairs = _float_counterparts(model, float_model, node_layers, layers)
     if not pairs:
         return BiasCorrection(0, 0.0)
-    # The samples as collect_calibration took them, so any samples it accepted are accepted here.
-    feeds = calibration_feeds(float_model, samples)
+    # The samples as collect_calibration took them (several stacked along a new first axis
+    # are several), so any samples it accepted are accepted here.
+    specs = analyze_inputs(float_model, float_model)
+    feeds = split_samples(
+        [{name: np.asarray(array) for name, array in sample.items()} for sample in samples], specs
+    )
     reference = _channel_means(float_model, [name for _, name in pairs], feeds)
     names = ir.NameAllocator(model)
     corrected, largest = 0, 0.0

@@ -237,19 +237,3 @@ def _run(session: object, feed: Mapping[str, Array], names: list[str]) -> list[t
         for name in names
         if isinstance(results.get(name), np.ndarray) and np.asarray(results[name]).size
     ]
-
-
-def calibration_feeds(
-    model: ir.Model, samples: Sequence[Mapping[str, object]]
-) -> list[dict[str, np.ndarray]]:
-    """The samples as `collect_calibration` takes them, one feed each, for `model`'s inputs.
-
-    Several stacked along a new first axis are several.
-
-    Raises:
-        VerifyError: samples that do not fit the model's inputs.
-    """
-    specs = analyze_inputs(model, model)
-    return split_samples(
-        [{name: np.asarray(array) for name, array in sample.items()} for sample in samples], specs
-    )

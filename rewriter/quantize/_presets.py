@@ -116,3 +116,11 @@ def _int8(*, calibrated: bool, speed_check: bool) -> Preset:
                 "dynamic int8 (ConvInteger) is slower than float on onnxruntime's CPU provider"
             )
     return Preset("int8", files, frozenset(excluded), _INT8_OPSET, tuple(notes))
+
+
+# Said by an int8 run where onnxruntime's uint8 x int8 sums saturate and the caller left the
+# weights' width to the rules (`patterns/quantize/int8_weights.rw`).
+SATURATION_NOTE = (
+    "int8 weights in 7 bits (-64..64): onnxruntime's uint8 x int8 kernels saturate on this "
+    "machine (x86 without VNNI adds two products in 16 bits); --param weight_bits=8 keeps 8"
+)

@@ -16,6 +16,7 @@ import numpy as np
 import ir
 from rewriter.engine._builtins._registry import builtin
 from rewriter.engine._calibration import METHODS, ValueStatistics
+from rewriter.engine._runtime import int8_sums_saturate as _probe_int8_sums
 from rewriter.engine._values import UNKNOWN, EvalContext, EvalError, numeric
 
 # Integer dtypes a weight may be quantized to, with the range QuantizeLinear saturates to.
@@ -81,6 +82,16 @@ def _expand(params: np.ndarray, shape: tuple[int, ...], axis: int | None, block_
     view = [1] * len(shape)
     view[axis] = -1
     return params.reshape(view)
+
+
+@builtin(
+    "int8_sums_saturate",
+    "whether onnxruntime's uint8 x int8 matrix products lose sums on this machine (x86 "
+    "without VNNI adds two products in 16 bits; int8 weights in 7 bits then fit)",
+)
+def int8_sums_saturate(ctx: EvalContext) -> Any:
+    """Whether onnxruntime's uint8 x int8 kernels saturate here (asked once per process)."""
+    return _probe_int8_sums()
 
 
 @builtin(

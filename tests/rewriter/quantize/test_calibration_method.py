@@ -57,8 +57,8 @@ def _snr_on_fresh_inputs(model: onnx.ModelProto) -> float:
     Unfused, so that what is compared is the ranges, not the CPU: onnxruntime's fused u8s8
     QLinearConv on an x86 CPU without VNNI sums pairs of products in 16 bits, which saturate
     on this model's random weights (22.2 dB fused against 28.8 dB unfused with 8-bit weights
-    on an AMD EPYC with AVX2 only), and the preset then takes 7-bit weights there
-    (`rewriter.quantize.kernel_fidelity`), not on a CPU with VNNI.
+    on an AMD EPYC with AVX2 only), and the rules then take 7-bit weights there
+    (`patterns/quantize/int8_weights.rw`), not on a CPU with VNNI.
     """
     x = np.random.default_rng(2).standard_normal(SHAPE).astype(np.float32)
     reference = ort.InferenceSession(_conv_relu_conv().SerializeToString()).run(None, {"x": x})[0]
