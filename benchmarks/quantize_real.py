@@ -212,6 +212,8 @@ def ours(accept: str | None = None) -> Tool:
         target.write_bytes(rewriter_model.SerializeToString())
         if result.speed is not None:
             print(f"  {source.name}: {result.speed.summary()}")
+        for note in result.notes:
+            print(f"  {source.name}: {note}")
 
     return run
 

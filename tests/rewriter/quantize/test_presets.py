@@ -377,15 +377,51 @@ rule relu_int8_slow approximate snr >= 30 {
 """
 
 
-def test_the_speed_check_puts_a_slower_layer_back_in_float(tmp_path):
-    rules = tmp_path / "slow.rw"
-    rules.write_text(SLOW_RULE)
-    model = tmp_path / "mlp.onnx"
+SAME_COST_RULE = """\
+# A stand-in for an approximate form exactly as fast as float: an Identity onnxruntime removes.
+rule relu_behind_identity_int8 approximate snr >= 30 {
+  match {
+    x = Add (a, b)
+    y = Relu (x)
+  }
+  where {
+    rank(x) == 2
+    opset() >= 13
+  }
+  rewrite {
+    x = Add (a, b)
+    same = Identity (x)
+    y = Relu (same)
+  }
+}
+"""
+
+
+def _speed_checked(tmp_path: Path, rules_text: str, rounds: int) -> rewriter.api.RewriteResult:
+    """The MLP of tests.budget_models rewritten by `rules_text` under a speed check."""
     from tests.budget_models import outlier_mlp
 
+    rules = tmp_path / "rules.rw"
+    rules.write_text(rules_text)
+    model = tmp_path / "mlp.onnx"
     onnx.save(outlier_mlp(), model)
-    check = SpeedCheck(rounds=3, samples=({"x": np.ones((4, 16), np.float32)},))
-    result = rewrite(model, [str(rules)], RewriteOptions(speed_check=check))
+    check = SpeedCheck(rounds=rounds, samples=({"x": np.ones((4, 16), np.float32)},))
+    return rewrite(model, [str(rules)], RewriteOptions(speed_check=check))
+
+
+def test_a_group_as_fast_as_float_keeps_its_approximate_form(tmp_path):
+    result = _speed_checked(tmp_path, SAME_COST_RULE, 7)
+    assert result.speed is not None
+    (group,) = result.speed.groups
+    assert group.rule == "relu_behind_identity_int8"
+    assert not group.kept_float, result.speed.summary()
+    assert group.pairs >= 7
+    assert group.bounds[0] <= 1 + result.speed.check.margin  # not shown slower
+    assert [node.op_type for node in result.model.graph].count("Identity") == 3
+
+
+def test_the_speed_check_puts_a_slower_layer_back_in_float(tmp_path):
+    result = _speed_checked(tmp_path, SLOW_RULE, 3)
     assert [node.op_type for node in result.model.graph].count("Tile") == 0
     assert result.speed is not None
     (group,) = result.speed.groups
