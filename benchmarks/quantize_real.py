@@ -593,6 +593,7 @@ def bench_vad(models: Mapping[str, Path], folder: Path, rounds: int) -> list[Row
     tools = {
         "ours": ours(),
         "ours --accept snr>=40": ours("snr>=40"),
+        "ours --accept snr>=45": ours("snr>=45"),
         "quantize_dynamic": their_dynamic,
         "quantize_static": their_static,
     }
