@@ -97,16 +97,21 @@ class _Run:
         )
 
     def approximate(
-        self, model: ir.Model, statistics: Any, excluded: Mapping[tuple[str, str], str]
+        self,
+        model: ir.Model,
+        statistics: Any,
+        excluded: Mapping[tuple[str, str], str],
+        rules: RuleSet | None = None,
     ) -> Trace:
-        # The approximate rules alone: the passes run in the exact stages around them.
+        # The approximate rules alone (`rules`: others than the run's own, loaded with other
+        # parameters): the passes run in the exact stages around them.
         run = dataclasses.replace(
             self.run,
             calibration=statistics,
             excluded_sites={**self.run.excluded_sites, **excluded},
             passes=(),
         )
-        return pass_manager(self.split.approximate, run).run(model)
+        return pass_manager(rules or self.split.approximate, run).run(model)
 
 
 def _preset_rules(
@@ -205,9 +210,12 @@ def rewrite_measured(
     name_every_node(float_model)
     with clock.phase("calibrate"):
         statistics = _statistics(float_model, options, ruleset)
+    widths = _weight_widths(ruleset, options, clock)
+    if widths is not None and SATURATION_NOTE in notes:
+        notes.remove(SATURATION_NOTE)  # said once the budget has chosen (`_widths_note`)
     with clock.phase("rewrite"):
-        variants = _variants(run, float_model, statistics)
-        layers = find_layers(float_model, [(m, t) for m, t in variants])
+        variants, forms = _variants(run, float_model, statistics, widths)
+        layers = find_layers(float_model, [(m, t) for m, t in variants], forms)
     notes.extend(layers.notes)
     choice: dict[int, int | None] = {layer.index: 0 for layer in layers}
     first = first_layers(float_model, layers) if _keeps_first_layers(options) else ()
@@ -227,6 +235,9 @@ def rewrite_measured(
     if check is not None and any(option is not None for option in choice.values()):
         with clock.phase("speed"):
             choice, speed = _check_speed(run, original, float_model, models, layers, choice, check)
+    widths_note = _widths_note(layers, choice) if widths is not None else None
+    if widths_note is not None:
+        notes.append(widths_note)
     built = materialize(float_model, models, layers, choice)
     with clock.phase("rewrite"):
         cleanup = run.exact(built.model)
@@ -379,22 +390,109 @@ def _copy(model: ir.Model) -> ir.Model:
     return ir.from_onnx(ir.to_onnx(model), base_dir=model.base_dir)
 
 
-def _variants(run: _Run, float_model: ir.Model, statistics: Any) -> list[tuple[ir.Model, Trace]]:
-    """Variant 0 (every approximate site), and the sites that take left-out ones' places."""
+def _variants(
+    run: _Run, float_model: ir.Model, statistics: Any, widths: _WeightWidths | None
+) -> tuple[list[tuple[ir.Model, Trace]], tuple[str, ...]]:
+    """Variant 0 (every approximate site), and the sites that take left-out ones' places.
+
+    With `widths`, variant 0 has 8-bit int8 weights and variant 1 the 7-bit form of the rules
+    whose weights depend on the width, so that each such layer has both options. Also the
+    form of each variant's options (`find_layers`).
+    """
     first = _copy(float_model)
-    variants = [(first, run.approximate(first, statistics, {}))]
+    if widths is None:
+        variants = [(first, run.approximate(first, statistics, {}))]
+        forms: tuple[str, ...] = ()
+    else:
+        narrow = _copy(float_model)
+        variants = [
+            (first, run.approximate(first, statistics, {}, widths.wide)),
+            (narrow, run.approximate(narrow, statistics, {}, widths.narrow)),
+        ]
+        forms = _WIDTH_FORMS
     if not _wants_alternatives(run.options):
-        return variants
+        return variants, forms
     excluded: dict[tuple[str, str], str] = {}
+    reason = "left out to find what takes its place"
+    for _model, trace in variants:
+        excluded.update(dict.fromkeys(trace.approximate_sites(), reason))
     for _ in range(_DISCOVERY_ROUNDS):
-        reason = "left out to find what takes its place"
-        excluded.update(dict.fromkeys(variants[-1][1].approximate_sites(), reason))
         model = _copy(float_model)
         trace = run.approximate(model, statistics, excluded)
         if not trace.approximate_sites():
             break
         variants.append((model, trace))
-    return variants
+        excluded.update(dict.fromkeys(trace.approximate_sites(), reason))
+    return variants, forms
+
+
+# The forms of the two widths' options, in variant order (`_variants`).
+_WIDTH_FORMS = ("8-bit weights", "7-bit weights")
+# The rule parameter of `patterns/quantize/int8_weights.rw`: 0 leaves the width to the rules.
+_WIDTH_PARAM = "weight_bits"
+
+
+@dataclasses.dataclass(frozen=True)
+class _WeightWidths:
+    """The approximate rules with 8-bit int8 weights, and the 7-bit form of those it changes."""
+
+    wide: RuleSet
+    narrow: RuleSet
+
+
+def _weight_widths(
+    ruleset: RuleSet, options: RewriteOptions, clock: PhaseClock
+) -> _WeightWidths | None:
+    """Both int8 weight widths as options of each layer, where the accuracy budget decides.
+
+    Where onnxruntime's uint8 x int8 sums saturate, the rules narrow int8 weights to 7 bits
+    (`patterns/quantize/int8_weights.rw`): a saturated sum is far worse than a lost bit, but
+    only on layers whose values reach it. A budget measures each layer as onnxruntime runs
+    it, saturation included, so it gets both: the 8-bit form first (a bit more precise where
+    nothing saturates), the 7-bit one where that is left out. (On Silero VAD with
+    `--accept snr>=40`, 8-bit weights kept 3 layers int8 and the speech segments identical;
+    7-bit ones kept 2 and moved a segment's end by one chunk.) Not when the caller set the
+    width (`weight_bits`), the rules do not declare it, or they were not loaded from files.
+    """
+    if options.budget is None or _WIDTH_PARAM in options.params:
+        return None
+    if _WIDTH_PARAM not in ruleset.params or not ruleset.sources or not int8_sums_saturate():
+        return None
+    with clock.phase("load_rules"):
+        wide = load_rules(
+            list(ruleset.paths),
+            allow_python=options.allow_python,
+            params={**options.params, _WIDTH_PARAM: 8},
+        )
+    given = {rule.name: rule for rule in ruleset.rules if rule.approximate is not None}
+    wide_rules = tuple(rule for rule in wide.rules if rule.approximate is not None)
+    depends = {rule.name for rule in wide_rules if given.get(rule.name, rule) != rule}
+    if not depends:
+        return None
+    return _WeightWidths(
+        dataclasses.replace(wide, rules=wide_rules, passes=()),
+        dataclasses.replace(
+            ruleset, rules=tuple(given[name] for name in given if name in depends), passes=()
+        ),
+    )
+
+
+def _widths_note(layers: Layers, choice: Mapping[int, int | None]) -> str | None:
+    """How many layers the budget gave 8-bit and 7-bit int8 weights (`_weight_widths`)."""
+    counts = dict.fromkeys(_WIDTH_FORMS, 0)
+    for layer in layers:
+        picked = choice.get(layer.index)
+        if picked is not None and layer.options[picked].form in counts:
+            counts[layer.options[picked].form] += 1
+    wide, narrow = (counts[form] for form in _WIDTH_FORMS)
+    if not wide and not narrow:
+        return None
+    return (
+        f"int8 weights as the accuracy budget chose them: 8 bits on {wide} "
+        f"layer{'s' * (wide != 1)}, 7 bits (-64..64) on {narrow}; it measured both, as "
+        "onnxruntime's uint8 x int8 kernels saturate on this machine (x86 without VNNI adds two "
+        "products in 16 bits)"
+    )
 
 
 def _wants_alternatives(options: RewriteOptions) -> bool:

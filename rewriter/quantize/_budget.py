@@ -9,7 +9,9 @@ or float:
 1. Measure on the tuning inputs, all on one switchable model (`_sensitivity`): every layer
    approximate (its first option), every layer float (the baseline), and each candidate (a
    layer's option) alone, the other layers float. A layer's later options are what milder
-   rules write when its first one is left out (int8, else float16, else float).
+   rules write when its first one is left out (int8, else float16, else float), or the same
+   rule's other form (`Option.form`: 7-bit int8 weights after 8-bit ones where onnxruntime's
+   sums saturate, `rewriter.api`).
 2. Rank the candidates by the first acceptance's metric alone, worst (most sensitive) first.
 3. Greedy: leave out the k most sensitive candidates for k = 0, 1, ... until the whole model
    meets every acceptance on the tuning inputs (a layer whose options are all left out is
@@ -410,8 +412,8 @@ def _layer_rows(
             reason = f"the model meets the budget with it approximate{met}"
         elif picked is not None:
             reason = (
-                f"`{primary.rule}` left out ({decision.reason((layer.index, 0), budget.accept)}); "
-                f"`{layer.options[picked].rule}` approximates it instead"
+                f"`{primary.title}` left out ({decision.reason((layer.index, 0), budget.accept)}); "
+                f"`{layer.options[picked].title}` approximates it instead"
             )
         elif (layer.index, 0) in left_out:
             reason = f"too sensitive: {decision.reason((layer.index, 0), budget.accept)}"
@@ -444,7 +446,7 @@ def _site_result(
         reason=reason,
         failure=evaluation.failure,
         alternatives=tuple(site for option in layer.options[1:] for site in option.sites),
-        applied=layer.options[picked].rule if picked is not None else "",
+        applied=layer.options[picked].title if picked is not None else "",
     )
 
 

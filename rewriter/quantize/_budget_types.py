@@ -117,7 +117,8 @@ class SiteResult:
     # Sites of other approximate rules that take this one's nodes when it is left out; they
     # are kept float together with it.
     alternatives: tuple[tuple[str, str], ...] = ()
-    # The rule whose rewrite the final model has here ("" when the layer stayed float).
+    # The rule whose rewrite the final model has here, with its form when the rule has several
+    # (`Option.title`; "" when the layer stayed float).
     applied: str = ""
 
     def value(self, metric: str) -> float:
@@ -127,9 +128,11 @@ class SiteResult:
     @property
     def rule_text(self) -> str:
         """The rule, and the one that approximates the layer instead when it was left out."""
-        if self.applied and self.applied != self.rule:
-            return f"{self.rule} -> {self.applied}"
-        return self.rule
+        if not self.applied or self.applied == self.rule:
+            return self.rule
+        if self.applied.startswith(f"{self.rule} ("):
+            return self.applied  # the same rule, in the form the budget chose
+        return f"{self.rule} -> {self.applied}"
 
     @property
     def layer(self) -> str:

@@ -40,13 +40,15 @@ class Option:
     """One way to compute a layer: the nodes a variant put in place of the float nodes.
 
     `outputs` pairs each value the layer defines, by its name in F, with the variant's value
-    that takes its place.
+    that takes its place. `form` tells apart options of one rule that its variants wrote
+    differently (`8-bit weights`); "" when the rule alone says what the option is.
     """
 
     variant: int
     entries: tuple[TraceEntry, ...]
     nodes: tuple[str, ...]
     outputs: tuple[tuple[str, str], ...]
+    form: str = ""
 
     @property
     def sites(self) -> tuple[Site, ...]:
@@ -57,6 +59,11 @@ class Option:
     def rule(self) -> str:
         """The rule of the first rewrite (the one that named the layer)."""
         return self.entries[0].rule
+
+    @property
+    def title(self) -> str:
+        """The rule, and the form when it has one (`quantize_conv_int8_static (8-bit weights)`)."""
+        return f"{self.rule} ({self.form})" if self.form else self.rule
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -213,8 +220,15 @@ def _option(
     return tuple(removed), tuple(value.name for value in leaving_old), option
 
 
-def find_layers(float_model: ir.Model, variants: Sequence[tuple[ir.Model, Trace]]) -> Layers:
-    """The layers of the variants' approximate rewrites over `float_model` (see the module)."""
+def find_layers(
+    float_model: ir.Model,
+    variants: Sequence[tuple[ir.Model, Trace]],
+    forms: Sequence[str] = (),
+) -> Layers:
+    """The layers of the variants' approximate rewrites over `float_model` (see the module).
+
+    `forms[k]` is the form of variant k's options (`Option.form`; "" beyond its end).
+    """
     float_nodes = _nodes_by_name(float_model)
     by_nodes: dict[frozenset[str], tuple[tuple[str, ...], tuple[str, ...], list[Option]]] = {}
     claimed: dict[str, frozenset[str]] = {}
@@ -231,6 +245,8 @@ def find_layers(float_model: ir.Model, variants: Sequence[tuple[ir.Model, Trace]
                 notes.append(f"`{group[0].rule}` at {group[0].anchor}: kept float ({found})")
                 continue
             removed, outputs, option = found
+            if variant < len(forms):
+                option = dataclasses.replace(option, form=forms[variant])
             key = frozenset(removed)
             if key in by_nodes:
                 by_nodes[key][2].append(option)

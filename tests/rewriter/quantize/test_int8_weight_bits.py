@@ -5,9 +5,17 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rewriter.api import CalibrationSamples, RewriteOptions, SpeedCheck, library_path, rewrite
+from rewriter.api import (
+    AccuracyBudget,
+    CalibrationSamples,
+    RewriteOptions,
+    SpeedCheck,
+    library_path,
+    rewrite,
+)
 from rewriter.cli import main
 from rewriter.engine import int8_sums_saturate
 from rewriter.quantize import SATURATION_NOTE
@@ -104,3 +112,70 @@ def test_the_rules_route_takes_weight_bits_from_the_command_line(tmp_path):
     assert _widths(onnx.load(out)) == [64]  # the Gemm head; the Convs stay float here
     assert main([*arguments, "--param", "weight_bits=8", "-o", str(out), "--force"]) == 0
     assert _widths(onnx.load(out)) == [127]
+
+
+def _two_layer_mlp() -> onnx.ModelProto:
+    """x @ A @ B: A's 8-bit products add up past 16 bits, B's never do.
+
+    A's weights are all large and positive and so are its inputs (DynamicQuantizeLinear maps
+    them near 255): a kernel that adds two products in 16 bits saturates nearly every pair.
+    B has one large weight per column, the rest a thousandth of it: a pair of its products
+    stays below 255 x 128 = 32640.
+    """
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0.5, 1.0, size=(64, 64)).astype(np.float32)
+    b = rng.uniform(-1e-3, 1e-3, size=(64, 32)).astype(np.float32)
+    b[rng.permutation(64)[:32], np.arange(32)] = rng.choice([-1.0, 1.0], size=32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "a"], ["h"]),
+            helper.make_node("MatMul", ["h", "b"], ["y"]),
+        ],
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 32])],
+        [numpy_helper.from_array(a, "a"), numpy_helper.from_array(b, "b")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_accuracy_budget_measures_both_widths_and_keeps_8_bits_where_nothing_saturates():
+    if not int8_sums_saturate():
+        pytest.skip("this CPU's uint8 x int8 sums do not saturate: one width, 8 bits")
+    rng = np.random.default_rng(4)
+    samples = tuple({"x": rng.uniform(2.0, 4.0, size=(8, 64)).astype(np.float32)} for _ in range(6))
+    budget = AccuracyBudget(("snr>=30",), examples=0, samples=samples, jobs=1)
+    options = RewriteOptions(quantize="int8", budget=budget, speed_check=OFF)
+    result = rewrite(_two_layer_mlp(), options=options)
+    assert result.budget is not None
+    assert result.budget.ok, result.budget.summary()
+    weights = {
+        t.name: int(np.abs(numpy_helper.to_array(t).astype(np.int32)).max())
+        for t in result.proto.graph.initializer
+        if t.data_type == TensorProto.INT8
+    }
+    # A in 7 bits (its 8-bit form left out by the budget), B in 8.
+    assert sorted(weights.values()) == [64, 127], weights
+    assert SATURATION_NOTE not in result.notes
+    assert (
+        "int8 weights as the accuracy budget chose them: 8 bits on 1 layer, 7 bits "
+        "(-64..64) on 1; it measured both" in "\n".join(result.notes)
+    )
+    texts = sorted(site.rule_text for site in result.budget.sites)
+    assert texts == [
+        "quantize_matmul_int8_dynamic (7-bit weights)",
+        "quantize_matmul_int8_dynamic (8-bit weights)",
+    ]
+    x = samples[0]["x"]
+    assert _snr(_run(_two_layer_mlp(), x), _run(result.proto, x)) >= 30
+
+
+def test_a_budget_with_the_width_given_measures_that_width_alone():
+    samples = tuple({"x": np.full((8, 64), 3.0, np.float32)} for _ in range(2))
+    budget = AccuracyBudget(("snr>=10",), examples=0, samples=samples, jobs=1)
+    options = RewriteOptions(
+        quantize="int8", budget=budget, speed_check=OFF, params={"weight_bits": 7}
+    )
+    result = rewrite(_two_layer_mlp(), options=options)
+    assert all("(" not in site.rule_text for site in result.budget.sites)
+    assert not any("accuracy budget chose them" in note for note in result.notes)
