@@ -392,24 +392,25 @@ def _copy(model: ir.Model) -> ir.Model:
 
 def _variants(
     run: _Run, float_model: ir.Model, statistics: Any, widths: _WeightWidths | None
-) -> tuple[list[tuple[ir.Model, Trace]], tuple[str, ...]]:
+) -> tuple[list[tuple[ir.Model, Trace]], list[dict[str, str]]]:
     """Variant 0 (every approximate site), and the sites that take left-out ones' places.
 
     With `widths`, variant 0 has 8-bit int8 weights and variant 1 the 7-bit form of the rules
     whose weights depend on the width, so that each such layer has both options. Also the
-    form of each variant's options (`find_layers`).
+    forms of each variant's options, by rule (`find_layers`).
     """
     first = _copy(float_model)
     if widths is None:
         variants = [(first, run.approximate(first, statistics, {}))]
-        forms: tuple[str, ...] = ()
+        forms: list[dict[str, str]] = []
     else:
         narrow = _copy(float_model)
         variants = [
             (first, run.approximate(first, statistics, {}, widths.wide)),
             (narrow, run.approximate(narrow, statistics, {}, widths.narrow)),
         ]
-        forms = _WIDTH_FORMS
+        dependent = [rule.name for rule in widths.narrow.rules]
+        forms = [dict.fromkeys(dependent, form) for form in _WIDTH_FORMS]
     if not _wants_alternatives(run.options):
         return variants, forms
     excluded: dict[tuple[str, str], str] = {}

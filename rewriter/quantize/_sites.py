@@ -223,11 +223,12 @@ def _option(
 def find_layers(
     float_model: ir.Model,
     variants: Sequence[tuple[ir.Model, Trace]],
-    forms: Sequence[str] = (),
+    forms: Sequence[Mapping[str, str]] = (),
 ) -> Layers:
     """The layers of the variants' approximate rewrites over `float_model` (see the module).
 
-    `forms[k]` is the form of variant k's options (`Option.form`; "" beyond its end).
+    `forms[k]` maps rules to the form of variant k's options they wrote (`Option.form`; ""
+    for other rules and beyond its end).
     """
     float_nodes = _nodes_by_name(float_model)
     by_nodes: dict[frozenset[str], tuple[tuple[str, ...], tuple[str, ...], list[Option]]] = {}
@@ -245,8 +246,8 @@ def find_layers(
                 notes.append(f"`{group[0].rule}` at {group[0].anchor}: kept float ({found})")
                 continue
             removed, outputs, option = found
-            if variant < len(forms):
-                option = dataclasses.replace(option, form=forms[variant])
+            if variant < len(forms) and option.rule in forms[variant]:
+                option = dataclasses.replace(option, form=forms[variant][option.rule])
             key = frozenset(removed)
             if key in by_nodes:
                 by_nodes[key][2].append(option)

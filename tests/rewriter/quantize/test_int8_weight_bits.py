@@ -115,35 +115,56 @@ def test_the_rules_route_takes_weight_bits_from_the_command_line(tmp_path):
 
 
 def _two_layer_mlp() -> onnx.ModelProto:
-    """x @ A @ B: A's 8-bit products add up past 16 bits, B's never do.
+    """(x + table[ids]) @ A @ B: A's 8-bit products add up past 16 bits, B's never do.
 
     A's weights are all large and positive and so are its inputs (DynamicQuantizeLinear maps
     them near 255): a kernel that adds two products in 16 bits saturates nearly every pair.
     B has one large weight per column, the rest a thousandth of it: a pair of its products
-    stays below 255 x 128 = 32640.
+    stays below 255 x 128 = 32640. The embedding lookup is quantized too, by a rule whose
+    weights do not depend on the width.
     """
     rng = np.random.default_rng(3)
+    table = rng.uniform(0.0, 0.5, size=(16, 64)).astype(np.float32)
     a = rng.uniform(0.5, 1.0, size=(64, 64)).astype(np.float32)
     b = rng.uniform(-1e-3, 1e-3, size=(64, 32)).astype(np.float32)
     b[rng.permutation(64)[:32], np.arange(32)] = rng.choice([-1.0, 1.0], size=32)
     graph = helper.make_graph(
         [
-            helper.make_node("MatMul", ["x", "a"], ["h"]),
+            helper.make_node("Gather", ["table", "ids"], ["e"]),
+            helper.make_node("Add", ["x", "e"], ["s"]),
+            helper.make_node("MatMul", ["s", "a"], ["h"]),
             helper.make_node("MatMul", ["h", "b"], ["y"]),
         ],
         "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64]),
+            helper.make_tensor_value_info("ids", TensorProto.INT64, [8]),
+        ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 32])],
-        [numpy_helper.from_array(a, "a"), numpy_helper.from_array(b, "b")],
+        [numpy_helper.from_array(t, n) for t, n in ((table, "table"), (a, "a"), (b, "b"))],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _mlp_samples(count: int, seed: int) -> tuple[dict[str, np.ndarray], ...]:
+    rng = np.random.default_rng(seed)
+    return tuple(
+        {
+            "x": rng.uniform(2.0, 4.0, size=(8, 64)).astype(np.float32),
+            "ids": rng.integers(0, 16, size=8, dtype=np.int64),
+        }
+        for _ in range(count)
+    )
+
+
+def _run_mlp(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    return ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
 
 
 def test_an_accuracy_budget_measures_both_widths_and_keeps_8_bits_where_nothing_saturates():
     if not int8_sums_saturate():
         pytest.skip("this CPU's uint8 x int8 sums do not saturate: one width, 8 bits")
-    rng = np.random.default_rng(4)
-    samples = tuple({"x": rng.uniform(2.0, 4.0, size=(8, 64)).astype(np.float32)} for _ in range(6))
+    samples = _mlp_samples(6, 4)
     budget = AccuracyBudget(("snr>=30",), examples=0, samples=samples, jobs=1)
     options = RewriteOptions(quantize="int8", budget=budget, speed_check=OFF)
     result = rewrite(_two_layer_mlp(), options=options)
@@ -154,8 +175,12 @@ def test_an_accuracy_budget_measures_both_widths_and_keeps_8_bits_where_nothing_
         for t in result.proto.graph.initializer
         if t.data_type == TensorProto.INT8
     }
-    # A in 7 bits (its 8-bit form left out by the budget), B in 8.
-    assert sorted(weights.values()) == [64, 127], weights
+    # A in 7 bits (its 8-bit form left out by the budget), B in 8; the table in 8 (one form).
+    assert weights == {
+        "e/quantize_gather_int8_dynamic/Gather_in0": 127,
+        "h/quantize_matmul_int8_dynamic/MatMulInteger_in1": 64,
+        "y/quantize_matmul_int8_dynamic/MatMulInteger_in1": 127,
+    }
     assert SATURATION_NOTE not in result.notes
     assert (
         "int8 weights as the accuracy budget chose them: 8 bits on 1 layer, 7 bits "
@@ -163,15 +188,16 @@ def test_an_accuracy_budget_measures_both_widths_and_keeps_8_bits_where_nothing_
     )
     texts = sorted(site.rule_text for site in result.budget.sites)
     assert texts == [
+        "quantize_gather_int8_dynamic",
         "quantize_matmul_int8_dynamic (7-bit weights)",
         "quantize_matmul_int8_dynamic (8-bit weights)",
     ]
-    x = samples[0]["x"]
-    assert _snr(_run(_two_layer_mlp(), x), _run(result.proto, x)) >= 30
+    feeds = _mlp_samples(1, 5)[0]
+    assert _snr(_run_mlp(_two_layer_mlp(), feeds), _run_mlp(result.proto, feeds)) >= 30
 
 
 def test_a_budget_with_the_width_given_measures_that_width_alone():
-    samples = tuple({"x": np.full((8, 64), 3.0, np.float32)} for _ in range(2))
+    samples = _mlp_samples(2, 6)
     budget = AccuracyBudget(("snr>=10",), examples=0, samples=samples, jobs=1)
     options = RewriteOptions(
         quantize="int8", budget=budget, speed_check=OFF, params={"weight_bits": 7}
