@@ -50,7 +50,9 @@ from rewriter.quantize import (
     SATURATION_NOTE,
     AccuracyBudget,
     Decision,
+    Layer,
     Layers,
+    Option,
     SpeedCheck,
     SpeedResult,
     budget_inputs,
@@ -216,6 +218,8 @@ def rewrite_measured(
     with clock.phase("rewrite"):
         variants, forms = _variants(run, float_model, statistics, widths)
         layers = find_layers(float_model, [(m, t) for m, t in variants], forms)
+    if widths is not None:
+        layers = _measurable_widths(layers, [m for m, _ in variants])
     notes.extend(layers.notes)
     choice: dict[int, int | None] = {layer.index: 0 for layer in layers}
     first = first_layers(float_model, layers) if _keeps_first_layers(options) else ()
@@ -448,12 +452,12 @@ def _weight_widths(
 
     Where onnxruntime's uint8 x int8 sums saturate, the rules narrow int8 weights to 7 bits
     (`patterns/quantize/int8_weights.rw`): a saturated sum is far worse than a lost bit, but
-    only on layers whose values reach it. A budget measures each layer as onnxruntime runs
-    it, saturation included, so it gets both: the 8-bit form first (a bit more precise where
-    nothing saturates), the 7-bit one where that is left out. (On Silero VAD with
-    `--accept snr>=40`, 8-bit weights kept 3 layers int8 and the speech segments identical;
-    7-bit ones kept 2 and moved a segment's end by one chunk.) Not when the caller set the
-    width (`weight_bits`), the rules do not declare it, or they were not loaded from files.
+    only on layers whose values reach it. A budget measures a layer written with integer
+    kernels (dynamic int8: MatMulInteger) as onnxruntime runs it, saturation included, so
+    such a layer gets both: the 8-bit form first (a bit more precise where nothing
+    saturates), the 7-bit one where that is left out (`_measurable_widths` keeps the others
+    at the rules' width). Not when the caller set the width (`weight_bits`), the rules do not
+    declare it, or they were not loaded from files.
     """
     if options.budget is None or _WIDTH_PARAM in options.params:
         return None
@@ -475,6 +479,42 @@ def _weight_widths(
         dataclasses.replace(
             ruleset, rules=tuple(given[name] for name in given if name in depends), passes=()
         ),
+    )
+
+
+# Ops that compute in integers as written: a session without graph optimizations (how the
+# budget measures) runs them with onnxruntime's integer kernels, saturation included.
+_INTEGER_KERNELS = frozenset(
+    {"MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeMatMul"}
+)
+
+
+def _measurable_widths(layers: Layers, models: Sequence[ir.Model]) -> Layers:
+    """Each layer with its 8-bit form only where the budget's measurement can see saturation.
+
+    The budget measures without graph optimizations; a form written as DequantizeLinear ->
+    Conv -> QuantizeLinear then computes in float, and only onnxruntime's fusion (into
+    QLinearConv, at load with optimizations on) brings the saturating kernel. Its 8-bit form
+    would measure better than it runs (on the shipped CNN, the budget met snr>=35 on its
+    tuning inputs and missed it with ORT_ENABLE_ALL), so such a layer keeps the rules' own
+    width, as without a budget; forms written with integer kernels (dynamic int8) keep both.
+    """
+    wide = _WIDTH_FORMS[0]
+    kept: list[Layer] = []
+    for layer in layers:
+        options = layer.options
+        if any(o.form == wide and not _computes_in_integers(models[o.variant], o) for o in options):
+            options = tuple(dataclasses.replace(o, form="") for o in options if o.form != wide)
+        kept.append(dataclasses.replace(layer, options=options))
+    return dataclasses.replace(layers, layers=tuple(kept))
+
+
+def _computes_in_integers(model: ir.Model, option: Option) -> bool:
+    names = set(option.nodes)
+    return any(
+        node.name in names and node.op_type in _INTEGER_KERNELS
+        for graph in model.graphs()
+        for node in graph
     )
 
 

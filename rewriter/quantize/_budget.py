@@ -11,7 +11,7 @@ or float:
    layer's option) alone, the other layers float. A layer's later options are what milder
    rules write when its first one is left out (int8, else float16, else float), or the same
    rule's other form (`Option.form`: 7-bit int8 weights after 8-bit ones where onnxruntime's
-   sums saturate, `rewriter.api`).
+   sums saturate, for layers written with integer kernels, `rewriter.api`).
 2. Rank the candidates by the first acceptance's metric alone, worst (most sensitive) first.
 3. Greedy: leave out the k most sensitive candidates for k = 0, 1, ... until the whole model
    meets every acceptance on the tuning inputs (a layer whose options are all left out is

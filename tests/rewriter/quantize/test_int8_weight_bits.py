@@ -205,3 +205,25 @@ def test_a_budget_with_the_width_given_measures_that_width_alone():
     result = rewrite(_two_layer_mlp(), options=options)
     assert all("(" not in site.rule_text for site in result.budget.sites)
     assert not any("accuracy budget chose them" in note for note in result.notes)
+
+
+def test_static_convs_keep_the_rules_width_under_a_budget():
+    # The budget measures without graph optimizations, where DequantizeLinear -> Conv ->
+    # QuantizeLinear computes in float: the saturating QLinearConv comes only with onnxruntime's
+    # fusion, so an 8-bit form would measure better than it runs. The Gemm head, dynamic int8,
+    # runs MatMulInteger as written and offers both.
+    if not int8_sums_saturate():
+        pytest.skip("this CPU's uint8 x int8 sums do not saturate: one width, 8 bits")
+    samples = _samples(6, (2, 3, 16, 16), 1)
+    calibration = CalibrationSamples(samples[:4], first_layers_float=False)
+    budget = AccuracyBudget(("snr>=20",), examples=0, samples=samples, jobs=1)
+    options = RewriteOptions(
+        quantize="int8", calibration_samples=calibration, budget=budget, speed_check=OFF
+    )
+    result = rewrite(cnn_bn(), options=options)
+    assert result.budget is not None
+    texts = {site.rule: site.rule_text for site in result.budget.sites}
+    assert texts["quantize_gemm_bias_int8_dynamic"].endswith("bit weights)")
+    convs = [t for rule, t in texts.items() if "conv" in rule]
+    assert convs
+    assert all("bit weights" not in t for t in convs), convs
