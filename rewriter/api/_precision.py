@@ -213,8 +213,6 @@ def rewrite_measured(
     with clock.phase("calibrate"):
         statistics = _statistics(float_model, options, ruleset)
     widths = _weight_widths(ruleset, options, clock)
-    if widths is not None and SATURATION_NOTE in notes:
-        notes.remove(SATURATION_NOTE)  # said once the budget has chosen (`_widths_note`)
     with clock.phase("rewrite"):
         variants, forms = _variants(run, float_model, statistics, widths)
         layers = find_layers(float_model, [(m, t) for m, t in variants], forms)
@@ -239,9 +237,8 @@ def rewrite_measured(
     if check is not None and any(option is not None for option in choice.values()):
         with clock.phase("speed"):
             choice, speed = _check_speed(run, original, float_model, models, layers, choice, check)
-    widths_note = _widths_note(layers, choice) if widths is not None else None
-    if widths_note is not None:
-        notes.append(widths_note)
+    if widths is not None:
+        _say_widths(notes, widths, layers, choice)
     built = materialize(float_model, models, layers, choice)
     with clock.phase("rewrite"):
         cleanup = run.exact(built.model)
@@ -518,17 +515,35 @@ def _computes_in_integers(model: ir.Model, option: Option) -> bool:
     )
 
 
-def _widths_note(layers: Layers, choice: Mapping[int, int | None]) -> str | None:
-    """How many layers the budget gave 8-bit and 7-bit int8 weights (`_weight_widths`)."""
+def _say_widths(
+    notes: list[str],
+    widths: _WeightWidths,
+    layers: Layers,
+    choice: Mapping[int, int | None],
+) -> None:
+    """Notes on the int8 weights' widths once the budget has chosen (`_weight_widths`).
+
+    How many layers it gave 8 and 7 bits, when it measured any; the rules' own 7-bit note
+    stays while a chosen layer took the rules' width unmeasured (a static QDQ layer).
+    """
+    dependent = {rule.name for rule in widths.narrow.rules}
     counts = dict.fromkeys(_WIDTH_FORMS, 0)
+    unmeasured = 0
     for layer in layers:
         picked = choice.get(layer.index)
-        if picked is not None and layer.options[picked].form in counts:
-            counts[layer.options[picked].form] += 1
+        if picked is None:
+            continue
+        option = layer.options[picked]
+        if option.form in counts:
+            counts[option.form] += 1
+        elif option.rule in dependent:
+            unmeasured += 1
     wide, narrow = (counts[form] for form in _WIDTH_FORMS)
     if not wide and not narrow:
-        return None
-    return (
+        return
+    if not unmeasured and SATURATION_NOTE in notes:
+        notes.remove(SATURATION_NOTE)
+    notes.append(
         f"int8 weights as the accuracy budget chose them: 8 bits on {wide} "
         f"layer{'s' * (wide != 1)}, 7 bits (-64..64) on {narrow}; it measured both, as "
         "onnxruntime's uint8 x int8 kernels saturate on this machine (x86 without VNNI adds two "

@@ -227,3 +227,6 @@ def test_static_convs_keep_the_rules_width_under_a_budget():
     convs = [t for rule, t in texts.items() if "conv" in rule]
     assert convs
     assert all("bit weights" not in t for t in convs), convs
+    # The Convs the budget kept int8 took the rules' 7 bits unmeasured: that note stays.
+    kept = [s for s in result.budget.sites if "conv" in s.rule and not s.kept_float]
+    assert (SATURATION_NOTE in result.notes) == bool(kept)
