@@ -50,9 +50,7 @@ from rewriter.quantize import (
     SATURATION_NOTE,
     AccuracyBudget,
     Decision,
-    Layer,
     Layers,
-    Option,
     SpeedCheck,
     SpeedResult,
     budget_inputs,
@@ -68,7 +66,7 @@ from rewriter.quantize import (
     tune,
 )
 from rewriter.quantize import finish as finish_budget
-from rewriter.rules import RuleSet
+from rewriter.rules import Rule, RuleSet
 from rewriter.verification import VerifyError, plain_samples
 
 if TYPE_CHECKING:
@@ -216,8 +214,6 @@ def rewrite_measured(
     with clock.phase("rewrite"):
         variants, forms = _variants(run, float_model, statistics, widths)
         layers = find_layers(float_model, [(m, t) for m, t in variants], forms)
-    if widths is not None:
-        layers = _measurable_widths(layers, [m for m, _ in variants])
     notes.extend(layers.notes)
     choice: dict[int, int | None] = {layer.index: 0 for layer in layers}
     first = first_layers(float_model, layers) if _keeps_first_layers(options) else ()
@@ -436,10 +432,15 @@ _WIDTH_PARAM = "weight_bits"
 
 @dataclasses.dataclass(frozen=True)
 class _WeightWidths:
-    """The approximate rules with 8-bit int8 weights, and the 7-bit form of those it changes."""
+    """Both weight widths of the rules whose int8 weights the budget can measure.
+
+    `wide`: every approximate rule, those in 8 bits; `narrow`: those alone, in 7 bits;
+    `unmeasured`: the width-dependent rules left at the rules' own width.
+    """
 
     wide: RuleSet
     narrow: RuleSet
+    unmeasured: frozenset[str]
 
 
 def _weight_widths(
@@ -452,9 +453,13 @@ def _weight_widths(
     only on layers whose values reach it. A budget measures a layer written with integer
     kernels (dynamic int8: MatMulInteger) as onnxruntime runs it, saturation included, so
     such a layer gets both: the 8-bit form first (a bit more precise where nothing
-    saturates), the 7-bit one where that is left out (`_measurable_widths` keeps the others
-    at the rules' width). Not when the caller set the width (`weight_bits`), the rules do not
-    declare it, or they were not loaded from files.
+    saturates), the 7-bit one where that is left out. A rule that writes no integer kernel
+    (static QDQ: DequantizeLinear -> Conv -> QuantizeLinear) keeps the rules' width: the
+    budget measures without graph optimizations, where that form computes in float, and only
+    onnxruntime's fusion into QLinearConv brings the saturating kernel, so its 8-bit form
+    would measure better than it runs (on the shipped CNN the budget met snr>=35 on its
+    tuning inputs and missed it with ORT_ENABLE_ALL). Not when the caller set the width
+    (`weight_bits`), the rules do not declare it, or they were not loaded from files.
     """
     if options.budget is None or _WIDTH_PARAM in options.params:
         return None
@@ -467,15 +472,21 @@ def _weight_widths(
             params={**options.params, _WIDTH_PARAM: 8},
         )
     given = {rule.name: rule for rule in ruleset.rules if rule.approximate is not None}
-    wide_rules = tuple(rule for rule in wide.rules if rule.approximate is not None)
-    depends = {rule.name for rule in wide_rules if given.get(rule.name, rule) != rule}
-    if not depends:
+    eight_bit = {rule.name: rule for rule in wide.rules if rule.name in given}
+    depends = {name for name, rule in eight_bit.items() if given[name] != rule}
+    measured = {name for name in depends if _writes_integer_kernels(given[name])}
+    if not measured:
         return None
     return _WeightWidths(
-        dataclasses.replace(wide, rules=wide_rules, passes=()),
         dataclasses.replace(
-            ruleset, rules=tuple(given[name] for name in given if name in depends), passes=()
+            ruleset,
+            rules=tuple(eight_bit[n] if n in measured else r for n, r in given.items()),
+            passes=(),
         ),
+        dataclasses.replace(
+            ruleset, rules=tuple(r for n, r in given.items() if n in measured), passes=()
+        ),
+        frozenset(depends - measured),
     )
 
 
@@ -486,33 +497,8 @@ _INTEGER_KERNELS = frozenset(
 )
 
 
-def _measurable_widths(layers: Layers, models: Sequence[ir.Model]) -> Layers:
-    """Each layer with its 8-bit form only where the budget's measurement can see saturation.
-
-    The budget measures without graph optimizations; a form written as DequantizeLinear ->
-    Conv -> QuantizeLinear then computes in float, and only onnxruntime's fusion (into
-    QLinearConv, at load with optimizations on) brings the saturating kernel. Its 8-bit form
-    would measure better than it runs (on the shipped CNN, the budget met snr>=35 on its
-    tuning inputs and missed it with ORT_ENABLE_ALL), so such a layer keeps the rules' own
-    width, as without a budget; forms written with integer kernels (dynamic int8) keep both.
-    """
-    wide = _WIDTH_FORMS[0]
-    kept: list[Layer] = []
-    for layer in layers:
-        options = layer.options
-        if any(o.form == wide and not _computes_in_integers(models[o.variant], o) for o in options):
-            options = tuple(dataclasses.replace(o, form="") for o in options if o.form != wide)
-        kept.append(dataclasses.replace(layer, options=options))
-    return dataclasses.replace(layers, layers=tuple(kept))
-
-
-def _computes_in_integers(model: ir.Model, option: Option) -> bool:
-    names = set(option.nodes)
-    return any(
-        node.name in names and node.op_type in _INTEGER_KERNELS
-        for graph in model.graphs()
-        for node in graph
-    )
+def _writes_integer_kernels(rule: Rule) -> bool:
+    return any(op.op_type in _INTEGER_KERNELS for op in rule.emitted_ops)
 
 
 def _say_widths(
@@ -526,7 +512,6 @@ def _say_widths(
     How many layers it gave 8 and 7 bits, when it measured any; the rules' own 7-bit note
     stays while a chosen layer took the rules' width unmeasured (a static QDQ layer).
     """
-    dependent = {rule.name for rule in widths.narrow.rules}
     counts = dict.fromkeys(_WIDTH_FORMS, 0)
     unmeasured = 0
     for layer in layers:
@@ -536,7 +521,7 @@ def _say_widths(
         option = layer.options[picked]
         if option.form in counts:
             counts[option.form] += 1
-        elif option.rule in dependent:
+        elif option.rule in widths.unmeasured:
             unmeasured += 1
     wide, narrow = (counts[form] for form in _WIDTH_FORMS)
     if not wide and not narrow:
