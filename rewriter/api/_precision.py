@@ -55,6 +55,7 @@ from rewriter.quantize import (
     SpeedResult,
     budget_inputs,
     check_speed,
+    computes_in_float_until_fused,
     correct_biases,
     find_layers,
     first_layers,
@@ -66,7 +67,7 @@ from rewriter.quantize import (
     tune,
 )
 from rewriter.quantize import finish as finish_budget
-from rewriter.rules import Rule, RuleSet
+from rewriter.rules import RuleSet
 from rewriter.verification import VerifyError, plain_samples
 
 if TYPE_CHECKING:
@@ -234,7 +235,7 @@ def rewrite_measured(
         with clock.phase("speed"):
             choice, speed = _check_speed(run, original, float_model, models, layers, choice, check)
     if widths is not None:
-        _say_widths(notes, widths, layers, choice)
+        _say_widths(notes, layers, choice)
     built = materialize(float_model, models, layers, choice)
     with clock.phase("rewrite"):
         cleanup = run.exact(built.model)
@@ -432,15 +433,13 @@ _WIDTH_PARAM = "weight_bits"
 
 @dataclasses.dataclass(frozen=True)
 class _WeightWidths:
-    """Both weight widths of the rules whose int8 weights the budget can measure.
+    """Both weight widths of the rules whose int8 weights depend on `weight_bits`.
 
-    `wide`: every approximate rule, those in 8 bits; `narrow`: those alone, in 7 bits;
-    `unmeasured`: the width-dependent rules left at the rules' own width.
+    `wide`: every approximate rule, those in 8 bits; `narrow`: those alone, in 7 bits.
     """
 
     wide: RuleSet
     narrow: RuleSet
-    unmeasured: frozenset[str]
 
 
 def _weight_widths(
@@ -450,16 +449,15 @@ def _weight_widths(
 
     Where onnxruntime's uint8 x int8 sums saturate, the rules narrow int8 weights to 7 bits
     (`patterns/quantize/int8_weights.rw`): a saturated sum is far worse than a lost bit, but
-    only on layers whose values reach it. A budget measures a layer written with integer
-    kernels (dynamic int8: MatMulInteger) as onnxruntime runs it, saturation included, so
-    such a layer gets both: the 8-bit form first (a bit more precise where nothing
-    saturates), the 7-bit one where that is left out. A rule that writes no integer kernel
-    (static QDQ: DequantizeLinear -> Conv -> QuantizeLinear) keeps the rules' width: the
-    budget measures without graph optimizations, where that form computes in float, and only
-    onnxruntime's fusion into QLinearConv brings the saturating kernel, so its 8-bit form
-    would measure better than it runs (on the shipped CNN the budget met snr>=35 on its
-    tuning inputs and missed it with ORT_ENABLE_ALL). Not when the caller set the width
-    (`weight_bits`), the rules do not declare it, or they were not loaded from files.
+    only on layers whose values reach it. A budget measures each layer as onnxruntime runs
+    it, saturation included: dynamic int8 (MatMulInteger) computes in integers as written,
+    and static QDQ int8 (DequantizeLinear -> Conv -> QuantizeLinear) once onnxruntime fuses it
+    into QLinearConv, so the budget then measures with its graph optimizations
+    (`computes_in_float_until_fused`; without them, as a budget that does not check
+    `ORT_ENABLE_ALL`, the form computes in float as deployed). Each such layer gets both
+    forms: the 8-bit one first (a bit more precise where nothing saturates), the 7-bit one
+    where that is left out. Not when the caller set the width (`weight_bits`), the rules do
+    not declare it, or they were not loaded from files.
     """
     if options.budget is None or _WIDTH_PARAM in options.params:
         return None
@@ -474,59 +472,38 @@ def _weight_widths(
     given = {rule.name: rule for rule in ruleset.rules if rule.approximate is not None}
     eight_bit = {rule.name: rule for rule in wide.rules if rule.name in given}
     depends = {name for name, rule in eight_bit.items() if given[name] != rule}
-    measured = {name for name in depends if _writes_integer_kernels(given[name])}
-    if not measured:
+    if not depends:
         return None
     return _WeightWidths(
         dataclasses.replace(
             ruleset,
-            rules=tuple(eight_bit[n] if n in measured else r for n, r in given.items()),
+            rules=tuple(eight_bit[n] if n in depends else r for n, r in given.items()),
             passes=(),
         ),
         dataclasses.replace(
-            ruleset, rules=tuple(r for n, r in given.items() if n in measured), passes=()
+            ruleset, rules=tuple(r for n, r in given.items() if n in depends), passes=()
         ),
-        frozenset(depends - measured),
     )
-
-
-# Ops that compute in integers as written: a session without graph optimizations (how the
-# budget measures) runs them with onnxruntime's integer kernels, saturation included.
-_INTEGER_KERNELS = frozenset(
-    {"MatMulInteger", "ConvInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeMatMul"}
-)
-
-
-def _writes_integer_kernels(rule: Rule) -> bool:
-    return any(op.op_type in _INTEGER_KERNELS for op in rule.emitted_ops)
 
 
 def _say_widths(
     notes: list[str],
-    widths: _WeightWidths,
     layers: Layers,
     choice: Mapping[int, int | None],
 ) -> None:
     """Notes on the int8 weights' widths once the budget has chosen (`_weight_widths`).
 
-    How many layers it gave 8 and 7 bits, when it measured any; the rules' own 7-bit note
-    stays while a chosen layer took the rules' width unmeasured (a static QDQ layer).
+    How many layers it gave 8 and 7 bits, in place of the rules' own 7-bit note.
     """
     counts = dict.fromkeys(_WIDTH_FORMS, 0)
-    unmeasured = 0
     for layer in layers:
         picked = choice.get(layer.index)
-        if picked is None:
-            continue
-        option = layer.options[picked]
-        if option.form in counts:
-            counts[option.form] += 1
-        elif option.rule in widths.unmeasured:
-            unmeasured += 1
+        if picked is not None and layer.options[picked].form in counts:
+            counts[layer.options[picked].form] += 1
     wide, narrow = (counts[form] for form in _WIDTH_FORMS)
     if not wide and not narrow:
         return
-    if not unmeasured and SATURATION_NOTE in notes:
+    if SATURATION_NOTE in notes:
         notes.remove(SATURATION_NOTE)
     notes.append(
         f"int8 weights as the accuracy budget chose them: 8 bits on {wide} "
@@ -636,8 +613,18 @@ def _tune(
     budget = options.budget
     assert budget is not None
     tuning, final_data, notes = _budget_data(source, options)
-    switchable = materialize(float_model, models, layers, switchable=True).model
-    decision = tune(ir.to_onnx(switchable).SerializeToString(), layers, tuning, budget)
+    switchable = materialize(float_model, models, layers, switchable=True)
+    # Measured as deployed where a layer's integer kernel exists only once onnxruntime fuses.
+    as_deployed = budget.ort_enable_all and computes_in_float_until_fused(
+        switchable.model, switchable.node_layers
+    )
+    decision = tune(
+        ir.to_onnx(switchable.model).SerializeToString(),
+        layers,
+        tuning,
+        budget,
+        as_deployed=as_deployed,
+    )
     return decision, final_data, notes
 
 

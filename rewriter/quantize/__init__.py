@@ -15,7 +15,8 @@ whether they apply, by running models:
 * `tune`, `finish` (`_budget`, measuring with `_sensitivity`): the accuracy budget
   (`AccuracyBudget`, `--accept snr>=35`) on one switchable model.
 * `check_speed` (`_speed`): layers whose approximate form runs slower go back to float.
-* `fusion_misses` (`_fusion`): layers onnxruntime did not fuse into its integer kernels.
+* `fusion_misses` (`_fusion`): layers onnxruntime did not fuse into its integer kernels;
+  `computes_in_float_until_fused`: whether the budget must measure with its fusions.
 * `first_layers` (`_boundary`): the layers that compute first on the model's inputs, which
   the int8 preset keeps float.
 * `correct_biases` (`_bias_correction`): each quantized Conv's bias corrected, layer by layer,
@@ -42,7 +43,7 @@ from rewriter.quantize._calibration import (
     calibration_method,
     collect_calibration,
 )
-from rewriter.quantize._fusion import fusion_misses
+from rewriter.quantize._fusion import computes_in_float_until_fused, fusion_misses
 from rewriter.quantize._instance_calibration import (
     CALIBRATION_BUILTINS,
     instance_calibration,
@@ -85,6 +86,7 @@ __all__ = [
     "check_speed",
     "choice_without",
     "collect_calibration",
+    "computes_in_float_until_fused",
     "correct_biases",
     "default_jobs",
     "find_layers",

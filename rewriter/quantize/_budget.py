@@ -11,7 +11,10 @@ or float:
    layer's option) alone, the other layers float. A layer's later options are what milder
    rules write when its first one is left out (int8, else float16, else float), or the same
    rule's other form (`Option.form`: 7-bit int8 weights after 8-bit ones where onnxruntime's
-   sums saturate, for layers written with integer kernels, `rewriter.api`).
+   sums saturate, `rewriter.api`). Layers whose written form computes in float until
+   onnxruntime fuses it (static QDQ int8 into QLinearConv) are measured as deployed: the
+   switchable model runs with `ORT_ENABLE_ALL` (`Workload.as_deployed`), so the budget sees
+   the integer kernel, saturation and rounding included.
 2. Rank the candidates by the first acceptance's metric alone, worst (most sensitive) first.
 3. Greedy: leave out the k most sensitive candidates for k = 0, 1, ... until the whole model
    meets every acceptance on the tuning inputs (a layer whose options are all left out is
@@ -312,8 +315,12 @@ def tune(
     layers: Layers,
     tuning: AccuracyData,
     budget: AccuracyBudget,
+    *,
+    as_deployed: bool = False,
 ) -> Decision:
     """Choose each layer's option (`Decision.choice`) on the switchable model's session.
+
+    `as_deployed`: measure with onnxruntime's graph optimizations (`Workload.as_deployed`).
 
     Raises:
         RewriteError: the switchable model cannot be measured; Ray is asked for but missing or
@@ -330,6 +337,7 @@ def tune(
         switches,
         providers=budget.providers,
         confidence=budget.confidence,
+        as_deployed=as_deployed,
     )
     progress = _Progress(budget.progress)
     notes: list[str] = []

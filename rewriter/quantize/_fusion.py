@@ -38,6 +38,21 @@ def fusion_targets(model: ir.Model, node_layers: Mapping[str, int]) -> dict[str,
     return targets
 
 
+def computes_in_float_until_fused(model: ir.Model, node_layers: Mapping[str, int]) -> bool:
+    """Whether a layer's written form runs in float unless onnxruntime fuses it.
+
+    DequantizeLinear -> Conv (static QDQ int8, blocked int4 MatMul) computes in float in a
+    session without graph optimizations; onnxruntime's integer or 4-bit kernel, with its own
+    rounding and saturation, runs only once it fuses them (`ORT_ENABLE_ALL`).
+    """
+    targets = fusion_targets(model, node_layers)
+    return any(
+        node.name in targets and node.op_type in _FUSED_WHEN_DEQUANTIZED
+        for graph in model.graphs()
+        for node in graph
+    )
+
+
 def _reads_dequantized(node: ir.Node) -> bool:
     for value in node.inputs:
         producer = value.producer() if value is not None else None

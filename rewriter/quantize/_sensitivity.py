@@ -40,6 +40,7 @@ from rewriter.verification import (
     load_model,
     measure,
     metric_with_bound,
+    open_optimized,
     open_session,
 )
 
@@ -54,8 +55,11 @@ Choice = Mapping[int, int | None]
 class Workload:
     """What every evaluation of one tuning run shares (picklable).
 
-    `model` is the switchable model's ONNX bytes, `key` a digest of it (workers keep one
-    session per key), `metrics` the metrics to measure (the budget's first).
+    `model` is the switchable model's ONNX bytes, `key` a digest of it and of how it is run
+    (workers keep one session per key), `metrics` the metrics to measure (the budget's
+    first). `as_deployed`: run with onnxruntime's graph optimizations (`ORT_ENABLE_ALL`), for
+    layers whose written form computes in float until onnxruntime fuses it into an integer
+    kernel (static QDQ int8: QLinearConv); otherwise without, as verification runs.
     """
 
     model: bytes
@@ -67,6 +71,7 @@ class Workload:
     # Judge by the pessimistic bootstrap bound at this confidence (None: the measured value).
     confidence: float | None = None
     key: str = ""
+    as_deployed: bool = False
 
     @staticmethod
     def of(
@@ -77,9 +82,12 @@ class Workload:
         *,
         providers: Sequence[str] | None = None,
         confidence: float | None = None,
+        as_deployed: bool = False,
     ) -> Workload:
         """A workload, its key computed."""
         metrics = tuple(dict.fromkeys(a.metric for a in accept))
+        digest = hashlib.sha256(model)
+        digest.update(b"deployed" if as_deployed else b"off")
         return Workload(
             model,
             data,
@@ -88,7 +96,8 @@ class Workload:
             tuple(switches),
             tuple(providers) if providers else None,
             confidence,
-            hashlib.sha256(model).hexdigest(),
+            digest.hexdigest(),
+            as_deployed,
         )
 
 
@@ -171,10 +180,12 @@ def evaluate_with(session: Any, workload: Workload, choice: Choice) -> Evaluatio
 
 
 def open_workload_session(workload: Workload) -> Any:
-    """An onnxruntime session (optimizations off, as the budget measures) of the workload."""
+    """An onnxruntime session of the workload (optimizations off unless `as_deployed`)."""
     import onnx
 
     loaded = load_model(onnx.load_from_string(workload.model), "measured")
+    if workload.as_deployed:
+        return open_optimized(loaded, workload.providers)
     return open_session(loaded, workload.providers)
 
 

@@ -91,7 +91,7 @@ from rewriter.verification._options import (
 )
 from rewriter.verification._oracle import OracleModel, oracle_model
 from rewriter.verification._result import OutputStats, VerifyResult
-from rewriter.verification._runner import RunError, Session, open_session
+from rewriter.verification._runner import RunError, Session, open_optimized, open_session
 from rewriter.verification._source import LoadedModel, ModelSource, load_model
 
 
@@ -188,6 +188,7 @@ __all__ = [
     "measure",
     "measure_approximation",
     "metric_with_bound",
+    "open_optimized",
     "open_session",
     "optimizer_difference",
     "oracle_model",

@@ -207,26 +207,49 @@ def test_a_budget_with_the_width_given_measures_that_width_alone():
     assert not any("accuracy budget chose them" in note for note in result.notes)
 
 
-def test_static_convs_keep_the_rules_width_under_a_budget():
-    # The budget measures without graph optimizations, where DequantizeLinear -> Conv ->
-    # QuantizeLinear computes in float: the saturating QLinearConv comes only with onnxruntime's
-    # fusion, so an 8-bit form would measure better than it runs. The Gemm head, dynamic int8,
-    # runs MatMulInteger as written and offers both.
+def _two_conv_cnn() -> onnx.ModelProto:
+    """Two 1x1 Convs, A then B, with `_two_layer_mlp`'s weights: A's 8-bit sums saturate."""
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0.5, 1.0, size=(64, 64, 1, 1)).astype(np.float32)
+    b = rng.uniform(-1e-3, 1e-3, size=(32, 64, 1, 1)).astype(np.float32)
+    b[np.arange(32), rng.permutation(64)[:32]] = rng.choice([-1.0, 1.0], size=32)[:, None, None]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "a"], ["h"]),
+            helper.make_node("Conv", ["h", "b"], ["y"]),
+        ],
+        "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 4, 4])],
+        [numpy_helper.from_array(t, n) for t, n in ((a, "a"), (b, "b"))],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_budget_measures_static_convs_as_onnxruntime_fuses_them():
+    # Without graph optimizations DequantizeLinear -> Conv -> QuantizeLinear computes in
+    # float, where A's 8-bit weights look harmless; onnxruntime fuses it into a QLinearConv
+    # that saturates A's sums. The budget measures that fused form: 7 bits for A, 8 for B.
     if not int8_sums_saturate():
         pytest.skip("this CPU's uint8 x int8 sums do not saturate: one width, 8 bits")
-    samples = _samples(6, (2, 3, 16, 16), 1)
+    rng = np.random.default_rng(4)
+    samples = tuple(
+        {"x": rng.uniform(2.0, 4.0, size=(1, 64, 4, 4)).astype(np.float32)} for _ in range(6)
+    )
     calibration = CalibrationSamples(samples[:4], first_layers_float=False)
-    budget = AccuracyBudget(("snr>=20",), examples=0, samples=samples, jobs=1)
+    budget = AccuracyBudget(("snr>=30",), examples=0, samples=samples, jobs=1)
     options = RewriteOptions(
         quantize="int8", calibration_samples=calibration, budget=budget, speed_check=OFF
     )
-    result = rewrite(cnn_bn(), options=options)
+    result = rewrite(_two_conv_cnn(), options=options)
     assert result.budget is not None
-    texts = {site.rule: site.rule_text for site in result.budget.sites}
-    assert texts["quantize_gemm_bias_int8_dynamic"].endswith("bit weights)")
-    convs = [t for rule, t in texts.items() if "conv" in rule]
-    assert convs
-    assert all("bit weights" not in t for t in convs), convs
-    # The Convs the budget kept int8 took the rules' 7 bits unmeasured: that note stays.
-    kept = [s for s in result.budget.sites if "conv" in s.rule and not s.kept_float]
-    assert (SATURATION_NOTE in result.notes) == bool(kept)
+    assert result.budget.ok, result.budget.summary()
+    texts = sorted(site.rule_text for site in result.budget.sites)
+    assert texts == [
+        "quantize_conv_int8_static (7-bit weights)",
+        "quantize_conv_int8_static (8-bit weights)",
+    ]
+    assert _widths(result.proto) == [64, 127]
+    assert SATURATION_NOTE not in result.notes
+    x = samples[5]["x"]
+    assert _snr(_run(_two_conv_cnn(), x), _run(result.proto, x)) >= 30
