@@ -325,6 +325,34 @@ def test_int4_writes_matmulnbits_where_onnxruntime_does_not_fuse_the_standard_fo
         assert _snr(reference, second) > 15
 
 
+def test_matmulnbits_accuracy_level_is_a_parameter_of_the_rules():
+    # 0 keeps float activations: the numbers onnxruntime computes for the standard form when
+    # its session option asks for accuracy level 0 instead of its default 4.
+    options = RewriteOptions(
+        quantize="int4",
+        speed_check=OFF,
+        add_opsets={"com.microsoft": 1},
+        params={"accuracy_level": 0},
+    )
+    runtime = rewrite(shared_weight_mlp(), options=options)
+    levels = [
+        onnx.helper.get_attribute_value(a)
+        for node in runtime.proto.graph.node
+        for a in node.attribute
+        if a.name == "accuracy_level"
+    ]
+    assert levels == [0, 0]
+    plain = rewrite(shared_weight_mlp(), options=RewriteOptions(quantize="int4", speed_check=OFF))
+    session_options = ort.SessionOptions()
+    session_options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
+    rng = np.random.default_rng(1)
+    feeds = {name: rng.standard_normal((3, 64)).astype(np.float32) for name in ("a", "b")}
+    standard = ort.InferenceSession(plain.proto.SerializeToString(), session_options)
+    nbits = ort.InferenceSession(runtime.proto.SerializeToString())
+    for first, second in zip(standard.run(None, feeds), nbits.run(None, feeds), strict=True):
+        assert _snr(first, second) > 60
+
+
 def test_int4_standard_form_is_fused_into_matmulnbits(tmp_path):
     model = shared_weight_mlp()
     del model.graph.node[1]
