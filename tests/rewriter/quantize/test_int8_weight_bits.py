@@ -251,5 +251,6 @@ def test_a_budget_measures_static_convs_as_onnxruntime_fuses_them():
     ]
     assert _widths(result.proto) == [64, 127]
     assert SATURATION_NOTE not in result.notes
+    assert any("ORT_ENABLE_ALL), as deployed" in note for note in result.budget.notes)
     x = samples[5]["x"]
     assert _snr(_run(_two_conv_cnn(), x), _run(result.proto, x)) >= 30
