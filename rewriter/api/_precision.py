@@ -453,8 +453,7 @@ def _weight_widths(
     it, saturation included: dynamic int8 (MatMulInteger) computes in integers as written,
     and static QDQ int8 (DequantizeLinear -> Conv -> QuantizeLinear) once onnxruntime fuses it
     into QLinearConv, so the budget then measures with its graph optimizations
-    (`computes_in_float_until_fused`; without them, as a budget that does not check
-    `ORT_ENABLE_ALL`, the form computes in float as deployed). Each such layer gets both
+    (`computes_in_float_until_fused`), as sessions run by default. Each such layer gets both
     forms: the 8-bit one first (a bit more precise where nothing saturates), the 7-bit one
     where that is left out. Not when the caller set the width (`weight_bits`), the rules do
     not declare it, or they were not loaded from files.
@@ -614,10 +613,10 @@ def _tune(
     assert budget is not None
     tuning, final_data, notes = _budget_data(source, options)
     switchable = materialize(float_model, models, layers, switchable=True)
-    # Measured as deployed where a layer's integer kernel exists only once onnxruntime fuses.
-    as_deployed = budget.ort_enable_all and computes_in_float_until_fused(
-        switchable.model, switchable.node_layers
-    )
+    # Fused where a layer's integer kernel exists only once onnxruntime fuses it: a session's
+    # default, whether or not the final check runs ORT_ENABLE_ALL (its 8-bit static form
+    # measured unfused would look better than it runs).
+    as_deployed = computes_in_float_until_fused(switchable.model, switchable.node_layers)
     decision = tune(
         ir.to_onnx(switchable.model).SerializeToString(),
         layers,

@@ -343,9 +343,8 @@ def tune(
     notes: list[str] = []
     if as_deployed:
         notes.append(
-            "measured with onnxruntime's graph optimizations (ORT_ENABLE_ALL), as deployed: "
-            "DequantizeLinear -> Conv/MatMul layers run as the integer or 4-bit kernels it "
-            "fuses them into"
+            "measured with onnxruntime's graph optimizations (ORT_ENABLE_ALL): DequantizeLinear "
+            "-> Conv/MatMul layers run as the integer or 4-bit kernels it fuses them into"
         )
     with Evaluator(workload, jobs=budget.jobs or 1, ray_address=budget.ray_address) as evaluator:
         run = _Tuning(evaluator, budget, layers, progress)

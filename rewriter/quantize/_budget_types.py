@@ -41,7 +41,8 @@ class AccuracyBudget:
             others are held out for the final check (a single sample does both).
         input_ranges / dims: as for `verify`; input shapes come from `RewriteOptions`.
         ort_enable_all: the final check also runs the result with onnxruntime's
-            optimizations (as deployed).
+            optimizations (as deployed). Tuning measures layers that compute in float until
+            onnxruntime fuses them (static QDQ, int4) with those optimizations either way.
         confidence: while tuning, a model meets the budget only when the pessimistic
             bootstrap bound of each metric over the tuning inputs does, at this confidence
             (`verification.pessimistic_bound`): a choice that barely meets it on these
