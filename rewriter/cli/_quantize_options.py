@@ -76,12 +76,11 @@ def calibration_samples(args: argparse.Namespace, source: Path) -> CalibrationSa
     from rewriter.verification import VerifyError, analyze_inputs, split_samples
 
     path = args.calibration
-    given = Path(path)
-    files = sorted(given.glob("*.npz")) if given.is_dir() else [given]
-    if not files:
-        raise RewriteError(f"--calibration {path}: the folder holds no .npz file")
     try:
-        given_samples = load_samples([str(f) for f in files], option="--calibration")
+        given_samples = load_samples([path], option="--calibration")
+    except VerifyError as exc:
+        raise RewriteError(str(exc)) from None  # names the option and the file
+    try:
         model = ir.load(source)
         samples = split_samples(given_samples, analyze_inputs(model, model))
     except VerifyError as exc:

@@ -293,12 +293,11 @@ def _calibrate(source: Path, args: argparse.Namespace) -> Calibration:
     from rewriter.quantize import calibration_method, collect_calibration
     from rewriter.verification import VerifyError
 
-    given = Path(path)
-    files = sorted(given.glob("*.npz")) if given.is_dir() else [given]
-    if not files:
-        raise RewriteError(f"--calibration {path}: the folder holds no .npz file")
     try:
-        samples = load_samples([str(f) for f in files], option="--calibration")
+        samples = load_samples([path], option="--calibration")
+    except VerifyError as exc:
+        raise RewriteError(str(exc)) from None  # names the option and the file
+    try:
         method, percentile = calibration_method(
             args.calibration_method, args.calibration_percentile, args.quantize
         )

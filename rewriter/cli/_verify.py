@@ -139,8 +139,28 @@ def _once(option: str, pairs: list[tuple[str, _V]]) -> dict[str, _V]:
     return found
 
 
+def sample_files(paths: list[str], option: str = "--inputs") -> list[str]:
+    """The .npz files `paths` name: a folder stands for the .npz files in it, sorted by name."""
+    from rewriter.verification import VerifyError
+
+    files: list[str] = []
+    for path in paths:
+        given = Path(path)
+        if not given.is_dir():
+            files.append(path)
+            continue
+        found = sorted(given.glob("*.npz"))
+        if not found:
+            raise VerifyError(f"{option} {path}: the folder holds no .npz file")
+        files.extend(str(f) for f in found)
+    return files
+
+
 def load_samples(paths: list[str], option: str = "--inputs") -> list[dict[str, Array]]:
-    """The `--inputs` (or `--calibration`) files' arrays (never unpickled), one mapping per file."""
+    """The arrays of `--inputs` (or `--calibration`), one mapping per file (never unpickled).
+
+    Each path is an .npz file or a folder of them (`sample_files`).
+    """
     import zipfile
 
     import numpy as np
@@ -148,7 +168,7 @@ def load_samples(paths: list[str], option: str = "--inputs") -> list[dict[str, A
     from rewriter.verification import VerifyError
 
     samples: list[dict[str, Array]] = []
-    for path in paths:
+    for path in sample_files(paths, option):
         try:
             with np.load(path, allow_pickle=False) as data:
                 samples.append({name: data[name] for name in data.files})

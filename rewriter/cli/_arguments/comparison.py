@@ -119,7 +119,7 @@ def add_comparison_options(parser: argparse.ArgumentParser, counterexample_defau
         action="append",
         default=[],
         help="real inputs, checked first: one array per graph input, one sample or several "
-        "stacked along a new first axis (repeatable)",
+        "stacked along a new first axis; a folder stands for its .npz files (repeatable)",
     )
     parser.add_argument(
         "--special-values",

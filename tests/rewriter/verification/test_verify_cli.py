@@ -261,6 +261,25 @@ def test_inputs_option_checks_the_given_samples(files, tmp_path, capsys):
     assert "--inputs" in capsys.readouterr().err
 
 
+def test_inputs_option_takes_a_folder_of_samples(files, tmp_path, capsys):
+    folder = tmp_path / "samples"
+    folder.mkdir()
+    np.savez(
+        folder / "a.npz", x=np.abs(np.random.default_rng(1).standard_normal((2, 4))).astype("f")
+    )
+    np.savez(folder / "b.npz", x=-np.ones((2, 4), dtype=np.float32))
+    only = ["verify", files["relu"], files["abs"], "--examples", "0"]
+    # b.npz (negative inputs) tells Relu from Abs: the folder's files are all read.
+    assert main([*only, "--inputs", str(folder)]) == 1
+    capsys.readouterr()
+    (folder / "b.npz").unlink()
+    assert main([*only, "--inputs", str(folder)]) == 0
+    assert "equivalent (1 example" in capsys.readouterr().out
+    (folder / "a.npz").unlink()
+    assert main([*only, "--inputs", str(folder)]) == 2
+    assert f"--inputs {folder}: the folder holds no .npz file" in capsys.readouterr().err
+
+
 def test_input_shape_and_dim_options_fix_sizes(files, capsys):
     args = ["verify", files["relu"], files["relu"], "--examples", "3"]
     assert main([*args, "--input-shape", "x=7x4"]) == 0
