@@ -68,7 +68,7 @@ from rewriter.quantize import (
 )
 from rewriter.quantize import finish as finish_budget
 from rewriter.rules import RuleSet
-from rewriter.verification import VerifyError, plain_samples
+from rewriter.verification import VerifyError, analyze_inputs, plain_samples, split_samples
 
 if TYPE_CHECKING:
     import onnx
@@ -635,7 +635,14 @@ def _speed_check(options: RewriteOptions) -> SpeedCheck | None:
 
 
 def _speed_feeds(model: ir.Model, options: RewriteOptions, check: SpeedCheck) -> dict[str, Any]:
-    """The inputs to time on: the check's, the calibration's, the budget's, or plain ones."""
+    """The inputs to time on: the check's, the calibration's, the budget's, or plain ones.
+
+    The first sample of the first of those given; a mapping may stack several samples along
+    a new first axis (`--inputs` files do), so it is split as the verifier splits it.
+
+    Raises:
+        RewriteError: the given samples do not fit the model's inputs.
+    """
     import numpy as np
 
     samples: Sequence[Mapping[str, Any]] = check.samples
@@ -645,7 +652,11 @@ def _speed_feeds(model: ir.Model, options: RewriteOptions, check: SpeedCheck) ->
         samples = options.budget.samples
     if not samples:
         samples = plain_samples(model, 1)
-    return {name: np.asarray(value) for name, value in samples[0].items()}
+    try:
+        first = split_samples(samples[:1], analyze_inputs(model, model))[0]
+    except VerifyError as exc:
+        raise RewriteError(f"speed check: {exc}") from None
+    return {name: np.asarray(value) for name, value in first.items()}
 
 
 def _check_speed(

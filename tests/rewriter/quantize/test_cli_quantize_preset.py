@@ -33,6 +33,21 @@ def test_quantize_int8_with_calibration_writes_the_model_and_says_how_fast(model
     assert "rewrite: speed check: group 1/" in printed
 
 
+def test_the_speed_check_times_one_of_stacked_budget_inputs(model, tmp_path, capsys):
+    # --inputs files may stack several samples along a new first axis: the speed check
+    # (without calibration samples it times the budget's) takes one of them, not the stack.
+    samples = tmp_path / "inputs.npz"
+    rng = np.random.default_rng(1)
+    np.savez(samples, x=rng.standard_normal((4, 2, 3, 16, 16)).astype(np.float32))
+    out = tmp_path / "cnn.int8.onnx"
+    args = [str(model), "--quantize", "int8", "--accept", "snr>=10", "--inputs", str(samples)]
+    code = main([*args, "--examples", "2", "--jobs", "1", "-o", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Invalid rank" not in captured.err
+    assert any(line.startswith("speed: ") for line in captured.out.splitlines())
+
+
 def test_budget_progress_lines_when_stdout_is_not_a_terminal(model, tmp_path, capsys):
     out = tmp_path / "cnn.int8.onnx"
     args = [str(model), "--quantize", "int8", "--no-speed-check", "--accept", "snr>=10"]
