@@ -51,6 +51,7 @@ from rewriter.quantize import (
     AccuracyBudget,
     Decision,
     Layers,
+    Preset,
     SpeedCheck,
     SpeedResult,
     budget_inputs,
@@ -117,8 +118,8 @@ class _Run:
 
 def _preset_rules(
     rules: RulesLike, options: RewriteOptions, clock: PhaseClock
-) -> tuple[RuleSet, RewriteOptions, list[str], int | None]:
-    """The rule set, options, notes and least opset of a run: a preset adds its files."""
+) -> tuple[RuleSet, RewriteOptions, list[str], Preset | None]:
+    """The rule set, options, notes and preset of a run: a preset adds its files."""
     if options.quantize is None:
         if isinstance(rules, RuleSet):
             return rules, options, [], None
@@ -144,7 +145,7 @@ def _preset_rules(
     notes = list(chosen.notes)
     if chosen.name == "int8" and "weight_bits" not in options.params and int8_sums_saturate():
         notes.append(SATURATION_NOTE)
-    return ruleset, adjusted, notes, chosen.min_opset
+    return ruleset, adjusted, notes, chosen
 
 
 def _with_preset_files(rules: RulesLike, files: Sequence[str]) -> list[str | os.PathLike[str]]:
@@ -190,14 +191,14 @@ def rewrite_measured(
             cannot run; models that cannot be measured.
     """
     clock = PhaseClock()
-    ruleset, options, notes, least_opset = _preset_rules(rules, options, clock)
+    ruleset, options, notes, chosen = _preset_rules(rules, options, clock)
     split = split_rules(ruleset)
     prepared = prepare(model, options, clock)
     source = _source_snapshot(prepared.model, model, options.budget)
     check = _speed_check(options)
     # The float original as given, the speed check's yardstick (stage 1 changes the model).
     original = bytes(ir.to_onnx(prepared.model).SerializeToString()) if check else b""
-    float_model, before = _float_model(prepared.model, ruleset, split, options, least_opset, clock)
+    float_model, before = _float_model(prepared.model, ruleset, split, options, chosen, clock)
     if options.replay_steps is not None:
         # A replay (the bisection of `--verify`) counts the steps of stage 1 one by one; the
         # later stages build the model from measured layers, so they come whole, as one step.
@@ -337,7 +338,7 @@ def _float_model(
     ruleset: RuleSet,
     split: SplitRules | None,
     options: RewriteOptions,
-    least_opset: int | None,
+    chosen: Preset | None,
     clock: PhaseClock,
 ) -> tuple[ir.Model, Trace]:
     """Stage 1: the model converted up to the target opset, the exact rules to their fixed point.
@@ -348,8 +349,18 @@ def _float_model(
     run = dataclasses.replace(options, calibration=None)
     target = options.target_opset
     current = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    least_opset = chosen.min_opset if chosen is not None else None
     if target is None and least_opset is not None and current is not None and current < least_opset:
         target = least_opset
+    required = least_opset if chosen is not None and chosen.opset_required else None
+    if target is not None and required is not None and target < required:
+        # Its rules would never fire: the model would come back unquantized, at exit 0.
+        raise OptionError(
+            "target_opset",
+            f"lower than opset {required}, which --quantize {options.quantize} writes "
+            f"(leave --target-opset out, or give {required} or newer)",
+            value=str(target),
+        )
     trace = Trace((), (), _saturated())
     if target is not None and current is not None and target != current:
         if target < current:

@@ -85,12 +85,15 @@ def calibration_samples(args: argparse.Namespace, source: Path) -> CalibrationSa
         samples = split_samples(given_samples, analyze_inputs(model, model))
     except VerifyError as exc:
         raise RewriteError(f"--calibration {path}: {exc}") from None
-    return CalibrationSamples(
-        tuple(samples),
-        method=args.calibration_method,
-        percentile=args.calibration_percentile,
-        bias_correction=args.bias_correction,
-    )
+    try:
+        return CalibrationSamples(
+            tuple(samples),
+            method=args.calibration_method,
+            percentile=args.calibration_percentile,
+            bias_correction=args.bias_correction,
+        )
+    except ValueError as exc:
+        raise RewriteError(f"--calibration {path}: {exc}") from None
 
 
 class ProgressLines:

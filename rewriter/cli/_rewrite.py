@@ -182,6 +182,10 @@ def run(args: argparse.Namespace) -> int:
         raise RewriteError(f"{out_path} exists; pass --force to overwrite it")
     if not args.in_place and out_path.exists() and os.path.samefile(out_path, source):
         raise RewriteError("the output would overwrite the input; use --in-place to allow that")
+    if out_path.exists() and not args.why_not:
+        for read, role in _sample_files(args).items():
+            if read.exists() and os.path.samefile(out_path, read):
+                raise RewriteError(f"the output {out_path} would overwrite {role}")
     _quantize_options.check_arguments(args)
     clock = PhaseClock()
     with clock.phase("load_rules"):
@@ -323,11 +327,27 @@ def _phases(clock: PhaseClock, result: RewriteResult) -> dict[str, float]:
     return {"load_rules": clock.seconds["load_rules"], **result.timings, **clock.seconds}
 
 
+def _sample_files(args: argparse.Namespace) -> dict[Path, str]:
+    """The `--calibration` and `--inputs` files the command reads -> what they are."""
+    read: dict[Path, str] = {}
+    for option, paths in (("--calibration", [args.calibration]), ("--inputs", args.samples)):
+        for path in paths:
+            given = Path(path) if path else None
+            if given is None:
+                continue
+            files = sorted(given.glob("*.npz")) if given.is_dir() else [given]
+            read.update({file: f"the {option} file {file}" for file in files})
+    return read
+
+
 def _refuse_unsafe_side_files(
     args: argparse.Namespace, source: Path, out: Path, ruleset: RuleSet
 ) -> None:
-    """`--json` and `--report` never replace the models, the input's data or the rules in use."""
-    protected = {out: "the output model"}
+    """`--json` and `--report` never replace what the command reads or writes.
+
+    The models, the input's external data, the rules in use and the sample files.
+    """
+    protected = {out: "the output model", **_sample_files(args)}
     protected.update({Path(path): f"the rules file {path}" for path in ruleset.sources})
     protected[source] = "the input model"
     _files.refuse_unsafe_targets(
@@ -387,7 +407,7 @@ def _counterexample_target(
     if args.examples == 0 and not args.samples:
         # Refused before the rewrite runs, not after.
         raise RewriteError("--examples 0 checks nothing without --inputs")
-    protected = {out: "the output model", source: "the input model"}
+    protected = {out: "the output model", source: "the input model", **_sample_files(args)}
     protected.update({Path(path): f"the rules file {path}" for path in ruleset.sources})
     for option in ("json", "report"):
         if getattr(args, option):

@@ -170,7 +170,14 @@ def load_samples(paths: list[str], option: str = "--inputs") -> list[dict[str, A
     samples: list[dict[str, Array]] = []
     for path in sample_files(paths, option):
         try:
-            with np.load(path, allow_pickle=False) as data:
+            loaded = np.load(path, allow_pickle=False)
+            if not isinstance(loaded, np.lib.npyio.NpzFile):
+                # A .npy file holds one unnamed array; the inputs need their names.
+                raise VerifyError(
+                    f"{option} {path}: not an .npz file (a .npy array has no input name; "
+                    "save with numpy.savez(path, input_name=array))"
+                )
+            with loaded as data:
                 samples.append({name: data[name] for name in data.files})
         except FileNotFoundError:
             raise VerifyError(f"{option} {path}: no such file") from None

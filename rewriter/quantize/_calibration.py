@@ -78,6 +78,15 @@ class CalibrationSamples:
             raise ValueError(f"unknown calibration method {self.method!r} (known: {known})")
         if self.percentile is not None and not 0.0 < self.percentile <= 100.0:
             raise ValueError(f"a percentile is in (0, 100], got {self.percentile}")
+        for index, sample in enumerate(self.samples):
+            for name, value in sample.items():
+                array = np.asarray(value)
+                if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
+                    # Ranges from NaN or infinity say nothing; the layer would stay float.
+                    raise ValueError(
+                        f"calibration sample {index + 1}: input `{name}` holds NaN or "
+                        "infinite values; calibration needs finite samples"
+                    )
 
     def resolved(self, quantize: str | None) -> tuple[str, float]:
         """The method and percentile a run with preset `quantize` (or none) calibrates with."""
@@ -168,8 +177,11 @@ def collect_calibration(
     for feed in feeds:
         for name, array in _run(session, feed, names):
             if bounds[name] > 0 and np.isfinite(bounds[name]):
+                # In float64: float32 bin arithmetic overflows near float32's largest values.
                 counts, _ = np.histogram(
-                    array, bins=HISTOGRAM_BINS, range=(-bounds[name], bounds[name])
+                    array.astype(np.float64),
+                    bins=HISTOGRAM_BINS,
+                    range=(-bounds[name], bounds[name]),
                 )
                 histograms[name] += counts
     values = {

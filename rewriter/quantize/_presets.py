@@ -47,6 +47,8 @@ class Preset:
         files: rule files, relative to the library's `quantize/` folder.
         excluded_rules: rules of those files the preset does not apply.
         min_opset: the default-domain opset its forms need (the model is converted up).
+        opset_required: below `min_opset` none of its rules applies (int4's types come with
+            opset 21); False where `min_opset` only enables more (int8: fused HardSwish).
         notes: what the caller should know about the choice (one line each).
     """
 
@@ -55,6 +57,7 @@ class Preset:
     excluded_rules: frozenset[str] = frozenset()
     min_opset: int | None = None
     notes: tuple[str, ...] = ()
+    opset_required: bool = True
 
 
 _INT8_DYNAMIC_ONLY = frozenset(
@@ -115,7 +118,7 @@ def _int8(*, calibrated: bool, speed_check: bool) -> Preset:
                 "Conv left float: no calibration samples for static int8 (--calibration), and "
                 "dynamic int8 (ConvInteger) is slower than float on onnxruntime's CPU provider"
             )
-    return Preset("int8", files, frozenset(excluded), _INT8_OPSET, tuple(notes))
+    return Preset("int8", files, frozenset(excluded), _INT8_OPSET, tuple(notes), False)
 
 
 # Said by an int8 run where onnxruntime's uint8 x int8 sums saturate and the caller left the

@@ -649,7 +649,13 @@ def split_samples(
         if not counts:
             result.append(stacked)
             continue
-        for position in range(lengths.pop()):
+        length = lengths.pop()
+        if not length:
+            raise VerifyError(
+                f"{label}: the arrays stack no sample (their first axis, one more than the "
+                f"inputs' rank, is 0)"
+            )
+        for position in range(length):
             result.append({name: array[position] for name, array in stacked.items()})
     return result
 

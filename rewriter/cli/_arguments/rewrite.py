@@ -148,7 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--calibration-percentile",
-        type=float,
+        type=_percentile,
         default=None,
         metavar="P",
         help="the percentile of the percentile method (default 99.99 when --quantize int8 "
@@ -188,4 +188,15 @@ def _confidence(text: str) -> float:
         ) from None
     if not 0.0 < value < 1.0:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
+    return value
+
+
+def _percentile(text: str) -> float:
+    """An argparse type: a percentile in (0, 100]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value <= 100.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"expected a percentile in (0, 100], got {text!r}")
     return value
