@@ -71,9 +71,19 @@ class Session(Protocol):
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message, with onnxruntime's boilerplate removed."""
+    """The first line of an exception's message, with onnxruntime's boilerplate removed.
+
+    onnxruntime continues some messages on indented lines (which dims of which input are
+    wrong: " index: 2 Got: 8 Expected: 16"); those join the first, its advice does not.
+    """
     text = str(exc).strip() or type(exc).__name__
-    line = text.splitlines()[0]
+    first, *rest = text.splitlines()
+    details = [
+        part.strip()
+        for part in rest
+        if part[:1].isspace() and part.strip() and not part.strip().startswith("Please fix")
+    ]
+    line = "; ".join([first, *details])
     line = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", line)
     return line[:300]
 

@@ -126,3 +126,14 @@ def test_side_files_and_the_output_never_replace_the_samples_read(model, tmp_pat
     assert code == 2
     assert f"--report {samples} would overwrite the --inputs file {samples}" in error
     assert samples.read_bytes() == before
+
+
+def test_calibration_samples_of_the_wrong_size_say_which_dims(model, tmp_path, capsys):
+    samples = tmp_path / "s.npz"
+    np.savez(samples, x=np.zeros((2, 3, 8, 16), dtype=np.float32))
+    out = tmp_path / "out.onnx"
+    args = [str(model), "--quantize", "int8", "--calibration", str(samples), "-o", str(out)]
+    code, error = _run(capsys, *args)
+    assert code == 2
+    # onnxruntime's detail, which it writes on a line of its own.
+    assert "index: 2 Got: 8 Expected: 16" in error
