@@ -357,8 +357,8 @@ def _float_model(
         # Its rules would never fire: the model would come back unquantized, at exit 0.
         raise OptionError(
             "target_opset",
-            f"lower than opset {required}, which --quantize {options.quantize} writes "
-            f"(leave --target-opset out, or give {required} or newer)",
+            f"lower than opset {required}, which the {options.quantize} preset writes "
+            f"(leave it unset, or give {required} or newer)",
             value=str(target),
         )
     trace = Trace((), (), _saturated())

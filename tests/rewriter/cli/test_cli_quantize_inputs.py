@@ -102,7 +102,7 @@ def test_int4_refuses_a_target_opset_its_types_do_not_exist_at(tmp_path, capsys)
         capsys, str(path), "--quantize", "int4", "--target-opset", "17", "-o", str(out)
     )
     assert code == 2
-    assert "--target-opset 17: lower than opset 21, which --quantize int4 writes" in error
+    assert "--target-opset 17: lower than opset 21, which the int4 preset writes" in error
     assert not out.exists()
     # int8's least opset (14, for fused HardSwish) is no requirement: opset 13 quantizes.
     code, _ = _run(capsys, str(path), "--quantize", "int8", "--target-opset", "13", "-o", str(out))
